@@ -1,0 +1,1 @@
+"""Interchangeable sources of GpuSamples: NVML/GPM (live GPUs) and replay (recorded traces)."""

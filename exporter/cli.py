@@ -1,0 +1,76 @@
+"""Command line: the daemon (default), and the ``record`` subcommand."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable
+
+from exporter import __version__, logs
+from exporter.config import MIN_COLLECT_INTERVAL, format_duration, parse_duration
+
+DEFAULT_LISTEN_ADDRESS = ":9947"
+
+
+def duration_flag(minimum: float) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            seconds = parse_duration(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+        if seconds < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {format_duration(minimum)}, got {text!r}")
+        return seconds
+
+    return parse
+
+
+def add_common_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--log.level", dest="log_level", choices=sorted(logs.LEVELS), default="info", help="log level (default info)")
+
+
+def daemon_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpu-efficiency-exporter",
+        description="Prometheus exporter that tells how much real work each NVIDIA GPU does. "
+        "Subcommands: 'record' writes gpu-trace/1 files from real GPUs (see 'record --help').",
+    )
+    parser.add_argument("--version", action="version", version=f"gpu-efficiency-exporter {__version__}")
+    parser.add_argument("--web.listen-address", dest="listen_address", default=DEFAULT_LISTEN_ADDRESS, help=f"address to serve on (default {DEFAULT_LISTEN_ADDRESS})")
+    parser.add_argument("--web.telemetry-path", dest="telemetry_path", default="/metrics", help="path of the metrics (default /metrics)")
+    parser.add_argument("--config", help="YAML configuration file (reloaded on SIGHUP)")
+    parser.add_argument("--collect-interval", type=duration_flag(MIN_COLLECT_INTERVAL), help="how often to sample the GPUs, e.g. 500ms or 1s (default 1s, minimum 100ms; overrides the config file)")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--replay", nargs="+", metavar="FILE", help="replay gpu-trace/1 files instead of reading GPUs (one file = one virtual GPU)")
+    source.add_argument("--demo", action="store_true", help="replay the recorded H200 traces shipped with the package (no GPU needed)")
+    add_common_flags(parser)
+    return parser
+
+
+def record_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpu-efficiency-exporter record", description="Record a GPU's readings into a gpu-trace/1 file that --replay plays back.")
+    parser.add_argument("--output", "-o", required=True, help="trace file to write")
+    parser.add_argument("--gpu", type=int, default=0, help="GPU index (default 0)")
+    parser.add_argument("--duration", type=duration_flag(0.2), default=parse_duration("10s"), help="how long to record (default 10s)")
+    parser.add_argument("--interval", type=duration_flag(0.1), default=0.5, help="time between samples (default 500ms, minimum 100ms)")
+    parser.add_argument("--workload", default="unnamed", help="name of what runs on the GPU")
+    parser.add_argument("--description", default="", help="free text about the workload")
+    parser.add_argument("--truth-tflops", type=float, help="the workload's own measured bf16 TFLOP/s, if known")
+    parser.add_argument("--truth-tbps", type=float, help="the workload's own measured bytes read+written per second in TB/s, if known")
+    add_common_flags(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "record":
+        args = record_parser().parse_args(argv[1:])
+        logs.setup(args.log_level)
+        from exporter.record import record
+
+        return record(args)
+    args = daemon_parser().parse_args(argv)
+    logs.setup(args.log_level)
+    from exporter.daemon import run
+
+    return run(args)

@@ -1,0 +1,218 @@
+"""The YAML configuration: schema, defaults, validation with file/key/reason errors.
+
+Each section is a frozen dataclass; a field's ``metadata["parse"]`` turns the raw YAML value into
+the field's value or raises ``ValueError`` with the reason. Unknown keys are rejected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+
+class ConfigError(Exception):
+    """A configuration problem, already phrased for the user (names the file and the key)."""
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+
+
+def parse_duration(text: Any) -> float:
+    """Parse a Prometheus-style duration (``500ms``, ``1s``, ``1m30s``) into seconds."""
+    if not isinstance(text, str) or not text:
+        raise ValueError(f"expected a duration such as 500ms, 1s or 1m30s, got {text!r}")
+    position, total = 0, 0.0
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != position:
+            break
+        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        position = match.end()
+    if position != len(text):
+        raise ValueError(f"expected a duration such as 500ms, 1s or 1m30s, got {text!r}")
+    return total
+
+
+def format_duration(seconds: float) -> str:
+    if seconds < 1 or seconds != int(seconds):
+        return f"{round(seconds * 1000)}ms"
+    return f"{int(seconds)}s"
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"expected a number, got {value!r}")
+    return float(value)
+
+
+def ratio(value: Any) -> float:
+    number = _number(value)
+    if not 0 <= number <= 1:
+        raise ValueError(f"expected a ratio between 0 and 1, got {value!r}")
+    return number
+
+
+def positive(value: Any) -> float:
+    number = _number(value)
+    if number <= 0:
+        raise ValueError(f"expected a number above 0, got {value!r}")
+    return number
+
+
+def non_negative(value: Any) -> float:
+    number = _number(value)
+    if number < 0:
+        raise ValueError(f"expected a number of 0 or more, got {value!r}")
+    return number
+
+
+def optional(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda value: None if value is None else parse(value)
+
+
+def min_duration(minimum: float) -> Callable[[Any], float]:
+    def parse(value: Any) -> float:
+        seconds = parse_duration(value)
+        if seconds < minimum:
+            raise ValueError(f"must be at least {format_duration(minimum)}, got {value!r}")
+        return seconds
+
+    return parse
+
+
+def label_value(value: Any) -> str:
+    if not isinstance(value, str) or not value or len(value) > 64:
+        raise ValueError(f"expected a non-empty string of at most 64 characters, got {value!r}")
+    return value
+
+
+def setting(default: Any, parse: Callable[[Any], Any], doc: str) -> Any:
+    """A config field: its default, how to parse it, and one line for the config reference."""
+    metadata = {"parse": parse, "doc": doc}
+    if isinstance(default, (dict, list)):
+        return field(default_factory=lambda: type(default)(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def section(cls: type, doc: str) -> Any:
+    return field(default_factory=cls, metadata={"section": cls, "doc": doc})
+
+
+MIN_COLLECT_INTERVAL = 0.1
+
+
+@dataclass(frozen=True)
+class MismatchThresholds:
+    high_utilization: float = setting(0.8, ratio, "high_util_low_sm fires at coarse utilization >= this")
+    low_sm_active: float = setting(0.3, ratio, "... together with SM activity below this")
+    low_efficiency_utilization: float = setting(0.5, ratio, "low_efficiency fires at utilization >= this")
+    low_efficiency_ratio: float = setting(0.3, ratio, "... together with efficiency below this")
+
+
+@dataclass(frozen=True)
+class BottleneckThresholds:
+    idle_utilization: float = setting(0.05, ratio, "idle below this coarse utilization")
+    host_utilization: float = setting(0.85, ratio, "host: busy but utilization below this (idle gaps between kernels)")
+    busy_pipe: float = setting(0.5, ratio, "compute: a tensor/FP/integer pipe at least this active; memory: DRAM at least this active")
+    communication_link: float = setting(0.3, ratio, "communication: PCIe or NVLink at least this share of its peak ...")
+    underfilled_sm_active: float = setting(0.5, ratio, "underfilled: SM activity below this while the GPU is busy")
+    latency_occupancy: float = setting(0.1, ratio, "latency: SM occupancy below this ...")
+    latency_work: float = setting(0.2, ratio, "... and every pipe and DRAM below this")
+
+
+@dataclass(frozen=True)
+class PeakOverride:
+    tensor_tflops: float | None = setting(None, optional(positive), "dense BF16/FP16 tensor TFLOP/s")
+    dram_tbps: float | None = setting(None, optional(positive), "DRAM bandwidth in TB/s")
+    pcie_gbps: float | None = setting(None, optional(positive), "PCIe bandwidth per direction in GB/s")
+    nvlink_gbps: float | None = setting(None, optional(positive), "NVLink bandwidth per direction in GB/s")
+
+
+def _peak_overrides(value: Any) -> dict[str, PeakOverride]:
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a mapping of GPU model name to peak figures, got {value!r}")
+    return {str(name): _load_section(PeakOverride, spec, f"peaks.{name}") for name, spec in value.items()}
+
+
+@dataclass(frozen=True)
+class Config:
+    collect_interval: float = setting(1.0, min_duration(MIN_COLLECT_INTERVAL), "how often GPUs are sampled (minimum 100ms)")
+    slow_collect_interval: float = setting(10.0, min_duration(1.0), "how often slow NVML calls (energy, ECC, remapped rows, memory temperature) are made")
+    stale_after: float | None = setting(None, optional(min_duration(MIN_COLLECT_INTERVAL)), "a snapshot older than this is served as down (default: 3 x collect_interval + 2s)")
+    price_per_gpu_hour: float | None = setting(None, optional(non_negative), "what one GPU-hour costs, for gpueff_busy_idle_sm_cost_total")
+    currency: str = setting("USD", label_value, "the currency label of the cost metrics")
+    mismatch: MismatchThresholds = section(MismatchThresholds, "thresholds of gpueff_mismatch")
+    bottleneck: BottleneckThresholds = section(BottleneckThresholds, "thresholds of gpueff_bottleneck")
+    peaks: dict[str, PeakOverride] = setting({}, _peak_overrides, "peak figures per GPU model name, over the built-in table")
+
+    @property
+    def effective_stale_after(self) -> float:
+        return self.stale_after if self.stale_after is not None else 3 * self.collect_interval + 2.0
+
+
+def _load_section(cls: type, data: Any, path: str) -> Any:
+    where = f"'{path}'" if path else "the top level"
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    values = {}
+    for key, raw in data.items():
+        key_path = f"{path}.{key}" if path else str(key)
+        spec = fields.get(key)
+        if spec is None:
+            known = ", ".join(sorted(fields))
+            raise ConfigError(f"'{key_path}': unknown key (known keys here: {known})")
+        if "section" in spec.metadata:
+            values[key] = _load_section(spec.metadata["section"], raw, key_path)
+            continue
+        try:
+            values[key] = spec.metadata["parse"](raw)
+        except ConfigError:
+            raise
+        except ValueError as error:
+            raise ConfigError(f"'{key_path}': {error}") from None
+    return cls(**values)
+
+
+def parse_config(data: Any) -> Config:
+    return _load_section(Config, data, "")
+
+
+def load_config(path: str | Path | None) -> Config:
+    """Read and validate a config file; ``None`` gives the defaults. Errors name the file."""
+    if path is None:
+        return Config()
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+        data = yaml.safe_load(text)
+        return parse_config(data)
+    except OSError as error:
+        raise ConfigError(f"config file {path}: cannot read it: {error.strerror or error}") from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or str(error)
+        raise ConfigError(f"config file {path}: not valid YAML{where}: {problem}") from None
+    except ConfigError as error:
+        raise ConfigError(f"config file {path}: {error}") from None
+
+
+def reference(cls: type = Config, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(key, default, doc) rows for the README's config reference."""
+    rows = []
+    for spec in dataclasses.fields(cls):
+        key = prefix + spec.name
+        if "section" in spec.metadata:
+            rows.extend(reference(spec.metadata["section"], key + "."))
+            continue
+        default = spec.default if spec.default is not dataclasses.MISSING else spec.default_factory()
+        rows.append((key, repr(default), spec.metadata["doc"]))
+    return rows

@@ -1,0 +1,106 @@
+"""The long-running daemon: backend + poller + HTTP server, with SIGHUP reload and SIGTERM stop."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import signal
+import threading
+from pathlib import Path
+
+from exporter.backends.base import Backend, BackendUnavailable
+from exporter.config import Config, ConfigError, load_config
+from exporter.exposition import Exposition
+from exporter.poller import Poller
+from exporter.trace import TraceError, demo_trace_paths, load_trace
+from exporter.web import ListenAddressError, WebServer
+
+log = logging.getLogger("exporter")
+
+
+class StartupError(Exception):
+    """The daemon cannot start; the message is the one line the user sees."""
+
+
+def effective_config(args: argparse.Namespace) -> Config:
+    """The config file with command-line overrides applied."""
+    config = load_config(args.config)
+    if args.collect_interval is not None:
+        config = dataclasses.replace(config, collect_interval=args.collect_interval)
+    return config
+
+
+def choose_backend(args: argparse.Namespace, config: Config) -> Backend:
+    if args.demo or args.replay:
+        from exporter.backends.replay import ReplayBackend
+
+        paths = demo_trace_paths() if args.demo else [Path(path) for path in args.replay]
+        try:
+            traces = [load_trace(path) for path in paths]
+        except TraceError as error:
+            raise StartupError(str(error)) from None
+        return ReplayBackend(traces)
+    from exporter.backends.nvml import NvmlBackend
+
+    return NvmlBackend(slow_interval=config.slow_collect_interval)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = effective_config(args)
+        backend = choose_backend(args, config)
+        devices = backend.start()
+    except (ConfigError, StartupError, BackendUnavailable) as error:
+        log.error("%s", error)
+        return 2
+    if backend.replayed:
+        names = ", ".join(f"gpu {device.index}={device.source}" for device in devices)
+        note = f"REPLAYED DATA: these metrics replay recorded traces ({names}), not live GPUs."
+        log.warning("serving replayed traces, not live GPUs: %s", names)
+    else:
+        note = f"Live data from {len(devices)} GPU(s) through the {backend.name} backend."
+        log.info("reading %d GPU(s) through the %s backend", len(devices), backend.name)
+    poller = Poller(backend, config)
+    exposition = Exposition(lambda: poller.snapshot)
+    try:
+        server = WebServer(args.listen_address, exposition.body, poller.ready.is_set, note, args.telemetry_path)
+    except (ListenAddressError, OSError) as error:
+        log.error("cannot listen on %s: %s", args.listen_address, error)
+        backend.close()
+        return 2
+    poller.start(devices)
+    server.start()
+    log.info("listening on %s (port %d), collecting every %ss", args.listen_address, server.port, config.collect_interval)
+
+    wake = threading.Event()
+    requests: list[str] = []
+
+    def on_signal(number: int, _frame: object) -> None:
+        requests.append("reload" if number == signal.SIGHUP else "stop")
+        wake.set()
+
+    for number in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, on_signal)
+    while True:
+        wake.wait()
+        wake.clear()
+        while requests:
+            if requests.pop(0) == "stop":
+                log.info("stopping")
+                server.close()
+                poller.stop()
+                backend.close()
+                return 0
+            reload(args, poller)
+
+
+def reload(args: argparse.Namespace, poller: Poller) -> None:
+    """SIGHUP: take the new config if it is valid; otherwise keep running on the old one."""
+    try:
+        config = effective_config(args)
+    except ConfigError as error:
+        log.error("reload failed, keeping the running configuration: %s", error)
+        return
+    poller.set_config(config)
+    log.info("configuration reloaded from %s", args.config or "defaults")

@@ -1,0 +1,284 @@
+"""Renders a Snapshot as Prometheus text exposition format (0.0.4).
+
+The text is rendered at most once per snapshot (lazily, on the first scrape that wants it) and then
+served from cache; only the snapshot's age is computed per scrape.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from exporter import __version__
+from exporter.derivations import BOTTLENECK_CLASSES, MISMATCH_RULES
+from exporter.poller import GpuState, Snapshot
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# NVML clock-event (throttle) reason bits -> label value.
+CLOCK_EVENT_REASONS = (
+    (0x1, "gpu_idle"),
+    (0x2, "applications_clocks_setting"),
+    (0x4, "sw_power_cap"),
+    (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"),
+    (0x20, "sw_thermal_slowdown"),
+    (0x40, "hw_thermal_slowdown"),
+    (0x80, "hw_power_brake_slowdown"),
+    (0x100, "display_clock_setting"),
+)
+
+Values = Callable[[GpuState], Iterable[tuple[str, float]]]  # (extra labels text, value)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuMetric:
+    name: str
+    kind: str
+    help: str
+    values: Values
+    when_down: bool = False  # also rendered for a GPU that is down
+
+
+def escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def number(value: float) -> str:
+    if value == int(value) and abs(value) < 1e15:
+        return str(int(value))
+    return repr(float(value))
+
+
+def one(get: Callable[[GpuState], float | None]) -> Values:
+    def values(state: GpuState) -> Iterable[tuple[str, float]]:
+        value = get(state)
+        return () if value is None else (("", value),)
+
+    return values
+
+
+def sample_field(attribute: str, scale: float = 1.0) -> Values:
+    def get(state: GpuState) -> float | None:
+        value = getattr(state.sample, attribute)
+        return None if value is None else float(value) * scale
+
+    return one(get)
+
+
+def profiling(key: str) -> Values:
+    return one(lambda state: state.sample.profiling.get(key))
+
+
+def derived_field(attribute: str) -> Values:
+    return one(lambda state: getattr(state.derived, attribute))
+
+
+def flag(value: bool | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _info(state: GpuState) -> Iterable[tuple[str, float]]:
+    device = state.sample.device
+    return ((f',model="{escape(device.name)}",driver="{escape(device.driver)}",pci_bus_id="{escape(device.pci_bus_id)}",trace="{escape(device.source)}"', 1.0),)
+
+
+def _clock_events(state: GpuState) -> Iterable[tuple[str, float]]:
+    reasons = state.sample.clock_event_reasons
+    if reasons is None:
+        return ()
+    return [(f',reason="{name}"', float(bool(reasons & bit))) for bit, name in CLOCK_EVENT_REASONS]
+
+
+def _pair(label: str, first: tuple[str, str], second: tuple[str, str]) -> Values:
+    def values(state: GpuState) -> Iterable[tuple[str, float]]:
+        out = []
+        for label_value, attribute in (first, second):
+            value = getattr(state.sample, attribute)
+            if value is not None:
+                out.append((f',{label}="{label_value}"', float(value)))
+        return out
+
+    return values
+
+
+def _xid(state: GpuState) -> Iterable[tuple[str, float]]:
+    return [(f',xid="{code}"', float(count)) for code, count in sorted(state.sample.xid_errors.items())]
+
+
+def _mismatch(state: GpuState) -> Iterable[tuple[str, float]]:
+    rules = state.derived.mismatch
+    return [(f',rule="{rule}"', float(rules[rule])) for rule in MISMATCH_RULES if rule in rules]
+
+
+def _bottleneck(state: GpuState) -> Iterable[tuple[str, float]]:
+    current = state.derived.bottleneck
+    return [(f',class="{name}"', float(name == current)) for name in BOTTLENECK_CLASSES]
+
+
+def _peak(attribute: str) -> Values:
+    return one(lambda state: None if state.derived.peak is None else getattr(state.derived.peak, attribute))
+
+
+def _cost(state: GpuState, currency: str, priced: bool) -> Iterable[tuple[str, float]]:
+    if not priced or state.sample.profiling.get("sm_active") is None:
+        return ()
+    return ((f',currency="{escape(currency)}"', state.totals.busy_idle_sm_cost),)
+
+
+def _profiling_metric(key: str, name: str, help_text: str) -> GpuMetric:
+    return GpuMetric(name, "gauge", help_text, profiling(key))
+
+
+GPU_METRICS: tuple[GpuMetric, ...] = (
+    GpuMetric("gpueff_gpu_up", "gauge", "1 if the GPU was read in the last poll, 0 if it is lost, unreadable or the data is stale.", one(lambda s: 1.0 if s.sample.up else 0.0), when_down=True),
+    GpuMetric("gpueff_gpu_info", "gauge", "GPU identity: model, driver, PCI bus id, and the replayed trace (empty for a live GPU). Always 1.", _info, when_down=True),
+    GpuMetric("gpueff_profiling_available", "gauge", "1 if SM activity and the other profiling metrics (GPM or DCGM) are read on this GPU, 0 if not (pre-Hopper without DCGM, or profiling restricted to admin).", one(lambda s: float(s.sample.profiling_available))),
+    # Coarse NVML counters.
+    GpuMetric("gpueff_gpu_utilization_ratio", "gauge", "Coarse NVML utilization: share of time any kernel ran (one thread on one SM reads 1). Not SM activity.", sample_field("gpu_utilization")),
+    GpuMetric("gpueff_memory_utilization_ratio", "gauge", "Coarse NVML memory utilization: share of time device memory was read or written.", sample_field("memory_utilization")),
+    GpuMetric("gpueff_power_watts", "gauge", "Power draw in watts.", sample_field("power_watts")),
+    GpuMetric("gpueff_power_limit_watts", "gauge", "Enforced power limit in watts.", one(lambda s: s.sample.device.power_limit_watts)),
+    GpuMetric("gpueff_energy_joules_total", "counter", "Energy consumed in joules (NVML counter since driver load; on replay, recorded power integrated over replay time). Read at the slow cadence.", sample_field("energy_joules")),
+    GpuMetric("gpueff_temperature_celsius", "gauge", "GPU core temperature in degrees Celsius.", sample_field("temperature_celsius")),
+    GpuMetric("gpueff_memory_temperature_celsius", "gauge", "GPU memory (HBM) temperature in degrees Celsius.", sample_field("memory_temperature_celsius")),
+    GpuMetric("gpueff_sm_clock_hertz", "gauge", "Current SM clock in hertz.", sample_field("sm_clock_mhz", 1e6)),
+    GpuMetric("gpueff_sm_clock_max_hertz", "gauge", "Maximum SM clock in hertz.", one(lambda s: None if s.sample.device.max_sm_clock_mhz is None else s.sample.device.max_sm_clock_mhz * 1e6)),
+    GpuMetric("gpueff_memory_clock_hertz", "gauge", "Current memory clock in hertz.", sample_field("memory_clock_mhz", 1e6)),
+    GpuMetric("gpueff_memory_clock_max_hertz", "gauge", "Maximum memory clock in hertz.", one(lambda s: None if s.sample.device.max_memory_clock_mhz is None else s.sample.device.max_memory_clock_mhz * 1e6)),
+    GpuMetric("gpueff_memory_used_bytes", "gauge", "Device memory in use, bytes.", sample_field("memory_used_bytes")),
+    GpuMetric("gpueff_memory_total_bytes", "gauge", "Device memory in all, bytes.", sample_field("memory_total_bytes")),
+    GpuMetric("gpueff_memory_reserved_bytes", "gauge", "Device memory reserved by the driver and firmware, bytes.", sample_field("memory_reserved_bytes")),
+    GpuMetric("gpueff_clock_event_active", "gauge", "1 while this clock-event (throttle) reason holds the clocks down.", _clock_events),
+    GpuMetric("gpueff_ecc_errors_total", "counter", "ECC errors since driver load, by type (corrected, uncorrected).", _pair("type", ("corrected", "ecc_corrected_errors"), ("uncorrected", "ecc_uncorrected_errors"))),
+    GpuMetric("gpueff_remapped_rows", "gauge", "Memory rows remapped, by cause (correctable, uncorrectable).", _pair("cause", ("correctable", "remapped_rows_correctable"), ("uncorrectable", "remapped_rows_uncorrectable"))),
+    GpuMetric("gpueff_remapped_rows_pending", "gauge", "1 if a row remap is pending (the GPU needs a reset).", one(lambda s: flag(s.sample.remapped_rows_pending))),
+    GpuMetric("gpueff_remapped_rows_failure", "gauge", "1 if a row remap has failed.", one(lambda s: flag(s.sample.remapped_rows_failure))),
+    GpuMetric("gpueff_xid_errors_total", "counter", "Critical Xid errors seen since the daemon started, by Xid code.", _xid),
+    GpuMetric("gpueff_compute_processes", "gauge", "Compute processes running on the GPU.", sample_field("process_count")),
+    GpuMetric("gpueff_compute_process_memory_bytes", "gauge", "Device memory used by the running compute processes, bytes.", sample_field("process_memory_bytes")),
+    # Profiling (GPM / DCGM).
+    _profiling_metric("sm_active", "gpueff_sm_active_ratio", "SM activity: average share of SMs with at least one warp resident (GPM SM_UTIL / DCGM SM_ACTIVE). The truth that coarse utilization is not."),
+    _profiling_metric("sm_occupancy", "gpueff_sm_occupancy_ratio", "SM occupancy: resident warps over the theoretical maximum."),
+    _profiling_metric("graphics_active", "gpueff_graphics_engine_active_ratio", "Share of time the graphics/compute engine was active (GPM GRAPHICS_UTIL / DCGM GR_ENGINE_ACTIVE)."),
+    _profiling_metric("tensor_active", "gpueff_tensor_active_ratio", "Share of cycles any tensor pipe was active."),
+    _profiling_metric("tensor_hmma_active", "gpueff_tensor_hmma_active_ratio", "Share of cycles the HMMA (FP16/BF16/FP8) tensor pipe was active."),
+    _profiling_metric("tensor_imma_active", "gpueff_tensor_imma_active_ratio", "Share of cycles the IMMA (integer) tensor pipe was active."),
+    _profiling_metric("tensor_dfma_active", "gpueff_tensor_dfma_active_ratio", "Share of cycles the DFMA (FP64) tensor pipe was active."),
+    _profiling_metric("dram_active", "gpueff_dram_active_ratio", "DRAM bandwidth used over its theoretical maximum."),
+    _profiling_metric("fp64_active", "gpueff_fp64_active_ratio", "Share of cycles the non-tensor FP64 pipe was active."),
+    _profiling_metric("fp32_active", "gpueff_fp32_active_ratio", "Share of cycles the non-tensor FP32 pipe was active."),
+    _profiling_metric("fp16_active", "gpueff_fp16_active_ratio", "Share of cycles the non-tensor FP16 pipe was active."),
+    _profiling_metric("integer_active", "gpueff_integer_active_ratio", "Share of cycles the integer pipe was active."),
+    _profiling_metric("pcie_tx_bytes_per_second", "gpueff_pcie_tx_bytes_per_second", "PCIe traffic from the GPU, bytes per second over the last window."),
+    _profiling_metric("pcie_rx_bytes_per_second", "gpueff_pcie_rx_bytes_per_second", "PCIe traffic to the GPU, bytes per second over the last window."),
+    _profiling_metric("nvlink_tx_bytes_per_second", "gpueff_nvlink_tx_bytes_per_second", "NVLink traffic sent over all links, bytes per second over the last window."),
+    _profiling_metric("nvlink_rx_bytes_per_second", "gpueff_nvlink_rx_bytes_per_second", "NVLink traffic received over all links, bytes per second over the last window."),
+    # Derived.
+    GpuMetric("gpueff_efficiency_ratio", "gauge", "SM activity / coarse utilization, 0..1: how much of the 'busy' time the SMs really worked. Absent when utilization is 0.", derived_field("efficiency")),
+    GpuMetric("gpueff_mismatch", "gauge", "1 while the GPU is 'busy but not working' by this rule: high_util_low_sm (utilization >= 0.8, SM activity < 0.3), low_efficiency (utilization >= 0.5, efficiency < 0.3).", _mismatch),
+    GpuMetric("gpueff_bottleneck", "gauge", "Roofline-style bottleneck class, a state set: exactly one class is 1 per GPU.", _bottleneck),
+    GpuMetric("gpueff_estimated_tensor_flops_per_second", "gauge", "Estimated achieved tensor FLOP/s, BF16-equivalent: tensor activity x peak x SM clock / max SM clock. Absent for models without a known peak.", derived_field("tensor_flops")),
+    GpuMetric("gpueff_estimated_dram_bytes_per_second", "gauge", "Estimated achieved DRAM bandwidth: DRAM activity x peak bandwidth. Absent for models without a known peak.", derived_field("dram_bytes_per_second")),
+    GpuMetric("gpueff_estimated_tensor_flop_per_joule", "gauge", "Estimated achieved tensor FLOP per joule (FLOP/s per watt).", derived_field("tensor_flop_per_joule")),
+    GpuMetric("gpueff_peak_tensor_flops_per_second", "gauge", "Dense BF16 tensor peak FLOP/s of this model at its maximum clock.", _peak("tensor_flops")),
+    GpuMetric("gpueff_peak_dram_bytes_per_second", "gauge", "Peak DRAM bandwidth of this model, bytes per second.", _peak("dram_bytes_per_second")),
+    GpuMetric("gpueff_gpu_busy_seconds_total", "counter", "Integral of coarse utilization over time: seconds the GPU counted as busy.", one(lambda s: s.totals.busy_seconds if s.derived.busy is not None else None)),
+    GpuMetric("gpueff_sm_active_seconds_total", "counter", "Integral of SM activity over time: SM-active GPU-seconds.", one(lambda s: s.totals.sm_active_seconds if s.sample.profiling.get("sm_active") is not None else None)),
+    GpuMetric("gpueff_busy_idle_sm_seconds_total", "counter", "Integral of max(0, utilization - SM activity): seconds the GPU looked busy while its SMs were not.", one(lambda s: s.totals.busy_idle_sm_seconds if s.sample.profiling.get("sm_active") is not None and s.derived.busy is not None else None)),
+)
+
+
+def _gpu_labels(state: GpuState) -> str:
+    device = state.sample.device
+    return f'gpu="{device.index}",uuid="{escape(device.uuid)}"'
+
+
+def render_gpus(states: Iterable[GpuState], snapshot: Snapshot, stale: bool) -> list[str]:
+    lines: list[str] = []
+    states = list(states)
+    labels = [_gpu_labels(state) for state in states]
+    live = [(not stale) and state.sample.up and state.derived is not None for state in states]
+    for metric in GPU_METRICS:
+        body = []
+        for state, label, up in zip(states, labels, live):
+            if metric.name == "gpueff_gpu_up":
+                body.append(f"gpueff_gpu_up{{{label}}} {1 if up else 0}")
+                continue
+            if not up and not metric.when_down:
+                continue
+            for extra, value in metric.values(state):
+                body.append(f"{metric.name}{{{label}{extra}}} {number(value)}")
+        if body:
+            lines.append(f"# HELP {metric.name} {metric.help}")
+            lines.append(f"# TYPE {metric.name} {metric.kind}")
+            lines.extend(body)
+    priced = snapshot.config.price_per_gpu_hour is not None
+    cost = []
+    for state, label, up in zip(states, labels, live):
+        if up:
+            cost.extend(f"gpueff_busy_idle_sm_cost_total{{{label}{extra}}} {number(value)}" for extra, value in _cost(state, snapshot.config.currency, priced))
+    if cost:
+        lines.append("# HELP gpueff_busy_idle_sm_cost_total What the busy-but-idle-SM seconds cost at price_per_gpu_hour, in the labelled currency.")
+        lines.append("# TYPE gpueff_busy_idle_sm_cost_total counter")
+        lines.extend(cost)
+    return lines
+
+
+def render_self(snapshot: Snapshot, stale: bool) -> list[str]:
+    lines = [
+        "# HELP gpueff_exporter_build_info The exporter's version and the backend it reads from (replayed=true: recorded traces, not live GPUs). Always 1.",
+        "# TYPE gpueff_exporter_build_info gauge",
+        f'gpueff_exporter_build_info{{version="{__version__}",backend="{snapshot.backend_name}",replayed="{str(snapshot.replayed).lower()}"}} 1',
+        "# HELP gpueff_collect_duration_seconds Time one poll of all GPUs took.",
+        "# TYPE gpueff_collect_duration_seconds summary",
+        f"gpueff_collect_duration_seconds_sum {number(snapshot.collect_duration_sum_seconds)}",
+        f"gpueff_collect_duration_seconds_count {snapshot.polls_total}",
+        "# HELP gpueff_collect_errors_total Unexpected failures reading GPUs (lost GPUs, driver errors, backend failures).",
+        "# TYPE gpueff_collect_errors_total counter",
+        f"gpueff_collect_errors_total {snapshot.errors_total}",
+        "# HELP gpueff_collect_stale 1 if the last poll is older than stale_after, so every GPU is served as down.",
+        "# TYPE gpueff_collect_stale gauge",
+        f"gpueff_collect_stale {int(stale)}",
+    ]
+    if snapshot.last_success_wall is not None:
+        lines += [
+            "# HELP gpueff_last_collect_success_timestamp_seconds Unix time of the last poll that read at least one GPU.",
+            "# TYPE gpueff_last_collect_success_timestamp_seconds gauge",
+            f"gpueff_last_collect_success_timestamp_seconds {number(snapshot.last_success_wall)}",
+        ]
+    return lines
+
+
+def render(snapshot: Snapshot, stale: bool = False) -> bytes:
+    lines = render_gpus(snapshot.gpus, snapshot, stale) + render_self(snapshot, stale)
+    return ("\n".join(lines) + "\n").encode()
+
+
+class Exposition:
+    """The rendered text of the latest snapshot, rendered once and served many times."""
+
+    def __init__(self, current: Callable[[], Snapshot | None], clock: Callable[[], float] = time.monotonic) -> None:
+        self.current = current
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._key: tuple[int, bool] | None = None
+        self._body = b""
+
+    def body(self) -> bytes | None:
+        """The metrics text, or None before the first poll."""
+        snapshot = self.current()
+        if snapshot is None:
+            return None
+        age = max(0.0, self.clock() - snapshot.taken_monotonic)
+        stale = age > snapshot.config.effective_stale_after
+        key = (snapshot.sequence, stale)
+        with self._lock:
+            if key != self._key:
+                self._body = render(snapshot, stale)
+                self._key = key
+            body = self._body
+        tail = f"# HELP gpueff_snapshot_age_seconds Age of the served data: seconds since the last poll finished.\n# TYPE gpueff_snapshot_age_seconds gauge\ngpueff_snapshot_age_seconds {age:.3f}\n"
+        return body + tail.encode()

@@ -1,0 +1,53 @@
+"""Peak figures per GPU model, the denominators of the achieved FLOP/s and bandwidth estimates.
+
+Figures are dense (no sparsity), from NVIDIA's data sheets as collected in GPU_FACTS. A model that
+is not in the table (or in the config's ``peaks:``) gets no estimate rather than a wrong one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from exporter.config import PeakOverride
+
+
+@dataclass(frozen=True, slots=True)
+class Peak:
+    tensor_flops: float | None  # dense BF16/FP16 tensor FLOP/s at the maximum SM clock
+    dram_bytes_per_second: float | None
+    pcie_bytes_per_second: float | None  # per direction
+    nvlink_bytes_per_second: float | None  # per direction, all links
+
+
+def _peak(tflops: float | None, dram_tbps: float | None, pcie_gbps: float | None, nvlink_gbps: float | None) -> Peak:
+    scale = lambda value, factor: None if value is None else value * factor  # noqa: E731
+    return Peak(scale(tflops, 1e12), scale(dram_tbps, 1e12), scale(pcie_gbps, 1e9), scale(nvlink_gbps, 1e9))
+
+
+# NVML device names (nvmlDeviceGetName) -> peaks.
+BUILTIN_PEAKS: dict[str, Peak] = {
+    "NVIDIA H100 80GB HBM3": _peak(989.4, 3.35, 64, 450),
+    "NVIDIA H100 PCIe": _peak(756, 2.0, 64, None),
+    "NVIDIA H100 NVL": _peak(835, 3.9, 64, None),  # bf16 figure unverified on hardware
+    "NVIDIA H200": _peak(989.4, 4.8, 64, 450),
+    "NVIDIA H200 NVL": _peak(835, 4.8, 64, None),  # bf16 figure unverified on hardware
+    "NVIDIA A100-SXM4-80GB": _peak(312, 2.039, 32, 300),
+    "NVIDIA A100 80GB PCIe": _peak(312, 1.935, 32, None),
+    "NVIDIA A100-SXM4-40GB": _peak(312, 1.555, 32, 300),
+    "NVIDIA A100-PCIE-40GB": _peak(312, 1.555, 32, None),
+    "NVIDIA L40S": _peak(362, 0.864, 32, None),
+    "NVIDIA L4": _peak(121, 0.300, 32, None),
+}
+_BY_FOLDED_NAME = {name.casefold(): peak for name, peak in BUILTIN_PEAKS.items()}
+
+
+def peak_for(model: str, overrides: dict[str, PeakOverride] | None = None) -> Peak | None:
+    """The peaks of a model by its NVML name; config overrides win field by field."""
+    peak = _BY_FOLDED_NAME.get(model.strip().casefold())
+    override = (overrides or {}).get(model)
+    if override is None:
+        return peak
+    given = _peak(override.tensor_tflops, override.dram_tbps, override.pcie_gbps, override.nvlink_gbps)
+    if peak is None:
+        return given
+    return replace(peak, **{name: value for name, value in asdict(given).items() if value is not None})

@@ -1,0 +1,139 @@
+"""The background poller: samples the backend every collect interval, derives, and publishes an
+immutable Snapshot. Scrapes only ever read the latest Snapshot; they never call the backend.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from exporter.backends.base import Backend
+from exporter.config import Config
+from exporter.derivations import Derived, Integrator, Totals, derive
+from exporter.sample import DeviceInfo, GpuSample, down_sample
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuState:
+    sample: GpuSample
+    derived: Derived | None  # None while the GPU is down
+    totals: Totals
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    sequence: int
+    gpus: tuple[GpuState, ...]
+    taken_monotonic: float
+    config: Config
+    backend_name: str
+    replayed: bool
+    polls_total: int
+    collect_duration_seconds: float
+    collect_duration_sum_seconds: float
+    errors_total: int
+    last_success_wall: float | None
+
+
+class Poller:
+    def __init__(self, backend: Backend, config: Config, clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time) -> None:
+        self.backend = backend
+        self.config = config
+        self.clock = clock
+        self.wall_clock = wall_clock
+        self.ready = threading.Event()
+        self._devices: list[DeviceInfo] = []
+        self._integrator = Integrator(max_gap=config.effective_stale_after)
+        self._snapshot: Snapshot | None = None
+        self._polls = 0
+        self._duration_sum = 0.0
+        self._own_errors = 0
+        self._last_success: float | None = None
+        self._last_error: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        return self._snapshot
+
+    def set_config(self, config: Config) -> None:
+        """Take a reloaded config; the next poll uses it."""
+        self.config = config
+        self._integrator.max_gap = config.effective_stale_after
+
+    def start(self, devices: list[DeviceInfo]) -> None:
+        self._devices = list(devices)
+        self._thread = threading.Thread(target=self._run, name="poller", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        next_tick = self.clock()
+        while not self._stop.is_set():
+            self.poll_once()
+            interval = self.config.collect_interval
+            next_tick += interval
+            now = self.clock()
+            if next_tick < now:  # a poll overran: skip the missed ticks rather than burst
+                next_tick = now + interval
+            self._stop.wait(next_tick - now)
+
+    def _collect(self) -> list[GpuSample]:
+        try:
+            samples = self.backend.collect()
+        except Exception as error:  # a backend bug must not kill the poller or serve stale data
+            self._own_errors += 1
+            message = f"{type(error).__name__}: {error}"
+            if message != self._last_error:
+                log.exception("collecting from the %s backend failed; every GPU is reported down until it works again", self.backend.name)
+            self._last_error = message
+            now = self.clock()
+            return [down_sample(device, now) for device in self._devices]
+        if self._last_error is not None:
+            log.info("collecting from the %s backend works again", self.backend.name)
+            self._last_error = None
+        self._devices = [sample.device for sample in samples]
+        return samples
+
+    def poll_once(self) -> Snapshot:
+        started = time.perf_counter()
+        samples = self._collect()
+        config = self.config
+        states = []
+        for sample in samples:
+            derived = derive(sample, config) if sample.up else None
+            totals = self._integrator.add(sample, derived, config.price_per_gpu_hour)
+            states.append(GpuState(sample, derived, dataclasses.replace(totals)))
+        self._integrator.forget_except({sample.device.uuid for sample in samples})
+        duration = time.perf_counter() - started
+        self._polls += 1
+        self._duration_sum += duration
+        if any(sample.up for sample in samples):
+            self._last_success = self.wall_clock()
+        snapshot = Snapshot(
+            sequence=self._polls,
+            gpus=tuple(states),
+            taken_monotonic=self.clock(),
+            config=config,
+            backend_name=self.backend.name,
+            replayed=self.backend.replayed,
+            polls_total=self._polls,
+            collect_duration_seconds=duration,
+            collect_duration_sum_seconds=self._duration_sum,
+            errors_total=self._own_errors + self.backend.errors_total,
+            last_success_wall=self._last_success,
+        )
+        self._snapshot = snapshot
+        self.ready.set()
+        return snapshot

@@ -1,0 +1,72 @@
+"""``record``: write one GPU's readings to a gpu-trace/1 file, for --replay anywhere."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+from pathlib import Path
+
+from exporter.backends.base import Backend, BackendUnavailable
+from exporter.trace import FORMAT, parse_trace, record_from_sample
+
+log = logging.getLogger(__name__)
+
+
+def record_trace(backend: Backend, gpu: int, duration: float, interval: float, sleep=time.sleep, clock=time.monotonic) -> dict:
+    """Sample ``backend`` every ``interval`` for ``duration`` seconds and return the trace object."""
+    devices = backend.start()
+    try:
+        if not 0 <= gpu < len(devices):
+            raise BackendUnavailable(f"--gpu {gpu}: this machine has GPUs 0..{len(devices) - 1}")
+        backend.collect()  # primes the GPM sample pair: the first profiling window starts here
+        started = clock()
+        samples = []
+        next_tick = started
+        while True:
+            next_tick += interval
+            sleep(max(0.0, next_tick - clock()))
+            reading = backend.collect()[gpu]
+            if not reading.up:
+                raise BackendUnavailable(f"GPU {gpu} stopped answering while recording")
+            samples.append(record_from_sample(reading, reading.timestamp - started))
+            if reading.timestamp - started >= duration:
+                break
+        device = devices[gpu]
+        return {
+            "format": FORMAT,
+            "gpu": {
+                "name": device.name,
+                "driver": device.driver,
+                "max_sm_clock_mhz": device.max_sm_clock_mhz or 0,
+                "power_limit_mw": round((device.power_limit_watts or 0) * 1000),
+                "sm_count": device.sm_count or 0,
+                "uuid": device.uuid,
+                "pci_bus_id": device.pci_bus_id,
+            },
+            "interval_s": interval,
+            "samples": samples,
+        }
+    finally:
+        backend.close()
+
+
+def record(args: argparse.Namespace) -> int:
+    from exporter.backends.nvml import NvmlBackend
+
+    try:
+        trace = record_trace(NvmlBackend(slow_interval=args.interval), args.gpu, args.duration, args.interval)
+    except BackendUnavailable as error:
+        log.error("%s", error)
+        return 2
+    truth = {}
+    if args.truth_tflops is not None:
+        truth["tflops"] = args.truth_tflops
+    if args.truth_tbps is not None:
+        truth["tbps"] = args.truth_tbps
+    trace.update(workload=args.workload, description=args.description, truth=truth)
+    parse_trace(trace, args.output)  # what we write must load back
+    Path(args.output).write_text(json.dumps(trace, indent=1) + "\n", encoding="utf-8")
+    log.info("wrote %d samples of GPU %d to %s", len(trace["samples"]), args.gpu, args.output)
+    return 0

@@ -1,0 +1,93 @@
+"""The one data shape that flows through the daemon: backend -> GpuSample -> derivations -> exposition.
+
+Every reading is optional: ``None`` means "not available on this GPU / driver / backend" and is
+never exposed, so a missing counter is never served as a fake 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+# Profiling (GPM / DCGM) activity readings, each a ratio 0..1 over the sample window.
+ACTIVITY_METRICS = (
+    "sm_active",
+    "sm_occupancy",
+    "graphics_active",
+    "tensor_active",
+    "tensor_hmma_active",
+    "tensor_imma_active",
+    "tensor_dfma_active",
+    "dram_active",
+    "fp64_active",
+    "fp32_active",
+    "fp16_active",
+    "integer_active",
+)
+# Profiling interconnect readings, bytes per second over the sample window.
+INTERCONNECT_METRICS = (
+    "pcie_tx_bytes_per_second",
+    "pcie_rx_bytes_per_second",
+    "nvlink_tx_bytes_per_second",
+    "nvlink_rx_bytes_per_second",
+)
+PROFILING_METRICS = ACTIVITY_METRICS + INTERCONNECT_METRICS
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceInfo:
+    """What does not change while a GPU is attached."""
+
+    index: int
+    uuid: str
+    name: str
+    driver: str = ""
+    pci_bus_id: str = ""
+    sm_count: int | None = None
+    max_sm_clock_mhz: float | None = None
+    max_memory_clock_mhz: float | None = None
+    power_limit_watts: float | None = None
+    source: str = ""  # replay: the trace's workload name; empty for live GPUs
+
+
+@dataclass(slots=True)
+class GpuSample:
+    """One reading of one GPU. ``up`` False means the GPU could not be read at all this poll."""
+
+    device: DeviceInfo
+    timestamp: float  # time.monotonic() of the reading
+    up: bool = True
+    window_seconds: float | None = None  # the time the profiling ratios cover
+    # Coarse NVML counters (ratios 0..1, SI units).
+    gpu_utilization: float | None = None
+    memory_utilization: float | None = None
+    power_watts: float | None = None
+    energy_joules: float | None = None  # cumulative since driver load (or replay start)
+    temperature_celsius: float | None = None
+    memory_temperature_celsius: float | None = None
+    sm_clock_mhz: float | None = None
+    memory_clock_mhz: float | None = None
+    memory_used_bytes: float | None = None
+    memory_total_bytes: float | None = None
+    memory_reserved_bytes: float | None = None
+    clock_event_reasons: int | None = None  # NVML clock-event (throttle) bitmask
+    ecc_corrected_errors: float | None = None  # volatile, since driver load
+    ecc_uncorrected_errors: float | None = None
+    remapped_rows_correctable: float | None = None
+    remapped_rows_uncorrectable: float | None = None
+    remapped_rows_pending: bool | None = None
+    remapped_rows_failure: bool | None = None
+    xid_errors: dict[int, int] = field(default_factory=dict)  # Xid code -> count since start
+    process_count: int | None = None
+    process_memory_bytes: float | None = None
+    # Profiling: keys from PROFILING_METRICS; a key absent means that metric is unavailable.
+    profiling: dict[str, float] = field(default_factory=dict)
+    profiling_available: bool = False
+
+    def replace(self, **changes) -> GpuSample:
+        return dataclasses.replace(self, **changes)
+
+
+def down_sample(device: DeviceInfo, timestamp: float) -> GpuSample:
+    """A sample that says only: this GPU could not be read."""
+    return GpuSample(device=device, timestamp=timestamp, up=False)

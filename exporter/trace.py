@@ -1,0 +1,198 @@
+"""The gpu-trace/1 format: recorded readings of one GPU, replayed by the replay backend.
+
+See exporter/traces/README.md for the format. Loading validates everything and raises
+``TraceError`` naming the file, the place and the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from exporter.gpm import GPM_METRICS, to_sample_unit
+from exporter.sample import DeviceInfo, GpuSample
+
+FORMAT = "gpu-trace/1"
+MAX_TRACE_BYTES = 64 * 1024 * 1024
+
+# NVML sample keys: trace key -> (GpuSample field, scale from the trace's unit).
+NVML_KEYS: dict[str, tuple[str, float]] = {
+    "util_gpu": ("gpu_utilization", 0.01),
+    "util_mem": ("memory_utilization", 0.01),
+    "power_mw": ("power_watts", 0.001),
+    "temp_c": ("temperature_celsius", 1),
+    "sm_clock_mhz": ("sm_clock_mhz", 1),
+    "mem_clock_mhz": ("memory_clock_mhz", 1),
+    "mem_used": ("memory_used_bytes", 1),
+    "mem_total": ("memory_total_bytes", 1),
+    "throttle": ("clock_event_reasons", 1),
+}
+GPM_KEYS = {metric.name: metric for metric in GPM_METRICS}
+_GPU_REQUIRED = {"name": str, "driver": str, "max_sm_clock_mhz": float, "power_limit_mw": float, "sm_count": int}
+_GPU_OPTIONAL = {"uuid": str, "pci_bus_id": str}
+_TOP_KEYS = {"format", "gpu", "workload", "description", "truth", "interval_s", "samples"}
+
+
+class TraceError(Exception):
+    """A trace file that cannot be used, with the reason phrased for the user."""
+
+
+@dataclass(frozen=True)
+class Trace:
+    path: str
+    gpu: dict[str, Any]
+    workload: str
+    description: str
+    truth: dict[str, float]
+    interval_s: float
+    samples: list[dict[str, Any]]
+
+    @property
+    def duration(self) -> float:
+        """One loop of the trace: the last sample's time plus one interval."""
+        return self.samples[-1]["t"] + self.interval_s
+
+    def device(self, index: int) -> DeviceInfo:
+        gpu = self.gpu
+        return DeviceInfo(
+            index=index,
+            uuid=gpu.get("uuid") or f"GPU-replay-{index}-{self.workload}",
+            name=gpu["name"],
+            driver=gpu["driver"],
+            pci_bus_id=gpu.get("pci_bus_id") or f"replay:{index}",
+            sm_count=gpu["sm_count"],
+            max_sm_clock_mhz=gpu["max_sm_clock_mhz"],
+            power_limit_watts=gpu["power_limit_mw"] / 1000,
+            source=self.workload,
+        )
+
+
+def sample_from_record(device: DeviceInfo, record: dict[str, Any], timestamp: float, window: float) -> GpuSample:
+    """Turn one trace sample (NVML units) into a GpuSample (ratios, SI units)."""
+    sample = GpuSample(device=device, timestamp=timestamp, window_seconds=window)
+    for key, (attribute, scale) in NVML_KEYS.items():
+        value = record.get(key)
+        if value is not None:
+            setattr(sample, attribute, int(value) if attribute == "clock_event_reasons" else value * scale)
+    for name, metric in GPM_KEYS.items():
+        value = record.get(name)
+        if value is not None:
+            sample.profiling[metric.key] = to_sample_unit(metric, value)
+    sample.profiling_available = "sm_active" in sample.profiling
+    return sample
+
+
+def record_from_sample(sample: GpuSample, t: float) -> dict[str, Any]:
+    """The inverse of ``sample_from_record``: a GpuSample as one trace sample."""
+    record: dict[str, Any] = {"t": round(t, 3)}
+    for key, (attribute, scale) in NVML_KEYS.items():
+        value = getattr(sample, attribute)
+        record[key] = None if value is None else (value if scale == 1 else round(value / scale, 6))
+    for name, metric in GPM_KEYS.items():
+        value = sample.profiling.get(metric.key)
+        record[name] = None if value is None else value / metric.scale
+    return record
+
+
+def _check_number(value: Any, where: str, *, integer: bool = False, allow_null: bool = False) -> None:
+    if value is None and allow_null:
+        return
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    if ok and integer:
+        ok = float(value).is_integer()
+    if not ok:
+        kind = "a non-negative integer" if integer else "a non-negative number"
+        raise TraceError(f"{where}: expected {kind}{' or null' if allow_null else ''}, got {value!r}")
+
+
+def parse_trace(data: Any, path: str) -> Trace:
+    """Validate a decoded trace; every error names ``path`` and the offending key."""
+    if not isinstance(data, dict):
+        raise TraceError(f"trace {path}: expected a JSON object at the top level, got {type(data).__name__}")
+    if data.get("format") != FORMAT:
+        raise TraceError(f"trace {path}: 'format' must be {FORMAT!r}, got {data.get('format')!r}")
+    unknown = set(data) - _TOP_KEYS
+    if unknown:
+        raise TraceError(f"trace {path}: unknown top-level key(s) {sorted(unknown)} (known: {sorted(_TOP_KEYS)})")
+    for key in ("gpu", "workload", "interval_s", "samples"):
+        if key not in data:
+            raise TraceError(f"trace {path}: missing key '{key}'")
+    gpu = data["gpu"]
+    if not isinstance(gpu, dict):
+        raise TraceError(f"trace {path}: 'gpu' must be an object")
+    for key, kind in _GPU_REQUIRED.items():
+        if key not in gpu:
+            raise TraceError(f"trace {path}: missing key 'gpu.{key}'")
+        if kind is str:
+            if not isinstance(gpu[key], str) or not gpu[key]:
+                raise TraceError(f"trace {path}: 'gpu.{key}' must be a non-empty string, got {gpu[key]!r}")
+        else:
+            _check_number(gpu[key], f"trace {path}: 'gpu.{key}'", integer=kind is int)
+            if gpu[key] == 0:
+                raise TraceError(f"trace {path}: 'gpu.{key}' must be above 0")
+    for key in set(gpu) - set(_GPU_REQUIRED):
+        if key not in _GPU_OPTIONAL or not isinstance(gpu[key], str):
+            raise TraceError(f"trace {path}: 'gpu.{key}' is not a known key (known: {sorted({**_GPU_REQUIRED, **_GPU_OPTIONAL})}) or not a string")
+    if not isinstance(data["workload"], str) or not data["workload"]:
+        raise TraceError(f"trace {path}: 'workload' must be a non-empty string")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise TraceError(f"trace {path}: 'description' must be a string")
+    truth = data.get("truth", {})
+    if not isinstance(truth, dict):
+        raise TraceError(f"trace {path}: 'truth' must be an object")
+    for key, value in truth.items():
+        _check_number(value, f"trace {path}: 'truth.{key}'")
+    interval = data["interval_s"]
+    _check_number(interval, f"trace {path}: 'interval_s'")
+    if interval <= 0:
+        raise TraceError(f"trace {path}: 'interval_s' must be above 0, got {interval!r}")
+    samples = data["samples"]
+    if not isinstance(samples, list) or not samples:
+        raise TraceError(f"trace {path}: 'samples' must be a non-empty list")
+    previous_t = -1.0
+    for number, record in enumerate(samples):
+        where = f"trace {path}: samples[{number}]"
+        if not isinstance(record, dict):
+            raise TraceError(f"{where}: expected an object, got {type(record).__name__}")
+        if "t" not in record:
+            raise TraceError(f"{where}: missing key 't'")
+        _check_number(record["t"], f"{where}.t")
+        if record["t"] <= previous_t:
+            raise TraceError(f"{where}.t: times must increase, got {record['t']!r} after {previous_t!r}")
+        previous_t = record["t"]
+        for key, value in record.items():
+            if key == "t":
+                continue
+            if key not in NVML_KEYS and key not in GPM_KEYS:
+                raise TraceError(f"{where}: unknown key {key!r}")
+            _check_number(value, f"{where}.{key}", integer=key == "throttle", allow_null=True)
+    return Trace(path, gpu, data["workload"], description, truth, float(interval), samples)
+
+
+def load_trace(path: str | Path) -> Trace:
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_TRACE_BYTES:
+            raise TraceError(f"trace {path}: {size} bytes is over the {MAX_TRACE_BYTES} byte limit")
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise TraceError(f"trace {path}: cannot read it: {error.strerror or error}") from None
+    except UnicodeDecodeError:
+        raise TraceError(f"trace {path}: not UTF-8 text") from None
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as error:
+        raise TraceError(f"trace {path}: not valid JSON: {error}") from None
+    return parse_trace(data, str(path))
+
+
+def demo_trace_paths() -> list[Path]:
+    """The recorded H200 traces shipped with the package, in a stable order."""
+    folder = resources.files("exporter") / "traces" / "h200"
+    return sorted(Path(str(entry)) for entry in folder.iterdir() if entry.name.endswith(".json"))

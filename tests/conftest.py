@@ -1,0 +1,87 @@
+"""Shared fixtures: the shipped traces, free ports, and a real daemon process on loopback."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from exporter.trace import demo_trace_paths
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def trace_paths() -> dict[str, Path]:
+    """The six recorded H200 traces by workload name (file stem)."""
+    return {path.stem: path for path in demo_trace_paths()}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+class Daemon:
+    def __init__(self, process: subprocess.Popen, port: int) -> None:
+        self.process = process
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+
+    def metrics(self) -> str:
+        status, body = http_get(self.url + "/metrics")
+        assert status == 200, body
+        return body
+
+    def stop(self, timeout: float = 10.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+
+@contextlib.contextmanager
+def running_daemon(*args: str, ready_timeout: float = 15.0, env: dict[str, str] | None = None):
+    """Start ``python -m exporter`` with ``args`` on a free loopback port; wait until /-/ready."""
+    port = free_port()
+    command = [sys.executable, "-m", "exporter", "--web.listen-address", f"127.0.0.1:{port}", *args]
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, **(env or {})})
+    daemon = Daemon(process, port)
+    try:
+        deadline = time.monotonic() + ready_timeout
+        while True:
+            if process.poll() is not None:
+                raise AssertionError(f"daemon exited with {process.returncode}: {process.stdout.read()}")
+            with contextlib.suppress(OSError):
+                if http_get(daemon.url + "/-/ready", timeout=1)[0] == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise AssertionError("daemon did not become ready")
+            time.sleep(0.05)
+        yield daemon
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if process.stdout:
+            process.stdout.close()
