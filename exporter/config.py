@@ -196,6 +196,8 @@ def load_config(path: str | Path | None) -> Config:
         return parse_config(data)
     except OSError as error:
         raise ConfigError(f"config file {path}: cannot read it: {error.strerror or error}") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"config file {path}: not UTF-8 text (byte {error.start})") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -1,0 +1,207 @@
+"""The YAML config: defaults, durations, and errors that name the file, the dotted key and the reason."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import pytest
+
+from exporter.config import Config, ConfigError, MismatchThresholds, PeakOverride, load_config, parse_duration, reference
+
+
+def write(tmp_path: Path, text: str | bytes, name: str = "config.yml") -> Path:
+    path = tmp_path / name
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
+    return path
+
+
+def load_error(tmp_path: Path, text: str | bytes) -> tuple[Path, str]:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    return path, str(caught.value)
+
+
+def test_no_file_gives_the_documented_defaults():
+    config = load_config(None)
+    assert config == Config()
+    assert config.collect_interval == 1.0
+    assert config.slow_collect_interval == 10.0
+    assert config.stale_after is None
+    assert config.price_per_gpu_hour is None
+    assert config.currency == "USD"
+    assert config.peaks == {}
+    assert config.mismatch == MismatchThresholds(high_utilization=0.8, low_sm_active=0.3, low_efficiency_utilization=0.5, low_efficiency_ratio=0.3)
+    assert config.bottleneck.idle_utilization == 0.05
+    assert config.bottleneck.host_utilization == 0.85
+
+
+@pytest.mark.parametrize("text", ["", "# only a comment\n", "---\n"])
+def test_an_empty_file_gives_the_defaults(tmp_path, text):
+    assert load_config(write(tmp_path, text)) == Config()
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("500ms", 0.5), ("1s", 1.0), ("1m30s", 90.0), ("2h", 7200.0), ("1d", 86400.0), ("1h1m1s", 3661.0), ("1s500ms", 1.5), ("0s", 0.0)],
+)
+def test_prometheus_durations(text, seconds):
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["", "1", "s", "1 s", "1x", "-1s", "1s ", "ms", "1.s", "abc", 1, 1.5, None, True, ["1s"]])
+def test_bad_durations_are_refused_with_an_example(text):
+    with pytest.raises(ValueError, match="500ms, 1s or 1m30s"):
+        parse_duration(text)
+
+
+def test_every_setting_is_read_from_the_file(tmp_path):
+    path = write(
+        tmp_path,
+        """
+collect_interval: 500ms
+slow_collect_interval: 1m
+stale_after: 10s
+price_per_gpu_hour: 2.5
+currency: EUR
+mismatch:
+  high_utilization: 0.9
+  low_sm_active: 0.2
+bottleneck:
+  idle_utilization: 0.1
+  busy_pipe: 0.6
+peaks:
+  NVIDIA Future GPU:
+    tensor_tflops: 2000
+    dram_tbps: 8
+""",
+    )
+    config = load_config(path)
+    assert config.collect_interval == 0.5
+    assert config.slow_collect_interval == 60.0
+    assert config.effective_stale_after == 10.0
+    assert config.price_per_gpu_hour == 2.5
+    assert config.currency == "EUR"
+    assert config.mismatch.high_utilization == 0.9 and config.mismatch.low_sm_active == 0.2
+    assert config.mismatch.low_efficiency_ratio == 0.3  # untouched keys keep their default
+    assert config.bottleneck.idle_utilization == 0.1 and config.bottleneck.busy_pipe == 0.6
+    assert config.bottleneck.host_utilization == 0.85
+    assert config.peaks == {"NVIDIA Future GPU": PeakOverride(tensor_tflops=2000.0, dram_tbps=8.0)}
+
+
+@pytest.mark.parametrize(("interval", "stale"), [("1s", 5.0), ("500ms", 3.5), ("10s", 32.0), ("100ms", 2.3)])
+def test_stale_after_defaults_to_three_intervals_plus_two_seconds(tmp_path, interval, stale):
+    config = load_config(write(tmp_path, f"collect_interval: {interval}\n"))
+    assert config.stale_after is None
+    assert config.effective_stale_after == pytest.approx(stale)
+
+
+def test_explicit_stale_after_wins(tmp_path):
+    config = load_config(write(tmp_path, "collect_interval: 10s\nstale_after: 1s\n"))
+    assert config.effective_stale_after == 1.0
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "reason"),
+    [
+        ("colect_interval: 1s\n", "'colect_interval'", "unknown key"),
+        ("mismatch:\n  high_util: 0.5\n", "'mismatch.high_util'", "unknown key"),
+        ("bottleneck:\n  idle: 0.5\n", "'bottleneck.idle'", "unknown key"),
+        ("peaks:\n  NVIDIA H200:\n    tflops: 1\n", "'peaks.NVIDIA H200.tflops'", "unknown key"),
+        ("mismatch:\n  high_utilization: 1.5\n", "'mismatch.high_utilization'", "between 0 and 1"),
+        ("bottleneck:\n  busy_pipe: -0.1\n", "'bottleneck.busy_pipe'", "between 0 and 1"),
+        ("collect_interval: 50ms\n", "'collect_interval'", "at least 100ms"),
+        ("collect_interval: 99ms\n", "'collect_interval'", "at least 100ms"),
+        ("slow_collect_interval: 500ms\n", "'slow_collect_interval'", "at least 1s"),
+        ("stale_after: 10ms\n", "'stale_after'", "at least 100ms"),
+        ("collect_interval: 1\n", "'collect_interval'", "duration"),
+        ("collect_interval: soon\n", "'collect_interval'", "duration"),
+        ("mismatch:\n  high_utilization: high\n", "'mismatch.high_utilization'", "expected a number"),
+        ("mismatch:\n  high_utilization: true\n", "'mismatch.high_utilization'", "expected a number"),
+        ("mismatch:\n  high_utilization: .nan\n", "'mismatch.high_utilization'", "expected a number"),
+        ("price_per_gpu_hour: -1\n", "'price_per_gpu_hour'", "0 or more"),
+        ("price_per_gpu_hour: ten\n", "'price_per_gpu_hour'", "expected a number"),
+        ("currency: 5\n", "'currency'", "non-empty string"),
+        ("currency: ''\n", "'currency'", "non-empty string"),
+        ("mismatch: 3\n", "'mismatch'", "expected a mapping"),
+        ("bottleneck: [0.1]\n", "'bottleneck'", "expected a mapping"),
+        ("peaks: [1, 2]\n", "'peaks'", "expected a mapping"),
+        ("peaks:\n  NVIDIA H200: 5\n", "'peaks.NVIDIA H200'", "expected a mapping"),
+        ("peaks:\n  NVIDIA H200:\n    tensor_tflops: 0\n", "'peaks.NVIDIA H200.tensor_tflops'", "above 0"),
+        ("peaks:\n  NVIDIA H200:\n    dram_tbps: fast\n", "'peaks.NVIDIA H200.dram_tbps'", "expected a number"),
+    ],
+)
+def test_errors_name_the_file_the_dotted_key_and_the_reason(tmp_path, text, key, reason):
+    path, message = load_error(tmp_path, text)
+    assert message.startswith(f"config file {path}: ")
+    assert key in message
+    assert reason in message
+
+
+def test_unknown_key_lists_the_known_keys(tmp_path):
+    _, message = load_error(tmp_path, "mismatch:\n  high_util: 0.5\n")
+    assert "high_utilization" in message and "low_sm_active" in message
+
+
+@pytest.mark.parametrize("text", ["- 1\n- 2\n", "just a string\n", "42\n"])
+def test_a_top_level_that_is_not_a_mapping_is_refused(tmp_path, text):
+    path, message = load_error(tmp_path, text)
+    assert str(path) in message and "top level" in message and "expected a mapping" in message
+
+
+def test_bad_yaml_names_the_line(tmp_path):
+    path, message = load_error(tmp_path, "collect_interval: 1s\nmismatch:\n  high_utilization: [0.5\n  low_sm_active: 0.1\n")
+    assert str(path) in message
+    assert "not valid YAML" in message
+    assert "line 4" in message
+
+
+def test_bad_yaml_indentation_names_the_line(tmp_path):
+    path, message = load_error(tmp_path, "collect_interval: 1s\ncurrency: EUR\n  bad: indent\n")
+    assert str(path) in message and "line 3" in message
+
+
+def test_a_missing_file_is_reported_with_its_path(tmp_path):
+    path = tmp_path / "nope.yml"
+    with pytest.raises(ConfigError, match=rf"config file {path}: cannot read it: No such file or directory"):
+        load_config(path)
+
+
+def test_a_directory_is_reported_with_its_path(tmp_path):
+    with pytest.raises(ConfigError, match=rf"config file {tmp_path}: cannot read it"):
+        load_config(tmp_path)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
+def test_an_unreadable_file_is_reported_with_its_path(tmp_path):
+    path = write(tmp_path, "collect_interval: 1s\n")
+    path.chmod(0)
+    with pytest.raises(ConfigError, match=rf"config file {path}: cannot read it: Permission denied"):
+        load_config(path)
+
+
+def test_a_file_that_is_not_utf8_is_reported_with_its_path(tmp_path):
+    path, message = load_error(tmp_path, b"currency: \xff\xfe\n")
+    assert message.startswith(f"config file {path}: ") and "UTF-8" in message
+
+
+def test_peaks_override_several_models(tmp_path):
+    config = load_config(write(tmp_path, "peaks:\n  NVIDIA H200:\n    dram_tbps: 5\n  NVIDIA L4:\n    tensor_tflops: 100\n    pcie_gbps: 16\n    nvlink_gbps: 0.5\n"))
+    assert config.peaks["NVIDIA H200"] == PeakOverride(dram_tbps=5.0)
+    assert config.peaks["NVIDIA L4"] == PeakOverride(tensor_tflops=100.0, pcie_gbps=16.0, nvlink_gbps=0.5)
+
+
+def test_config_is_immutable():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Config().collect_interval = 5  # type: ignore[misc]
+
+
+def test_reference_documents_every_key():
+    keys = {key for key, _, _ in reference()}
+    assert {"collect_interval", "stale_after", "mismatch.high_utilization", "bottleneck.latency_work", "peaks", "currency"} <= keys
+    assert all(doc for _, _, doc in reference())
