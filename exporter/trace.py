@@ -7,7 +7,7 @@ See exporter/traces/README.md for the format. Loading validates everything and r
 from __future__ import annotations
 
 import json
-import math
+import sys
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -101,7 +101,7 @@ def record_from_sample(sample: GpuSample, t: float) -> dict[str, Any]:
 def _check_number(value: Any, where: str, *, integer: bool = False, allow_null: bool = False) -> None:
     if value is None and allow_null:
         return
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= sys.float_info.max  # no NaN, inf, or int too big for a float
     if ok and integer:
         ok = float(value).is_integer()
     if not ok:

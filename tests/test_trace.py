@@ -1,0 +1,196 @@
+"""The gpu-trace/1 loader: the shipped traces load, broken ones fail naming the file and the place."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from exporter.gpm import GPM_METRICS
+from exporter.sample import DeviceInfo
+from exporter.trace import FORMAT, NVML_KEYS, TraceError, load_trace, record_from_sample, sample_from_record
+
+WORKLOADS = ["copy_2GB", "idle", "matmul_8192", "matmul_8192_duty50", "spin_1sm", "tiny_kernels"]
+
+
+def good_trace() -> dict:
+    return {
+        "format": FORMAT,
+        "gpu": {"name": "NVIDIA H200", "driver": "580.159.04", "max_sm_clock_mhz": 1980, "power_limit_mw": 700000, "sm_count": 132},
+        "workload": "unit",
+        "description": "made up for a test",
+        "truth": {"tflops": 1.5},
+        "interval_s": 0.5,
+        "samples": [
+            {"t": 0.5 * (i + 1), "util_gpu": 100, "power_mw": 300000, "sm_clock_mhz": 1980, "throttle": 4, "SM_UTIL": 50.0, "DRAM_BW_UTIL": None}
+            for i in range(5)
+        ],
+    }
+
+
+def write(tmp_path: Path, data: object, name: str = "trace.json") -> Path:
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return path
+
+
+def trace_error(tmp_path: Path, data: object) -> tuple[Path, str]:
+    path = write(tmp_path, data)
+    with pytest.raises(TraceError) as caught:
+        load_trace(path)
+    message = str(caught.value)
+    assert message.startswith(f"trace {path}: "), message
+    return path, message
+
+
+def test_all_six_shipped_traces_load(trace_paths):
+    assert sorted(trace_paths) == WORKLOADS
+    for workload, path in trace_paths.items():
+        trace = load_trace(path)
+        assert trace.workload == workload
+        assert trace.gpu["name"] == "NVIDIA H200" and trace.gpu["sm_count"] == 132
+        assert trace.interval_s == 0.5
+        assert len(trace.samples) >= 10
+        assert trace.duration == pytest.approx(trace.samples[-1]["t"] + 0.5)
+        device = trace.device(3)
+        assert device.index == 3 and device.source == workload
+        assert device.uuid == f"GPU-replay-3-{workload}"
+        assert device.power_limit_watts == 700.0 and device.max_sm_clock_mhz == 1980
+
+
+def test_truth_of_the_throughput_traces(trace_paths):
+    assert load_trace(trace_paths["matmul_8192"]).truth["tflops"] == pytest.approx(661, abs=1)
+    assert load_trace(trace_paths["matmul_8192_duty50"]).truth["tflops"] == pytest.approx(388, abs=1)
+    assert load_trace(trace_paths["copy_2GB"]).truth["tbps"] == pytest.approx(4.27, abs=0.01)
+    assert load_trace(trace_paths["idle"]).truth == {}
+
+
+def test_a_good_trace_loads(tmp_path):
+    trace = load_trace(write(tmp_path, good_trace()))
+    assert trace.workload == "unit" and len(trace.samples) == 5 and trace.duration == 3.0
+
+
+def test_optional_gpu_identity_is_used(tmp_path):
+    data = good_trace()
+    data["gpu"].update(uuid="GPU-1234", pci_bus_id="00000000:18:00.0")
+    device = load_trace(write(tmp_path, data)).device(0)
+    assert device.uuid == "GPU-1234" and device.pci_bus_id == "00000000:18:00.0"
+
+
+def mutate(change) -> dict:
+    data = good_trace()
+    change(data)
+    return data
+
+
+@pytest.mark.parametrize(
+    ("data", "place", "reason"),
+    [
+        ("{not json", "", "not valid JSON"),
+        ("", "", "not valid JSON"),
+        ([1, 2, 3], "", "JSON object at the top level, got list"),
+        ("null", "", "JSON object at the top level"),
+        (mutate(lambda d: d.update(format="gpu-trace/2")), "'format'", "'gpu-trace/1'"),
+        (mutate(lambda d: d.pop("format")), "'format'", "'gpu-trace/1'"),
+        (mutate(lambda d: d.update(extra=1)), "unknown top-level key", "extra"),
+        (mutate(lambda d: d.pop("samples")), "'samples'", "missing key"),
+        (mutate(lambda d: d.pop("gpu")), "'gpu'", "missing key"),
+        (mutate(lambda d: d.pop("interval_s")), "'interval_s'", "missing key"),
+        (mutate(lambda d: d.pop("workload")), "'workload'", "missing key"),
+        (mutate(lambda d: d["gpu"].pop("sm_count")), "'gpu.sm_count'", "missing key"),
+        (mutate(lambda d: d["gpu"].update(sm_count="many")), "'gpu.sm_count'", "non-negative integer"),
+        (mutate(lambda d: d["gpu"].update(sm_count=13.5)), "'gpu.sm_count'", "non-negative integer"),
+        (mutate(lambda d: d["gpu"].update(max_sm_clock_mhz=0)), "'gpu.max_sm_clock_mhz'", "above 0"),
+        (mutate(lambda d: d["gpu"].update(name="")), "'gpu.name'", "non-empty string"),
+        (mutate(lambda d: d["gpu"].update(colour="green")), "'gpu.colour'", "not a known key"),
+        (mutate(lambda d: d.update(gpu=[])), "'gpu'", "must be an object"),
+        (mutate(lambda d: d.update(interval_s=0)), "'interval_s'", "above 0"),
+        (mutate(lambda d: d.update(interval_s="0.5")), "'interval_s'", "non-negative number"),
+        (mutate(lambda d: d.update(truth={"tflops": "fast"})), "'truth.tflops'", "non-negative number"),
+        (mutate(lambda d: d.update(truth=[])), "'truth'", "must be an object"),
+        (mutate(lambda d: d.update(samples=[])), "'samples'", "non-empty list"),
+        (mutate(lambda d: d.update(samples={})), "'samples'", "non-empty list"),
+        (mutate(lambda d: d["samples"].__setitem__(2, 5)), "samples[2]", "expected an object, got int"),
+        (mutate(lambda d: d["samples"][3].pop("t")), "samples[3]", "missing key 't'"),
+        (mutate(lambda d: d["samples"][3].update(t=1.0)), "samples[3].t", "times must increase"),
+        (mutate(lambda d: d["samples"][3].update(t=1.5)), "samples[3].t", "times must increase"),
+        (mutate(lambda d: d["samples"][3].update(SM_UTIL="high")), "samples[3].SM_UTIL", "non-negative number or null, got 'high'"),
+        (mutate(lambda d: d["samples"][1].update(util_gpu=True)), "samples[1].util_gpu", "non-negative number"),
+        (mutate(lambda d: d["samples"][4].update(power_mw=-5)), "samples[4].power_mw", "non-negative number"),
+        (mutate(lambda d: d["samples"][0].update(throttle=4.5)), "samples[0].throttle", "non-negative integer"),
+        (mutate(lambda d: d["samples"][2].update(SM_ACTIVE=5)), "samples[2]", "unknown key 'SM_ACTIVE'"),
+        ('{"format": "gpu-trace/1", "samples": [{"t": NaN}]}', "", "missing key"),
+        (json.dumps(good_trace()).replace('"util_gpu": 100', '"util_gpu": NaN', 1), "samples[0].util_gpu", "got nan"),
+        (json.dumps(good_trace()).replace('"util_gpu": 100', '"util_gpu": Infinity', 1), "samples[0].util_gpu", "got inf"),
+        (json.dumps(good_trace()).replace('"power_mw": 300000', '"power_mw": 1' + "0" * 400, 1), "samples[0].power_mw", "non-negative number"),
+    ],
+)
+def test_malformed_traces_name_the_file_and_the_place(tmp_path, data, place, reason):
+    _, message = trace_error(tmp_path, data)
+    assert place in message
+    assert reason in message
+
+
+def test_missing_file(tmp_path):
+    path = tmp_path / "nope.json"
+    with pytest.raises(TraceError, match=rf"trace {path}: cannot read it: No such file or directory"):
+        load_trace(path)
+
+
+def test_not_utf8(tmp_path):
+    path = tmp_path / "binary.json"
+    path.write_bytes(b"\xff\xfe{}")
+    with pytest.raises(TraceError, match=rf"trace {path}: not UTF-8"):
+        load_trace(path)
+
+
+def test_round_trip_of_every_recorded_sample(trace_paths):
+    device = DeviceInfo(index=0, uuid="GPU-x", name="NVIDIA H200")
+    for path in trace_paths.values():
+        trace = load_trace(path)
+        for record in trace.samples:
+            sample = sample_from_record(device, record, 12.0, trace.interval_s)
+            again = record_from_sample(sample, record["t"])
+            assert set(again) == {"t", *NVML_KEYS, *(metric.name for metric in GPM_METRICS)}
+            for key, value in again.items():
+                original = record.get(key)
+                if original is None:
+                    assert value is None, key
+                else:
+                    # GPM ratios are clamped to 0..100 % on the way in (a hair over 100 can happen).
+                    expected = min(original, 100) if key in {m.name for m in GPM_METRICS if m.scale < 1} else original
+                    assert value == pytest.approx(expected, rel=1e-9, abs=1e-9), key
+            assert sample_from_record(device, again, 12.0, trace.interval_s) == sample
+
+
+def test_sample_from_record_converts_units():
+    device = DeviceInfo(index=0, uuid="GPU-x", name="NVIDIA H200")
+    record = {"t": 1.0, "util_gpu": 100, "util_mem": 50, "power_mw": 250000, "temp_c": 40, "sm_clock_mhz": 1455, "mem_total": 1024, "throttle": 5,
+              "SM_UTIL": 0.76, "SM_OCCUPANCY": 101.0, "PCIE_TX_PER_SEC": 2.0, "DRAM_BW_UTIL": None}
+    sample = sample_from_record(device, record, 7.0, 0.5)
+    assert sample.timestamp == 7.0 and sample.window_seconds == 0.5 and sample.up
+    assert sample.gpu_utilization == 1.0 and sample.memory_utilization == 0.5
+    assert sample.power_watts == pytest.approx(250.0)
+    assert sample.temperature_celsius == 40 and sample.sm_clock_mhz == 1455 and sample.memory_total_bytes == 1024
+    assert sample.clock_event_reasons == 5 and isinstance(sample.clock_event_reasons, int)
+    assert sample.memory_used_bytes is None  # absent stays absent, never 0
+    assert sample.profiling["sm_active"] == pytest.approx(0.0076)
+    assert sample.profiling["sm_occupancy"] == 1.0  # clamped
+    assert sample.profiling["pcie_tx_bytes_per_second"] == 2 * 1024 * 1024
+    assert "dram_active" not in sample.profiling  # null = not supported
+    assert sample.profiling_available
+
+
+def test_no_sm_activity_means_no_profiling():
+    device = DeviceInfo(index=0, uuid="GPU-x", name="NVIDIA H200")
+    sample = sample_from_record(device, {"t": 1.0, "util_gpu": 30, "SM_UTIL": None, "DRAM_BW_UTIL": 3.0}, 0.0, 0.5)
+    assert not sample.profiling_available
+
+
+def test_loading_does_not_modify_the_input(tmp_path):
+    data = good_trace()
+    before = copy.deepcopy(data)
+    load_trace(write(tmp_path, data))
+    assert data == before
