@@ -104,6 +104,19 @@ def section(cls: type, doc: str) -> Any:
     return field(default_factory=cls, metadata={"section": cls, "doc": doc})
 
 
+def section_list(cls: type, doc: str, unique: str | None = None) -> Any:
+    """A YAML list of sections (``apps:``); ``unique`` names a key whose values must all differ."""
+    return field(default_factory=tuple, metadata={"section_list": cls, "unique": unique, "doc": doc})
+
+
+class SettingError(ValueError):
+    """Raised by a section's ``check()``: a problem across its keys, naming the key it is about."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(reason)
+        self.key = key
+
+
 MIN_COLLECT_INTERVAL = 0.1
 
 
@@ -140,6 +153,91 @@ def _peak_overrides(value: Any) -> dict[str, PeakOverride]:
     return {str(name): _load_section(PeakOverride, spec, f"peaks.{name}") for name, spec in value.items()}
 
 
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+_UNIT = re.compile(r"[a-z][a-z0-9_]{0,31}")
+
+
+def http_url(value: Any) -> str:
+    if not isinstance(value, str) or not re.fullmatch(r"https?://[^/\s]+(/\S*)?", value):
+        raise ValueError(f"expected an http:// or https:// URL such as http://127.0.0.1:8000/metrics, got {value!r}")
+    return value
+
+
+def metric_name(value: Any) -> str:
+    if not isinstance(value, str) or not _METRIC_NAME.fullmatch(value):
+        raise ValueError(f"expected a Prometheus metric name such as vllm:generation_tokens_total, got {value!r}")
+    return value
+
+
+def unit_name(value: Any) -> str:
+    if not isinstance(value, str) or not _UNIT.fullmatch(value):
+        raise ValueError(f"expected a lowercase word such as tokens, images, samples or requests, got {value!r}")
+    return value
+
+
+def label_matchers(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a mapping of label name to exact value, got {value!r}")
+    for name, label in value.items():
+        if not isinstance(name, str) or not _LABEL_NAME.fullmatch(name) or not isinstance(label, str):
+            raise ValueError(f"expected label name: \"value\" pairs, got {name!r}: {label!r}")
+    return dict(value)
+
+
+def gpu_selectors(value: Any) -> tuple[int | str, ...]:
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"expected a non-empty list of GPU indices and/or UUIDs, got {value!r}")
+    for item in value:
+        if isinstance(item, bool) or not (isinstance(item, int) and item >= 0 or isinstance(item, str) and item):
+            raise ValueError(f"expected GPU indices (0, 1, ...) or UUIDs (GPU-...), got {item!r}")
+    return tuple(value)
+
+
+def regex(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"expected a regular expression, got {value!r}")
+    try:
+        re.compile(value)
+    except re.error as error:
+        raise ValueError(f"not a valid regular expression ({error}): {value!r}") from None
+    return value
+
+
+def positive_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"expected a whole number above 0, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class AppConfig:
+    """One application whose throughput is joined with its GPUs (see docs/apps.md)."""
+
+    name: str = setting("", label_value, "the app label value (required, unique)")
+    url: str = setting("", http_url, "its Prometheus metrics endpoint (required)")
+    counter: str = setting("", metric_name, "the counter of work done, as named in the endpoint, e.g. vllm:generation_tokens_total (required)")
+    unit: str = setting("", unit_name, "what one count of it is: tokens, images, samples, requests... (required)")
+    requests_counter: str | None = setting(None, optional(metric_name), "a counter of requests served, for gpueff_app_requests_per_second")
+    labels: dict[str, str] = setting({}, label_matchers, "sum only the series with these exact label values")
+    gpus: tuple[int | str, ...] | None = setting(None, optional(gpu_selectors), "the GPUs it runs on, by index or UUID (default: all, unless process is given)")
+    process: str | None = setting(None, optional(regex), "or: the GPUs where a process whose NVML name matches this regular expression runs")
+    flops_per_unit: float | None = setting(None, optional(positive), "FLOP per unit of work, for gpueff_app_model_flops_utilization_ratio")
+    price_per_gpu_hour: float | None = setting(None, optional(non_negative), "what one of its GPU-hours costs (default: the top-level price_per_gpu_hour)")
+    scrape_interval: float = setting(5.0, min_duration(MIN_COLLECT_INTERVAL), "how often its endpoint is scraped")
+    scrape_timeout: float = setting(2.0, min_duration(0.01), "a scrape that takes longer fails (at most scrape_interval)")
+    max_response_bytes: int = setting(16 * 1024 * 1024, positive_int, "a larger response fails the scrape")
+
+    def check(self) -> None:
+        for key in ("name", "url", "counter", "unit"):
+            if not getattr(self, key):
+                raise SettingError(key, "required")
+        if self.gpus is not None and self.process is not None:
+            raise SettingError("process", "give either gpus or process, not both")
+        if self.scrape_timeout > self.scrape_interval:
+            raise SettingError("scrape_timeout", f"must not exceed scrape_interval ({format_duration(self.scrape_interval)}), got {format_duration(self.scrape_timeout)}")
+
+
 @dataclass(frozen=True)
 class Config:
     collect_interval: float = setting(1.0, min_duration(MIN_COLLECT_INTERVAL), "how often GPUs are sampled (minimum 100ms)")
@@ -150,6 +248,7 @@ class Config:
     mismatch: MismatchThresholds = section(MismatchThresholds, "thresholds of gpueff_mismatch")
     bottleneck: BottleneckThresholds = section(BottleneckThresholds, "thresholds of gpueff_bottleneck")
     peaks: dict[str, PeakOverride] = setting({}, _peak_overrides, "peak figures per GPU model name, over the built-in table")
+    apps: tuple[AppConfig, ...] = section_list(AppConfig, "applications whose throughput is joined with their GPUs (docs/apps.md)", unique="name")
 
     @property
     def effective_stale_after(self) -> float:
@@ -173,13 +272,39 @@ def _load_section(cls: type, data: Any, path: str) -> Any:
         if "section" in spec.metadata:
             values[key] = _load_section(spec.metadata["section"], raw, key_path)
             continue
+        if "section_list" in spec.metadata:
+            values[key] = _load_section_list(spec.metadata["section_list"], raw, key_path, spec.metadata["unique"])
+            continue
         try:
             values[key] = spec.metadata["parse"](raw)
         except ConfigError:
             raise
         except ValueError as error:
             raise ConfigError(f"'{key_path}': {error}") from None
-    return cls(**values)
+    loaded = cls(**values)
+    check = getattr(loaded, "check", None)
+    if check is not None:
+        try:
+            check()
+        except SettingError as error:
+            raise ConfigError(f"'{path}.{error.key}': {error}" if path else f"'{error.key}': {error}") from None
+    return loaded
+
+
+def _load_section_list(cls: type, data: Any, path: str, unique: str | None) -> tuple[Any, ...]:
+    if data is None:
+        return ()
+    if not isinstance(data, list):
+        raise ConfigError(f"'{path}': expected a list, got {type(data).__name__}")
+    items = tuple(_load_section(cls, item, f"{path}[{index}]") for index, item in enumerate(data))
+    if unique is not None:
+        first: dict[Any, int] = {}
+        for index, item in enumerate(items):
+            value = getattr(item, unique)
+            if value in first:
+                raise ConfigError(f"'{path}[{index}].{unique}': {value!r} is already used by {path}[{first[value]}]")
+            first[value] = index
+    return items
 
 
 def parse_config(data: Any) -> Config:
@@ -214,6 +339,10 @@ def reference(cls: type = Config, prefix: str = "") -> list[tuple[str, str, str]
         key = prefix + spec.name
         if "section" in spec.metadata:
             rows.extend(reference(spec.metadata["section"], key + "."))
+            continue
+        if "section_list" in spec.metadata:
+            rows.append((key, "[]", spec.metadata["doc"]))
+            rows.extend(reference(spec.metadata["section_list"], key + "[]."))
             continue
         default = spec.default if spec.default is not dataclasses.MISSING else spec.default_factory()
         rows.append((key, repr(default), spec.metadata["doc"]))
