@@ -50,6 +50,14 @@ class DeviceInfo:
     source: str = ""  # replay: the trace's workload name; empty for live GPUs
 
 
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    """A compute process running on a GPU, as NVML lists it."""
+
+    pid: int
+    name: str  # nvmlSystemGetProcessName (usually the executable's path); "" where it cannot be read
+
+
 @dataclass(slots=True)
 class GpuSample:
     """One reading of one GPU. ``up`` False means the GPU could not be read at all this poll."""
@@ -80,6 +88,7 @@ class GpuSample:
     xid_errors: dict[int, int] = field(default_factory=dict)  # Xid code -> count since start
     process_count: int | None = None
     process_memory_bytes: float | None = None
+    processes: tuple[GpuProcess, ...] | None = None  # None where the backend cannot list them (replay)
     # Profiling: keys from PROFILING_METRICS; a key absent means that metric is unavailable.
     profiling: dict[str, float] = field(default_factory=dict)
     profiling_available: bool = False

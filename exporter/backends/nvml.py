@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from exporter.backends.base import Backend, BackendUnavailable
 from exporter.gpm import GPM_METRICS, to_sample_unit
-from exporter.sample import DeviceInfo, GpuSample, down_sample
+from exporter.sample import DeviceInfo, GpuProcess, GpuSample, down_sample
 
 log = logging.getLogger(__name__)
 
@@ -281,6 +281,7 @@ class NvmlBackend(Backend):
         if processes is not None:
             sample.process_count = len(processes)
             sample.process_memory_bytes = float(sum(p.usedGpuMemory or 0 for p in processes))
+            sample.processes = tuple(GpuProcess(int(p.pid), self._process_name(p.pid)) for p in processes)
         self._read_slow(gpu, now)
         for key, value in gpu.slow.items():
             setattr(sample, key, value)
@@ -348,6 +349,13 @@ class NvmlBackend(Backend):
                 self._log_once(f"gpmmetric-{gpu.info.uuid}-{metric.name}", logging.INFO, "GPU %d: GPM metric %s is not available (NVML return code %d); it is not exported", gpu.info.index, metric.name, result.nvmlReturn)
         sample.window_seconds = now - previous_time
         sample.profiling_available = "sm_active" in sample.profiling
+
+    def _process_name(self, pid: int) -> str:
+        """NVML's name of a process; "" where it cannot be read (it exited, or lives in another PID namespace)."""
+        try:
+            return _text(self.nvml.nvmlSystemGetProcessName(pid))
+        except self.nvml.NVMLError:
+            return ""
 
     def _log_once(self, key: str, level: int, message: str, *args: Any) -> None:
         if key not in self._logged:
