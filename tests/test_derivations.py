@@ -1,0 +1,318 @@
+"""Derivations checked against every recorded H200 trace and its measured truth, plus synthetic
+samples for the classes no trace holds, and the time integrals behind the busy-but-idle counters."""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+
+import pytest
+
+from exporter.config import BottleneckThresholds, Config, MismatchThresholds, PeakOverride
+from exporter.derivations import BOTTLENECK_CLASSES, MISMATCH_RULES, Integrator, derive
+from exporter.sample import DeviceInfo, GpuSample, down_sample
+from exporter.trace import load_trace, sample_from_record
+
+H200 = DeviceInfo(index=0, uuid="GPU-h200", name="NVIDIA H200", sm_count=132, max_sm_clock_mhz=1980, power_limit_watts=700)
+EXPECTED_CLASS = {
+    "copy_2GB": "memory",
+    "idle": "idle",
+    "matmul_8192": "compute",
+    "matmul_8192_duty50": "host",
+    "spin_1sm": "underfilled",
+    "tiny_kernels": "host",
+}
+
+
+def steady_samples(path, device: DeviceInfo = H200) -> list[GpuSample]:
+    """The trace's samples as the replay backend makes them, without the first (the workload was ramping)."""
+    trace = load_trace(path)
+    return [sample_from_record(device, record, record["t"], trace.interval_s) for record in trace.samples[1:]]
+
+
+def synthetic(utilization: float | None, sm_clock: float | None = 1980, **profiling: float) -> GpuSample:
+    return GpuSample(device=H200, timestamp=0.0, window_seconds=1.0, gpu_utilization=utilization, sm_clock_mhz=sm_clock,
+                     power_watts=500.0, profiling=dict(profiling), profiling_available="sm_active" in profiling)
+
+
+def test_the_six_traces_cover_the_expected_workloads(trace_paths):
+    assert set(trace_paths) == set(EXPECTED_CLASS)
+
+
+@pytest.mark.parametrize(("workload", "expected"), sorted(EXPECTED_CLASS.items()))
+def test_bottleneck_class_of_every_recorded_workload(trace_paths, workload, expected):
+    classes = [derive(sample, Config()).bottleneck for sample in steady_samples(trace_paths[workload])]
+    assert classes == [expected] * len(classes)
+    assert expected in BOTTLENECK_CLASSES
+
+
+@pytest.mark.parametrize("workload", sorted(EXPECTED_CLASS))
+def test_mismatch_fires_only_for_one_thread_on_one_sm(trace_paths, workload):
+    firing = workload == "spin_1sm"
+    for sample in steady_samples(trace_paths[workload]):
+        rules = derive(sample, Config()).mismatch
+        assert set(rules) == set(MISMATCH_RULES)
+        assert rules == {"high_util_low_sm": firing, "low_efficiency": firing}
+
+
+def test_efficiency_of_one_thread_on_one_sm_is_one_sm_of_132(trace_paths):
+    for sample in steady_samples(trace_paths["spin_1sm"]):
+        assert derive(sample, Config()).efficiency == pytest.approx(1 / 132, rel=0.02)
+
+
+def test_efficiency_is_absent_when_utilization_is_zero(trace_paths):
+    for sample in steady_samples(trace_paths["idle"]):
+        assert sample.gpu_utilization == 0
+        assert derive(sample, Config()).efficiency is None
+
+
+def test_efficiency_of_the_big_workloads_is_high(trace_paths):
+    for workload in ("copy_2GB", "matmul_8192", "matmul_8192_duty50"):
+        for sample in steady_samples(trace_paths[workload]):
+            assert derive(sample, Config()).efficiency > 0.85, workload
+
+
+def test_efficiency_is_clamped_to_one():
+    assert derive(synthetic(0.5, sm_active=0.9), Config()).efficiency == 1.0
+
+
+def median_estimate(samples: list[GpuSample], attribute: str, config: Config = Config()) -> float:
+    return statistics.median(getattr(derive(sample, config), attribute) for sample in samples)
+
+
+def test_tensor_flops_estimate_within_5_percent_of_the_measured_matmul(trace_paths):
+    trace = load_trace(trace_paths["matmul_8192"])
+    estimate = median_estimate(steady_samples(trace_paths["matmul_8192"]), "tensor_flops")
+    assert estimate == pytest.approx(trace.truth["tflops"] * 1e12, rel=0.05)
+
+
+def test_tensor_flops_estimate_within_10_percent_of_the_measured_half_duty_matmul(trace_paths):
+    trace = load_trace(trace_paths["matmul_8192_duty50"])
+    estimate = median_estimate(steady_samples(trace_paths["matmul_8192_duty50"]), "tensor_flops")
+    assert estimate == pytest.approx(trace.truth["tflops"] * 1e12, rel=0.10)
+
+
+def test_the_clock_factor_is_what_makes_the_estimate_right(trace_paths):
+    """Without the SM clock / max clock factor the power-capped matmul would read ~40 % high."""
+    samples = steady_samples(trace_paths["matmul_8192"])
+    truth = load_trace(trace_paths["matmul_8192"]).truth["tflops"] * 1e12
+    unclocked = statistics.median(s.profiling["tensor_active"] * 989.4e12 for s in samples)
+    assert unclocked > 1.3 * truth
+
+
+def test_dram_bandwidth_estimate_within_3_percent_of_the_measured_copy(trace_paths):
+    trace = load_trace(trace_paths["copy_2GB"])
+    estimate = median_estimate(steady_samples(trace_paths["copy_2GB"]), "dram_bytes_per_second")
+    assert estimate == pytest.approx(trace.truth["tbps"] * 1e12, rel=0.03)
+
+
+def test_flop_per_joule_is_flops_over_power(trace_paths):
+    for sample in steady_samples(trace_paths["matmul_8192"]):
+        derived = derive(sample, Config())
+        assert derived.tensor_flop_per_joule == pytest.approx(derived.tensor_flops / sample.power_watts)
+
+
+def test_no_estimates_for_an_unknown_model(trace_paths):
+    unknown = dataclasses.replace(H200, name="NVIDIA Imaginary X1")
+    for sample in steady_samples(trace_paths["matmul_8192"], unknown):
+        derived = derive(sample, Config())
+        assert derived.peak is None
+        assert derived.tensor_flops is None and derived.dram_bytes_per_second is None and derived.tensor_flop_per_joule is None
+        assert derived.bottleneck == "compute"  # the class needs no peak
+
+
+def test_estimates_for_an_unknown_model_with_a_peaks_override(trace_paths):
+    unknown = dataclasses.replace(H200, name="NVIDIA Imaginary X1")
+    config = Config(peaks={"NVIDIA Imaginary X1": PeakOverride(tensor_tflops=989.4, dram_tbps=4.8)})
+    flops = median_estimate(steady_samples(trace_paths["matmul_8192"], unknown), "tensor_flops", config)
+    assert flops == pytest.approx(median_estimate(steady_samples(trace_paths["matmul_8192"]), "tensor_flops"))
+    bandwidth = median_estimate(steady_samples(trace_paths["copy_2GB"], unknown), "dram_bytes_per_second", config)
+    assert bandwidth == pytest.approx(4.8e12 * 0.886, rel=0.01)
+
+
+def test_a_peaks_override_replaces_only_the_given_figures(trace_paths):
+    config = Config(peaks={"NVIDIA H200": PeakOverride(dram_tbps=2.4)})
+    sample = steady_samples(trace_paths["copy_2GB"])[0]
+    derived, default = derive(sample, config), derive(sample, Config())
+    assert derived.dram_bytes_per_second == pytest.approx(default.dram_bytes_per_second / 2)
+    assert derived.peak.tensor_flops == default.peak.tensor_flops == 989.4e12
+
+
+def test_no_flops_estimate_without_a_clock_reading():
+    assert derive(synthetic(1.0, sm_clock=None, sm_active=0.9, tensor_active=0.9), Config()).tensor_flops is None
+
+
+def test_mismatch_thresholds_from_the_config_change_the_outcome(trace_paths):
+    relaxed = Config(mismatch=MismatchThresholds(high_utilization=0.8, low_sm_active=0.005, low_efficiency_utilization=0.5, low_efficiency_ratio=0.005))
+    for sample in steady_samples(trace_paths["spin_1sm"]):
+        assert derive(sample, relaxed).mismatch == {"high_util_low_sm": False, "low_efficiency": False}
+    strict = Config(mismatch=MismatchThresholds(low_efficiency_ratio=0.99))
+    for sample in steady_samples(trace_paths["matmul_8192"]):  # efficiency ~0.96
+        assert derive(sample, strict).mismatch == {"high_util_low_sm": False, "low_efficiency": True}
+
+
+def test_bottleneck_thresholds_from_the_config_change_the_outcome(trace_paths):
+    duty50 = steady_samples(trace_paths["matmul_8192_duty50"])
+    lower_host = Config(bottleneck=BottleneckThresholds(host_utilization=0.4))
+    assert {derive(s, lower_host).bottleneck for s in duty50} == {"underfilled"}  # busy enough, tensor 0.44 < 0.5
+    lower_pipe = Config(bottleneck=BottleneckThresholds(host_utilization=0.4, busy_pipe=0.4))
+    assert {derive(s, lower_pipe).bottleneck for s in duty50} == {"compute"}
+    higher_idle = Config(bottleneck=BottleneckThresholds(idle_utilization=0.3))
+    assert {derive(s, higher_idle).bottleneck for s in steady_samples(trace_paths["tiny_kernels"])} == {"idle"}
+
+
+def test_latency_bound():
+    """Every SM holds one warp (SM activity fooled), occupancy 1/64, pipes and DRAM idle."""
+    sample = synthetic(1.0, sm_active=0.9996, sm_occupancy=0.0156, tensor_active=0.0, fp32_active=0.0, fp16_active=0.0,
+                       fp64_active=0.0, integer_active=0.0, dram_active=0.0)
+    derived = derive(sample, Config())
+    assert derived.bottleneck == "latency"
+    assert derived.mismatch == {"high_util_low_sm": False, "low_efficiency": False}
+
+
+def test_communication_bound():
+    nvlink_peak = 450e9
+    sample = synthetic(1.0, sm_active=0.1, sm_occupancy=0.02, tensor_active=0.0, dram_active=0.05,
+                       nvlink_tx_bytes_per_second=0.4 * nvlink_peak, nvlink_rx_bytes_per_second=0.1 * nvlink_peak)
+    assert derive(sample, Config()).bottleneck == "communication"
+
+
+def test_pcie_traffic_counts_as_communication_too():
+    sample = synthetic(1.0, sm_active=0.1, dram_active=0.0, pcie_rx_bytes_per_second=0.5 * 64e9)
+    assert derive(sample, Config()).bottleneck == "communication"
+
+
+def test_light_link_traffic_with_few_sms_is_underfilled():
+    sample = synthetic(1.0, sm_active=0.1, dram_active=0.0, nvlink_tx_bytes_per_second=0.1 * 450e9)
+    assert derive(sample, Config()).bottleneck == "underfilled"
+
+
+def test_link_traffic_of_an_unknown_model_cannot_be_judged():
+    unknown = dataclasses.replace(synthetic(1.0, sm_active=0.1, nvlink_tx_bytes_per_second=400e9), device=dataclasses.replace(H200, name="NVIDIA Imaginary X1"))
+    assert derive(unknown, Config()).bottleneck == "underfilled"
+
+
+def test_mixed():
+    sample = synthetic(1.0, sm_active=0.9, sm_occupancy=0.3, tensor_active=0.3, fp32_active=0.2, dram_active=0.3)
+    assert derive(sample, Config()).bottleneck == "mixed"
+
+
+def test_memory_beats_compute_when_dram_is_busier():
+    sample = synthetic(1.0, sm_active=0.95, tensor_active=0.6, dram_active=0.8)
+    assert derive(sample, Config()).bottleneck == "memory"
+
+
+def test_unknown_when_busy_without_profiling():
+    sample = synthetic(0.95)
+    derived = derive(sample, Config())
+    assert derived.bottleneck == "unknown"
+    assert derived.efficiency is None and derived.mismatch == {} and derived.tensor_flops is None
+
+
+def test_without_profiling_the_coarse_classes_still_work():
+    assert derive(synthetic(0.0), Config()).bottleneck == "idle"
+    assert derive(synthetic(0.5), Config()).bottleneck == "host"
+
+
+def test_unknown_without_any_busy_figure():
+    assert derive(synthetic(None), Config()).bottleneck == "unknown"
+
+
+def test_mig_like_sample_uses_graphics_activity_as_busy():
+    """A MIG slice has no coarse utilization; GR-engine activity stands in."""
+    sample = synthetic(None, graphics_active=0.95, sm_active=0.93, sm_occupancy=0.14, tensor_active=0.9, dram_active=0.17)
+    derived = derive(sample, Config())
+    assert derived.busy == 0.95
+    assert derived.efficiency == pytest.approx(0.93 / 0.95)
+    assert derived.bottleneck == "compute"
+    spinning = synthetic(None, graphics_active=1.0, sm_active=0.0076, sm_occupancy=0.0001, tensor_active=0.0, dram_active=0.0)
+    derived = derive(spinning, Config())
+    assert derived.bottleneck == "underfilled"
+    assert derived.mismatch == {"high_util_low_sm": True, "low_efficiency": True}
+
+
+# --- the Integrator ---------------------------------------------------------------------------------
+
+
+def integrate(samples: list[GpuSample], max_gap: float = 10.0, price: float | None = None) -> Integrator:
+    integrator = Integrator(max_gap=max_gap)
+    config = Config(price_per_gpu_hour=price)
+    for sample in samples:
+        integrator.add(sample, derive(sample, config) if sample.up else None, price)
+    return integrator
+
+
+def spin_at_fake_clock(trace_paths, count: int, step: float = 0.5, start: float = 100.0) -> list[GpuSample]:
+    records = load_trace(trace_paths["spin_1sm"]).samples[1:]
+    return [sample_from_record(H200, records[i % len(records)], start + i * step, 0.5) for i in range(count)]
+
+
+def test_busy_idle_seconds_of_one_thread_on_one_sm(trace_paths):
+    samples = spin_at_fake_clock(trace_paths, 21)  # 20 intervals of 0.5 s
+    totals = integrate(samples).totals[H200.uuid]
+    elapsed = 10.0
+    assert totals.busy_idle_sm_seconds == pytest.approx((1 - 0.0076) * elapsed, rel=0.001)
+    assert totals.busy_seconds == pytest.approx(elapsed)
+    assert totals.sm_active_seconds == pytest.approx(0.0076 * elapsed, rel=0.01)
+    assert totals.busy_seconds == pytest.approx(totals.sm_active_seconds + totals.busy_idle_sm_seconds)
+    assert totals.busy_idle_sm_cost == 0.0  # no price configured
+
+
+def test_busy_idle_is_the_integral_of_util_minus_sm_active(trace_paths):
+    samples = steady_samples(trace_paths["matmul_8192_duty50"])
+    totals = integrate(samples).totals[H200.uuid]
+    expected = sum(max(0.0, s.gpu_utilization - s.profiling["sm_active"]) * (s.timestamp - p.timestamp) for p, s in zip(samples, samples[1:]))
+    assert totals.busy_idle_sm_seconds == pytest.approx(expected)
+    assert totals.busy_idle_sm_seconds > 0
+
+
+def test_sm_activity_above_utilization_wastes_nothing():
+    samples = [synthetic(0.5, sm_active=0.9).replace(timestamp=t) for t in (0.0, 1.0, 2.0)]
+    assert integrate(samples).totals[H200.uuid].busy_idle_sm_seconds == 0.0
+
+
+def test_cost_at_the_configured_price(trace_paths):
+    samples = spin_at_fake_clock(trace_paths, 21)
+    totals = integrate(samples, price=3.6).totals[H200.uuid]
+    assert totals.busy_idle_sm_cost == pytest.approx(totals.busy_idle_sm_seconds * 3.6 / 3600)
+    assert totals.busy_idle_sm_cost == pytest.approx((1 - 0.0076) * 10 / 1000, rel=0.001)
+
+
+def test_a_gap_longer_than_max_gap_is_not_integrated(trace_paths):
+    before = spin_at_fake_clock(trace_paths, 5, start=0.0)  # 2 s observed
+    after = spin_at_fake_clock(trace_paths, 5, start=100.0)  # a 98 s hole, then 2 s observed
+    totals = integrate(before + after, max_gap=5.0).totals[H200.uuid]
+    assert totals.busy_seconds == pytest.approx(4.0)
+
+
+def test_a_down_sample_resets_the_integration(trace_paths):
+    samples = spin_at_fake_clock(trace_paths, 10, start=0.0)
+    samples[5] = down_sample(H200, samples[5].timestamp)
+    totals = integrate(samples, max_gap=60.0).totals[H200.uuid]
+    # Intervals 0-1..3-4 (4) and 6-7..8-9 (3): neither 4-5, 5-6 (down) nor anything across the outage.
+    assert totals.busy_seconds == pytest.approx(7 * 0.5)
+
+
+def test_time_going_backwards_is_not_integrated():
+    samples = [synthetic(1.0, sm_active=0.0).replace(timestamp=t) for t in (5.0, 4.0, 4.0, 5.0)]
+    assert integrate(samples).totals[H200.uuid].busy_idle_sm_seconds == pytest.approx(1.0)
+
+
+def test_gpus_are_integrated_separately_and_forgotten_when_gone():
+    other = dataclasses.replace(H200, index=1, uuid="GPU-other")
+    integrator = Integrator(max_gap=10.0)
+    for t in (0.0, 1.0, 2.0):
+        for device, util in ((H200, 1.0), (other, 0.5)):
+            sample = synthetic(util, sm_active=0.0).replace(device=device, timestamp=t)
+            integrator.add(sample, derive(sample, Config()))
+    assert integrator.totals[H200.uuid].busy_idle_sm_seconds == pytest.approx(2.0)
+    assert integrator.totals["GPU-other"].busy_idle_sm_seconds == pytest.approx(1.0)
+    integrator.forget_except({H200.uuid})
+    assert set(integrator.totals) == {H200.uuid}
+
+
+def test_no_busy_idle_without_sm_activity():
+    samples = [synthetic(1.0).replace(timestamp=t) for t in (0.0, 1.0, 2.0)]
+    totals = integrate(samples).totals[H200.uuid]
+    assert totals.busy_seconds == pytest.approx(2.0)
+    assert totals.busy_idle_sm_seconds == 0.0 and totals.sm_active_seconds == 0.0
