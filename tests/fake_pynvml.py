@@ -1,0 +1,488 @@
+"""A fake ``pynvml`` (nvidia-ml-py 13.x) driven by gpu-trace/1 recordings, for tests and benchmarks.
+
+It offers the functions exporter/backends/nvml.py calls, with the real module's constants, NVMLError
+classes and ctypes structs (taken from the installed pynvml, which loads no library until nvmlInit).
+Device handles and GPM samples are real ctypes pointers, and strings come back as str or bytes
+exactly where pynvml returns them. Each fake GPU plays one trace, looping: a reading is the trace sample whose window
+holds the fake time (the same rule as the replay backend); a ``null`` in the trace answers
+NOT_SUPPORTED. What a trace does not hold (ECC, remapped rows, field values, processes) comes from
+the ``FakeGpu`` settings; energy is the trace's power integrated over fake time.
+
+Injection: ``fail`` (any call, any NVML error, for one GPU or all, optionally a few times only),
+``lose_gpu``/``recover_gpu``, ``unload_driver``/``load_driver``, ``xid`` (delivered through
+nvmlEventSetWait) and ``call_cost`` (seconds slept per call, by function name). ``calls`` and
+``device_calls`` count every call. The fake is stricter than the driver in one place: it refuses
+nvmlGpmMetricsGet on two samples 100 ms apart or less, or from different GPUs.
+
+To extend it, add a method decorated with ``@_api(...)`` named exactly like the pynvml function.
+"""
+
+from __future__ import annotations
+
+import bisect
+import ctypes
+import functools
+import inspect
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import pynvml as _real
+
+from exporter.trace import Trace
+
+# Seconds per call measured on an H100 (shared/GPU_FACTS.md), for benchmarks that want them.
+H100_CALL_COSTS = {
+    "nvmlDeviceGetUtilizationRates": 5e-6,
+    "nvmlDeviceGetPowerUsage": 5e-6,
+    "nvmlDeviceGetTemperature": 5e-6,
+    "nvmlDeviceGetClockInfo": 5e-6,
+    "nvmlDeviceGetMemoryInfo": 5e-6,
+    "nvmlDeviceGetComputeRunningProcesses": 10e-6,
+    "nvmlDeviceGetCurrentClocksEventReasons": 5e-6,
+    "nvmlGpmSampleGet": 50e-6,
+    "nvmlGpmMetricsGet": 1.4e-3,
+    "nvmlDeviceGetTotalEnergyConsumption": 4e-3,
+    "nvmlDeviceGetFieldValues": 5e-3,
+    "nvmlDeviceGetPcieThroughput": 21e-3,
+}
+GPM_MIN_GAP = 0.1
+_GPM_NAMES = {value: name.removeprefix("NVML_GPM_METRIC_") for name, value in vars(_real).items() if name.startswith("NVML_GPM_METRIC_") and name != "NVML_GPM_METRIC_MAX"}
+
+
+class FakeClock:
+    """A clock the test moves by hand."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> float:
+        self.now += seconds
+        return self.now
+
+
+@dataclass
+class FakeGpu:
+    """One fake GPU: the trace it plays and what the trace does not hold."""
+
+    trace: Trace
+    uuid: str = ""  # default: the trace's uuid, or GPU-fake-<index>-<workload>
+    name: str = ""  # default: the trace's GPU name
+    gpm: bool = True  # False: a pre-Hopper GPU (nvmlGpmQueryDeviceSupport says unsupported)
+    fields: dict[int, float] = field(default_factory=dict)  # nvmlDeviceGetFieldValues: field id -> value
+    ecc_errors: tuple[int, int] = (0, 0)  # volatile (corrected, uncorrected)
+    remapped_rows: tuple[int, int, int, int] = (0, 0, 0, 0)  # correctable, uncorrectable, pending, failure
+    processes: list[tuple[int, int, str]] = field(default_factory=list)  # (pid, used bytes, process name)
+    lost: bool = False
+
+
+@dataclass
+class _Failure:
+    code: int
+    times: int | None  # None: until cleared
+
+
+class _EventSet:
+    def __init__(self) -> None:
+        self.registered: dict[int, int] = {}  # GPU index -> event type mask
+        self.pending: list[tuple[int, int, int]] = []  # (GPU index, event type, data)
+        self.ready = threading.Condition()
+        self.freed = False
+
+
+def _api(device: str | None = "handle", needs_init: bool = True) -> Callable:
+    """Counts the call, sleeps its cost, then raises what the fake's state says the call would raise.
+
+    ``device``: how the first argument names a GPU ("handle", "index") or None for no GPU.
+    """
+
+    def wrap(method: Callable) -> Callable:
+        name = method.__name__
+
+        @functools.wraps(method)
+        def call(self: FakeNvml, *args: Any) -> Any:
+            index = None
+            if device == "handle":
+                index = self._index_of(args[0])
+            elif device == "index":
+                index = args[0] if isinstance(args[0], int) and 0 <= args[0] < len(self.gpus) else None
+            with self._lock:
+                self.calls[name] += 1
+                if index is not None:
+                    self.device_calls[name, index] += 1
+            cost = self.call_cost.get(name)
+            if cost:
+                time.sleep(cost)
+            self._raise_if_failing(name, index, needs_init)
+            if device == "index" and index is None:
+                raise _real.NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT)
+            return method(self, *args)
+
+        call.fake_api = True
+        return call
+
+    return wrap
+
+
+class FakeNvml:
+    """Stands in for the ``pynvml`` module: pass it as NvmlBackend(nvml=...) or put it in sys.modules."""
+
+    def __init__(self, gpus: Sequence[Trace | FakeGpu], clock: Callable[[], float] = time.monotonic, call_cost: dict[str, float] | None = None, event_wait_cap: float = 0.05) -> None:
+        self.gpus = [gpu if isinstance(gpu, FakeGpu) else FakeGpu(gpu) for gpu in gpus]
+        for index, gpu in enumerate(self.gpus):
+            gpu.uuid = gpu.uuid or gpu.trace.gpu.get("uuid") or f"GPU-fake-{index}-{gpu.trace.workload}"
+            gpu.name = gpu.name or gpu.trace.gpu["name"]
+        self.clock = clock
+        self.started = clock()
+        self.call_cost = dict(call_cost or {})
+        self.event_wait_cap = event_wait_cap  # nvmlEventSetWait returns TIMEOUT after at most this long
+        self.calls: Counter[str] = Counter()
+        self.device_calls: Counter[tuple[str, int]] = Counter()
+        self.driver_loaded = True
+        self.init_count = 0
+        self.gpm_samples: dict[int, list[Any]] = {}  # address -> [buffer, GPU index, fake time]
+        self.event_sets: list[_EventSet] = []
+        self._failures: dict[tuple[str, int | None], _Failure] = {}
+        self._lock = threading.Lock()
+        self._times = [[record["t"] for record in gpu.trace.samples] for gpu in self.gpus]
+        self._handle_buffers = [ctypes.create_string_buffer(8) for _ in self.gpus]
+        self._handles = [ctypes.cast(buffer, _real.c_nvmlDevice_t) for buffer in self._handle_buffers]
+        self._index_by_address = {ctypes.addressof(buffer): index for index, buffer in enumerate(self._handle_buffers)}
+
+    # ---- constants, error classes and structs come from the real module ----------------------
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(_real, name, None)
+        if value is None or inspect.isfunction(value):
+            raise AttributeError(f"the fake pynvml has no {name!r}: add it to tests/fake_pynvml.py")
+        return value
+
+    # ---- injection -----------------------------------------------------------------------------
+
+    def fail(self, function: str, code: int, gpu: int | None = None, times: int | None = None) -> None:
+        """Make ``function`` raise NVMLError(code), for one GPU or all, ``times`` times or until cleared."""
+        self._failures[function, gpu] = _Failure(code, times)
+
+    def clear_failures(self, function: str | None = None) -> None:
+        for key in [key for key in self._failures if function in (None, key[0])]:
+            del self._failures[key]
+
+    def lose_gpu(self, index: int) -> None:
+        self.gpus[index].lost = True
+
+    def recover_gpu(self, index: int) -> None:
+        self.gpus[index].lost = False
+
+    def unload_driver(self) -> None:
+        self.driver_loaded = False
+
+    def load_driver(self) -> None:
+        self.driver_loaded = True
+
+    def xid(self, index: int, code: int) -> int:
+        """Raise Xid ``code`` on GPU ``index``; returns how many event sets it was delivered to."""
+        delivered = 0
+        for event_set in self.event_sets:
+            if not event_set.freed and event_set.registered.get(index, 0) & _real.nvmlEventTypeXidCriticalError:
+                with event_set.ready:
+                    event_set.pending.append((index, _real.nvmlEventTypeXidCriticalError, code))
+                    event_set.ready.notify_all()
+                delivered += 1
+        return delivered
+
+    # ---- internals -----------------------------------------------------------------------------
+
+    def _index_of(self, handle: Any) -> int:
+        try:
+            address = ctypes.cast(handle, ctypes.c_void_p).value
+        except (TypeError, ctypes.ArgumentError):
+            raise _real.NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT) from None
+        if address not in self._index_by_address:
+            raise _real.NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT)
+        return self._index_by_address[address]
+
+    def _raise_if_failing(self, name: str, index: int | None, needs_init: bool) -> None:
+        for key in ((name, index), (name, None)):
+            failure = self._failures.get(key)
+            if failure is not None:
+                if failure.times is not None:
+                    failure.times -= 1
+                    if failure.times <= 0:
+                        del self._failures[key]
+                raise _real.NVMLError(failure.code)
+        if not self.driver_loaded:
+            raise _real.NVMLError(_real.NVML_ERROR_DRIVER_NOT_LOADED)
+        if needs_init and self.init_count == 0:
+            raise _real.NVMLError(_real.NVML_ERROR_UNINITIALIZED)
+        if index is not None and self.gpus[index].lost:
+            raise _real.NVMLError(_real.NVML_ERROR_GPU_IS_LOST)
+
+    def record(self, index: int, at: float | None = None) -> dict[str, Any]:
+        """The trace sample GPU ``index`` plays at fake time ``at`` (default: now)."""
+        trace, times = self.gpus[index].trace, self._times[index]
+        position = ((self.clock() if at is None else at) - self.started) % trace.duration
+        return trace.samples[min(bisect.bisect_left(times, position), len(times) - 1)]
+
+    def _value(self, index: int, key: str) -> Any:
+        value = self.record(index).get(key)
+        if value is None:
+            raise _real.NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
+        return value
+
+    def energy_mj(self, index: int, at: float | None = None) -> int:
+        """The trace's power integrated from the fake start to ``at``, in millijoules."""
+        trace, times = self.gpus[index].trace, self._times[index]
+        elapsed = (self.clock() if at is None else at) - self.started
+        bounds = [0.0, *times[:-1], trace.duration]  # sample i covers bounds[i]..bounds[i + 1]
+        powers = [record.get("power_mw") or 0 for record in trace.samples]
+        per_loop = sum(power * (bounds[i + 1] - bounds[i]) for i, power in enumerate(powers))
+        loops, position = divmod(elapsed, trace.duration)
+        joules = loops * per_loop
+        for i, power in enumerate(powers):
+            joules += power * max(0.0, min(position, bounds[i + 1]) - bounds[i])
+        return int(joules)
+
+    # ---- init and system -----------------------------------------------------------------------
+
+    @_api(device=None, needs_init=False)
+    def nvmlInit(self) -> None:
+        self.init_count += 1
+
+    @_api(device=None)
+    def nvmlShutdown(self) -> None:
+        self.init_count -= 1
+        if self.init_count == 0:  # NVML frees the event sets it still holds
+            for event_set in self.event_sets:
+                event_set.freed = True
+            self.event_sets.clear()
+
+    @_api(device=None)
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return self.gpus[0].trace.gpu["driver"] if self.gpus else "580.159.04"
+
+    @_api(device=None)
+    def nvmlDeviceGetCount(self) -> int:
+        return len(self.gpus)
+
+    @_api(device="index")
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> Any:
+        return self._handles[index]
+
+    # ---- identity ------------------------------------------------------------------------------
+
+    @_api()
+    def nvmlDeviceGetUUID(self, handle: Any) -> str:
+        return self.gpus[self._index_of(handle)].uuid
+
+    @_api()
+    def nvmlDeviceGetName(self, handle: Any) -> str:
+        return self.gpus[self._index_of(handle)].name
+
+    @_api()
+    def nvmlDeviceGetAttributes(self, handle: Any) -> Any:
+        attributes = _real.c_nvmlDeviceAttributes()
+        attributes.multiprocessorCount = self.gpus[self._index_of(handle)].trace.gpu["sm_count"]
+        return attributes
+
+    @_api()
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle: Any) -> int:
+        return int(self.gpus[self._index_of(handle)].trace.gpu["power_limit_mw"])
+
+    @_api()
+    def nvmlDeviceGetMaxClockInfo(self, handle: Any, clock_type: int) -> int:
+        index = self._index_of(handle)
+        if clock_type == _real.NVML_CLOCK_SM:
+            return int(self.gpus[index].trace.gpu["max_sm_clock_mhz"])
+        if clock_type == _real.NVML_CLOCK_MEM:
+            clocks = [record["mem_clock_mhz"] for record in self.gpus[index].trace.samples if record.get("mem_clock_mhz") is not None]
+            if clocks:
+                return int(max(clocks))
+        raise _real.NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
+
+    @_api()
+    def nvmlDeviceGetPciInfo(self, handle: Any) -> Any:
+        info = _real.nvmlPciInfo_t()
+        info.busId = f"00000000:{0x18 + self._index_of(handle):02X}:00.0".encode()
+        return info
+
+    # ---- readings every poll -------------------------------------------------------------------
+
+    @_api()
+    def nvmlDeviceGetUtilizationRates(self, handle: Any) -> Any:
+        index = self._index_of(handle)
+        utilization = _real.c_nvmlUtilization_t()
+        utilization.gpu = int(self._value(index, "util_gpu"))
+        utilization.memory = int(self._value(index, "util_mem"))
+        return utilization
+
+    @_api()
+    def nvmlDeviceGetPowerUsage(self, handle: Any) -> int:
+        return int(self._value(self._index_of(handle), "power_mw"))
+
+    @_api()
+    def nvmlDeviceGetTemperature(self, handle: Any, sensor: int) -> int:
+        if sensor != _real.NVML_TEMPERATURE_GPU:
+            raise _real.NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT)
+        return int(self._value(self._index_of(handle), "temp_c"))
+
+    @_api()
+    def nvmlDeviceGetClockInfo(self, handle: Any, clock_type: int) -> int:
+        key = {_real.NVML_CLOCK_SM: "sm_clock_mhz", _real.NVML_CLOCK_MEM: "mem_clock_mhz"}.get(clock_type)
+        if key is None:
+            raise _real.NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
+        return int(self._value(self._index_of(handle), key))
+
+    @_api()
+    def nvmlDeviceGetMemoryInfo(self, handle: Any, version: int | None = None) -> Any:
+        index = self._index_of(handle)
+        used, total = int(self._value(index, "mem_used")), int(self._value(index, "mem_total"))
+        if version:
+            if version != _real.nvmlMemory_v2:
+                raise _real.NVMLError(_real.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+            memory = _real.c_nvmlMemory_v2_t()
+            memory.version, memory.reserved = version, 0
+        else:
+            memory = _real.c_nvmlMemory_t()
+        memory.total, memory.used, memory.free = total, used, total - used
+        return memory
+
+    @_api()
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Any) -> int:
+        return int(self._value(self._index_of(handle), "throttle"))
+
+    @_api()
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[Any]:
+        return [_real.nvmlFriendlyObject({"pid": pid, "usedGpuMemory": used, "gpuInstanceId": 0xFFFFFFFF, "computeInstanceId": 0xFFFFFFFF}) for pid, used, _ in self.gpus[self._index_of(handle)].processes]
+
+    @_api(device=None)
+    def nvmlSystemGetProcessName(self, pid: int) -> str:
+        for gpu in self.gpus:
+            for process_id, _, name in gpu.processes:
+                if process_id == pid:
+                    return name
+        raise _real.NVMLError(_real.NVML_ERROR_NOT_FOUND)
+
+    @_api()
+    def nvmlDeviceGetPcieThroughput(self, handle: Any, counter: int) -> int:
+        """KB/s; on a real GPU this call blocks 20 ms to measure (the daemon must not use it)."""
+        key = {_real.NVML_PCIE_UTIL_TX_BYTES: "PCIE_TX_PER_SEC", _real.NVML_PCIE_UTIL_RX_BYTES: "PCIE_RX_PER_SEC"}[counter]
+        return int(self._value(self._index_of(handle), key) * 1024 * 1024 / 1000)
+
+    # ---- slow-cadence readings -----------------------------------------------------------------
+
+    @_api()
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: Any) -> int:
+        return self.energy_mj(self._index_of(handle))
+
+    @_api()
+    def nvmlDeviceGetTotalEccErrors(self, handle: Any, error_type: int, counter_type: int) -> int:
+        if counter_type != _real.NVML_VOLATILE_ECC:
+            raise _real.NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
+        return self.gpus[self._index_of(handle)].ecc_errors[0 if error_type == _real.NVML_MEMORY_ERROR_TYPE_CORRECTED else 1]
+
+    @_api()
+    def nvmlDeviceGetRemappedRows(self, handle: Any) -> tuple[int, int, int, int]:
+        return self.gpus[self._index_of(handle)].remapped_rows
+
+    @_api()
+    def nvmlDeviceGetFieldValues(self, handle: Any, field_ids: list[int]) -> Any:
+        fields = self.gpus[self._index_of(handle)].fields
+        values = (_real.c_nvmlFieldValue_t * len(field_ids))()
+        for slot, field_id in enumerate(field_ids):
+            values[slot].fieldId = field_id
+            values[slot].timestamp = int(self.clock() * 1e6)
+            if field_id in fields:
+                values[slot].nvmlReturn = _real.NVML_SUCCESS
+                values[slot].valueType = _real.NVML_VALUE_TYPE_DOUBLE
+                values[slot].value.dVal = fields[field_id]
+            else:
+                values[slot].nvmlReturn = _real.NVML_ERROR_NOT_SUPPORTED
+        return values
+
+    # ---- GPM -----------------------------------------------------------------------------------
+
+    @_api()
+    def nvmlGpmQueryDeviceSupport(self, handle: Any) -> Any:
+        support = _real.c_nvmlGpmSupport_t()
+        support.version = _real.NVML_GPM_SUPPORT_VERSION
+        support.isSupportedDevice = int(self.gpus[self._index_of(handle)].gpm)
+        return support
+
+    @_api(device=None)
+    def nvmlGpmSampleAlloc(self) -> Any:
+        buffer = ctypes.create_string_buffer(8)
+        self.gpm_samples[ctypes.addressof(buffer)] = [buffer, None, None]
+        return ctypes.cast(buffer, _real.c_nvmlGpmSample_t)
+
+    def _gpm_sample(self, sample: Any) -> list[Any]:
+        entry = self.gpm_samples.get(ctypes.cast(sample, ctypes.c_void_p).value)
+        if entry is None:
+            raise _real.NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT)
+        return entry
+
+    @_api(device=None)
+    def nvmlGpmSampleFree(self, sample: Any) -> None:
+        self._gpm_sample(sample)
+        del self.gpm_samples[ctypes.cast(sample, ctypes.c_void_p).value]
+
+    @_api()
+    def nvmlGpmSampleGet(self, handle: Any, sample: Any) -> Any:
+        index = self._index_of(handle)
+        if not self.gpus[index].gpm:
+            raise _real.NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
+        entry = self._gpm_sample(sample)
+        entry[1], entry[2] = index, self.clock()
+        return sample
+
+    @_api(device=None)
+    def nvmlGpmMetricsGet(self, request: Any) -> Any:
+        if request.version != _real.NVML_GPM_METRICS_GET_VERSION:
+            raise _real.NVMLError(_real.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+        _, index1, time1 = self._gpm_sample(request.sample1)
+        _, index2, time2 = self._gpm_sample(request.sample2)
+        if index1 is None or index1 != index2 or time2 - time1 <= GPM_MIN_GAP or not 0 < request.numMetrics <= _real.NVML_GPM_METRIC_MAX:
+            raise _real.NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT)
+        if self.gpus[index2].lost:
+            raise _real.NVMLError(_real.NVML_ERROR_GPU_IS_LOST)
+        record = self.record(index2, at=time2)
+        for slot in range(request.numMetrics):
+            metric = request.metrics[slot]
+            value = record.get(_GPM_NAMES.get(metric.metricId, ""))
+            metric.nvmlReturn = _real.NVML_ERROR_NOT_SUPPORTED if value is None else _real.NVML_SUCCESS
+            metric.value = 0.0 if value is None else value
+        return request
+
+    # ---- events --------------------------------------------------------------------------------
+
+    @_api(device=None)
+    def nvmlEventSetCreate(self) -> _EventSet:
+        event_set = _EventSet()
+        self.event_sets.append(event_set)
+        return event_set
+
+    @_api()
+    def nvmlDeviceRegisterEvents(self, handle: Any, event_types: int, event_set: _EventSet) -> None:
+        index = self._index_of(handle)
+        event_set.registered[index] = event_set.registered.get(index, 0) | event_types
+
+    @_api(device=None)
+    def nvmlEventSetWait(self, event_set: _EventSet, timeout_ms: int) -> Any:
+        with event_set.ready:
+            if not event_set.pending:
+                event_set.ready.wait(min(timeout_ms / 1000, self.event_wait_cap))
+            if not event_set.pending:
+                raise _real.NVMLError(_real.NVML_ERROR_TIMEOUT)
+            index, event_type, code = event_set.pending.pop(0)
+        data = _real.c_nvmlEventData_t()
+        data.device, data.eventType, data.eventData = self._handles[index], event_type, code
+        return data
+
+    @_api(device=None)
+    def nvmlEventSetFree(self, event_set: _EventSet) -> None:
+        event_set.freed = True
+        self.event_sets.remove(event_set)
