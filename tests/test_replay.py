@@ -1,0 +1,141 @@
+"""The replay backend, driven by a fake clock over the recorded traces."""
+
+from __future__ import annotations
+
+import pytest
+
+from exporter.backends.replay import ReplayBackend
+from exporter.trace import load_trace
+
+
+class FakeClock:
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture()
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def backend_for(trace_paths, workloads: list[str], clock: FakeClock) -> ReplayBackend:
+    return ReplayBackend([load_trace(trace_paths[name]) for name in workloads], clock=clock)
+
+
+def test_gpus_are_numbered_in_the_order_given(trace_paths, clock):
+    order = ["spin_1sm", "idle", "copy_2GB"]
+    backend = backend_for(trace_paths, order, clock)
+    devices = backend.start()
+    assert [device.index for device in devices] == [0, 1, 2]
+    assert [device.source for device in devices] == order
+    assert [device.uuid for device in devices] == ["GPU-replay-0-spin_1sm", "GPU-replay-1-idle", "GPU-replay-2-copy_2GB"]
+    assert len({device.pci_bus_id for device in devices}) == 3
+    assert backend.replayed and backend.name == "replay"
+    samples = backend.collect()
+    assert [sample.device for sample in samples] == devices
+    assert samples[0].gpu_utilization == 1.0 and samples[0].profiling["sm_active"] < 0.01
+    assert samples[1].gpu_utilization == 0.0
+    assert samples[2].profiling["dram_active"] > 0.8
+
+
+def test_the_sample_is_chosen_by_time(trace_paths, clock):
+    trace = load_trace(trace_paths["matmul_8192"])
+    clock.now = 0.0  # so that elapsed time is exactly the trace's t at the window's end
+    backend = ReplayBackend([trace], clock=clock)
+    backend.start()
+    for number, record in enumerate(trace.samples):
+        # Anywhere inside a sample's window (t - interval, t] replays that sample.
+        for offset in (-0.45, -0.01, 0.0):
+            clock.now = record["t"] + offset
+            [sample] = backend.collect()
+            assert sample.power_watts == pytest.approx(record["power_mw"] / 1000), (number, offset)
+            assert sample.sm_clock_mhz == record["sm_clock_mhz"]
+            assert sample.timestamp == clock.now
+            assert sample.window_seconds == trace.interval_s
+
+
+def test_the_first_sample_is_served_right_after_start(trace_paths, clock):
+    trace = load_trace(trace_paths["matmul_8192"])
+    backend = ReplayBackend([trace], clock=clock)
+    backend.start()
+    [sample] = backend.collect()
+    assert sample.profiling["sm_active"] == pytest.approx(trace.samples[0]["SM_UTIL"] / 100)
+
+
+def test_replay_loops_after_the_trace_duration(trace_paths, clock):
+    trace = load_trace(trace_paths["tiny_kernels"])
+    backend = ReplayBackend([trace], clock=clock)
+    backend.start()
+    first_loop = []
+    for record in trace.samples:
+        clock.now = 1000.0 + record["t"] - 0.1
+        first_loop.append(backend.collect()[0].power_watts)
+    for loop in (1, 2, 7):
+        for record, power in zip(trace.samples, first_loop):
+            clock.now = 1000.0 + loop * trace.duration + record["t"] - 0.1
+            assert backend.collect()[0].power_watts == power
+    assert first_loop[0] != first_loop[1]  # the trace really changes over time
+
+
+def test_traces_of_different_lengths_loop_independently(trace_paths, clock, tmp_path):
+    import json
+
+    short = json.loads(trace_paths["idle"].read_text())
+    short["samples"] = short["samples"][:3]
+    short["workload"] = "idle_short"
+    path = tmp_path / "short.json"
+    path.write_text(json.dumps(short))
+    long_trace, short_trace = load_trace(trace_paths["spin_1sm"]), load_trace(path)
+    backend = ReplayBackend([long_trace, short_trace], clock=clock)
+    backend.start()
+    clock.now = 1000.0 + short_trace.duration + 0.2  # the short trace has wrapped, the long one has not
+    spin, idle = backend.collect()
+    assert idle.power_watts == pytest.approx(short["samples"][0]["power_mw"] / 1000)
+    index = next(i for i, r in enumerate(long_trace.samples) if r["t"] >= short_trace.duration + 0.2)
+    assert spin.power_watts == pytest.approx(long_trace.samples[index]["power_mw"] / 1000)
+
+
+def test_energy_is_recorded_power_integrated_over_time(trace_paths, clock):
+    trace = load_trace(trace_paths["matmul_8192"])
+    backend = ReplayBackend([trace], clock=clock)
+    backend.start()
+    [first] = backend.collect()
+    assert first.energy_joules == 0.0
+    expected, previous = 0.0, clock.now
+    for step in range(1, 60):  # 3 loops of the trace at irregular steps
+        clock.now += 0.1 + (step % 4) * 0.1
+        [sample] = backend.collect()
+        expected += sample.power_watts * (clock.now - previous)
+        previous = clock.now
+        assert sample.energy_joules == pytest.approx(expected)
+    # Roughly the mean recorded power times the elapsed time.
+    mean_power = sum(r["power_mw"] for r in trace.samples) / len(trace.samples) / 1000
+    assert sample.energy_joules == pytest.approx(mean_power * (clock.now - 1000.0), rel=0.1)
+
+
+def test_energy_is_counted_per_gpu(trace_paths, clock):
+    backend = backend_for(trace_paths, ["idle", "copy_2GB"], clock)
+    backend.start()
+    backend.collect()
+    clock.now += 1.0
+    idle, copy = backend.collect()
+    assert idle.energy_joules == pytest.approx(idle.power_watts * 1.0)
+    assert copy.energy_joules == pytest.approx(copy.power_watts * 1.0)
+    assert copy.energy_joules > 3 * idle.energy_joules
+
+
+def test_replayed_samples_carry_the_recorded_readings(trace_paths, clock):
+    trace = load_trace(trace_paths["copy_2GB"])
+    backend = ReplayBackend([trace], clock=clock)
+    device = backend.start()[0]
+    assert device.name == "NVIDIA H200" and device.driver == trace.gpu["driver"] and device.sm_count == 132
+    [sample] = backend.collect()
+    record = trace.samples[0]
+    assert sample.up and sample.profiling_available
+    assert sample.memory_total_bytes == record["mem_total"]
+    assert sample.temperature_celsius == record["temp_c"]
+    assert sample.clock_event_reasons == record["throttle"]
+    assert backend.errors_total == 0
