@@ -69,6 +69,10 @@ def main(argv: list[str] | None = None) -> int:
         from exporter.record import record
 
         return record(args)
+    if argv and argv[0] == "selftest":
+        from exporter.selftest.command import main as selftest
+
+        return selftest(argv[1:])
     args = daemon_parser().parse_args(argv)
     logs.setup(args.log_level)
     from exporter.daemon import run

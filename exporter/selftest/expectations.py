@@ -1,0 +1,38 @@
+"""The planted workloads and what the daemon must report for each.
+
+Names match the ``workload`` field of the recorded traces in exporter/traces/h200/, so a trace
+recorded while a planted workload ran can be checked like a live run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Expectation:
+    workload: str
+    description: str
+    bottleneck: str  # the class most samples must show
+    mismatch: tuple[str, ...] = ()  # the mismatch rules that must fire on most samples; () = none
+    throughput: str | None = None  # truth key whose estimate is checked: "tflops" or "tbps"
+    one_sm: bool = False  # SM activity must read ~1/SM-count
+
+
+EXPECTATIONS: dict[str, Expectation] = {
+    item.workload: item
+    for item in (
+        Expectation("idle", "no work on the GPU", "idle"),
+        Expectation("spin_1sm", "1 thread spinning on 1 SM", "underfilled", ("high_util_low_sm", "low_efficiency"), one_sm=True),
+        Expectation("warp_every_sm", "1 warp spinning on every SM", "latency"),
+        Expectation("matmul_8192", "bf16 8192x8192 matmuls back to back", "compute", throughput="tflops"),
+        Expectation("matmul_8192_duty50", "the same matmuls for 50 ms, then 50 ms of host sleep", "host", throughput="tflops"),
+        Expectation("copy_2GB", "device-to-device copy of a 2 GiB buffer", "memory", throughput="tbps"),
+        Expectation("tiny_kernels", "1000 tiny kernels per synchronize", "host"),
+    )
+}
+
+# Throughput estimates must be within this share of the workload's own figure.
+THROUGHPUT_TOLERANCE = 0.10
+# The spin's SM activity must be within this share of 1/SM-count (2 SMs busy would read +100 %).
+ONE_SM_TOLERANCE = 0.5

@@ -1,0 +1,284 @@
+"""The planted workloads, each measuring its own throughput, over PyTorch or CuPy.
+
+An engine is the few GPU operations the workloads need; PyTorch and CuPy are imported only in
+``load_engine``, so nothing else in the package needs them. Spin kernels need a raw CUDA kernel:
+CuPy compiles one (NVRTC); with PyTorch alone, 1 thread on 1 SM uses ``torch.cuda._sleep`` (the same
+clock64 spin kernel, launched <<<1, 1>>>) and 1 warp on every SM is unavailable.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable, Protocol
+
+from exporter.sample import DeviceInfo
+
+MATMUL_N = 8192
+COPY_BYTES = 2 * 1024**3
+TINY_ELEMENTS = 16
+TINY_KERNELS_PER_SYNC = 1000
+DUTY_PHASE_SECONDS = 0.05  # matmuls for this long, then host sleep for as long
+SPIN_LAUNCH_SECONDS = 0.05  # one spin kernel runs this long at the maximum SM clock
+
+SPIN_SOURCE = r"""
+extern "C" __global__ void spin(long long cycles) {
+    long long start = clock64();
+    while (clock64() - start < cycles) { }
+}
+"""
+
+
+class SelftestUnavailable(Exception):
+    """The selftest cannot run here; the message is the one line the user sees."""
+
+
+class Engine(Protocol):
+    name: str
+    tensor_dtype: str  # what the matmul runs in (bf16, or fp16 where bf16 is not available)
+
+    def synchronize(self) -> None: ...
+    def matmul_operands(self, n: int) -> tuple[Any, Any]: ...
+    def matmul(self, a: Any, b: Any) -> Any: ...
+    def copy_buffers(self, nbytes: int) -> tuple[Any, Any]: ...
+    def copy(self, source: Any, target: Any) -> None: ...
+    def tiny_buffer(self, elements: int) -> Any: ...
+    def tiny_kernel(self, buffer: Any) -> None: ...
+    def spin(self, blocks: int, threads: int, cycles: int) -> None: ...
+    def release(self) -> None: ...
+
+
+class TorchEngine:
+    name = "pytorch"
+    tensor_dtype = "bf16"
+
+    def __init__(self, torch: Any, cupy: Any | None, gpu: int) -> None:
+        self.torch, self.cupy = torch, cupy
+        self.device = torch.device("cuda", gpu)
+        torch.cuda.set_device(self.device)
+        self._kernel = _spin_kernel(cupy, gpu) if cupy is not None else None
+
+    def synchronize(self) -> None:
+        self.torch.cuda.synchronize(self.device)
+
+    def matmul_operands(self, n: int) -> tuple[Any, Any]:
+        make = lambda: self.torch.randn(n, n, device=self.device, dtype=self.torch.bfloat16)  # noqa: E731
+        return make(), make()
+
+    def matmul(self, a: Any, b: Any) -> Any:
+        return a @ b
+
+    def copy_buffers(self, nbytes: int) -> tuple[Any, Any]:
+        empty = lambda: self.torch.empty(nbytes, device=self.device, dtype=self.torch.uint8)  # noqa: E731
+        return empty(), empty()
+
+    def copy(self, source: Any, target: Any) -> None:
+        target.copy_(source)
+
+    def tiny_buffer(self, elements: int) -> Any:
+        return self.torch.zeros(elements, device=self.device)
+
+    def tiny_kernel(self, buffer: Any) -> None:
+        buffer.add_(1)
+
+    def spin(self, blocks: int, threads: int, cycles: int) -> None:
+        if self._kernel is not None:
+            self.synchronize()  # the CuPy kernel runs on CuPy's stream: keep the two in order
+            _launch(self._kernel, blocks, threads, cycles)
+            self.cupy.cuda.Device().synchronize()
+        elif blocks == 1 and threads == 1:
+            self.torch.cuda._sleep(cycles)
+            self.synchronize()
+        else:
+            raise SelftestUnavailable("needs CuPy for its raw CUDA kernel (pip install cupy-cuda12x)")
+
+    def release(self) -> None:
+        self.torch.cuda.empty_cache()
+
+
+class CupyEngine:
+    name = "cupy"
+    tensor_dtype = "fp16"  # CuPy has no bfloat16; fp16 runs on the same tensor pipe at the same peak
+
+    def __init__(self, cupy: Any, gpu: int) -> None:
+        self.cupy = cupy
+        cupy.cuda.Device(gpu).use()
+        self._kernel = _spin_kernel(cupy, gpu)
+
+    def synchronize(self) -> None:
+        self.cupy.cuda.Device().synchronize()
+
+    def matmul_operands(self, n: int) -> tuple[Any, Any]:
+        make = lambda: self.cupy.random.standard_normal((n, n), dtype=self.cupy.float32).astype(self.cupy.float16)  # noqa: E731
+        return make(), make()
+
+    def matmul(self, a: Any, b: Any) -> Any:
+        return a @ b
+
+    def copy_buffers(self, nbytes: int) -> tuple[Any, Any]:
+        return self.cupy.empty(nbytes, dtype=self.cupy.uint8), self.cupy.empty(nbytes, dtype=self.cupy.uint8)
+
+    def copy(self, source: Any, target: Any) -> None:
+        self.cupy.copyto(target, source)
+
+    def tiny_buffer(self, elements: int) -> Any:
+        return self.cupy.zeros(elements, dtype=self.cupy.float32)
+
+    def tiny_kernel(self, buffer: Any) -> None:
+        buffer += 1
+
+    def spin(self, blocks: int, threads: int, cycles: int) -> None:
+        _launch(self._kernel, blocks, threads, cycles)
+        self.synchronize()
+
+    def release(self) -> None:
+        self.cupy.get_default_memory_pool().free_all_blocks()
+
+
+def _spin_kernel(cupy: Any, gpu: int) -> Any:
+    with cupy.cuda.Device(gpu):
+        return cupy.RawKernel(SPIN_SOURCE, "spin")
+
+
+def _launch(kernel: Any, blocks: int, threads: int, cycles: int) -> None:
+    import numpy
+
+    kernel((blocks,), (threads,), (numpy.int64(cycles),))
+
+
+def load_engine(gpu: int, prefer: str = "auto") -> Engine:
+    """PyTorch (with CuPy for the raw kernel when it is there), else CuPy; a clear error otherwise."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
+        raise SelftestUnavailable("CUDA_VISIBLE_DEVICES is set, so CUDA and NVML may number the GPUs differently: unset it and choose the GPU with --gpu")
+    os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # CUDA numbers GPUs as NVML does
+    torch, cupy = _import("torch") if prefer in ("auto", "pytorch") else None, _import("cupy") if prefer in ("auto", "cupy") else None
+    if torch is None and cupy is None:
+        wanted = {"auto": "PyTorch or CuPy", "pytorch": "PyTorch", "cupy": "CuPy"}[prefer]
+        raise SelftestUnavailable(f"the selftest needs {wanted} with CUDA to run its workloads: pip install 'gpu-efficiency-exporter[selftest]' (CuPy) or install PyTorch with CUDA")
+    if torch is not None and torch.cuda.is_available():
+        if gpu >= torch.cuda.device_count():
+            raise SelftestUnavailable(f"--gpu {gpu}: PyTorch sees GPUs 0..{torch.cuda.device_count() - 1}")
+        return TorchEngine(torch, cupy if _cupy_gpus(cupy) else None, gpu)
+    if cupy is not None:
+        count = _cupy_gpus(cupy)
+        if count > gpu:
+            return CupyEngine(cupy, gpu)
+        if count:
+            raise SelftestUnavailable(f"--gpu {gpu}: CuPy sees GPUs 0..{count - 1}")
+    found = " and ".join(name for name, module in (("PyTorch", torch), ("CuPy", cupy)) if module is not None)
+    raise SelftestUnavailable(f"{found} is installed but sees no CUDA GPU: the selftest needs a real NVIDIA GPU")
+
+
+def _import(name: str) -> Any | None:
+    try:
+        return __import__(name)
+    except ImportError:
+        return None
+
+
+def _cupy_gpus(cupy: Any | None) -> int:
+    if cupy is None:
+        return 0
+    try:
+        return int(cupy.cuda.runtime.getDeviceCount())
+    except Exception:  # CuPy raises CUDARuntimeError (no driver, no device) from its own module
+        return 0
+
+
+# ---- the workloads: each runs about ``seconds`` and returns its own figures -------------------
+
+Workload = Callable[[Engine, float, DeviceInfo], dict[str, float]]  # (engine, seconds, GPU) -> truth
+
+
+def idle(engine: Engine, seconds: float, device: DeviceInfo) -> dict[str, float]:
+    engine.synchronize()
+    time.sleep(seconds)
+    return {}
+
+
+def _spin_for(engine: Engine, seconds: float, blocks: int, threads: int, device: DeviceInfo) -> None:
+    cycles = int((device.max_sm_clock_mhz or 2000) * 1e6 * SPIN_LAUNCH_SECONDS)
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        engine.spin(blocks, threads, cycles)
+
+
+def spin_1sm(engine: Engine, seconds: float, device: DeviceInfo) -> dict[str, float]:
+    _spin_for(engine, seconds, 1, 1, device)
+    return {}
+
+
+def warp_every_sm(engine: Engine, seconds: float, device: DeviceInfo) -> dict[str, float]:
+    if not device.sm_count:
+        raise SelftestUnavailable("NVML did not report the SM count")
+    _spin_for(engine, seconds, device.sm_count, 32, device)
+    return {}
+
+
+def _matmul_loop(engine: Engine, a: Any, b: Any, seconds: float, batch: int) -> int:
+    """Matmuls in batches until ``seconds`` have passed (synchronized); returns how many ran."""
+    done = 0
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        for _ in range(batch):
+            engine.matmul(a, b)
+        engine.synchronize()
+        done += batch
+    return done
+
+
+def matmul(engine: Engine, seconds: float, device: DeviceInfo, n: int = MATMUL_N) -> dict[str, float]:
+    a, b = engine.matmul_operands(n)
+    engine.synchronize()
+    started = time.perf_counter()
+    count = _matmul_loop(engine, a, b, seconds, batch=10)
+    elapsed = time.perf_counter() - started
+    return {"tflops": 2 * n**3 * count / elapsed / 1e12}
+
+
+def matmul_duty50(engine: Engine, seconds: float, device: DeviceInfo, n: int = MATMUL_N) -> dict[str, float]:
+    a, b = engine.matmul_operands(n)
+    engine.synchronize()
+    count = 0
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        count += _matmul_loop(engine, a, b, DUTY_PHASE_SECONDS, batch=1)
+        time.sleep(DUTY_PHASE_SECONDS)
+    elapsed = time.perf_counter() - started
+    return {"tflops": 2 * n**3 * count / elapsed / 1e12}
+
+
+def copy(engine: Engine, seconds: float, device: DeviceInfo, nbytes: int = COPY_BYTES) -> dict[str, float]:
+    source, target = engine.copy_buffers(nbytes)
+    engine.synchronize()
+    count = 0
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        for _ in range(4):
+            engine.copy(source, target)
+        engine.synchronize()
+        count += 4
+    elapsed = time.perf_counter() - started
+    return {"tbps": 2 * nbytes * count / elapsed / 1e12}  # each copy reads and writes nbytes
+
+
+def tiny_kernels(engine: Engine, seconds: float, device: DeviceInfo) -> dict[str, float]:
+    buffer = engine.tiny_buffer(TINY_ELEMENTS)
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        for _ in range(TINY_KERNELS_PER_SYNC):
+            engine.tiny_kernel(buffer)
+        engine.synchronize()
+    return {}
+
+
+# By the names in expectations.EXPECTATIONS, in the order they run.
+WORKLOADS: dict[str, Workload] = {
+    "idle": idle,
+    "spin_1sm": spin_1sm,
+    "warp_every_sm": warp_every_sm,
+    "matmul_8192": matmul,
+    "matmul_8192_duty50": matmul_duty50,
+    "copy_2GB": copy,
+    "tiny_kernels": tiny_kernels,
+}
