@@ -1,0 +1,197 @@
+"""The poller: snapshots of the replayed traces, backend failures, config reloads, its thread."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+
+import pytest
+
+from exporter.backends.replay import ReplayBackend
+from exporter.config import Config, MismatchThresholds
+from exporter.poller import Poller
+from exporter.trace import load_trace
+
+
+class FakeClock:
+    def __init__(self, now: float = 500.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FlakyReplay(ReplayBackend):
+    """The real replay backend, whose collect() can be made to raise like a buggy backend."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.failure: Exception | None = None
+
+    def collect(self):
+        if self.failure is not None:
+            raise self.failure
+        return super().collect()
+
+
+@pytest.fixture()
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def make(trace_paths, clock: FakeClock, workloads=("copy_2GB", "idle", "matmul_8192", "matmul_8192_duty50", "spin_1sm", "tiny_kernels"), config: Config = Config()):
+    backend = FlakyReplay([load_trace(trace_paths[name]) for name in workloads], clock=clock)
+    devices = backend.start()
+    poller = Poller(backend, config, clock=clock, wall_clock=lambda: 1_700_000_000.0 + clock.now)
+    return backend, devices, poller
+
+
+def test_no_snapshot_and_not_ready_before_the_first_poll(trace_paths, clock):
+    _, _, poller = make(trace_paths, clock)
+    assert poller.snapshot is None and not poller.ready.is_set()
+
+
+def test_poll_once_snapshot_contents(trace_paths, clock):
+    backend, devices, poller = make(trace_paths, clock)
+    clock.now += 1.2
+    snapshot = poller.poll_once()
+    assert poller.snapshot is snapshot and poller.ready.is_set()
+    assert snapshot.sequence == 1 and snapshot.polls_total == 1
+    assert snapshot.backend_name == "replay" and snapshot.replayed
+    assert snapshot.config is poller.config
+    assert snapshot.taken_monotonic == clock.now
+    assert snapshot.last_success_wall == 1_700_000_000.0 + clock.now
+    assert snapshot.errors_total == 0
+    assert 0 < snapshot.collect_duration_seconds == snapshot.collect_duration_sum_seconds < 1
+    assert [state.sample.device for state in snapshot.gpus] == devices
+    by_source = {state.sample.device.source: state for state in snapshot.gpus}
+    assert {name: state.derived.bottleneck for name, state in by_source.items()} == {
+        "copy_2GB": "memory", "idle": "idle", "matmul_8192": "compute", "matmul_8192_duty50": "host", "spin_1sm": "underfilled", "tiny_kernels": "host",
+    }
+    assert by_source["spin_1sm"].derived.mismatch == {"high_util_low_sm": True, "low_efficiency": True}
+    assert all(state.sample.up for state in snapshot.gpus)
+    assert all(state.totals.busy_seconds == 0 for state in snapshot.gpus)  # nothing to integrate yet
+
+    clock.now += 0.5
+    second = poller.poll_once()
+    assert second.sequence == 2 and second.polls_total == 2
+    assert second.collect_duration_sum_seconds >= second.collect_duration_seconds
+    spin = next(state for state in second.gpus if state.sample.device.source == "spin_1sm")
+    assert spin.totals.busy_seconds == pytest.approx(0.5)
+    assert spin.totals.busy_idle_sm_seconds == pytest.approx(0.5 * (1 - 0.0076), rel=0.001)
+    # Snapshots are immutable: the first one kept its own totals.
+    assert next(s for s in snapshot.gpus if s.sample.device.source == "spin_1sm").totals.busy_seconds == 0
+
+
+def test_snapshot_is_frozen(trace_paths, clock):
+    _, _, poller = make(trace_paths, clock)
+    snapshot = poller.poll_once()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        snapshot.sequence = 7  # type: ignore[misc]
+
+
+def test_a_failing_backend_marks_every_gpu_down_and_recovers(trace_paths, clock, caplog):
+    backend, devices, poller = make(trace_paths, clock, ["spin_1sm", "copy_2GB"])
+    for _ in range(3):
+        clock.now += 0.5
+        poller.poll_once()
+    before = poller.snapshot.gpus[0].totals.busy_seconds
+    good_wall = poller.snapshot.last_success_wall
+
+    backend.failure = RuntimeError("the driver went away")
+    with caplog.at_level(logging.INFO, logger="exporter.poller"):
+        for expected_errors in (1, 2, 3):
+            clock.now += 0.5
+            snapshot = poller.poll_once()
+            assert snapshot.errors_total == expected_errors
+            assert [state.sample.device for state in snapshot.gpus] == devices
+            assert all(not state.sample.up and state.derived is None for state in snapshot.gpus)
+            assert snapshot.last_success_wall == good_wall  # the last good poll, not this one
+        assert [r.levelno for r in caplog.records].count(logging.ERROR) == 1  # the same failure is logged once
+        assert "the driver went away" in caplog.text and "reported down" in caplog.text
+
+        backend.failure = None
+        clock.now += 0.5
+        snapshot = poller.poll_once()
+        assert "works again" in caplog.text
+    assert snapshot.errors_total == 3  # a counter: it does not go back down
+    assert all(state.sample.up and state.derived is not None for state in snapshot.gpus)
+    assert snapshot.gpus[0].derived.bottleneck == "underfilled"
+    assert snapshot.last_success_wall == 1_700_000_000.0 + clock.now
+    # The outage was not integrated, and the first good poll after it only restarts the integration.
+    assert snapshot.gpus[0].totals.busy_seconds == pytest.approx(before)
+    clock.now += 0.5
+    assert poller.poll_once().gpus[0].totals.busy_seconds == pytest.approx(before + 0.5)
+
+
+def test_backend_errors_are_added_to_the_pollers_own(trace_paths, clock):
+    backend, _, poller = make(trace_paths, clock, ["idle"])
+    backend.errors_total = 4
+    backend.failure = OSError("boom")
+    snapshot = poller.poll_once()
+    assert snapshot.errors_total == 5 and snapshot.gpus == ()  # no GPU known yet: nothing to mark down
+    backend.failure = None
+    backend.errors_total = 6
+    snapshot = poller.poll_once()
+    assert snapshot.errors_total == 7 and len(snapshot.gpus) == 1
+
+
+def test_set_config_takes_effect_on_the_next_poll(trace_paths, clock):
+    _, _, poller = make(trace_paths, clock, ["spin_1sm"])
+    clock.now += 0.5
+    assert poller.poll_once().gpus[0].derived.mismatch["high_util_low_sm"] is True
+    relaxed = Config(mismatch=MismatchThresholds(low_sm_active=0.005, low_efficiency_ratio=0.005), price_per_gpu_hour=36.0, currency="EUR")
+    poller.set_config(relaxed)
+    clock.now += 0.5
+    snapshot = poller.poll_once()
+    assert snapshot.config is relaxed
+    assert snapshot.gpus[0].derived.mismatch == {"high_util_low_sm": False, "low_efficiency": False}
+    assert snapshot.gpus[0].totals.busy_idle_sm_cost == pytest.approx(0.5 * (1 - 0.0076) * 36 / 3600, rel=0.001)
+
+
+def test_set_config_changes_the_integration_gap(trace_paths, clock):
+    _, _, poller = make(trace_paths, clock, ["spin_1sm"])
+    poller.poll_once()
+    clock.now += 4.0  # under the default 3 x 1s + 2s
+    assert poller.poll_once().gpus[0].totals.busy_seconds == pytest.approx(4.0)
+    poller.set_config(Config(stale_after=2.0))
+    clock.now += 4.0  # now over it: not integrated
+    assert poller.poll_once().gpus[0].totals.busy_seconds == pytest.approx(4.0)
+
+
+def test_start_and_stop_the_thread(trace_paths):
+    backend = ReplayBackend([load_trace(trace_paths["spin_1sm"])])
+    poller = Poller(backend, Config(collect_interval=0.1))
+    poller.start(backend.start())
+    try:
+        assert poller.ready.wait(5.0)
+        deadline = time.monotonic() + 5.0
+        while poller.snapshot.polls_total < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert poller.snapshot.polls_total >= 3
+    finally:
+        started = time.monotonic()
+        poller.stop()
+        assert time.monotonic() - started < 1.0
+    assert not poller._thread.is_alive()
+    polls = poller.snapshot.polls_total
+    time.sleep(0.3)
+    assert poller.snapshot.polls_total == polls
+    spin = poller.snapshot.gpus[0]
+    assert spin.totals.busy_idle_sm_seconds > 0.1  # real time was integrated
+
+
+def test_a_backend_failing_from_the_start_serves_its_gpus_as_down(trace_paths):
+    backend = FlakyReplay([load_trace(trace_paths["idle"]), load_trace(trace_paths["copy_2GB"])])
+    backend.failure = RuntimeError("no")
+    poller = Poller(backend, Config(collect_interval=0.1))
+    poller.start(backend.start())
+    try:
+        assert poller.ready.wait(5.0)
+        snapshot = poller.snapshot
+    finally:
+        poller.stop()
+    assert [state.sample.device.index for state in snapshot.gpus] == [0, 1]
+    assert not any(state.sample.up for state in snapshot.gpus)
+    assert snapshot.errors_total >= 1 and snapshot.last_success_wall is None
