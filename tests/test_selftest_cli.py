@@ -1,0 +1,158 @@
+"""`gpu-efficiency-exporter selftest` as a user runs it (real subprocesses), and the runner's
+orchestration with a CPU stand-in for the GPU engine and the replay backend as the sampler."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from exporter.backends.replay import ReplayBackend
+from exporter.selftest.runner import Sampler, run_workloads
+from exporter.selftest.workloads import MATMUL_N, SelftestUnavailable
+from exporter.trace import load_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def selftest(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    environment = {key: value for key, value in os.environ.items() if key != "CUDA_VISIBLE_DEVICES"}
+    return subprocess.run([sys.executable, "-m", "exporter", "selftest", *args], cwd=ROOT, capture_output=True, text=True, timeout=60, env={**environment, **(env or {})})
+
+
+def test_replayed_traces_pass_and_print_the_table(trace_paths):
+    run = selftest("--replay", *map(str, trace_paths.values()))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("GPU: NVIDIA H200 (132 SMs), driver 580.159.04\nSource: recorded traces copy_2GB.json")
+    assert "spin_1sm            SM activity        0.76% (1/132) ±50%" in run.stdout
+    assert run.stdout.rstrip().endswith("all 16 checks passed")
+
+
+def test_tampered_trace_fails_with_exit_code_1(trace_paths, tmp_path):
+    data = json.loads(trace_paths["copy_2GB"].read_text())
+    data["truth"]["tbps"] = 3.0  # the copy claims less than the daemon read
+    tampered = tmp_path / "copy.json"
+    tampered.write_text(json.dumps(data))
+    run = selftest("--replay", str(tampered), str(trace_paths["idle"]), "--markdown")
+    assert run.returncode == 1
+    assert "| copy_2GB | estimated TB/s | 3 TB/s ±10% | 4.25 TB/s (+41.7%) | FAIL |" in run.stdout
+    assert "| idle | bottleneck class | idle | idle (12/12 samples) | PASS |" in run.stdout
+    assert run.stdout.rstrip().endswith("1 of 5 checks FAILED")
+
+
+def test_wrong_peak_in_the_config_fails(trace_paths, tmp_path):
+    config = tmp_path / "config.yml"
+    config.write_text('peaks:\n  "NVIDIA H200": {tensor_tflops: 700}\n')
+    run = selftest("--replay", str(trace_paths["matmul_8192"]), "--config", str(config))
+    assert run.returncode == 1
+    assert "FAIL" in next(line for line in run.stdout.splitlines() if "estimated TFLOP/s" in line)
+
+
+def test_workload_filter_applies_to_traces(trace_paths):
+    run = selftest("--replay", *map(str, trace_paths.values()), "--workload", "idle")
+    assert run.returncode == 0 and run.stdout.rstrip().endswith("all 2 checks passed")
+
+
+def test_bad_trace_or_config_is_a_clear_error(tmp_path):
+    missing = tmp_path / "nope.json"
+    run = selftest("--replay", str(missing))
+    assert run.returncode == 2 and f"trace {missing}: cannot read it" in run.stderr
+    config = tmp_path / "config.yml"
+    config.write_text("peaks: 3\n")
+    run = selftest("--config", str(config))
+    assert run.returncode == 2 and "'peaks'" in run.stderr
+
+
+def fake_modules(tmp_path: Path, **sources: str) -> dict[str, str]:
+    for name, source in sources.items():
+        (tmp_path / f"{name}.py").write_text(source)
+    return {"PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+
+
+def test_without_pytorch_or_cupy_it_says_what_to_install(tmp_path):
+    missing = "raise ImportError('not installed')\n"
+    run = selftest(env=fake_modules(tmp_path, torch=missing, cupy=missing))
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.count("\n") == 1
+    assert "selftest cannot run: the selftest needs PyTorch or CuPy with CUDA" in run.stderr
+    assert "pip install 'gpu-efficiency-exporter[selftest]'" in run.stderr
+
+
+def test_pytorch_without_a_gpu_is_a_clear_error(tmp_path):
+    no_gpu = "class cuda:\n    @staticmethod\n    def is_available():\n        return False\n"
+    run = selftest(env=fake_modules(tmp_path, torch=no_gpu, cupy="raise ImportError('not installed')\n"))
+    assert run.returncode == 2
+    assert "PyTorch is installed but sees no CUDA GPU" in run.stderr
+
+
+def test_cuda_visible_devices_is_refused():
+    run = selftest(env={"CUDA_VISIBLE_DEVICES": "1"})
+    assert run.returncode == 2 and "unset it and choose the GPU with --gpu" in run.stderr
+
+
+class CpuEngine:
+    """Stands in for the GPU: each operation takes a little host time; spin kernels of many blocks are unavailable."""
+
+    name = "cpu stand-in"
+    tensor_dtype = "none"
+
+    def __init__(self) -> None:
+        self.matmuls = 0
+        self.releases = 0
+
+    def synchronize(self) -> None:
+        pass
+
+    def matmul_operands(self, n):
+        return n, n
+
+    def matmul(self, a, b):
+        self.matmuls += 1
+        time.sleep(0.002)
+
+    def copy_buffers(self, nbytes):
+        return bytearray(16), bytearray(16)
+
+    def copy(self, source, target):
+        time.sleep(0.002)
+
+    def tiny_buffer(self, elements):
+        return [0] * elements
+
+    def tiny_kernel(self, buffer):
+        buffer[0] += 1
+
+    def spin(self, blocks, threads, cycles):
+        if blocks > 1:
+            raise SelftestUnavailable("needs CuPy for its raw CUDA kernel")
+        time.sleep(0.01)
+
+    def release(self) -> None:
+        self.releases += 1
+
+
+def test_runner_keeps_only_samples_inside_each_measured_run(trace_paths):
+    backend = ReplayBackend([load_trace(trace_paths["matmul_8192"])])
+    device = backend.start()[0]
+    sampler = Sampler(backend, 0, 0.1)
+    engine = CpuEngine()
+    sampler.start()
+    started = time.monotonic()
+    try:
+        readings = run_workloads(engine, sampler, device, ["idle", "matmul_8192", "warp_every_sm"], seconds=0.9, warmup=0.1)
+    finally:
+        sampler.stop()
+    elapsed = time.monotonic() - started
+    assert [reading.workload for reading in readings] == ["idle", "matmul_8192", "warp_every_sm"]
+    idle, matmul, warp = readings
+    assert idle.truth == {} and warp.samples == [] and warp.error == "skipped: needs CuPy for its raw CUDA kernel"
+    assert engine.releases == 3
+    for reading in (idle, matmul):
+        # replayed windows are 0.5 s: only samples 0.5..0.9 s into each run lie wholly inside it
+        assert 2 <= len(reading.samples) <= 5
+    assert matmul.samples[0].timestamp - 0.5 >= idle.samples[-1].timestamp
+    flops = 2 * MATMUL_N**3 * engine.matmuls
+    assert flops / elapsed / 1e12 < matmul.truth["tflops"] <= flops / 0.9 / 1e12 * 1.01
