@@ -38,6 +38,7 @@ def daemon_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gpu-efficiency-exporter {__version__}")
     parser.add_argument("--web.listen-address", dest="listen_address", default=DEFAULT_LISTEN_ADDRESS, help=f"address to serve on (default {DEFAULT_LISTEN_ADDRESS})")
     parser.add_argument("--web.telemetry-path", dest="telemetry_path", default="/metrics", help="path of the metrics (default /metrics)")
+    parser.add_argument("--web.config.file", dest="web_config_file", help="exporter-toolkit web config (TLS, basic auth, headers; reloaded on SIGHUP): see docs/security.md")
     parser.add_argument("--config", help="YAML configuration file (reloaded on SIGHUP)")
     parser.add_argument("--collect-interval", type=duration_flag(MIN_COLLECT_INTERVAL), help="how often to sample the GPUs, e.g. 500ms or 1s (default 1s, minimum 100ms; overrides the config file)")
     source = parser.add_mutually_exclusive_group()

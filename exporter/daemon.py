@@ -15,6 +15,7 @@ from exporter.exposition import Exposition
 from exporter.poller import Poller
 from exporter.trace import TraceError, demo_trace_paths, load_trace
 from exporter.web import ListenAddressError, WebServer
+from exporter.webconfig import WebConfig, WebConfigError, load_web_config
 
 log = logging.getLogger("exporter")
 
@@ -49,9 +50,10 @@ def choose_backend(args: argparse.Namespace, config: Config) -> Backend:
 def run(args: argparse.Namespace) -> int:
     try:
         config = effective_config(args)
+        web_config = load_web_config_flag(args)
         backend = choose_backend(args, config)
         devices = backend.start()
-    except (ConfigError, StartupError, BackendUnavailable) as error:
+    except (ConfigError, WebConfigError, StartupError, BackendUnavailable) as error:
         log.error("%s", error)
         return 2
     if backend.replayed:
@@ -64,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     poller = Poller(backend, config)
     exposition = Exposition(lambda: poller.snapshot)
     try:
-        server = WebServer(args.listen_address, exposition.body, poller.ready.is_set, note, args.telemetry_path)
+        server = WebServer(args.listen_address, exposition.body, poller.ready.is_set, note, args.telemetry_path, web_config)
     except (ListenAddressError, OSError) as error:
         log.error("cannot listen on %s: %s", args.listen_address, error)
         backend.close()
@@ -92,11 +94,23 @@ def run(args: argparse.Namespace) -> int:
                 poller.stop()
                 backend.close()
                 return 0
-            reload(args, poller)
+            reload(args, poller, server)
 
 
-def reload(args: argparse.Namespace, poller: Poller) -> None:
-    """SIGHUP: take the new config if it is valid; otherwise keep running on the old one."""
+def load_web_config_flag(args: argparse.Namespace) -> WebConfig | None:
+    if not args.web_config_file:
+        return None
+    web_config = load_web_config(args.web_config_file)
+    log.info("web config %s: %s", args.web_config_file, web_config.describe())
+    return web_config
+
+
+def reload(args: argparse.Namespace, poller: Poller, server: WebServer) -> None:
+    """SIGHUP: take the new config and web config if valid; otherwise keep running on the old ones."""
+    try:
+        server.set_web_config(load_web_config_flag(args))
+    except WebConfigError as error:
+        log.error("web config reload failed, keeping the running TLS and auth settings: %s", error)
     try:
         config = effective_config(args)
     except ConfigError as error:

@@ -5,14 +5,18 @@ from __future__ import annotations
 import html
 import logging
 import socket
+import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
 from exporter import __version__
 from exporter.exposition import CONTENT_TYPE
+from exporter.webconfig import WebConfig
 
 log = logging.getLogger(__name__)
+
+CONNECTION_TIMEOUT = 60.0  # seconds a connection may sit idle or half-sent before it is closed
 
 
 class ListenAddressError(ValueError):
@@ -32,12 +36,30 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 128
+    web_config: WebConfig | None = None  # read per connection, so a SIGHUP reload applies to the next one
+
+    def finish_request(self, request: socket.socket, client_address: object) -> None:
+        """The TLS handshake happens here, in the connection's own thread, never in the accept loop."""
+        config = self.web_config
+        if config is None or config.ssl_context is None:
+            super().finish_request(request, client_address)
+            return
+        request.settimeout(CONNECTION_TIMEOUT)
+        try:
+            tls_socket = config.ssl_context.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError) as error:
+            log.debug("TLS handshake with %s failed: %s", client_address, error)
+            return
+        try:
+            super().finish_request(tls_socket, client_address)
+        finally:
+            tls_socket.close()
 
 
 class WebServer:
     """Serves in a background thread; ``close`` stops it."""
 
-    def __init__(self, address: str, metrics: Callable[[], bytes | None], ready: Callable[[], bool], landing_note: str, telemetry_path: str = "/metrics") -> None:
+    def __init__(self, address: str, metrics: Callable[[], bytes | None], ready: Callable[[], bool], landing_note: str, telemetry_path: str = "/metrics", web_config: WebConfig | None = None) -> None:
         host, port = parse_listen_address(address)
         handler = _handler(metrics, ready, landing_note, telemetry_path)
         server_class = _Server
@@ -46,11 +68,16 @@ class WebServer:
         elif host == "":
             host = "0.0.0.0"
         self.server = server_class((host, port), handler)
+        self.server.web_config = web_config
         self.port = self.server.server_address[1]
         self._thread = threading.Thread(target=self.server.serve_forever, name="http", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
+
+    def set_web_config(self, web_config: WebConfig | None) -> None:
+        """Take a reloaded --web.config.file; new connections and requests use it."""
+        self.server.web_config = web_config
 
     def close(self) -> None:
         self.server.shutdown()
@@ -80,16 +107,24 @@ def _handler(metrics: Callable[[], bytes | None], ready: Callable[[], bool], not
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = f"gpu-efficiency-exporter/{__version__}"
+        timeout = CONNECTION_TIMEOUT
 
-        def _send(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> None:
+        def _send(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8", extra_headers: tuple[tuple[str, str], ...] = ()) -> None:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
+            config = self.server.web_config
+            for name, value in (config.headers if config else ()) + extra_headers:
+                self.send_header(name, value)
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(body)
 
         def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            config = self.server.web_config
+            if config is not None and not config.authorized(self.headers.get("Authorization")):
+                self._send(401, b"Unauthorized.\n", extra_headers=(("WWW-Authenticate", 'Basic realm="gpu-efficiency-exporter", charset="UTF-8"'),))
+                return
             path = self.path.split("?", 1)[0]
             if path == telemetry_path:
                 body = metrics()

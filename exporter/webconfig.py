@@ -1,0 +1,335 @@
+"""``--web.config.file``: TLS, basic auth and response headers in the Prometheus exporter-toolkit format.
+
+The file looks like the one every official Prometheus exporter takes::
+
+    tls_server_config:
+      cert_file: server.crt            # relative paths are relative to this file's folder
+      key_file: server.key
+      client_auth_type: RequireAndVerifyClientCert
+      client_ca_file: clients-ca.crt
+      min_version: TLS12
+    http_server_config:
+      headers:
+        X-Content-Type-Options: nosniff
+    basic_auth_users:
+      prometheus: $2y$10$...           # bcrypt hash, e.g. from: htpasswd -nBC 10 "" | tr -d ':\\n'
+
+Everything is validated when the file is loaded (at start and on SIGHUP): unknown keys, bad values,
+unreadable certificates and malformed hashes raise ``WebConfigError`` naming the file and the key.
+Keys of the toolkit format that this exporter cannot honour with Python's ``ssl`` module are
+rejected with the reason rather than silently ignored.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+import secrets
+import ssl
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import bcrypt
+import yaml
+
+
+class WebConfigError(Exception):
+    """A web config problem, phrased for the user: names the file, the key and the reason."""
+
+
+TLS_VERSIONS = {
+    "TLS10": ssl.TLSVersion.TLSv1,
+    "TLS11": ssl.TLSVersion.TLSv1_1,
+    "TLS12": ssl.TLSVersion.TLSv1_2,
+    "TLS13": ssl.TLSVersion.TLSv1_3,
+}
+# client_auth_type -> ssl verify mode. Go's RequestClientCert and RequireAnyClientCert ask for a
+# certificate without verifying it, which Python's ssl module cannot do: they are rejected.
+CLIENT_AUTH_TYPES = {
+    "NoClientCert": ssl.CERT_NONE,
+    "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
+    "RequireAndVerifyClientCert": ssl.CERT_REQUIRED,
+}
+UNVERIFIED_CLIENT_AUTH = ("RequestClientCert", "RequireAnyClientCert")
+# Go cipher suite names (TLS 1.2 and older; TLS 1.3 suites are not configurable) -> OpenSSL names.
+CIPHER_SUITES = {
+    "TLS_RSA_WITH_AES_128_CBC_SHA": "AES128-SHA",
+    "TLS_RSA_WITH_AES_256_CBC_SHA": "AES256-SHA",
+    "TLS_RSA_WITH_AES_128_GCM_SHA256": "AES128-GCM-SHA256",
+    "TLS_RSA_WITH_AES_256_GCM_SHA384": "AES256-GCM-SHA384",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA": "ECDHE-ECDSA-AES128-SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA": "ECDHE-ECDSA-AES256-SHA",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA": "ECDHE-RSA-AES128-SHA",
+    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA": "ECDHE-RSA-AES256-SHA",
+    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256": "ECDHE-RSA-AES128-GCM-SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384": "ECDHE-RSA-AES256-GCM-SHA384",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256": "ECDHE-ECDSA-AES128-GCM-SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384": "ECDHE-ECDSA-AES256-GCM-SHA384",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-RSA-CHACHA20-POLY1305",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-ECDSA-CHACHA20-POLY1305",
+}
+# http_server_config.headers: the toolkit's allowed headers, and the values it accepts (None: any).
+HEADERS: dict[str, tuple[str, ...] | None] = {
+    "Content-Security-Policy": None,
+    "X-Frame-Options": ("deny", "sameorigin"),
+    "X-Content-Type-Options": ("nosniff",),
+    "X-XSS-Protection": None,
+    "Strict-Transport-Security": None,
+}
+UNSUPPORTED = {
+    "tls_server_config.cert": "inline certificates are not supported here; put it in a file and use cert_file",
+    "tls_server_config.key": "inline keys are not supported here; put it in a file and use key_file",
+    "tls_server_config.client_ca": "inline client CAs are not supported here; put them in a file and use client_ca_file",
+    "tls_server_config.client_allowed_sans": "not supported by this exporter; issue client certificates from a CA of their own and set client_ca_file",
+    "tls_server_config.curve_preferences": "not supported by this exporter (Python's ssl module takes a single curve); leave it out to use OpenSSL's defaults",
+    "rate_limit": "not supported by this exporter; scrapes are served from a cached snapshot and cost almost nothing",
+}
+_TLS_KEYS = {"cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version", "max_version", "cipher_suites", "prefer_server_cipher_suites"}
+_BCRYPT_HASH = re.compile(r"\$2[aby]?\$(\d\d)\$[./A-Za-z0-9]{53}")
+_MAX_FILE_BYTES = 1024 * 1024
+_AUTH_CACHE_SIZE = 1024
+
+
+@dataclass(frozen=True)
+class TlsServerConfig:
+    cert_file: Path
+    key_file: Path
+    client_auth_type: str = "NoClientCert"
+    client_ca_file: Path | None = None
+    min_version: str = "TLS12"
+    max_version: str = "TLS13"
+    cipher_suites: tuple[str, ...] = ()
+    prefer_server_cipher_suites: bool = True
+
+    def context(self) -> ssl.SSLContext:
+        """A server-side SSLContext; raises ``ssl.SSLError``/``OSError`` on unusable files."""
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = TLS_VERSIONS[self.min_version]
+        context.maximum_version = TLS_VERSIONS[self.max_version]
+        if self.cipher_suites:
+            context.set_ciphers(":".join(CIPHER_SUITES[name] for name in self.cipher_suites))
+        if self.prefer_server_cipher_suites:
+            context.options |= ssl.OP_CIPHER_SERVER_PREFERENCE
+        context.load_cert_chain(self.cert_file, self.key_file)
+        context.verify_mode = CLIENT_AUTH_TYPES[self.client_auth_type]
+        if self.client_ca_file is not None:
+            context.load_verify_locations(cafile=self.client_ca_file)
+        return context
+
+
+class BasicAuth:
+    """Checks ``Authorization: Basic`` headers against bcrypt hashes.
+
+    bcrypt is slow on purpose (~70 ms at cost 10), so successful checks are cached (keyed by a
+    SHA-256 of user, password and hash; at most 1024 entries). An unknown user is checked against a
+    throwaway hash of the same cost, so the answer takes as long as a wrong password does.
+    """
+
+    def __init__(self, users: dict[str, bytes]) -> None:
+        self.users = users
+        cost = max(int(_BCRYPT_HASH.fullmatch(hashed.decode()).group(1)) for hashed in users.values())
+        self._decoy = bcrypt.hashpw(secrets.token_bytes(16), bcrypt.gensalt(cost))
+        self._cache: dict[bytes, None] = {}
+        self._lock = threading.Lock()
+
+    def check(self, header: str | None) -> bool:
+        credentials = _basic_credentials(header)
+        if credentials is None:
+            return False
+        user, password = credentials
+        hashed = self.users.get(user)
+        key = hashlib.sha256(b"\0".join((user.encode(), password, hashed or b""))).digest()
+        with self._lock:
+            if hashed is not None and key in self._cache:
+                return True
+        # bcrypt reads at most 72 bytes of a password; newer bcrypt packages refuse longer ones.
+        matches = bcrypt.checkpw(password[:72], hashed if hashed is not None else self._decoy)
+        if matches and hashed is not None:
+            with self._lock:
+                if len(self._cache) >= _AUTH_CACHE_SIZE:
+                    self._cache.clear()
+                self._cache[key] = None
+            return True
+        return False
+
+
+def _basic_credentials(header: str | None) -> tuple[str, bytes] | None:
+    if not header:
+        return None
+    scheme, _, encoded = header.strip().partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        decoded = base64.b64decode(encoded.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    user, separator, password = decoded.partition(b":")
+    if not separator:
+        return None
+    try:
+        return user.decode("utf-8"), password
+    except UnicodeDecodeError:
+        return None
+
+
+@dataclass(frozen=True)
+class WebConfig:
+    path: str
+    tls: TlsServerConfig | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    users: dict[str, bytes] = field(default_factory=dict)
+    ssl_context: ssl.SSLContext | None = field(default=None, compare=False)
+    auth: BasicAuth | None = field(default=None, compare=False)
+
+    def authorized(self, header: str | None) -> bool:
+        """True where no basic auth is configured or the Authorization header matches a user."""
+        return self.auth is None or self.auth.check(header)
+
+    def describe(self) -> str:
+        parts = [f"TLS {self.tls.min_version}..{self.tls.max_version}, client certificates: {self.tls.client_auth_type}" if self.tls else "no TLS"]
+        parts.append(f"basic auth for {len(self.users)} user(s)" if self.users else "no basic auth")
+        return ", ".join(parts)
+
+
+def _mapping(value: Any, where: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise WebConfigError(f"{where}: expected a mapping, got {type(value).__name__}")
+    return value
+
+
+def _string(value: Any, where: str, choices: Any = None) -> str:
+    if not isinstance(value, str) or not value:
+        raise WebConfigError(f"{where}: expected a non-empty string, got {value!r}")
+    if choices is not None and value not in choices:
+        raise WebConfigError(f"{where}: {value!r} is not one of {', '.join(choices)}")
+    return value
+
+
+def _check_keys(data: dict, known: set[str], prefix: str, where: str) -> None:
+    for key in data:
+        dotted = f"{prefix}{key}"
+        if dotted in UNSUPPORTED:
+            raise WebConfigError(f"{where}: '{dotted}': {UNSUPPORTED[dotted]}")
+        if key not in known:
+            raise WebConfigError(f"{where}: '{dotted}': unknown key (known keys here: {', '.join(sorted(known))})")
+
+
+def _tls(data: dict, base: Path, where: str) -> TlsServerConfig | None:
+    _check_keys(data, _TLS_KEYS, "tls_server_config.", where)
+    if not data:
+        return None
+
+    def key(name: str) -> str:
+        return f"{where}: 'tls_server_config.{name}'"
+
+    def path(name: str) -> Path:
+        return base / _string(data[name], key(name))
+
+    auth = data.get("client_auth_type", "NoClientCert")
+    if auth in UNVERIFIED_CLIENT_AUTH:
+        raise WebConfigError(f"{key('client_auth_type')}: {auth} (a client certificate that is not verified) is not supported by this exporter; use VerifyClientCertIfGiven or RequireAndVerifyClientCert with client_ca_file")
+    auth = _string(auth, key("client_auth_type"), CLIENT_AUTH_TYPES)
+    for name in ("cert_file", "key_file"):
+        if name not in data:
+            raise WebConfigError(f"{key(name)}: missing (tls_server_config needs both cert_file and key_file)")
+    client_ca = path("client_ca_file") if "client_ca_file" in data else None
+    if client_ca is not None and auth == "NoClientCert":
+        raise WebConfigError(f"{key('client_ca_file')}: set, but client_auth_type is NoClientCert: set client_auth_type to RequireAndVerifyClientCert (or VerifyClientCertIfGiven)")
+    if client_ca is None and auth != "NoClientCert":
+        raise WebConfigError(f"{key('client_auth_type')}: {auth} needs client_ca_file, the CA that signs the client certificates")
+    versions = {name: _string(data.get(name, default), key(name), TLS_VERSIONS) for name, default in (("min_version", "TLS12"), ("max_version", "TLS13"))}
+    if TLS_VERSIONS[versions["min_version"]] > TLS_VERSIONS[versions["max_version"]]:
+        raise WebConfigError(f"{key('min_version')}: {versions['min_version']} is above max_version {versions['max_version']}")
+    ciphers = data.get("cipher_suites") or []
+    if not isinstance(ciphers, list):
+        raise WebConfigError(f"{key('cipher_suites')}: expected a list of cipher suite names, got {ciphers!r}")
+    for number, name in enumerate(ciphers):
+        _string(name, f"{where}: 'tls_server_config.cipher_suites[{number}]'", CIPHER_SUITES)
+    prefer = data.get("prefer_server_cipher_suites", True)
+    if not isinstance(prefer, bool):
+        raise WebConfigError(f"{key('prefer_server_cipher_suites')}: expected true or false, got {prefer!r}")
+    return TlsServerConfig(path("cert_file"), path("key_file"), auth, client_ca, versions["min_version"], versions["max_version"], tuple(ciphers), prefer)
+
+
+def _headers(data: dict, where: str) -> tuple[tuple[str, str], ...]:
+    _check_keys(data, {"http2", "headers"}, "http_server_config.", where)
+    # HTTP/2 is never served here (Prometheus scrapes over HTTP/1.1 by default); http2 is accepted for compatibility.
+    if not isinstance(data.get("http2", True), bool):
+        raise WebConfigError(f"{where}: 'http_server_config.http2': expected true or false, got {data['http2']!r}")
+    headers = _mapping(data.get("headers"), f"{where}: 'http_server_config.headers'")
+    out = []
+    for name, value in headers.items():
+        key = f"{where}: 'http_server_config.headers.{name}'"
+        if name not in HEADERS:
+            raise WebConfigError(f"{key}: not a header that can be set (allowed: {', '.join(HEADERS)})")
+        if value is None or value == "":
+            continue  # blank: unset, as in the toolkit
+        value = _string(value, key)
+        if any(character in value for character in "\r\n\0"):
+            raise WebConfigError(f"{key}: the value contains a line break or NUL")
+        allowed = HEADERS[name]
+        if allowed is not None and value.lower() not in allowed:
+            raise WebConfigError(f"{key}: {value!r} is not one of {', '.join(allowed)}")
+        out.append((name, value))
+    return tuple(out)
+
+
+def _users(data: dict, where: str) -> dict[str, bytes]:
+    users = {}
+    for user, hashed in data.items():
+        key = f"{where}: 'basic_auth_users.{user}'"
+        if not isinstance(user, str) or not user or ":" in user:
+            raise WebConfigError(f"{key}: a user name must be a non-empty string without ':'")
+        if not isinstance(hashed, str) or not _BCRYPT_HASH.fullmatch(hashed):
+            raise WebConfigError(f"{key}: expected a bcrypt hash such as $2y$10$... (htpasswd -nBC 10 \"\" | tr -d ':\\n' makes one), not a plain password")
+        users[user] = hashed.encode()
+    return users
+
+
+def parse_web_config(data: Any, path: str, base: Path) -> WebConfig:
+    """Validate decoded YAML; ``base`` is the folder that relative file names are relative to."""
+    where = f"web config file {path}"
+    data = _mapping(data, where)
+    _check_keys(data, {"tls_server_config", "http_server_config", "basic_auth_users"}, "", where)
+    tls = _tls(_mapping(data.get("tls_server_config"), f"{where}: 'tls_server_config'"), base, where)
+    headers = _headers(_mapping(data.get("http_server_config"), f"{where}: 'http_server_config'"), where)
+    users = _users(_mapping(data.get("basic_auth_users"), f"{where}: 'basic_auth_users'"), where)
+    context = None
+    if tls is not None:
+        for name in ("cert_file", "key_file", "client_ca_file"):
+            file = getattr(tls, name)
+            if file is not None and not file.is_file():
+                raise WebConfigError(f"{where}: 'tls_server_config.{name}': cannot read {file}: no such file")
+        try:
+            context = tls.context()
+        except (ssl.SSLError, OSError) as error:
+            raise WebConfigError(f"{where}: 'tls_server_config': cannot use the certificate, key or client CA ({tls.cert_file}, {tls.key_file}, {tls.client_ca_file}): {error}") from None
+    return WebConfig(path, tls, headers, users, context, BasicAuth(users) if users else None)
+
+
+def load_web_config(path: str | Path) -> WebConfig:
+    """Read and validate a web config file; every error names the file."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()[: _MAX_FILE_BYTES + 1]
+    except OSError as error:
+        raise WebConfigError(f"web config file {path}: cannot read it: {error.strerror or error}") from None
+    if len(raw) > _MAX_FILE_BYTES:
+        raise WebConfigError(f"web config file {path}: over the {_MAX_FILE_BYTES} byte limit")
+    try:
+        data = yaml.safe_load(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise WebConfigError(f"web config file {path}: not UTF-8 text") from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        place = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise WebConfigError(f"web config file {path}: not valid YAML{place}: {getattr(error, 'problem', None) or error}") from None
+    except RecursionError:
+        raise WebConfigError(f"web config file {path}: nested too deeply") from None
+    return parse_web_config(data, str(path), path.parent)
