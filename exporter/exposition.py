@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from exporter import __version__
+from exporter.apps import AppState
 from exporter.derivations import BOTTLENECK_CLASSES, MISMATCH_RULES
 from exporter.poller import GpuState, Snapshot
 
@@ -227,6 +228,59 @@ def render_gpus(states: Iterable[GpuState], snapshot: Snapshot, stale: bool) -> 
     return lines
 
 
+@dataclass(frozen=True, slots=True)
+class AppMetric:
+    name: str
+    kind: str
+    help: str
+    value: Callable[[AppState], float | None]
+    unit_label: bool = True  # carries unit="<the app's unit>"
+
+
+APP_METRICS: tuple[AppMetric, ...] = (
+    AppMetric("gpueff_app_units_total", "counter", "Work the app reported done since the exporter started, in its unit: the increases of its counter, resets handled as rate() does.", lambda app: app.units_total),
+    AppMetric("gpueff_app_throughput_per_second", "gauge", "Units of work per second between the app's two latest good scrapes.", lambda app: app.throughput),
+    AppMetric("gpueff_app_requests_per_second", "gauge", "Requests per second between the app's two latest good scrapes (its requests_counter).", lambda app: app.requests_per_second, unit_label=False),
+    AppMetric("gpueff_app_units_per_joule", "gauge", "Units of work per joule: throughput / summed power of the app's GPUs, both over the same window.", lambda app: app.units_per_joule),
+    AppMetric("gpueff_app_units_per_sm_active_second", "gauge", "Units of work per SM-active GPU-second: throughput / summed SM activity of the app's GPUs.", lambda app: app.units_per_sm_active_second),
+    AppMetric("gpueff_app_model_flops_utilization_ratio", "gauge", "Model FLOPs utilization: throughput x flops_per_unit / summed dense BF16 tensor peak of the app's GPUs.", lambda app: app.model_flops_utilization, unit_label=False),
+    AppMetric("gpueff_app_scrape_duration_seconds", "gauge", "How long the app's last scrape took.", lambda app: app.scrape_duration_seconds, unit_label=False),
+)
+
+
+def render_apps(snapshot: Snapshot, stale: bool) -> list[str]:
+    """Per-app metrics (exporter/apps, docs/apps.md). A stale snapshot shows only gpueff_app_up 0."""
+    apps = snapshot.apps
+    if not apps:
+        return []
+    names = [f'app="{escape(app.name)}"' for app in apps]
+    lines = ["# HELP gpueff_app_up 1 if the app's last scrape answered with its counter, 0 if it was down, slow, too large or not Prometheus text.", "# TYPE gpueff_app_up gauge"]
+    lines += [f"gpueff_app_up{{{name}}} {int(app.up and not stale)}" for app, name in zip(apps, names)]
+    lines += ["# HELP gpueff_app_scrape_errors_total Failed scrapes of the app since the exporter started.", "# TYPE gpueff_app_scrape_errors_total counter"]
+    lines += [f"gpueff_app_scrape_errors_total{{{name}}} {app.scrape_errors_total}" for app, name in zip(apps, names)]
+    if stale:
+        return lines
+    lines += ["# HELP gpueff_app_gpus GPUs attributed to the app at the last poll (by index, UUID or process name).", "# TYPE gpueff_app_gpus gauge"]
+    lines += [f"gpueff_app_gpus{{{name}}} {len(app.gpus)}" for app, name in zip(apps, names)]
+    info = [f'gpueff_app_gpu_info{{{name},gpu="{device.index}",uuid="{escape(device.uuid)}"}} 1' for app, name in zip(apps, names) for device in app.gpus]
+    if info:
+        lines += ["# HELP gpueff_app_gpu_info The GPUs attributed to each app, for joins with the gpueff_ GPU metrics. Always 1.", "# TYPE gpueff_app_gpu_info gauge", *info]
+    for metric in APP_METRICS:
+        body = []
+        for app, name in zip(apps, names):
+            value = metric.value(app) if app.up else None
+            if value is not None:
+                unit = f',unit="{escape(app.unit)}"' if metric.unit_label else ""
+                body.append(f"{metric.name}{{{name}{unit}}} {number(value)}")
+        if body:
+            lines += [f"# HELP {metric.name} {metric.help}", f"# TYPE {metric.name} {metric.kind}", *body]
+    currency = escape(snapshot.config.currency)
+    cost = [f'gpueff_app_cost_per_million_units{{{name},unit="{escape(app.unit)}",currency="{currency}"}} {number(app.cost_per_million_units)}' for app, name in zip(apps, names) if app.up and app.cost_per_million_units is not None]
+    if cost:
+        lines += ["# HELP gpueff_app_cost_per_million_units What a million units of the app's work cost at price_per_gpu_hour: its GPUs x price per second / throughput x 1e6.", "# TYPE gpueff_app_cost_per_million_units gauge", *cost]
+    return lines
+
+
 def render_self(snapshot: Snapshot, stale: bool) -> list[str]:
     lines = [
         "# HELP gpueff_exporter_build_info The exporter's version and the backend it reads from (replayed=true: recorded traces, not live GPUs). Always 1.",
@@ -254,6 +308,7 @@ def render_self(snapshot: Snapshot, stale: bool) -> list[str]:
 
 def render(snapshot: Snapshot, stale: bool = False) -> bytes:
     lines = render_gpus(snapshot.gpus, snapshot, stale) + render_self(snapshot, stale)
+    lines += render_apps(snapshot, stale)
     return ("\n".join(lines) + "\n").encode()
 
 

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from exporter.apps import AppMonitor, AppState
 from exporter.backends.base import Backend
 from exporter.config import Config
 from exporter.derivations import Derived, Integrator, Totals, derive
@@ -39,6 +40,7 @@ class Snapshot:
     collect_duration_sum_seconds: float
     errors_total: int
     last_success_wall: float | None
+    apps: tuple[AppState, ...] = ()  # the configured apps' latest states (exporter/apps)
 
 
 class Poller:
@@ -58,6 +60,7 @@ class Poller:
         self._last_error: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.apps = AppMonitor(config.apps, clock)  # scrapes apps on their own threads
 
     @property
     def snapshot(self) -> Snapshot | None:
@@ -67,16 +70,19 @@ class Poller:
         """Take a reloaded config; the next poll uses it."""
         self.config = config
         self._integrator.max_gap = config.effective_stale_after
+        self.apps.configure(config.apps)
 
     def start(self, devices: list[DeviceInfo]) -> None:
         self._devices = list(devices)
         self._thread = threading.Thread(target=self._run, name="poller", daemon=True)
         self._thread.start()
+        self.apps.start()
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
+        self.apps.stop()
 
     def _run(self) -> None:
         next_tick = self.clock()
@@ -133,6 +139,7 @@ class Poller:
             collect_duration_sum_seconds=self._duration_sum,
             errors_total=self._own_errors + self.backend.errors_total,
             last_success_wall=self._last_success,
+            apps=self.apps.update(samples, self.clock(), config),
         )
         self._snapshot = snapshot
         self.ready.set()

@@ -1,0 +1,119 @@
+"""Per-app figures: which GPUs an app runs on, their power, SM activity and peaks at each poll, and
+the app's throughput joined with them. Formulas are in docs/apps.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+from exporter.config import AppConfig, PeakOverride
+from exporter.peaks import peak_for
+from exporter.sample import DeviceInfo, GpuSample
+
+
+@dataclass(frozen=True, slots=True)
+class GpuFigures:
+    """An app's GPUs at one poll, summed over them. A sum is None unless every one of them has the figure."""
+
+    timestamp: float
+    gpus: tuple[DeviceInfo, ...]
+    power_watts: float | None
+    sm_active: float | None  # sum of SM activity ratios: SM-active GPUs
+    peak_flops: float | None  # sum of dense BF16 tensor peaks
+
+
+@dataclass(frozen=True, slots=True)
+class AppState:
+    """What the exposition shows for one app. Figures are None until two good scrapes exist."""
+
+    name: str
+    unit: str
+    up: bool
+    gpus: tuple[DeviceInfo, ...] = ()
+    units_total: float | None = None
+    throughput: float | None = None  # units per second
+    requests_per_second: float | None = None
+    units_per_joule: float | None = None
+    units_per_sm_active_second: float | None = None
+    model_flops_utilization: float | None = None
+    cost_per_million_units: float | None = None
+    scrape_duration_seconds: float | None = None
+    scrape_errors_total: int = 0
+
+
+def select_gpus(app: AppConfig, samples: Sequence[GpuSample]) -> list[GpuSample]:
+    """The app's GPUs: by process name pattern, by index or UUID, or all of them."""
+    if app.process is not None:
+        pattern = re.compile(app.process)
+        return [sample for sample in samples if sample.processes and any(pattern.search(process.name) for process in sample.processes)]
+    if app.gpus is None:
+        return list(samples)
+    return [sample for sample in samples if sample.device.index in app.gpus or sample.device.uuid in app.gpus]
+
+
+def _sum(values: list[float | None]) -> float | None:
+    if not values or any(value is None for value in values):
+        return None
+    return sum(values)  # type: ignore[arg-type]
+
+
+def gpu_figures(app: AppConfig, samples: Sequence[GpuSample], timestamp: float, peaks: dict[str, PeakOverride]) -> GpuFigures:
+    selected = select_gpus(app, samples)
+    peak_values = []
+    for sample in selected:
+        peak = peak_for(sample.device.name, peaks)
+        peak_values.append(None if peak is None else peak.tensor_flops)
+    return GpuFigures(
+        timestamp=timestamp,
+        gpus=tuple(sample.device for sample in selected),
+        power_watts=_sum([sample.power_watts if sample.up else None for sample in selected]),
+        sm_active=_sum([sample.profiling.get("sm_active") if sample.up else None for sample in selected]),
+        peak_flops=_sum(peak_values),
+    )
+
+
+def _mean(values: list[float | None]) -> float | None:
+    known = [value for value in values if value is not None]
+    return sum(known) / len(known) if known else None
+
+
+@dataclass(frozen=True, slots=True)
+class Means:
+    """GPU figures averaged over the polls inside one scrape window (polls lacking a figure skipped)."""
+
+    gpus: float
+    power_watts: float | None
+    sm_active: float | None
+    peak_flops: float | None
+
+    @classmethod
+    def of(cls, figures: Sequence[GpuFigures]) -> Means:
+        return cls(
+            gpus=sum(len(each.gpus) for each in figures) / len(figures),
+            power_watts=_mean([each.power_watts for each in figures]),
+            sm_active=_mean([each.sm_active for each in figures]),
+            peak_flops=_mean([each.peak_flops for each in figures]),
+        )
+
+
+def _ratio(numerator: float, denominator: float | None) -> float | None:
+    return numerator / denominator if denominator else None
+
+
+def derive_app(app: AppConfig, state: AppState, throughput: float, means: Means, price_per_gpu_hour: float | None) -> AppState:
+    """``state`` with the figures that join ``throughput`` (units/s) with its GPUs' window means."""
+    flops = None if app.flops_per_unit is None else _ratio(throughput * app.flops_per_unit, means.peak_flops)
+    cost = None
+    if price_per_gpu_hour is not None and throughput > 0 and means.gpus > 0:
+        cost = means.gpus * price_per_gpu_hour / 3600 / throughput * 1e6
+    return dataclasses.replace(
+        state,
+        throughput=throughput,
+        units_per_joule=_ratio(throughput, means.power_watts),
+        units_per_sm_active_second=_ratio(throughput, means.sm_active),
+        model_flops_utilization=flops,
+        cost_per_million_units=cost,
+    )

@@ -1,0 +1,219 @@
+"""Scraping apps on their own threads, and joining their latest readings with the GPU polls.
+
+Each app has a Scraper thread that scrapes on the app's ``scrape_interval`` and keeps only its
+latest Reading. The poller calls ``AppMonitor.update`` once per poll: it records the app's GPU
+figures and, when a new reading has arrived, derives the app's figures over the window between the
+two latest good readings. Nothing here blocks the poller on the network.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from exporter.apps.counters import CounterIncrease
+from exporter.apps.derive import AppState, GpuFigures, Means, derive_app, gpu_figures
+from exporter.apps.scrape import ScrapeError, Series, fetch, read_counter
+from exporter.config import AppConfig, Config
+from exporter.sample import GpuSample
+
+log = logging.getLogger(__name__)
+
+WINDOW_POLLS = 3600  # GPU figures kept per app between readings (an hour at the default 1s poll)
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    sequence: int
+    timestamp: float  # monotonic, the middle of the request
+    duration: float
+    units: Series | None  # None when the scrape failed
+    requests: Series | None
+    error: str | None
+
+
+class Scraper:
+    """Scrapes one app every ``scrape_interval`` on its own thread; ``latest`` is its last Reading."""
+
+    def __init__(self, app: AppConfig, clock: Callable[[], float] = time.monotonic) -> None:
+        self.app = app
+        self.clock = clock
+        self.latest: Reading | None = None
+        self.errors_total = 0
+        self._sequence = 0
+        self._was_up: bool | None = None
+        self._requests_error: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"app-{self.app.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def join(self, timeout: float) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        next_tick = self.clock()
+        while not self._stop.is_set():
+            self.scrape_once()
+            next_tick += self.app.scrape_interval
+            now = self.clock()
+            if next_tick < now:
+                next_tick = now + self.app.scrape_interval
+            self._stop.wait(next_tick - now)
+
+    def scrape_once(self) -> Reading:
+        app = self.app
+        started = self.clock()
+        units = requests = None
+        error = requests_error = None
+        try:
+            text = fetch(app.url, app.scrape_timeout, app.max_response_bytes)
+            units = read_counter(text, app.counter, app.labels)
+            if app.requests_counter is not None:
+                try:
+                    requests = read_counter(text, app.requests_counter, app.labels)
+                except ScrapeError as problem:
+                    requests_error = str(problem)
+        except ScrapeError as problem:
+            error = str(problem)
+        except Exception as problem:  # a bug here must not end the thread; the app reads as down
+            log.exception('app "%s": scraping %s failed unexpectedly', app.name, app.url)
+            error = f"{type(problem).__name__}: {problem}"
+        finished = self.clock()
+        self._sequence += 1
+        reading = Reading(self._sequence, (started + finished) / 2, finished - started, units, requests, error)
+        if error is not None:
+            self.errors_total += 1
+        self._log_changes(error, requests_error)
+        self.latest = reading
+        return reading
+
+    def _log_changes(self, error: str | None, requests_error: str | None) -> None:
+        """One line per change of state, not one per scrape."""
+        app = self.app
+        up = error is None
+        if up != self._was_up:
+            if not up:
+                log.warning('app "%s" is down (gpueff_app_up 0): scraping %s: %s', app.name, app.url, error)
+            elif self._was_up is not None:
+                log.info('app "%s" is up again: %s answers with %s', app.name, app.url, app.counter)
+            self._was_up = up
+        if up and (requests_error is None) != (self._requests_error is None):
+            if requests_error is not None:
+                log.warning('app "%s": requests_counter: %s; gpueff_app_requests_per_second is not exported', app.name, requests_error)
+            else:
+                log.info('app "%s": requests_counter %s is found again', app.name, app.requests_counter)
+            self._requests_error = requests_error
+
+
+class AppTracker:
+    """The poller's side of one app: GPU figures per poll, counters per reading, the derived state."""
+
+    def __init__(self, app: AppConfig) -> None:
+        self.app = app
+        self.units = CounterIncrease()
+        self.requests = CounterIncrease()
+        self._window: deque[GpuFigures] = deque(maxlen=WINDOW_POLLS)
+        self._before: GpuFigures | None = None  # the last poll at or before the previous reading
+        self._seen = 0
+        self._last_good: float | None = None
+        self._state = AppState(app.name, app.unit, up=False)
+
+    def update(self, scraper: Scraper, samples: Sequence[GpuSample], now: float, config: Config) -> AppState:
+        figures = gpu_figures(self.app, samples, now, config.peaks)
+        self._window.append(figures)
+        reading = scraper.latest
+        if reading is not None and reading.sequence != self._seen:
+            self._seen = reading.sequence
+            self._state = self._take(reading, config)
+        return dataclasses.replace(self._state, gpus=figures.gpus, scrape_errors_total=scraper.errors_total)
+
+    def _take(self, reading: Reading, config: Config) -> AppState:
+        app = self.app
+        if reading.units is None:
+            return AppState(app.name, app.unit, up=False, scrape_duration_seconds=reading.duration)
+        requests_primed = self.requests.primed
+        increase = self.units.add(reading.units)
+        requests_increase = None if reading.requests is None else self.requests.add(reading.requests)
+        state = AppState(
+            app.name,
+            app.unit,
+            up=True,
+            units_total=self.units.total,
+            scrape_duration_seconds=reading.duration,
+        )
+        previous, self._last_good = self._last_good, reading.timestamp
+        window = self._figures_until(reading.timestamp, previous)
+        if previous is None or reading.timestamp <= previous or not window:
+            return state
+        elapsed = reading.timestamp - previous
+        if requests_increase is not None and requests_primed:
+            state = dataclasses.replace(state, requests_per_second=requests_increase / elapsed)
+        price = app.price_per_gpu_hour if app.price_per_gpu_hour is not None else config.price_per_gpu_hour
+        return derive_app(app, state, increase / elapsed, Means.of(window), price)
+
+    def _figures_until(self, end: float, start: float | None) -> list[GpuFigures]:
+        """The polls in (start, end], or else the last poll before ``end``; those are then dropped."""
+        inside = []
+        while self._window and self._window[0].timestamp <= end:
+            figures = self._window.popleft()
+            if start is None or figures.timestamp > start:
+                inside.append(figures)
+            self._before = figures
+        if not inside and self._before is not None:
+            inside = [self._before]
+        return inside
+
+
+class AppMonitor:
+    """All configured apps: their scraper threads and trackers. ``configure`` takes a reloaded list."""
+
+    def __init__(self, apps: Sequence[AppConfig], clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._apps: tuple[tuple[Scraper, AppTracker], ...] = ()
+        self._started = False
+        self.configure(apps)
+
+    def configure(self, apps: Sequence[AppConfig]) -> None:
+        """Keep the apps whose config is unchanged (with their counters); restart the others."""
+        old = {scraper.app.name: (scraper, tracker) for scraper, tracker in self._apps}
+        current = []
+        for app in apps:
+            kept = old.get(app.name)
+            if kept is not None and kept[0].app == app:
+                del old[app.name]
+                current.append(kept)
+                continue
+            scraper = Scraper(app, self.clock)
+            current.append((scraper, AppTracker(app)))
+            if self._started:
+                scraper.start()
+        self._apps = tuple(current)
+        for scraper, _ in old.values():
+            scraper.stop()
+
+    def start(self) -> None:
+        self._started = True
+        for scraper, _ in self._apps:
+            scraper.start()
+
+    def stop(self) -> None:
+        for scraper, _ in self._apps:
+            scraper.stop()
+        for scraper, _ in self._apps:
+            scraper.join(scraper.app.scrape_timeout + 1.0)
+
+    def update(self, samples: Sequence[GpuSample], now: float, config: Config) -> tuple[AppState, ...]:
+        """Called by the poller after each poll; never waits on the network."""
+        return tuple(tracker.update(scraper, samples, now, config) for scraper, tracker in self._apps)
