@@ -114,14 +114,21 @@ class NvmlBackend(Backend):
         driver = _text(nvml.nvmlSystemGetDriverVersion())
         opened = []
         for index in range(nvml.nvmlDeviceGetCount()):
-            handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            info = self._device_info(index, handle, driver)
+            try:
+                handle = nvml.nvmlDeviceGetHandleByIndex(index)
+                info = self._device_info(index, handle, driver)
+            except nvml.NVMLError as error:
+                if getattr(error, "value", None) in _driver_gone_codes(nvml):
+                    raise
+                log.warning("GPU %d cannot be opened (%s); it is skipped until the next re-initialisation", index, error)
+                continue
             gpu = _Gpu(info=info, handle=handle)
             self._setup_gpm(gpu)
             opened.append(gpu)
             known.pop(info.uuid, None)
         # GPUs that did not come back stay listed as lost, so their gpueff_gpu_up reads 0.
-        self._gpus = opened + [_Gpu(info=gone.info, handle=None, lost=True) for gone in known.values()]
+        gone = [_Gpu(info=gpu.info, handle=None, lost=True) for gpu in known.values()]
+        self._gpus = sorted(opened + gone, key=lambda gpu: gpu.info.index)
 
     def _device_info(self, index: int, handle: Any, driver: str) -> DeviceInfo:
         nvml = self.nvml
@@ -196,11 +203,13 @@ class NvmlBackend(Backend):
                 gpu.lost = True
             return
         self._reinit_due = None
-        self._backoff = REINIT_BACKOFF[0]
         lost = [gpu.info.index for gpu in self._gpus if gpu.lost]
         log.info("NVML re-initialised: %d GPU(s) readable%s", len(self._gpus) - len(lost), f", still lost: {lost}" if lost else "")
-        if lost:
+        if lost:  # each try restarts the GPM pairs of the healthy GPUs too: space the tries out
+            self._backoff = min(self._backoff * 2, REINIT_BACKOFF[1])
             self._schedule_reinit(f"GPU(s) {lost} still lost")
+        else:
+            self._backoff = REINIT_BACKOFF[0]
         self._start_xid_thread()
 
     # ---- collection ----------------------------------------------------------------------
@@ -228,7 +237,7 @@ class NvmlBackend(Backend):
         if code == nvml.NVML_ERROR_GPU_IS_LOST:
             gpu.lost = True
             self._schedule_reinit(f"GPU {gpu.info.index} ({gpu.info.uuid}) is lost")
-        elif code in (nvml.NVML_ERROR_DRIVER_NOT_LOADED, nvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH, nvml.NVML_ERROR_UNINITIALIZED):
+        elif code in _driver_gone_codes(nvml):
             for each in self._gpus:
                 each.lost = True
             self._schedule_reinit(f"the NVIDIA driver went away ({error})")
@@ -418,6 +427,11 @@ class NvmlBackend(Backend):
                 nvml.nvmlEventSetFree(event_set)
             except nvml.NVMLError:
                 pass
+
+
+def _driver_gone_codes(nvml: ModuleType) -> tuple[int, ...]:
+    """NVML errors that mean the whole driver is gone, not one GPU."""
+    return (nvml.NVML_ERROR_DRIVER_NOT_LOADED, nvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH, nvml.NVML_ERROR_UNINITIALIZED)
 
 
 def _field_number(nvml: ModuleType, field_value: Any) -> float:

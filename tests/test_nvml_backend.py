@@ -1,0 +1,345 @@
+"""The NVML/GPM backend against a fake pynvml that plays the recorded H200 traces."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import re
+import time
+
+import pynvml
+import pytest
+
+from conftest import http_get
+from exporter.backends.base import BackendUnavailable
+from exporter.backends.nvml import REINIT_BACKOFF, NvmlBackend
+from exporter.config import load_config
+from exporter.exposition import Exposition
+from exporter.gpm import GPM_METRICS, MIB
+from exporter.poller import Poller
+from exporter.trace import load_trace, parse_trace
+from exporter.web import WebServer
+from fake_pynvml import FakeClock, FakeGpu, FakeNvml
+
+SLOW_CALLS = ("nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetRemappedRows", "nvmlDeviceGetFieldValues")
+
+
+@pytest.fixture(scope="module")
+def traces(trace_paths):
+    return {name: load_trace(path) for name, path in trace_paths.items()}
+
+
+def started(gpus, slow_interval=10.0, **fake_options):
+    """A started NvmlBackend over a FakeNvml of ``gpus`` (traces or FakeGpus), on one fake clock."""
+    clock = FakeClock()
+    fake = FakeNvml(gpus, clock=clock, **fake_options)
+    backend = NvmlBackend(slow_interval=slow_interval, nvml=fake, clock=clock)
+    backend.start()
+    return backend, fake, clock
+
+
+def with_nulls(trace, *keys):
+    """A copy of ``trace`` where every sample has ``keys`` set to null (NVML said not supported)."""
+    data = {"format": "gpu-trace/1", "gpu": trace.gpu, "workload": trace.workload, "interval_s": trace.interval_s, "samples": copy.deepcopy(trace.samples)}
+    for record in data["samples"]:
+        record.update(dict.fromkeys(keys))
+    return parse_trace(data, f"{trace.workload}-with-nulls")
+
+
+def test_readings_map_to_sample_units(traces):
+    backend, fake, clock = started([traces["matmul_8192"]])
+    clock.advance(3.2)
+    sample = backend.collect()[0]
+    record = fake.record(0)
+    assert sample.up
+    assert sample.gpu_utilization == record["util_gpu"] / 100 and sample.memory_utilization == record["util_mem"] / 100
+    assert sample.power_watts == record["power_mw"] / 1000
+    assert sample.temperature_celsius == record["temp_c"]
+    assert (sample.sm_clock_mhz, sample.memory_clock_mhz) == (record["sm_clock_mhz"], record["mem_clock_mhz"])
+    assert (sample.memory_used_bytes, sample.memory_total_bytes) == (record["mem_used"], record["mem_total"])
+    assert sample.clock_event_reasons == record["throttle"] == 4  # sw_power_cap: the H200 capped its clock
+    assert sample.energy_joules == pytest.approx(fake.energy_mj(0) / 1000, abs=0.001)
+    device = sample.device
+    assert (device.name, device.driver, device.sm_count) == ("NVIDIA H200", "580.159.04", 132)
+    assert (device.max_sm_clock_mhz, device.power_limit_watts) == (1980, 700.0)
+    assert device.uuid == "GPU-fake-0-matmul_8192" and device.pci_bus_id == "00000000:18:00.0"
+    backend.close()
+
+
+@pytest.mark.parametrize("workload", ["idle", "spin_1sm", "matmul_8192", "matmul_8192_duty50", "copy_2GB", "tiny_kernels"])
+def test_gpm_values_equal_the_trace(traces, workload):
+    backend, fake, clock = started([traces[workload]])
+    backend.collect()
+    for _ in range(4):
+        clock.advance(0.5)
+        sample = backend.collect()[0]
+        record = fake.record(0)
+        assert sample.profiling_available and sample.window_seconds == pytest.approx(0.5)
+        assert set(sample.profiling) == {metric.key for metric in GPM_METRICS}
+        for metric in GPM_METRICS:
+            expected = record[metric.name] / 100 if metric.scale == 0.01 else record[metric.name] * MIB
+            assert sample.profiling[metric.key] == pytest.approx(min(expected, 1.0) if metric.scale == 0.01 else expected, rel=1e-12), metric.name
+    backend.close()
+
+
+def test_first_poll_primes_and_polls_under_100ms_apart_give_no_profiling(traces):
+    backend, fake, clock = started([traces["matmul_8192"]])
+    first = backend.collect()[0]
+    assert first.up and first.profiling == {} and not first.profiling_available
+    for gap in (0.05, 0.099):  # after the primed sample: neither is more than 100 ms
+        clock.now = 1000.0 + gap
+        sample = backend.collect()[0]
+        assert sample.up and sample.profiling == {} and not sample.profiling_available
+    assert fake.calls["nvmlGpmSampleGet"] == 1 and fake.calls["nvmlGpmMetricsGet"] == 0
+    clock.now = 1000.15
+    sample = backend.collect()[0]
+    assert sample.profiling_available and sample.window_seconds == pytest.approx(0.15)
+    assert fake.calls["nvmlGpmSampleGet"] == 2 and fake.calls["nvmlGpmMetricsGet"] == 1
+    backend.close()
+
+
+def test_a_failed_metric_is_absent_not_zero(traces):
+    trace = with_nulls(traces["copy_2GB"], "DRAM_BW_UTIL", "NVLINK_TOTAL_TX_PER_SEC")
+    backend, _, clock = started([trace])
+    backend.collect()
+    clock.advance(1)
+    sample = backend.collect()[0]
+    assert "dram_active" not in sample.profiling and "nvlink_tx_bytes_per_second" not in sample.profiling
+    assert sample.profiling["sm_occupancy"] == pytest.approx(0.80, abs=0.01) and sample.profiling_available
+    assert len(sample.profiling) == len(GPM_METRICS) - 2
+    backend.close()
+
+
+def test_without_sm_activity_profiling_is_not_available(traces):
+    backend, _, clock = started([with_nulls(traces["copy_2GB"], "SM_UTIL")])
+    backend.collect()
+    clock.advance(1)
+    sample = backend.collect()[0]
+    assert not sample.profiling_available and "sm_active" not in sample.profiling and "dram_active" in sample.profiling
+    backend.close()
+
+
+def test_pre_hopper_gpu_has_no_profiling_and_says_why(traces, caplog):
+    a100 = FakeGpu(traces["matmul_8192"], name="NVIDIA A100-SXM4-80GB", gpm=False)
+    with caplog.at_level(logging.WARNING, logger="exporter.backends.nvml"):
+        backend, fake, clock = started([a100, traces["spin_1sm"]])
+        for _ in range(3):
+            samples = backend.collect()
+            clock.advance(1)
+    assert samples[0].up and samples[0].gpu_utilization == 1.0
+    assert not samples[0].profiling_available and samples[0].profiling == {}
+    assert samples[1].profiling_available  # the Hopper beside it is unaffected
+    assert fake.device_calls["nvmlGpmSampleGet", 0] == 0 and fake.calls["nvmlGpmSampleAlloc"] == 2
+    assert any("GPU 0 (NVIDIA A100-SXM4-80GB) has no GPM" in message and "DCGM" in message for message in caplog.messages)
+    backend.close()
+
+
+def test_gpm_refused_names_the_fix(traces, caplog):
+    backend, fake, clock = started([traces["matmul_8192"], traces["spin_1sm"]])
+    fake.fail("nvmlGpmSampleGet", pynvml.NVML_ERROR_NO_PERMISSION, gpu=0)
+    with caplog.at_level(logging.WARNING, logger="exporter.backends.nvml"):
+        for _ in range(4):
+            samples = backend.collect()
+            clock.advance(1)
+    assert samples[0].up and not samples[0].profiling_available and samples[0].profiling == {}
+    assert samples[1].profiling_available
+    assert fake.device_calls["nvmlGpmSampleGet", 0] == 1  # refused once, not asked again
+    refusals = [message for message in caplog.messages if "GPM sampling was refused" in message]
+    assert len(refusals) == 1
+    assert "RmProfilingAdminOnly" in refusals[0] and "CAP_SYS_ADMIN" in refusals[0] and "NVreg_RestrictProfilingToAdminUsers=0" in refusals[0]
+    assert backend.errors_total == 0
+    backend.close()
+
+
+def test_slow_calls_only_at_the_slow_interval_and_carried_on(traces):
+    gpu = FakeGpu(traces["matmul_8192"], fields={pynvml.NVML_FI_DEV_MEMORY_TEMP: 52.0}, ecc_errors=(3, 0), remapped_rows=(1, 0, 0, 0))
+    backend, fake, clock = started([gpu], slow_interval=10.0)
+    energies = []
+    for second in range(25):
+        sample = backend.collect()[0]
+        energies.append(sample.energy_joules)
+        assert sample.memory_temperature_celsius == 52.0 and sample.ecc_corrected_errors == 3 and sample.ecc_uncorrected_errors == 0
+        assert sample.remapped_rows_correctable == 1 and sample.remapped_rows_pending is False
+        clock.advance(1)
+    assert fake.calls["nvmlDeviceGetUtilizationRates"] == 25
+    assert [fake.calls[name] for name in SLOW_CALLS] == [3, 6, 3, 3]  # at 0 s, 10 s, 20 s (ECC: two calls each)
+    assert energies[0] == energies[9] != energies[10] == energies[19] != energies[20] == energies[24]
+    assert energies[10] == pytest.approx(fake.energy_mj(0, at=1010.0) / 1000, abs=0.001)
+    assert fake.calls["nvmlDeviceGetPcieThroughput"] == 0  # PCIe rates come from GPM
+    backend.close()
+
+
+@pytest.mark.parametrize(
+    "function, attribute, calls",
+    [
+        ("nvmlDeviceGetPowerUsage", "power_watts", 1),
+        ("nvmlDeviceGetUtilizationRates", "gpu_utilization", 1),
+        ("nvmlDeviceGetTemperature", "temperature_celsius", 1),
+        ("nvmlDeviceGetClockInfo", "sm_clock_mhz", 2),  # SM and memory clocks: one call each
+        ("nvmlDeviceGetMemoryInfo", "memory_used_bytes", 2),  # the v2 call, then the v1 fallback
+        ("nvmlDeviceGetCurrentClocksEventReasons", "clock_event_reasons", 1),
+        ("nvmlDeviceGetComputeRunningProcesses", "process_count", 1),
+        ("nvmlDeviceGetTotalEnergyConsumption", "energy_joules", 1),
+        ("nvmlDeviceGetTotalEccErrors", "ecc_corrected_errors", 2),
+        ("nvmlDeviceGetRemappedRows", "remapped_rows_correctable", 1),
+    ],
+)
+def test_a_call_that_answered_not_supported_is_not_made_again(traces, function, attribute, calls):
+    backend, fake, clock = started([traces["matmul_8192"]], slow_interval=1.0)
+    fake.fail(function, pynvml.NVML_ERROR_NOT_SUPPORTED)
+    for _ in range(5):
+        sample = backend.collect()[0]
+        clock.advance(1)
+    assert sample.up and getattr(sample, attribute) is None and sample.profiling_available
+    assert fake.calls[function] == calls
+    assert backend.errors_total == 0
+    backend.close()
+
+
+def test_memory_temperature_field_not_supported_is_not_asked_again(traces):
+    backend, fake, clock = started([traces["idle"]], slow_interval=1.0)  # no field values set: NOT_SUPPORTED per field
+    for _ in range(4):
+        sample = backend.collect()[0]
+        clock.advance(1)
+    assert sample.memory_temperature_celsius is None and fake.calls["nvmlDeviceGetFieldValues"] == 1
+    backend.close()
+
+
+def test_lost_gpu_goes_down_alone_and_comes_back_after_reinit(traces):
+    backend, fake, clock = started([traces["matmul_8192"], traces["spin_1sm"], traces["idle"]])
+    backend.collect()
+    clock.advance(1)
+    fake.lose_gpu(1)
+    samples = backend.collect()
+    assert [sample.up for sample in samples] == [True, False, True]
+    assert samples[0].profiling_available and samples[2].profiling_available
+    assert backend.errors_total == 1
+    clock.advance(0.5)  # before the back-off: no re-initialisation, the lost GPU is not asked again
+    samples = backend.collect()
+    assert [sample.up for sample in samples] == [True, False, True] and fake.calls["nvmlInit"] == 1
+    clock.advance(1)  # back-off over, GPU 1 still lost: the others must stay up through the re-initialisation
+    samples = backend.collect()
+    assert fake.calls["nvmlInit"] == 2
+    assert [(sample.device.index, sample.up) for sample in samples] == [(0, True), (1, False), (2, True)]
+    with_profiling = 0
+    for _ in range(20):  # still lost: re-initialisations get rarer, so the healthy GPUs keep their GPM pairs
+        clock.advance(1)
+        samples = backend.collect()
+        assert [sample.up for sample in samples] == [True, False, True]
+        with_profiling += samples[0].profiling_available and samples[2].profiling_available
+    assert fake.calls["nvmlInit"] == 5 and with_profiling == 17  # tries 2, 4 and 8 s apart; one poll primes after each
+    fake.recover_gpu(1)
+    for _ in range(20):  # a later re-initialisation finds it
+        clock.advance(1)
+        samples = backend.collect()
+    assert [(sample.device.index, sample.up) for sample in samples] == [(0, True), (1, True), (2, True)]
+    assert samples[1].device.uuid == "GPU-fake-1-spin_1sm" and samples[1].profiling_available
+    assert samples[1].profiling["sm_active"] == pytest.approx(fake.record(1)["SM_UTIL"] / 100)
+    assert backend.errors_total == 1
+    assert len(fake.gpm_samples) == 6  # GPM samples of the old handles were freed
+    backend.close()
+
+
+def test_driver_gone_all_down_reinit_with_growing_backoff_then_recovery(traces):
+    backend, fake, clock = started([traces["matmul_8192"], traces["copy_2GB"]])
+    backend.collect()
+    clock.advance(1)
+    fake.unload_driver()
+    samples = backend.collect()
+    assert [sample.up for sample in samples] == [False, False] and backend.errors_total == 1
+    tries = []
+    for _ in range(60):  # 30 s of polls every 0.5 s
+        clock.advance(0.5)
+        before = fake.calls["nvmlInit"]
+        samples = backend.collect()
+        assert [sample.up for sample in samples] == [False, False]
+        if fake.calls["nvmlInit"] > before:
+            tries.append(clock.now)
+    gaps = [round(later - earlier, 1) for earlier, later in zip(tries, tries[1:])]
+    assert gaps == [2.0, 4.0, 8.0], tries  # the first try came REINIT_BACKOFF[0] after the loss, then doubling
+    assert tries[0] - 1001.0 == pytest.approx(REINIT_BACKOFF[0], abs=0.5)
+    fake.load_driver()
+    for _ in range(40):
+        clock.advance(0.5)
+        samples = backend.collect()
+        if all(sample.up for sample in samples):
+            break
+    assert all(sample.up for sample in samples)
+    clock.advance(1)
+    samples = backend.collect()
+    assert all(sample.profiling_available for sample in samples) and backend.errors_total == 1
+    assert fake.init_count == 1
+    backend.close()
+    assert fake.init_count == 0
+
+
+def test_nvml_init_failing_is_backend_unavailable_pointing_at_demo(traces):
+    fake = FakeNvml([traces["idle"]])
+    fake.fail("nvmlInit", pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+    with pytest.raises(BackendUnavailable, match=r"cannot initialise NVML \(NVML Shared Library Not Found\).*--demo"):
+        NvmlBackend(nvml=fake).start()
+
+
+def test_no_gpu_is_backend_unavailable_pointing_at_demo():
+    with pytest.raises(BackendUnavailable, match="no NVIDIA GPU.*--demo"):
+        NvmlBackend(nvml=FakeNvml([])).start()
+
+
+def test_the_real_pynvml_on_this_gpu_less_machine_says_use_demo():
+    with pytest.raises(BackendUnavailable, match="--demo"):
+        NvmlBackend().start()
+
+
+def test_xid_events_counted_per_gpu_and_code(traces):
+    backend, fake, clock = started([traces["matmul_8192"], traces["idle"]])
+    assert fake.xid(0, 79) == 1 and fake.xid(0, 79) == 1 and fake.xid(1, 48) == 1 and fake.xid(0, 13) == 1
+    deadline = time.monotonic() + 5
+    while True:
+        samples = backend.collect()
+        if [sample.xid_errors for sample in samples] == [{79: 2, 13: 1}, {48: 1}] or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    assert [sample.xid_errors for sample in samples] == [{79: 2, 13: 1}, {48: 1}]
+    assert all(sample.up for sample in samples)
+    backend.close()
+    assert fake.event_sets == []  # the event set was freed
+
+
+def test_derivations_and_exposition_over_nvml_reproduce_the_planted_mismatch(traces):
+    workloads = ["idle", "spin_1sm", "matmul_8192", "copy_2GB", "tiny_kernels"]
+    backend, fake, clock = started([traces[name] for name in workloads])
+    poller = Poller(backend, load_config(None), clock=clock)
+    exposition = Exposition(lambda: poller.snapshot, clock=clock)
+    server = WebServer("127.0.0.1:0", exposition.body, poller.ready.is_set, "fake NVML")
+    server.start()
+    try:
+        for _ in range(3):
+            poller.poll_once()
+            clock.advance(1)
+        status, body = http_get(f"http://127.0.0.1:{server.port}/metrics")
+    finally:
+        server.close()
+        backend.close()
+    assert status == 200
+
+    def value(metric: str, gpu: int, extra: str = "") -> float:
+        match = re.search(rf'^{metric}{{gpu="{gpu}",uuid="GPU-fake-{gpu}-{workloads[gpu]}"{extra}}} (\S+)$', body, re.M)
+        assert match, (metric, gpu, extra)
+        return float(match.group(1))
+
+    assert 'backend="nvml",replayed="false"' in body
+    spin = 1
+    assert value("gpueff_gpu_utilization_ratio", spin) == 1
+    assert value("gpueff_sm_active_ratio", spin) == pytest.approx(0.0076, abs=0.0005)
+    assert value("gpueff_mismatch", spin, ',rule="high_util_low_sm"') == 1
+    assert value("gpueff_bottleneck", spin, ',class="underfilled"') == 1
+    assert value("gpueff_mismatch", 2, ',rule="high_util_low_sm"') == 0
+    assert value("gpueff_bottleneck", 2, ',class="compute"') == 1
+    assert value("gpueff_bottleneck", 3, ',class="memory"') == 1
+    assert value("gpueff_bottleneck", 0, ',class="idle"') == 1
+    assert value("gpueff_profiling_available", 4) == 1
+    # The matmul's estimated FLOP/s: tensor activity x 989.4 TFLOP/s x SM clock / max clock (GPU_FACTS).
+    record = fake.record(2, at=clock.now - 1)  # the last poll's reading
+    expected = record["ANY_TENSOR_UTIL"] / 100 * 989.4e12 * record["sm_clock_mhz"] / 1980
+    assert value("gpueff_estimated_tensor_flops_per_second", 2) == pytest.approx(expected, rel=1e-6)
+    assert value("gpueff_busy_idle_sm_seconds_total", spin) == pytest.approx(2 * (1 - 0.0076), abs=0.01)
