@@ -1,0 +1,89 @@
+"""Fake of DCGM's dcgm_fields module: entity groups, field types, field IDs and their names.
+
+Which names exist follows fake_hostengine.CONTROL.naming, as in the real releases:
+"4.6": the names of DCGM's Field Naming Standard, the legacy ones resolved with a DeprecationWarning;
+"3": the legacy names only. DcgmFieldGetById knows the IDs in fake_hostengine.CONTROL.known_field_ids.
+"""
+
+import warnings
+
+import fake_hostengine
+
+DCGM_FT_BINARY = "b"
+DCGM_FT_DOUBLE = "d"
+DCGM_FT_INT64 = "i"
+DCGM_FT_STRING = "s"
+DCGM_FT_TIMESTAMP = "t"
+
+DCGM_FE_NONE = 0
+DCGM_FE_GPU = 1
+
+# ID -> (DCGM 4.6 name, legacy name, field type)
+FIELD_NAMES = {
+    52: ("DCGM_FI_DEV_NVML_INDEX", "DCGM_FI_DEV_NVML_INDEX", "i"),
+    100: ("DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_SM_CLOCK", "i"),
+    101: ("DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK", "i"),
+    112: ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "i"),
+    113: ("DCGM_FI_DEV_MAX_SM_CLOCK", "DCGM_FI_DEV_MAX_SM_CLOCK", "i"),
+    114: ("DCGM_FI_DEV_MAX_MEM_CLOCK", "DCGM_FI_DEV_MAX_MEM_CLOCK", "i"),
+    140: ("DCGM_FI_DEV_MEMORY_TEMP_CELSIUS", "DCGM_FI_DEV_MEMORY_TEMP", "i"),
+    150: ("DCGM_FI_DEV_GPU_TEMP_CELSIUS", "DCGM_FI_DEV_GPU_TEMP", "i"),
+    155: ("DCGM_FI_DEV_BOARD_POWER_WATTS", "DCGM_FI_DEV_POWER_USAGE", "d"),
+    156: ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "i"),
+    203: ("DCGM_FI_DEV_GPU_UTIL_RATIO", "DCGM_FI_DEV_GPU_UTIL", "i"),
+    204: ("DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL", "i"),
+    230: ("DCGM_FI_DEV_XID_ERROR", "DCGM_FI_DEV_XID_ERRORS", "i"),
+    250: ("DCGM_FI_DEV_FB_TOTAL", "DCGM_FI_DEV_FB_TOTAL", "i"),
+    252: ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_USED", "i"),
+    253: ("DCGM_FI_DEV_FB_RESERVED", "DCGM_FI_DEV_FB_RESERVED", "i"),
+    310: ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "i"),
+    311: ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "i"),
+    393: ("DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL", "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "i"),
+    394: ("DCGM_FI_DEV_ROW_REMAP_CORRECTABLE_TOTAL", "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "i"),
+    395: ("DCGM_FI_DEV_ROW_REMAP_FAILED", "DCGM_FI_DEV_ROW_REMAP_FAILURE", "i"),
+    396: ("DCGM_FI_DEV_ROW_REMAP_PENDING", "DCGM_FI_DEV_ROW_REMAP_PENDING", "i"),
+    1001: ("DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "d"),
+    1002: ("DCGM_FI_PROF_SM_UTIL_RATIO", "DCGM_FI_PROF_SM_ACTIVE", "d"),
+    1003: ("DCGM_FI_PROF_SM_OCCUPANCY_RATIO", "DCGM_FI_PROF_SM_OCCUPANCY", "d"),
+    1004: ("DCGM_FI_PROF_TENSOR_UTIL_RATIO", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "d"),
+    1005: ("DCGM_FI_PROF_DRAM_UTIL_RATIO", "DCGM_FI_PROF_DRAM_ACTIVE", "d"),
+    1006: ("DCGM_FI_PROF_FP64_UTIL_RATIO", "DCGM_FI_PROF_PIPE_FP64_ACTIVE", "d"),
+    1007: ("DCGM_FI_PROF_FP32_UTIL_RATIO", "DCGM_FI_PROF_PIPE_FP32_ACTIVE", "d"),
+    1008: ("DCGM_FI_PROF_FP16_UTIL_RATIO", "DCGM_FI_PROF_PIPE_FP16_ACTIVE", "d"),
+    1009: ("DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_TX_BYTES", "i"),
+    1010: ("DCGM_FI_PROF_PCIE_RX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES", "i"),
+    1011: ("DCGM_FI_PROF_NVLINK_TX_BYTES", "DCGM_FI_PROF_NVLINK_TX_BYTES", "i"),
+    1012: ("DCGM_FI_PROF_NVLINK_RX_BYTES", "DCGM_FI_PROF_NVLINK_RX_BYTES", "i"),
+    1013: ("DCGM_FI_PROF_IMMA_UTIL_RATIO", "DCGM_FI_PROF_PIPE_TENSOR_IMMA_ACTIVE", "d"),
+    1014: ("DCGM_FI_PROF_HMMA_UTIL_RATIO", "DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE", "d"),
+    1015: ("DCGM_FI_PROF_DFMA_UTIL_RATIO", "DCGM_FI_PROF_PIPE_TENSOR_DFMA_ACTIVE", "d"),
+    1016: ("DCGM_FI_PROF_INT_UTIL_RATIO", "DCGM_FI_PROF_PIPE_INT_ACTIVE", "d"),
+}
+_NEW = {new: field_id for field_id, (new, _legacy, _kind) in FIELD_NAMES.items()}
+_LEGACY = {legacy: field_id for field_id, (_new, legacy, _kind) in FIELD_NAMES.items()}
+
+
+def __getattr__(name):
+    naming = fake_hostengine.CONTROL.naming
+    if name in _NEW and naming == "4.6":
+        return _NEW[name]
+    if name in _LEGACY:
+        if naming == "4.6" and name not in _NEW:
+            warnings.warn(f"{name} is deprecated, use {FIELD_NAMES[_LEGACY[name]][0]} instead", DeprecationWarning, stacklevel=2)
+        return _LEGACY[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class c_dcgm_field_meta_t:
+    def __init__(self, fieldId, fieldType, tag):
+        self.fieldId = fieldId
+        self.fieldType = fieldType
+        self.tag = tag
+
+
+def DcgmFieldGetById(fieldId):
+    """Metadata for a field ID, None where this (fake) DCGM version does not know it."""
+    if fieldId not in FIELD_NAMES or fieldId not in fake_hostengine.CONTROL.known_field_ids:
+        return None
+    new, legacy, kind = FIELD_NAMES[fieldId]
+    return c_dcgm_field_meta_t(fieldId, kind, (new if fake_hostengine.CONTROL.naming == "4.6" else legacy).lower())

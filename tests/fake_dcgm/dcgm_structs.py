@@ -1,0 +1,134 @@
+"""Fake of DCGM's dcgm_structs module: the status codes, DCGMError and the ctypes structures the
+exporter uses, laid out as in DCGM's bindings. ``_dcgmInit`` loads no library: the engine is
+tests/fake_dcgm/fake_hostengine.py.
+"""
+
+import os
+from ctypes import Structure, Union, c_byte, c_char, c_double, c_int, c_int64, c_short, c_uint, c_uint32, c_ushort, sizeof
+
+import fake_hostengine
+
+DCGM_MAX_STR_LENGTH = 256
+DCGM_MAX_BLOB_LENGTH = 4096
+DCGM_MAX_NUM_DEVICES = 32
+
+DCGM_OPERATION_MODE_AUTO = 1
+DCGM_OPERATION_MODE_MANUAL = 2
+
+DCGM_ST_OK = 0
+DCGM_ST_BADPARAM = -1
+DCGM_ST_GENERIC_ERROR = -3
+DCGM_ST_NOT_SUPPORTED = -6
+DCGM_ST_INIT_ERROR = -7
+DCGM_ST_UNINITIALIZED = -10
+DCGM_ST_TIMEOUT = -11
+DCGM_ST_UNKNOWN_FIELD = -13
+DCGM_ST_NO_DATA = -14
+DCGM_ST_NOT_WATCHED = -16
+DCGM_ST_NO_PERMISSION = -17
+DCGM_ST_GPU_IS_LOST = -18
+DCGM_ST_CONNECTION_NOT_VALID = -21
+DCGM_ST_LIBRARY_NOT_FOUND = -25
+DCGM_ST_REQUIRES_ROOT = -29
+DCGM_ST_MODULE_NOT_LOADED = -33
+DCGM_ST_IN_USE = -34
+DCGM_ST_PROFILING_NOT_SUPPORTED = -36
+DCGM_ST_PROFILING_MULTI_PASS = -38
+
+DCGM_GROUP_DEFAULT = 0
+DCGM_GROUP_EMPTY = 1
+DCGM_FV_FLAG_LIVE_DATA = 0x00000001
+
+
+class DCGMError(Exception):
+    """Carries the DCGM status code in ``value``, as the real class does."""
+
+    def __init__(self, value):
+        super().__init__(value)
+        self.value = value
+
+    def __str__(self):
+        names = [name for name, number in globals().items() if name.startswith("DCGM_ST_") and number == self.value]
+        return f"DCGM error {names[0] if names else self.value}"
+
+
+def dcgmExceptionClass(error_code):
+    return DCGMError
+
+
+def _dcgmCheckReturn(ret):
+    if ret != DCGM_ST_OK:
+        raise DCGMError(ret)
+    return ret
+
+
+def _dcgmInit(libDcgmPath=None):
+    if os.environ.get("FAKE_DCGM_NO_LIBRARY") or fake_hostengine.CONTROL.no_library:
+        raise DCGMError(DCGM_ST_LIBRARY_NOT_FOUND)
+
+
+def make_dcgm_version(struct, ver):
+    return sizeof(struct) | (ver << 24)
+
+
+class c_dcgmConnectV2Params_v2(Structure):
+    _fields_ = [("version", c_uint), ("persistAfterDisconnect", c_uint), ("timeoutMs", c_uint), ("addressIsUnixSocket", c_uint)]
+
+
+c_dcgmConnectV2Params_version2 = make_dcgm_version(c_dcgmConnectV2Params_v2, 2)
+c_dcgmConnectV2Params_version = c_dcgmConnectV2Params_version2
+
+
+class c_dcgmGroupEntityPair_t(Structure):
+    _fields_ = [("entityGroupId", c_uint32), ("entityId", c_uint32)]
+
+
+class c_dcgmFieldValue_v1_value(Union):
+    _fields_ = [("i64", c_int64), ("dbl", c_double), ("str", c_char * DCGM_MAX_STR_LENGTH), ("blob", c_byte * DCGM_MAX_BLOB_LENGTH)]
+
+
+class c_dcgmFieldValue_v2(Structure):
+    _fields_ = [
+        ("version", c_uint),
+        ("entityGroupId", c_uint),
+        ("entityId", c_uint),
+        ("fieldId", c_ushort),
+        ("fieldType", c_short),
+        ("status", c_int),
+        ("unused", c_uint),
+        ("ts", c_int64),
+        ("value", c_dcgmFieldValue_v1_value),
+    ]
+
+
+dcgmFieldValue_version2 = make_dcgm_version(c_dcgmFieldValue_v2, 2)
+
+
+class c_dcgmDevicePowerLimits_v1(Structure):
+    _fields_ = [("version", c_uint), ("curPowerLimit", c_uint), ("defaultPowerLimit", c_uint), ("enforcedPowerLimit", c_uint), ("minPowerLimit", c_uint), ("maxPowerLimit", c_uint)]
+
+
+class c_dcgmDeviceIdentifiers_v1(Structure):
+    _fields_ = [
+        ("version", c_uint),
+        ("brandName", c_char * DCGM_MAX_STR_LENGTH),
+        ("deviceName", c_char * DCGM_MAX_STR_LENGTH),
+        ("pciBusId", c_char * DCGM_MAX_STR_LENGTH),
+        ("serial", c_char * DCGM_MAX_STR_LENGTH),
+        ("uuid", c_char * DCGM_MAX_STR_LENGTH),
+        ("vbios", c_char * DCGM_MAX_STR_LENGTH),
+        ("inforomImageVersion", c_char * DCGM_MAX_STR_LENGTH),
+        ("pciDeviceId", c_uint32),
+        ("pciSubSystemId", c_uint32),
+        ("driverVersion", c_char * DCGM_MAX_STR_LENGTH),
+        ("virtualizationMode", c_uint32),
+    ]
+
+
+class c_dcgmDeviceAttributes_v3(Structure):
+    """The parts of DCGM's struct the exporter reads (clock sets, thermals and memory usage left out)."""
+
+    _fields_ = [("version", c_uint), ("powerLimits", c_dcgmDevicePowerLimits_v1), ("identifiers", c_dcgmDeviceIdentifiers_v1)]
+
+
+dcgmDeviceAttributes_version3 = make_dcgm_version(c_dcgmDeviceAttributes_v3, 3)
