@@ -238,6 +238,42 @@ class AppConfig:
             raise SettingError("scrape_timeout", f"must not exceed scrape_interval ({format_duration(self.scrape_interval)}), got {format_duration(self.scrape_timeout)}")
 
 
+def boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return value
+
+
+def absolute_path(value: Any) -> str:
+    if not isinstance(value, str) or not value.startswith("/"):
+        raise ValueError(f"expected an absolute path, got {value!r}")
+    return value
+
+
+def resource_patterns(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value or not all(isinstance(item, str) and item for item in value):
+        raise ValueError(f"expected a non-empty list of resource names (shell-style * allowed), got {value!r}")
+    return tuple(value)
+
+
+@dataclass(frozen=True)
+class KubernetesConfig:
+    """Pod attribution on Kubernetes (see docs/kubernetes.md)."""
+
+    enabled: bool = setting(False, boolean, "label each GPU's series with the pod, namespace and container the kubelet assigned it to")
+    pod_resources_socket: str = setting("/var/lib/kubelet/pod-resources/kubelet.sock", absolute_path, "the kubelet pod-resources API socket")
+    refresh_interval: float = setting(10.0, min_duration(1.0), "how often the poller asks the kubelet (never per scrape)")
+    timeout: float = setting(1.0, min_duration(0.01), "a List call that takes longer fails (at most refresh_interval)")
+    max_message_bytes: int = setting(16 * 1024 * 1024, positive_int, "a larger List response fails the call")
+    resource_names: tuple[str, ...] = setting(("nvidia.com/gpu", "nvidia.com/mig-*"), resource_patterns, "extended resources whose device ids are GPU or MIG UUIDs")
+    process_attribution: bool = setting(False, boolean, "also attribute GPU processes to pods through /proc/<pid>/cgroup (needs hostPID)")
+    proc_root: str = setting("/proc", absolute_path, "where the host's /proc is (process_attribution)")
+
+    def check(self) -> None:
+        if self.timeout > self.refresh_interval:
+            raise SettingError("timeout", f"must not exceed refresh_interval ({format_duration(self.refresh_interval)}), got {format_duration(self.timeout)}")
+
+
 @dataclass(frozen=True)
 class Config:
     collect_interval: float = setting(1.0, min_duration(MIN_COLLECT_INTERVAL), "how often GPUs are sampled (minimum 100ms)")
@@ -249,6 +285,7 @@ class Config:
     bottleneck: BottleneckThresholds = section(BottleneckThresholds, "thresholds of gpueff_bottleneck")
     peaks: dict[str, PeakOverride] = setting({}, _peak_overrides, "peak figures per GPU model name, over the built-in table")
     apps: tuple[AppConfig, ...] = section_list(AppConfig, "applications whose throughput is joined with their GPUs (docs/apps.md)", unique="name")
+    kubernetes: KubernetesConfig = section(KubernetesConfig, "pod attribution on Kubernetes (docs/kubernetes.md)")
 
     @property
     def effective_stale_after(self) -> float:

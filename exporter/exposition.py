@@ -14,6 +14,7 @@ from typing import Callable, Iterable
 from exporter import __version__
 from exporter.apps import AppState
 from exporter.derivations import BOTTLENECK_CLASSES, MISMATCH_RULES
+from exporter.kubernetes.owners import PodOwner
 from exporter.poller import GpuState, Snapshot
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -48,6 +49,10 @@ def escape(value: str) -> str:
 
 
 def number(value: float) -> str:
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "+Inf" if value > 0 else "-Inf"
     if value == int(value) and abs(value) < 1e15:
         return str(int(value))
     return repr(float(value))
@@ -192,9 +197,40 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
 )
 
 
-def _gpu_labels(state: GpuState) -> str:
+def _device_labels(state: GpuState) -> str:
     device = state.sample.device
     return f'gpu="{device.index}",uuid="{escape(device.uuid)}"'
+
+
+def _pod_labels(owner: PodOwner) -> str:
+    return f',namespace="{escape(owner.namespace)}",pod="{escape(owner.pod)}",container="{escape(owner.container)}"'
+
+
+def _gpu_labels(state: GpuState) -> str:
+    """gpu and uuid, plus namespace, pod and container while exactly one container holds the GPU."""
+    owner = state.owners.single_pod if state.owners is not None else None
+    return _device_labels(state) + ("" if owner is None else _pod_labels(owner))
+
+
+def render_pods(states: Iterable[GpuState]) -> list[str]:
+    """Kubernetes attribution: every container a GPU is assigned to, and its processes by pod."""
+    info, processes = [], []
+    for state in states:
+        if state.owners is None:
+            continue
+        device = _device_labels(state)
+        info.extend(f"gpueff_gpu_pod_info{{{device}{_pod_labels(owner)}}} 1" for owner in state.owners.pods)
+        processes.extend(f'gpueff_pod_compute_processes{{{device},pod_uid="{escape(owner.pod_uid)}",container_id="{escape(owner.container_id)}"}} {count}' for owner, count in state.owners.processes)
+    lines = []
+    if info:
+        lines.append("# HELP gpueff_gpu_pod_info The containers the kubelet assigned this GPU (or MIG instance) to, one series each (several under time-slicing). Always 1.")
+        lines.append("# TYPE gpueff_gpu_pod_info gauge")
+        lines.extend(info)
+    if processes:
+        lines.append("# HELP gpueff_pod_compute_processes Compute processes on this GPU by the pod UID and container id of their cgroup (needs hostPID).")
+        lines.append("# TYPE gpueff_pod_compute_processes gauge")
+        lines.extend(processes)
+    return lines
 
 
 def render_gpus(states: Iterable[GpuState], snapshot: Snapshot, stale: bool) -> list[str]:
@@ -307,7 +343,7 @@ def render_self(snapshot: Snapshot, stale: bool) -> list[str]:
 
 
 def render(snapshot: Snapshot, stale: bool = False) -> bytes:
-    lines = render_gpus(snapshot.gpus, snapshot, stale) + render_self(snapshot, stale)
+    lines = render_gpus(snapshot.gpus, snapshot, stale) + render_pods(snapshot.gpus) + render_self(snapshot, stale)
     lines += render_apps(snapshot, stale)
     return ("\n".join(lines) + "\n").encode()
 

@@ -15,6 +15,8 @@ from exporter.apps import AppMonitor, AppState
 from exporter.backends.base import Backend
 from exporter.config import Config
 from exporter.derivations import Derived, Integrator, Totals, derive
+from exporter.kubernetes.attribution import Attributor
+from exporter.kubernetes.owners import GpuOwners
 from exporter.sample import DeviceInfo, GpuSample, down_sample
 
 log = logging.getLogger(__name__)
@@ -25,6 +27,7 @@ class GpuState:
     sample: GpuSample
     derived: Derived | None  # None while the GPU is down
     totals: Totals
+    owners: GpuOwners | None = None  # Kubernetes pod attribution; None where there is none
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,7 @@ class Poller:
         self.clock = clock
         self.wall_clock = wall_clock
         self.ready = threading.Event()
+        self.attributor = Attributor()  # Kubernetes pod attribution, on its own cadence
         self._devices: list[DeviceInfo] = []
         self._integrator = Integrator(max_gap=config.effective_stale_after)
         self._snapshot: Snapshot | None = None
@@ -82,6 +86,7 @@ class Poller:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
+        self.attributor.close()
         self.apps.stop()
 
     def _run(self) -> None:
@@ -116,11 +121,12 @@ class Poller:
         started = time.perf_counter()
         samples = self._collect()
         config = self.config
+        owners = self.attributor.owners(config.kubernetes, samples, self.clock())
         states = []
         for sample in samples:
             derived = derive(sample, config) if sample.up else None
             totals = self._integrator.add(sample, derived, config.price_per_gpu_hour)
-            states.append(GpuState(sample, derived, dataclasses.replace(totals)))
+            states.append(GpuState(sample, derived, dataclasses.replace(totals), owners.get(sample.device.uuid)))
         self._integrator.forget_except({sample.device.uuid for sample in samples})
         duration = time.perf_counter() - started
         self._polls += 1

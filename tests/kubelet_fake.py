@@ -1,0 +1,58 @@
+"""A real gRPC server on a unix socket serving the kubelet pod-resources v1 ``List`` call, for tests.
+
+Only the kubelet cannot exist here; the gRPC stack, the socket and the wire format are real.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+
+from exporter.kubernetes import podresources_pb2 as pb
+
+
+def pod(namespace: str, name: str, containers: dict[str, dict[str, list[str]]]) -> pb.PodResources:
+    """A PodResources message: container name -> resource name -> device ids."""
+    return pb.PodResources(
+        name=name,
+        namespace=namespace,
+        containers=[
+            pb.ContainerResources(name=container, devices=[pb.ContainerDevices(resource_name=resource, device_ids=ids) for resource, ids in devices.items()])
+            for container, devices in containers.items()
+        ],
+    )
+
+
+class FakeKubelet:
+    """Serves ``pods`` (replaceable while running) and counts the List calls it answers."""
+
+    def __init__(self, socket_path: Path, pods: list[pb.PodResources], delay: float = 0.0) -> None:
+        self.socket_path = socket_path
+        self.pods = pods
+        self.delay = delay
+        self.calls = 0
+        self._lock = threading.Lock()
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        handler = grpc.method_handlers_generic_handler(
+            "v1.PodResourcesLister",
+            {"List": grpc.unary_unary_rpc_method_handler(self._list, request_deserializer=pb.ListPodResourcesRequest.FromString, response_serializer=pb.ListPodResourcesResponse.SerializeToString)},
+        )
+        self._server.add_generic_rpc_handlers((handler,))
+        self._server.add_insecure_port(f"unix://{socket_path}")
+
+    def _list(self, request: pb.ListPodResourcesRequest, context: grpc.ServicerContext) -> pb.ListPodResourcesResponse:
+        with self._lock:
+            self.calls += 1
+        if self.delay:
+            threading.Event().wait(self.delay)
+        return pb.ListPodResourcesResponse(pod_resources=self.pods)
+
+    def __enter__(self) -> FakeKubelet:
+        self._server.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.stop(grace=None)

@@ -1,0 +1,180 @@
+"""The pod-resources client and the poller's attribution against a real gRPC server on a unix socket."""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import running_daemon
+from exporter.config import parse_config
+from exporter.kubernetes.attribution import Attributor
+from exporter.kubernetes.owners import PodOwner
+from exporter.kubernetes.podresources import PodResourcesClient, PodResourcesError, gpu_owners
+from exporter.sample import DeviceInfo, GpuSample
+from kubelet_fake import FakeKubelet, pod
+
+GPU_A = "GPU-11111111-2222-3333-4444-555555555555"
+GPU_B = "GPU-66666666-7777-8888-9999-000000000000"
+MIG_A = "MIG-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
+PODS = [
+    pod("ml", "trainer-0", {"main": {"nvidia.com/gpu": [GPU_A]}, "sidecar": {}}),
+    pod("ml", "notebook", {"jupyter": {"nvidia.com/mig-1g.10gb": [MIG_A], "example.com/fpga": ["fpga-0"]}}),
+    # Time-slicing: the device plugin hands out replicas <uuid>::<n> of one GPU to several pods.
+    pod("web", "infer-a", {"server": {"nvidia.com/gpu": [f"{GPU_B}::0"]}}),
+    pod("web", "infer-b", {"server": {"nvidia.com/gpu": [f"{GPU_B}::3"]}}),
+]
+PATTERNS = ("nvidia.com/gpu", "nvidia.com/mig-*")
+
+
+@pytest.fixture
+def socket_dir():
+    """A short directory: unix socket paths are limited to 107 bytes."""
+    path = Path(tempfile.mkdtemp(prefix="kl", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_list_maps_gpu_and_mig_uuids_to_containers(socket_dir: Path) -> None:
+    with FakeKubelet(socket_dir / "kubelet.sock", PODS) as kubelet:
+        client = PodResourcesClient(str(kubelet.socket_path), timeout=2.0, max_message_bytes=1 << 20)
+        try:
+            owners = gpu_owners(client.list(), PATTERNS)
+        finally:
+            client.close()
+    assert owners == {
+        GPU_A: (PodOwner("ml", "trainer-0", "main"),),
+        MIG_A: (PodOwner("ml", "notebook", "jupyter"),),
+        GPU_B: (PodOwner("web", "infer-a", "server"), PodOwner("web", "infer-b", "server")),
+    }
+    assert kubelet.calls == 1
+
+
+def test_a_response_over_the_size_bound_fails_cleanly(socket_dir: Path) -> None:
+    many = [pod("ns", f"pod-{i:05d}", {"c": {"nvidia.com/gpu": [f"GPU-{i:032d}"]}}) for i in range(3000)]
+    with FakeKubelet(socket_dir / "kubelet.sock", many) as kubelet:
+        client = PodResourcesClient(str(kubelet.socket_path), timeout=2.0, max_message_bytes=64 * 1024)
+        try:
+            with pytest.raises(PodResourcesError) as raised:
+                client.list()
+        finally:
+            client.close()
+    assert raised.value.code == "RESOURCE_EXHAUSTED"
+    assert str(kubelet.socket_path) in str(raised.value)
+
+
+def test_a_slow_kubelet_hits_the_deadline(socket_dir: Path) -> None:
+    with FakeKubelet(socket_dir / "kubelet.sock", PODS, delay=1.0) as kubelet:
+        client = PodResourcesClient(str(kubelet.socket_path), timeout=0.1, max_message_bytes=1 << 20)
+        started = time.monotonic()
+        try:
+            with pytest.raises(PodResourcesError) as raised:
+                client.list()
+        finally:
+            client.close()
+    assert raised.value.code == "DEADLINE_EXCEEDED"
+    assert time.monotonic() - started < 0.9
+
+
+def _samples(*uuids: str) -> list[GpuSample]:
+    return [GpuSample(device=DeviceInfo(index=i, uuid=uuid, name="NVIDIA H100 80GB HBM3"), timestamp=0.0) for i, uuid in enumerate(uuids)]
+
+
+def test_attributor_refreshes_on_its_cadence_only(socket_dir: Path) -> None:
+    socket_path = socket_dir / "kubelet.sock"
+    settings = parse_config({"kubernetes": {"enabled": True, "pod_resources_socket": str(socket_path), "refresh_interval": "10s"}}).kubernetes
+    attributor = Attributor()
+    samples = _samples(GPU_A, GPU_B, "GPU-unassigned")
+    with FakeKubelet(socket_path, PODS) as kubelet:
+        try:
+            first = attributor.owners(settings, samples, now=100.0)
+            for now in (100.5, 105.0, 109.9):
+                assert attributor.owners(settings, samples, now) == first
+            assert kubelet.calls == 1
+            kubelet.pods = PODS[:1]
+            second = attributor.owners(settings, samples, now=110.0)
+            assert kubelet.calls == 2
+        finally:
+            attributor.close()
+    assert first[GPU_A].single_pod == PodOwner("ml", "trainer-0", "main")
+    assert first[GPU_B].single_pod is None and len(first[GPU_B].pods) == 2
+    assert "GPU-unassigned" not in first
+    assert set(second) == {GPU_A}
+
+
+def test_disabled_attribution_never_calls(socket_dir: Path) -> None:
+    socket_path = socket_dir / "kubelet.sock"
+    settings = parse_config({"kubernetes": {"pod_resources_socket": str(socket_path)}}).kubernetes
+    with FakeKubelet(socket_path, PODS) as kubelet:
+        assert Attributor().owners(settings, _samples(GPU_A), now=0.0) == {}
+    assert kubelet.calls == 0
+
+
+def test_missing_socket_logs_one_line_and_recovers(socket_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    socket_path = socket_dir / "kubelet.sock"
+    settings = parse_config({"kubernetes": {"enabled": True, "pod_resources_socket": str(socket_path), "refresh_interval": "1s"}}).kubernetes
+    attributor = Attributor()
+    caplog.set_level(logging.INFO, logger="exporter.kubernetes")
+    for now in range(5):
+        assert attributor.owners(settings, _samples(GPU_A), float(now)) == {}
+    warnings = [record for record in caplog.records if record.levelno == logging.WARNING]
+    assert len(warnings) == 1 and str(socket_path) in warnings[0].getMessage()
+    with FakeKubelet(socket_path, PODS):
+        try:
+            owners = attributor.owners(settings, _samples(GPU_A), now=10.0)
+        finally:
+            attributor.close()
+    assert owners[GPU_A].single_pod == PodOwner("ml", "trainer-0", "main")
+    assert any("works again" in record.getMessage() for record in caplog.records)
+
+
+def _series(body: str, name: str) -> list[str]:
+    return [line for line in body.splitlines() if line.startswith(name + "{")]
+
+
+def test_daemon_labels_gpu_series_with_their_pod(socket_dir: Path, tmp_path: Path) -> None:
+    socket_path = socket_dir / "kubelet.sock"
+    pods = [
+        pod("ml", "trainer-0", {"main": {"nvidia.com/gpu": ["GPU-replay-2-matmul_8192"]}}),
+        pod("web", "infer-a", {"server": {"nvidia.com/gpu": ["GPU-replay-0-copy_2GB::0"]}}),
+        pod("web", "infer-b", {"server": {"nvidia.com/gpu": ["GPU-replay-0-copy_2GB::1"]}}),
+    ]
+    config = tmp_path / "config.yml"
+    config.write_text(f"kubernetes:\n  enabled: true\n  pod_resources_socket: {socket_path}\n  refresh_interval: 30s\n")
+    with FakeKubelet(socket_path, pods) as kubelet, running_daemon("--demo", "--config", str(config), "--collect-interval", "200ms") as daemon:
+        bodies = [daemon.metrics() for _ in range(5)]
+        time.sleep(0.5)
+        bodies.append(daemon.metrics())
+        calls = kubelet.calls
+    body = bodies[-1]
+    up = {line.split(" ")[0] for line in _series(body, "gpueff_gpu_up")}
+    assert 'gpueff_gpu_up{gpu="2",uuid="GPU-replay-2-matmul_8192",namespace="ml",pod="trainer-0",container="main"}' in up
+    assert 'gpueff_gpu_up{gpu="1",uuid="GPU-replay-1-idle"}' in up  # no pod: no pod labels
+    assert 'gpueff_gpu_up{gpu="0",uuid="GPU-replay-0-copy_2GB"}' in up  # shared by two pods: see gpueff_gpu_pod_info
+    sm = [line for line in _series(body, "gpueff_sm_active_ratio") if 'gpu="2"' in line]
+    assert len(sm) == 1 and 'pod="trainer-0"' in sm[0]
+    info = sorted(line.split(" ")[0] for line in _series(body, "gpueff_gpu_pod_info"))
+    assert info == [
+        'gpueff_gpu_pod_info{gpu="0",uuid="GPU-replay-0-copy_2GB",namespace="web",pod="infer-a",container="server"}',
+        'gpueff_gpu_pod_info{gpu="0",uuid="GPU-replay-0-copy_2GB",namespace="web",pod="infer-b",container="server"}',
+        'gpueff_gpu_pod_info{gpu="2",uuid="GPU-replay-2-matmul_8192",namespace="ml",pod="trainer-0",container="main"}',
+    ]
+    assert calls == 1, "the kubelet is asked on the refresh cadence, never per scrape or per poll"
+
+
+def test_daemon_without_the_socket_logs_once_and_serves(socket_dir: Path, tmp_path: Path) -> None:
+    config = tmp_path / "config.yml"
+    config.write_text(f"kubernetes:\n  enabled: true\n  pod_resources_socket: {socket_dir / 'absent.sock'}\n  refresh_interval: 1s\n")
+    with running_daemon("--demo", "--config", str(config), "--collect-interval", "200ms") as daemon:
+        time.sleep(2.5)  # at least two refreshes
+        body = daemon.metrics()
+        assert daemon.stop() == 0
+        output = daemon.process.stdout.read()
+    assert 'gpueff_gpu_up{gpu="2",uuid="GPU-replay-2-matmul_8192"} 1' in body
+    assert "pod=" not in body
+    assert len(re.findall("pod-resources socket .* does not exist", output)) == 1, output
