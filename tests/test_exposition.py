@@ -1,0 +1,311 @@
+"""The Prometheus text rendering, checked by the real promtool and by a real parser."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+from collections import Counter, defaultdict
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporter import exposition
+from exporter.backends.base import Backend
+from exporter.backends.replay import ReplayBackend
+from exporter.config import Config
+from exporter.derivations import BOTTLENECK_CLASSES
+from exporter.exposition import CONTENT_TYPE, GPU_METRICS, Exposition, number, render
+from exporter.poller import Poller, Snapshot
+from exporter.sample import DeviceInfo, GpuSample, down_sample
+from exporter.trace import load_trace
+
+PROMTOOL = "/usr/bin/promtool"
+SELF_METRICS = {
+    "gpueff_exporter_build_info",
+    "gpueff_collect_duration_seconds_sum",
+    "gpueff_collect_duration_seconds_count",
+    "gpueff_collect_errors_total",
+    "gpueff_collect_stale",
+    "gpueff_last_collect_success_timestamp_seconds",
+    "gpueff_snapshot_age_seconds",
+}
+
+
+class FakeClock:
+    def __init__(self, now: float = 100.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class ReplayWithLostGpu(ReplayBackend):
+    """The real replay backend, reporting some GPUs down as a lost GPU would be."""
+
+    def __init__(self, *args, lost: set[int], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.lost = lost
+
+    def collect(self):
+        return [down_sample(s.device, s.timestamp) if s.device.index in self.lost else s for s in super().collect()]
+
+
+def snapshot_of(trace_paths, config: Config = Config(), lost: set[int] = frozenset(), polls: int = 3) -> tuple[Snapshot, FakeClock]:
+    clock = FakeClock()
+    backend = ReplayWithLostGpu([load_trace(path) for path in trace_paths.values()], clock=clock, lost=set(lost))
+    poller = Poller(backend, config, clock=clock, wall_clock=lambda: 1_763_000_000.5)
+    backend.start()
+    for _ in range(polls):
+        clock.now += 0.5
+        snapshot = poller.poll_once()
+    return snapshot, clock
+
+
+def promtool_check(text: str) -> None:
+    result = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == "" and result.stderr.strip() == "", result.stdout + result.stderr
+
+
+def served(snapshot: Snapshot, clock: FakeClock) -> str:
+    body = Exposition(lambda: snapshot, clock=clock).body()
+    assert body is not None
+    return body.decode()
+
+
+def series(text: str) -> list:
+    return [sample for family in text_string_to_metric_families(text) for sample in family.samples]
+
+
+def by_gpu(text: str) -> dict[str, list]:
+    out: dict[str, list] = defaultdict(list)
+    for sample in series(text):
+        if sample.name not in SELF_METRICS:
+            out[sample.labels["gpu"]].append(sample)
+    return out
+
+
+def test_promtool_passes_on_all_six_traces(trace_paths):
+    snapshot, clock = snapshot_of(trace_paths)
+    promtool_check(served(snapshot, clock))
+
+
+def test_promtool_passes_with_a_price(trace_paths):
+    snapshot, clock = snapshot_of(trace_paths, Config(price_per_gpu_hour=2.5, currency="EUR"))
+    text = served(snapshot, clock)
+    promtool_check(text)
+    costs = {s.labels["gpu"]: s for s in series(text) if s.name == "gpueff_busy_idle_sm_cost_total"}
+    assert set(costs) == {"0", "1", "2", "3", "4", "5"}
+    assert all(s.labels["currency"] == "EUR" for s in costs.values())
+    busy_idle = {s.labels["gpu"]: s.value for s in series(text) if s.name == "gpueff_busy_idle_sm_seconds_total"}
+    for gpu, sample in costs.items():
+        assert sample.value == pytest.approx(busy_idle[gpu] * 2.5 / 3600)
+    assert costs["4"].value > 0  # spin_1sm wastes money
+
+
+def test_no_cost_series_without_a_price(trace_paths):
+    snapshot, clock = snapshot_of(trace_paths)
+    assert "gpueff_busy_idle_sm_cost_total" not in served(snapshot, clock)
+
+
+def test_promtool_passes_with_a_down_gpu(trace_paths):
+    snapshot, clock = snapshot_of(trace_paths, Config(price_per_gpu_hour=1.0), lost={2})
+    text = served(snapshot, clock)
+    promtool_check(text)
+    down = by_gpu(text)["2"]
+    assert {s.name for s in down} == {"gpueff_gpu_up", "gpueff_gpu_info"}
+    assert next(s for s in down if s.name == "gpueff_gpu_up").value == 0
+    for gpu, samples in by_gpu(text).items():
+        if gpu != "2":
+            assert next(s for s in samples if s.name == "gpueff_gpu_up").value == 1
+            assert any(s.name == "gpueff_bottleneck" for s in samples)
+
+
+def test_promtool_passes_on_a_stale_snapshot(trace_paths):
+    snapshot, clock = snapshot_of(trace_paths, Config(price_per_gpu_hour=1.0))
+    clock.now += snapshot.config.effective_stale_after + 0.1
+    text = served(snapshot, clock)
+    promtool_check(text)
+    gpus = by_gpu(text)
+    assert sorted(gpus) == ["0", "1", "2", "3", "4", "5"]
+    for samples in gpus.values():
+        assert {s.name for s in samples} == {"gpueff_gpu_up", "gpueff_gpu_info"}
+        assert next(s for s in samples if s.name == "gpueff_gpu_up").value == 0
+    assert "gpueff_collect_stale 1\n" in text
+    assert "gpueff_busy_idle_sm_cost_total" not in text
+    age = next(s for s in series(text) if s.name == "gpueff_snapshot_age_seconds")
+    assert age.value == pytest.approx(snapshot.config.effective_stale_after + 0.1, abs=0.002)
+
+
+def test_a_snapshot_just_inside_stale_after_is_served(trace_paths):
+    snapshot, clock = snapshot_of(trace_paths)
+    clock.now += snapshot.config.effective_stale_after - 0.1
+    text = served(snapshot, clock)
+    assert "gpueff_collect_stale 0\n" in text
+    assert all(s.value == 1 for s in series(text) if s.name == "gpueff_gpu_up")
+
+
+def test_every_gpu_series_carries_gpu_and_uuid_labels(trace_paths):
+    snapshot, clock = snapshot_of(trace_paths, Config(price_per_gpu_hour=1.0))
+    text = served(snapshot, clock)
+    uuids = {str(state.sample.device.index): state.sample.device.uuid for state in snapshot.gpus}
+    names = set()
+    for sample in series(text):
+        assert sample.name.startswith("gpueff_")
+        if sample.name in SELF_METRICS:
+            assert "gpu" not in sample.labels
+            continue
+        names.add(sample.name)
+        assert uuids[sample.labels["gpu"]] == sample.labels["uuid"], sample
+    assert len(names) > 40
+
+
+def test_help_and_type_once_per_family(trace_paths):
+    snapshot, clock = snapshot_of(trace_paths)
+    text = served(snapshot, clock)
+    helps = Counter(line.split()[2] for line in text.splitlines() if line.startswith("# HELP "))
+    types = Counter(line.split()[2] for line in text.splitlines() if line.startswith("# TYPE "))
+    assert helps == types and set(helps.values()) == {1}
+    for sample in series(text):
+        assert any(sample.name == name or sample.name.startswith(name + "_") for name in helps), sample.name
+
+
+def test_bottleneck_is_a_state_set_with_exactly_one_1_per_gpu(trace_paths):
+    snapshot, clock = snapshot_of(trace_paths)
+    text = served(snapshot, clock)
+    states: dict[str, dict[str, float]] = defaultdict(dict)
+    for sample in series(text):
+        if sample.name == "gpueff_bottleneck":
+            states[sample.labels["gpu"]][sample.labels["class"]] = sample.value
+    assert len(states) == 6
+    for gpu, classes in states.items():
+        assert set(classes) == set(BOTTLENECK_CLASSES)
+        assert sorted(classes.values()) == [0.0] * (len(BOTTLENECK_CLASSES) - 1) + [1.0]
+    current = {gpu: next(c for c, v in classes.items() if v == 1) for gpu, classes in states.items()}
+    assert current == {"0": "memory", "1": "idle", "2": "compute", "3": "host", "4": "underfilled", "5": "host"}
+
+
+def test_mismatch_and_efficiency_values(trace_paths):
+    snapshot, clock = snapshot_of(trace_paths)
+    text = served(snapshot, clock)
+    mismatch = {(s.labels["gpu"], s.labels["rule"]): s.value for s in series(text) if s.name == "gpueff_mismatch"}
+    assert {key: value for key, value in mismatch.items() if value} == {("4", "high_util_low_sm"): 1.0, ("4", "low_efficiency"): 1.0}
+    efficiency = {s.labels["gpu"]: s.value for s in series(text) if s.name == "gpueff_efficiency_ratio"}
+    assert "1" not in efficiency  # idle: utilization 0, no efficiency rather than a fake one
+    assert efficiency["4"] == pytest.approx(1 / 132, rel=0.02)
+    build = next(s for s in series(text) if s.name == "gpueff_exporter_build_info")
+    assert build.labels["replayed"] == "true" and build.labels["backend"] == "replay"
+    info = {s.labels["gpu"]: s.labels for s in series(text) if s.name == "gpueff_gpu_info"}
+    assert info["4"]["trace"] == "spin_1sm" and info["4"]["model"] == "NVIDIA H200"
+
+
+class OneGpu(Backend):
+    """A backend that reads back one fixed sample: for readings no recorded trace has."""
+
+    name = "nvml"
+
+    def __init__(self, sample: GpuSample) -> None:
+        super().__init__()
+        self.sample = sample
+
+    def start(self) -> list[DeviceInfo]:
+        return [self.sample.device]
+
+    def collect(self) -> list[GpuSample]:
+        return [self.sample]
+
+
+def bare_snapshot(sample: GpuSample, config: Config = Config()) -> Snapshot:
+    backend = OneGpu(sample)
+    backend.start()
+    return Poller(backend, config, clock=lambda: sample.timestamp).poll_once()
+
+
+def test_no_series_for_readings_that_are_none():
+    device = DeviceInfo(index=0, uuid="GPU-bare", name="NVIDIA Imaginary X1")
+    snapshot = bare_snapshot(GpuSample(device=device, timestamp=0.0), Config(price_per_gpu_hour=5.0))
+    text = render(snapshot).decode()
+    promtool_check(text)
+    names = {s.name for s in series(text) if s.name not in SELF_METRICS}
+    assert names == {"gpueff_gpu_up", "gpueff_gpu_info", "gpueff_profiling_available", "gpueff_bottleneck"}
+    assert "gpueff_profiling_available{gpu=\"0\",uuid=\"GPU-bare\"} 0" in text  # a real fact: profiling is not read
+    assert 'class="unknown"} 1' in text
+
+
+def test_a_gpu_without_profiling_gets_coarse_series_only():
+    device = DeviceInfo(index=0, uuid="GPU-a100", name="NVIDIA A100-SXM4-80GB", power_limit_watts=400)
+    sample = GpuSample(device=device, timestamp=0.0, gpu_utilization=0.97, power_watts=250.0, temperature_celsius=55)
+    text = render(bare_snapshot(sample)).decode()
+    promtool_check(text)
+    names = {s.name for s in series(text)}
+    assert {"gpueff_gpu_utilization_ratio", "gpueff_power_watts", "gpueff_power_limit_watts", "gpueff_temperature_celsius", "gpueff_gpu_busy_seconds_total"} <= names
+    for absent in ("gpueff_sm_active_ratio", "gpueff_efficiency_ratio", "gpueff_mismatch", "gpueff_estimated_tensor_flops_per_second",
+                   "gpueff_busy_idle_sm_seconds_total", "gpueff_sm_active_seconds_total", "gpueff_energy_joules_total", "gpueff_memory_used_bytes"):
+        assert absent not in names, absent
+    assert 'class="unknown"} 1' in text
+
+
+def test_label_values_are_escaped():
+    device = DeviceInfo(index=0, uuid='GPU-"odd"\\x', name='NVIDIA "Quoted"\nName', driver="1\\2")
+    text = render(bare_snapshot(GpuSample(device=device, timestamp=0.0))).decode()
+    promtool_check(text)
+    info = next(s for s in series(text) if s.name == "gpueff_gpu_info")
+    assert info.labels["model"] == 'NVIDIA "Quoted"\nName' and info.labels["uuid"] == 'GPU-"odd"\\x' and info.labels["driver"] == "1\\2"
+
+
+def test_unusual_values_render_as_prometheus_numbers():
+    assert number(1.0) == "1" and number(0.0) == "0" and number(-3.0) == "-3"
+    assert number(0.25) == "0.25"
+    assert number(1e20) == "1e+20"
+    assert number(math.nan) == "NaN"
+    assert number(math.inf) == "+Inf" and number(-math.inf) == "-Inf"
+
+
+def test_down_gpu_keeps_no_derived_or_cost_series(trace_paths):
+    snapshot, clock = snapshot_of(trace_paths, Config(price_per_gpu_hour=1.0), lost={0, 1, 2, 3, 4, 5})
+    text = served(snapshot, clock)
+    promtool_check(text)
+    assert {s.name for s in series(text) if s.name not in SELF_METRICS} == {"gpueff_gpu_up", "gpueff_gpu_info"}
+
+
+def test_body_is_none_before_the_first_poll():
+    assert Exposition(lambda: None).body() is None
+
+
+def test_the_body_is_rendered_only_when_the_snapshot_changes(trace_paths, monkeypatch):
+    calls = []
+
+    def counting_render(snapshot, stale=False):
+        calls.append((snapshot.sequence, stale))
+        return render(snapshot, stale)
+
+    monkeypatch.setattr(exposition, "render", counting_render)
+    clock = FakeClock()
+    backend = ReplayBackend([load_trace(trace_paths["spin_1sm"])], clock=clock)
+    poller = Poller(backend, Config(), clock=clock)
+    backend.start()
+    served_by = Exposition(lambda: poller.snapshot, clock=clock)
+    poller.poll_once()
+    bodies = [served_by.body() for _ in range(5)]
+    assert calls == [(1, False)]
+    assert len({body.split(b"gpueff_snapshot_age_seconds ")[0] for body in bodies}) == 1
+    clock.now += 0.7
+    aged = served_by.body()
+    assert calls == [(1, False)]
+    assert aged.endswith(b"gpueff_snapshot_age_seconds 0.700\n")
+    poller.poll_once()
+    served_by.body()
+    served_by.body()
+    assert calls == [(1, False), (2, False)]
+    clock.now += 60  # stale: rendered once more, as down
+    stale = served_by.body()
+    served_by.body()
+    assert calls == [(1, False), (2, False), (2, True)]
+    assert b"gpueff_collect_stale 1" in stale
+
+
+def test_every_declared_metric_has_help_and_a_known_type():
+    for metric in GPU_METRICS:
+        assert metric.name.startswith("gpueff_") and metric.help and metric.kind in {"gauge", "counter"}
+        assert (metric.kind == "counter") == metric.name.endswith("_total"), metric.name
+    assert CONTENT_TYPE == "text/plain; version=0.0.4; charset=utf-8"
