@@ -29,11 +29,17 @@ def add_common_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log.level", dest="log_level", choices=sorted(logs.LEVELS), default="info", help="log level (default info)")
 
 
+def add_dcgm_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dcgm.bindings-path", dest="dcgm_bindings_path", metavar="DIR", help="folder holding DCGM's Python bindings (default: DCGM 4's /usr/share/datacenter-gpu-manager-4/bindings/python3, then DCGM 3's /usr/local/dcgm/bindings/python3)")
+    parser.add_argument("--dcgm.host", dest="dcgm_host", metavar="HOST:PORT", help="connect to a running nv-hostengine (e.g. localhost:5555) instead of starting an embedded DCGM host engine")
+
+
 def daemon_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpu-efficiency-exporter",
         description="Prometheus exporter that tells how much real work each NVIDIA GPU does. "
-        "Subcommands: 'record' writes gpu-trace/1 files from real GPUs (see 'record --help').",
+        "Subcommands: 'record' writes gpu-trace/1 files from real GPUs (see 'record --help'); "
+        "'check' tells which backends and fields work on this machine (see 'check --help').",
     )
     parser.add_argument("--version", action="version", version=f"gpu-efficiency-exporter {__version__}")
     parser.add_argument("--web.listen-address", dest="listen_address", default=DEFAULT_LISTEN_ADDRESS, help=f"address to serve on (default {DEFAULT_LISTEN_ADDRESS})")
@@ -44,6 +50,8 @@ def daemon_parser() -> argparse.ArgumentParser:
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--replay", nargs="+", metavar="FILE", help="replay gpu-trace/1 files instead of reading GPUs (one file = one virtual GPU)")
     source.add_argument("--demo", action="store_true", help="replay the recorded H200 traces shipped with the package (no GPU needed)")
+    parser.add_argument("--backend", choices=("auto", "nvml", "dcgm", "replay"), default="auto", help="where readings come from (default auto: DCGM where it answers with profiling fields, else NVML with GPM where the GPU has it; --replay and --demo imply replay): see docs/dcgm.md")
+    add_dcgm_flags(parser)
     add_common_flags(parser)
     return parser
 
@@ -70,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         from exporter.record import record
 
         return record(args)
+    if argv and argv[0] == "check":
+        from exporter.check import main as check
+
+        return check(argv[1:])
     if argv and argv[0] == "selftest":
         from exporter.selftest.command import main as selftest
 

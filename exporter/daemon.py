@@ -33,6 +33,15 @@ def effective_config(args: argparse.Namespace) -> Config:
 
 
 def choose_backend(args: argparse.Namespace, config: Config) -> Backend:
+    kind = getattr(args, "backend", "auto")
+    if (args.demo or args.replay) and kind not in ("auto", "replay"):
+        raise StartupError(f"--backend {kind} cannot be combined with --demo or --replay (they replay recorded traces)")
+    if kind == "replay" and not (args.demo or args.replay):
+        raise StartupError("--backend replay needs trace files: add --replay FILE... or --demo")
+    if kind in ("auto", "dcgm") and not (args.demo or args.replay):
+        from exporter.backends.dcgm_or_nvml import live_backend
+
+        return live_backend(kind, args, config)
     if args.demo or args.replay:
         from exporter.backends.replay import ReplayBackend
 

@@ -88,6 +88,11 @@ class NvmlBackend(Backend):
             self._nvml = pynvml
         return self._nvml
 
+    @property
+    def gpm_gpus(self) -> list[int]:
+        """Indices of the GPUs whose profiling metrics are read through GPM."""
+        return [gpu.info.index for gpu in self._gpus if gpu.gpm]
+
     def start(self) -> list[DeviceInfo]:
         nvml = self.nvml
         try:

@@ -1,0 +1,105 @@
+"""``--backend auto``: DCGM where it answers with profiling fields, else NVML (with GPM where the GPU has it).
+
+The choice is made once, in ``start``, and logged with the reason; every later call goes to the chosen
+backend.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Callable
+
+from exporter.backends.base import Backend, BackendUnavailable
+from exporter.backends.dcgm import DcgmBackend
+from exporter.backends.nvml import NvmlBackend
+from exporter.config import Config
+from exporter.sample import DeviceInfo, GpuSample
+
+log = logging.getLogger(__name__)
+
+
+def profiling_probe_timeout(collect_interval: float) -> float:
+    """How long auto waits for DCGM's first SM activity: it needs two updates of the watch."""
+    return min(max(3 * collect_interval, 3.0), 15.0)
+
+
+class AutoBackend(Backend):
+    def __init__(self, make_dcgm: Callable[[], DcgmBackend], make_nvml: Callable[[], NvmlBackend], probe_timeout: float) -> None:
+        self._chosen: Backend | None = None
+        super().__init__()
+        self.make_dcgm = make_dcgm
+        self.make_nvml = make_nvml
+        self.probe_timeout = probe_timeout
+        self._devices: list[DeviceInfo] = []
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self._chosen.name if self._chosen is not None else "auto"
+
+    @property
+    def chosen(self) -> Backend | None:
+        return self._chosen
+
+    @property
+    def errors_total(self) -> int:  # type: ignore[override]
+        return self._own_errors + (self._chosen.errors_total if self._chosen is not None else 0)
+
+    @errors_total.setter
+    def errors_total(self, value: int) -> None:
+        self._own_errors = value
+
+    def start(self) -> list[DeviceInfo]:
+        dcgm_reason = self._try_dcgm()
+        if self._chosen is not None:
+            return self._devices
+        log.info("backend auto: not using DCGM: %s", dcgm_reason)
+        nvml = self.make_nvml()
+        try:
+            devices = nvml.start()
+        except BackendUnavailable as error:
+            raise BackendUnavailable(f"no live backend works here. DCGM: {dcgm_reason}. NVML: {error}") from None
+        self._chosen = nvml
+        gpm = nvml.gpm_gpus
+        if len(gpm) == len(devices):
+            log.info("backend auto: using NVML with GPM profiling metrics on all %d GPU(s)", len(devices))
+        elif gpm:
+            log.warning("backend auto: using NVML; GPM profiling metrics on GPU(s) %s only: the others are older than Hopper and need DCGM for SM activity (%s)", gpm, dcgm_reason)
+        else:
+            log.warning("backend auto: using NVML WITHOUT profiling metrics: no GPU here has GPM (older than Hopper, or the driver is too old) and DCGM is not usable (%s). SM activity, occupancy, tensor and DRAM activity are not exported", dcgm_reason)
+        return devices
+
+    def _try_dcgm(self) -> str:
+        """Start DCGM and keep it if SM activity answers; otherwise close it and say why not."""
+        dcgm = self.make_dcgm()
+        try:
+            devices = dcgm.start()
+        except BackendUnavailable as error:
+            return str(error)
+        if dcgm.profiling_answers(self.probe_timeout):
+            self._chosen, self._devices = dcgm, devices
+            log.info("backend auto: using DCGM (%s, bindings from %s): profiling fields answer", dcgm.mode, dcgm.bindings.path if dcgm.bindings else "?")
+            return ""
+        reason = f"DCGM runs but gives no profiling fields ({dcgm.profiling_refused or f'no GPU gave SM activity within {self.probe_timeout:.0f}s'})"
+        dcgm.close()
+        return reason
+
+    def collect(self) -> list[GpuSample]:
+        if self._chosen is None:
+            raise RuntimeError("AutoBackend.collect called before start")
+        return self._chosen.collect()
+
+    def close(self) -> None:
+        if self._chosen is not None:
+            self._chosen.close()
+
+
+def live_backend(kind: str, args: argparse.Namespace, config: Config) -> Backend:
+    """The backend for ``--backend dcgm`` or ``--backend auto`` from the daemon's flags and config."""
+
+    def make_dcgm() -> DcgmBackend:
+        return DcgmBackend(args.dcgm_bindings_path, args.dcgm_host, config.collect_interval, config.slow_collect_interval)
+
+    if kind == "dcgm":
+        return make_dcgm()
+    return AutoBackend(make_dcgm, lambda: NvmlBackend(slow_interval=config.slow_collect_interval), profiling_probe_timeout(config.collect_interval))
