@@ -203,6 +203,10 @@ class AppMonitor:
         for scraper, _ in old.values():
             scraper.stop()
 
+    @property
+    def scrapers(self) -> tuple[Scraper, ...]:
+        return tuple(scraper for scraper, _ in self._apps)
+
     def start(self) -> None:
         self._started = True
         for scraper, _ in self._apps:

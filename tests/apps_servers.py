@@ -1,0 +1,93 @@
+"""Real HTTP servers on 127.0.0.1 for the app-throughput tests: a prometheus-client registry that can
+be swapped (an app restart), and misbehaving endpoints (slow, trickling, garbage, oversized)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+Respond = Callable[[BaseHTTPRequestHandler], None]
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+
+@contextlib.contextmanager
+def serving(respond: Respond, port: int = 0) -> Iterator[str]:
+    """Serve ``respond`` for every GET; yields the URL of /metrics."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            try:
+                respond(self)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = _Server(("127.0.0.1", port), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def send(handler: BaseHTTPRequestHandler, body: bytes, status: int = 200, length: bool = True) -> None:
+    handler.send_response(status)
+    handler.send_header("Content-Type", "text/plain; version=0.0.4")
+    if length:
+        handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+class App:
+    """An app exporting real prometheus-client metrics; ``restart`` swaps in a fresh registry."""
+
+    def __init__(self, build: Callable[[CollectorRegistry], object]) -> None:
+        self.build = build
+        self.restart()
+
+    def restart(self) -> None:
+        registry = CollectorRegistry()
+        self.metrics = self.build(registry)
+        self.registry = registry
+
+    def respond(self, handler: BaseHTTPRequestHandler) -> None:
+        send(handler, generate_latest(self.registry))
+
+
+def slow(delay: float, stop: threading.Event) -> Respond:
+    """Answers only after ``delay`` seconds (or when ``stop`` is set)."""
+
+    def respond(handler: BaseHTTPRequestHandler) -> None:
+        stop.wait(delay)
+        send(handler, b"x_total 1\n")
+
+    return respond
+
+
+def trickle(stop: threading.Event, every: float = 0.05, limit: float = 5.0) -> Respond:
+    """Headers at once, then one byte of a valid body every ``every`` seconds."""
+
+    def respond(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/plain")
+        handler.end_headers()
+        deadline = time.monotonic() + limit
+        while not stop.is_set() and time.monotonic() < deadline:
+            handler.wfile.write(b"#")
+            handler.wfile.flush()
+            time.sleep(every)
+
+    return respond

@@ -1,0 +1,266 @@
+"""App scraping: real HTTP endpoints serving real prometheus-client counters, and misbehaving ones."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import pytest
+from apps_servers import App, send, serving, slow, trickle
+from conftest import free_port
+from prometheus_client import Counter, Histogram
+
+from exporter.apps.counters import CounterIncrease
+from exporter.apps.derive import select_gpus
+from exporter.apps.monitor import Scraper
+from exporter.apps.scrape import ScrapeError, fetch, read_counter
+from exporter.config import AppConfig, ConfigError, load_config, parse_config
+from exporter.sample import DeviceInfo, GpuProcess, GpuSample
+
+
+def app_config(url: str, **changes: object) -> AppConfig:
+    raw = {"name": "llm", "url": url, "counter": "vllm:generation_tokens_total", "unit": "tokens", "scrape_interval": "1s", "scrape_timeout": "500ms", **changes}
+    return parse_config({"apps": [raw]}).apps[0]
+
+
+def vllm_like(registry):
+    tokens = Counter("vllm:generation_tokens", "Generation tokens.", ["model_name"], registry=registry)
+    requests = Counter("vllm:request_success", "Finished requests.", ["model_name", "finished_reason"], registry=registry)
+    return tokens, requests
+
+
+# ---- parsing: colons, _total, label matchers --------------------------------------------------
+
+
+def test_colon_names_and_total_suffix_from_a_real_prometheus_client_counter():
+    app = App(vllm_like)
+    tokens, requests = app.metrics
+    tokens.labels("llama").inc(1234)
+    tokens.labels("mistral").inc(66)
+    requests.labels("llama", "stop").inc(7)
+    with serving(app.respond) as url:
+        text = fetch(url, timeout=2, max_bytes=1 << 20)
+    assert "vllm:generation_tokens_total{" in text and "vllm:generation_tokens_created{" in text
+    # The exposed sample name and the family name (without _total) both select the counter, never _created.
+    for name in ("vllm:generation_tokens_total", "vllm:generation_tokens"):
+        series = read_counter(text, name, {})
+        assert sorted(series.values()) == [66.0, 1234.0]
+    assert list(read_counter(text, "vllm:generation_tokens_total", {"model_name": "llama"}).values()) == [1234.0]
+    assert list(read_counter(text, "vllm:request_success_total", {"model_name": "llama"}).values()) == [7.0]
+    with pytest.raises(ScrapeError, match=r'no series vllm:generation_tokens_total\{model_name="gpt"\}'):
+        read_counter(text, "vllm:generation_tokens_total", {"model_name": "gpt"})
+
+
+def test_counter_without_total_suffix_and_histogram_sum():
+    # Triton and TGI expose counters without _total; prometheus-client 0.26 renames such samples to
+    # foo_total while parsing, so both spellings must still find them.
+    text = (
+        "# TYPE nv_inference_count counter\n"
+        'nv_inference_count{model="resnet",version="1"} 40\n'
+        'nv_inference_count{model="bert",version="1"} 2\n'
+        "# TYPE tgi_request_generated_tokens histogram\n"
+        'tgi_request_generated_tokens_bucket{le="+Inf"} 3\n'
+        "tgi_request_generated_tokens_sum 96\n"
+        "tgi_request_generated_tokens_count 3\n"
+    )
+    assert list(read_counter(text, "nv_inference_count", {"model": "resnet"}).values()) == [40.0]
+    assert sum(read_counter(text, "nv_inference_count_total", {}).values()) == 42.0
+    assert list(read_counter(text, "tgi_request_generated_tokens_sum", {}).values()) == [96.0]
+
+    app = App(lambda registry: Histogram("tgi_request_generated_tokens", "Generated tokens per request.", registry=registry))
+    app.metrics.observe(10)
+    app.metrics.observe(22)
+    with serving(app.respond) as url:
+        assert list(read_counter(fetch(url, 2, 1 << 20), "tgi_request_generated_tokens_sum", {}).values()) == [32.0]
+
+
+@pytest.mark.parametrize(
+    "body, reason",
+    [
+        (b"<html><body>Not found</body></html>\n", "not Prometheus text format"),
+        (b"hello world\n", "not Prometheus text format"),
+        (b'foo{a=b} 1\n', "not Prometheus text format"),
+        (b"\xff\xfe\x00garbage", "not UTF-8"),
+        (b"vllm:generation_tokens_total NaN\n", "not a counter's"),
+        (b"vllm:generation_tokens_total -3\n", "not a counter's"),
+        (b"other_metric_total 5\n", "no series vllm:generation_tokens_total among the 1 metric families"),
+    ],
+)
+def test_garbage_is_a_failed_scrape(body, reason):
+    with serving(lambda handler: send(handler, body)) as url:
+        reading = Scraper(app_config(url)).scrape_once()
+    assert reading.units is None and reason in reading.error
+
+
+# ---- fetching: down, slow, oversized, HTTP errors -------------------------------------------
+
+
+def test_down_app_fails_fast_and_logs_only_state_changes(caplog):
+    port = free_port()
+    scraper = Scraper(app_config(f"http://127.0.0.1:{port}/metrics"))
+    caplog.set_level(logging.INFO, logger="exporter.apps")
+    for _ in range(3):
+        reading = scraper.scrape_once()
+        assert reading.units is None and "connection refused" in reading.error
+    assert scraper.errors_total == 3
+    app = App(vllm_like)
+    app.metrics[0].labels("llama").inc(5)
+    with serving(app.respond, port=port):
+        for _ in range(2):
+            assert scraper.scrape_once().units == {(("model_name", "llama"),): 5.0}
+    assert scraper.scrape_once().error is not None
+    messages = [record.getMessage() for record in caplog.records]
+    assert len(messages) == 3, messages  # down, up again, down: one line per change, not per scrape
+    assert 'app "llm" is down' in messages[0] and "connection refused" in messages[0]
+    assert 'app "llm" is up again' in messages[1]
+    assert caplog.records[0].levelno == logging.WARNING
+
+
+def test_slow_app_times_out_within_the_timeout():
+    stop = threading.Event()
+    try:
+        with serving(slow(5.0, stop)) as url:
+            started = time.monotonic()
+            reading = Scraper(app_config(url, scrape_timeout="300ms")).scrape_once()
+            took = time.monotonic() - started
+    finally:
+        stop.set()
+    assert "no complete answer within scrape_timeout (0.3s)" in reading.error
+    assert 0.25 <= took < 1.5
+
+
+def test_trickling_app_is_cut_at_the_timeout_not_per_read():
+    stop = threading.Event()
+    try:
+        with serving(trickle(stop)) as url:
+            started = time.monotonic()
+            reading = Scraper(app_config(url, scrape_timeout="400ms")).scrape_once()
+            took = time.monotonic() - started
+    finally:
+        stop.set()
+    assert "scrape_timeout" in reading.error
+    assert took < 1.5  # each byte arrives well within the timeout: only a whole-exchange deadline stops it
+
+
+@pytest.mark.parametrize("with_length", [True, False])
+def test_oversized_response_is_refused(with_length):
+    body = b"vllm:generation_tokens_total 1\n" + b"# padding\n" * 20000
+    with serving(lambda handler: send(handler, body, length=with_length)) as url:
+        refused = Scraper(app_config(url, max_response_bytes=100_000)).scrape_once()
+        accepted = Scraper(app_config(url, max_response_bytes=len(body))).scrape_once()
+    assert "over max_response_bytes (100000)" in refused.error
+    assert accepted.error is None and accepted.units == {(): 1.0}
+
+
+def test_http_error_status_is_a_failed_scrape():
+    with serving(lambda handler: send(handler, b"nope", status=503)) as url:
+        reading = Scraper(app_config(url)).scrape_once()
+    assert reading.error == "HTTP status 503 Service Unavailable"
+
+
+def test_missing_requests_counter_keeps_the_app_up(caplog):
+    app = App(vllm_like)
+    app.metrics[0].labels("llama").inc(3)
+    caplog.set_level(logging.INFO, logger="exporter.apps")
+    with serving(app.respond) as url:
+        scraper = Scraper(app_config(url, requests_counter="vllm:no_such_counter_total"))
+        readings = [scraper.scrape_once() for _ in range(2)]
+    assert all(reading.error is None and reading.requests is None for reading in readings)
+    assert [record.getMessage() for record in caplog.records if "requests_counter" in record.getMessage()][0].startswith('app "llm": requests_counter: no series vllm:no_such_counter_total')
+    assert len(caplog.records) == 1
+
+
+# ---- counters ------------------------------------------------------------------------------
+
+
+def test_counter_reset_per_series_like_rate():
+    increase = CounterIncrease()
+    a, b, c = (("model", "a"),), (("model", "b"),), (("model", "c"),)
+    assert increase.add({a: 100, b: 50}) == 0  # the first reading is only a baseline
+    assert increase.add({a: 160, b: 70}) == 80
+    # a was reset (the app restarted) and counted 30 since; b went on; c is new: baseline only.
+    assert increase.add({a: 30, b: 90, c: 1000}) == 30 + 20
+    assert increase.add({a: 40, b: 90, c: 1005}) == 10 + 0 + 5
+    assert increase.total == 80 + 50 + 15 and increase.resets == 1
+
+
+def test_counter_reset_through_a_real_restarted_app():
+    app = App(vllm_like)
+    app.metrics[0].labels("llama").inc(100)
+    with serving(app.respond) as url:
+        scraper = Scraper(app_config(url))
+        increase = CounterIncrease()
+        increase.add(scraper.scrape_once().units)
+        app.metrics[0].labels("llama").inc(250)
+        assert increase.add(scraper.scrape_once().units) == 250
+        app.restart()  # a new process: the counter starts again from 0
+        app.metrics[0].labels("llama").inc(40)
+        assert increase.add(scraper.scrape_once().units) == 40
+    assert increase.total == 290 and increase.resets == 1
+
+
+# ---- which GPUs ----------------------------------------------------------------------------
+
+
+def _sample(index: int, *names: str) -> GpuSample:
+    device = DeviceInfo(index=index, uuid=f"GPU-{index:04d}", name="NVIDIA H200")
+    processes = tuple(GpuProcess(1000 + n, name) for n, name in enumerate(names))
+    return GpuSample(device=device, timestamp=0.0, processes=processes)
+
+
+def test_gpu_selection_by_index_uuid_process_or_all():
+    samples = [_sample(0, "/usr/bin/python3"), _sample(1, "/opt/tritonserver/bin/tritonserver"), _sample(2), _sample(3, "VLLM::EngineCore")]
+    select = lambda **given: [s.device.index for s in select_gpus(app_config("http://127.0.0.1:1/metrics", **given), samples)]  # noqa: E731
+    assert select() == [0, 1, 2, 3]
+    assert select(gpus=[2, "GPU-0000"]) == [0, 2]
+    assert select(process="tritonserver$") == [1]
+    assert select(process="(?i)vllm") == [3]
+    assert select(gpus=[7]) == []
+    no_processes = [GpuSample(device=s.device, timestamp=0.0) for s in samples]  # replay: processes unknown
+    assert select_gpus(app_config("http://127.0.0.1:1/metrics", process="python"), no_processes) == []
+
+
+# ---- config errors -------------------------------------------------------------------------
+
+GOOD = {"name": "llm", "url": "http://127.0.0.1:8000/metrics", "counter": "vllm:generation_tokens_total", "unit": "tokens"}
+
+
+@pytest.mark.parametrize(
+    "apps, message",
+    [
+        ([GOOD, {**GOOD, "name": "tgi", "url": "ftp://host/metrics"}], "'apps[1].url': expected an http:// or https:// URL"),
+        ([GOOD, {**GOOD, "url": "http://127.0.0.1:9/metrics"}], "'apps[1].name': 'llm' is already used by apps[0]"),
+        ([{k: v for k, v in GOOD.items() if k != "counter"}], "'apps[0].counter': required"),
+        ([{**GOOD, "counter": "bad name"}], "'apps[0].counter': expected a Prometheus metric name"),
+        ([{**GOOD, "unit": "Tokens/s"}], "'apps[0].unit': expected a lowercase word"),
+        ([{**GOOD, "scrape_timeout": "10s"}], "'apps[0].scrape_timeout': must not exceed scrape_interval (5s), got 10s"),
+        ([{**GOOD, "gpus": [0], "process": "vllm"}], "'apps[0].process': give either gpus or process, not both"),
+        ([{**GOOD, "process": "vllm("}], "'apps[0].process': not a valid regular expression"),
+        ([{**GOOD, "gpus": [-1]}], "'apps[0].gpus': expected GPU indices"),
+        ([{**GOOD, "gpus": []}], "'apps[0].gpus': expected a non-empty list"),
+        ([{**GOOD, "labels": {"model-name": "x"}}], "'apps[0].labels': expected label name"),
+        ([{**GOOD, "flops_per_unit": 0}], "'apps[0].flops_per_unit': expected a number above 0"),
+        ([{**GOOD, "max_response_bytes": "1MB"}], "'apps[0].max_response_bytes': expected a whole number above 0"),
+        ([{**GOOD, "pod": "vllm-0"}], "'apps[0].pod': unknown key"),
+        ([GOOD, "llm"], "'apps[1]': expected a mapping, got str"),
+        ({"llm": GOOD}, "'apps': expected a list, got dict"),
+    ],
+)
+def test_config_errors_name_the_app_and_key(apps, message):
+    with pytest.raises(ConfigError) as raised:
+        parse_config({"apps": apps})
+    assert message in str(raised.value)
+
+
+def test_config_file_error_names_the_file(tmp_path):
+    path = tmp_path / "gpueff.yml"
+    path.write_text("apps:\n  - name: llm\n    url: http://127.0.0.1:8000/metrics\n    counter: vllm:generation_tokens_total\n    unit: tokens\n    scrape_interval: 5\n")
+    with pytest.raises(ConfigError, match=rf"config file {path}: 'apps\[0\].scrape_interval': expected a duration"):
+        load_config(path)
+
+
+def test_config_defaults():
+    app = parse_config({"apps": [GOOD]}).apps[0]
+    assert (app.scrape_interval, app.scrape_timeout, app.max_response_bytes, app.gpus, app.process, app.labels) == (5.0, 2.0, 16 * 1024 * 1024, None, None, {})
+    assert parse_config({}).apps == ()
