@@ -9,25 +9,30 @@ import time
 from pathlib import Path
 
 from exporter.backends.base import Backend, BackendUnavailable
-from exporter.trace import FORMAT, parse_trace, record_from_sample
+from exporter.trace import FORMAT, TraceError, parse_trace, record_from_sample
 
 log = logging.getLogger(__name__)
 
 
 def record_trace(backend: Backend, gpu: int, duration: float, interval: float, sleep=time.sleep, clock=time.monotonic) -> dict:
-    """Sample ``backend`` every ``interval`` for ``duration`` seconds and return the trace object."""
+    """Sample ``backend`` every ``interval`` for ``duration`` seconds and return the trace object.
+
+    ``clock`` must be the backend's clock: a reading never comes sooner than ``interval`` after the
+    previous reading's timestamp, so every GPM window is longer than the 100 ms GPM needs.
+    """
     devices = backend.start()
     try:
         if not 0 <= gpu < len(devices):
             raise BackendUnavailable(f"--gpu {gpu}: this machine has GPUs 0..{len(devices) - 1}")
-        backend.collect()  # primes the GPM sample pair: the first profiling window starts here
+        previous = backend.collect()[gpu].timestamp  # primes the GPM sample pair: the first profiling window starts here
         started = clock()
         samples = []
         next_tick = started
         while True:
-            next_tick += interval
+            next_tick = max(next_tick + interval, previous + interval)
             sleep(max(0.0, next_tick - clock()))
             reading = backend.collect()[gpu]
+            previous = reading.timestamp
             if not reading.up:
                 raise BackendUnavailable(f"GPU {gpu} stopped answering while recording")
             samples.append(record_from_sample(reading, reading.timestamp - started))
@@ -66,7 +71,15 @@ def record(args: argparse.Namespace) -> int:
     if args.truth_tbps is not None:
         truth["tbps"] = args.truth_tbps
     trace.update(workload=args.workload, description=args.description, truth=truth)
-    parse_trace(trace, args.output)  # what we write must load back
-    Path(args.output).write_text(json.dumps(trace, indent=1) + "\n", encoding="utf-8")
+    try:
+        parse_trace(trace, args.output)  # what we write must load back
+    except TraceError as error:
+        log.error("the recording cannot be written as a valid trace: %s", error)
+        return 2
+    try:
+        Path(args.output).write_text(json.dumps(trace, indent=1) + "\n", encoding="utf-8")
+    except OSError as error:
+        log.error("cannot write the trace to %s: %s", args.output, error.strerror or error)
+        return 2
     log.info("wrote %d samples of GPU %d to %s", len(trace["samples"]), args.gpu, args.output)
     return 0

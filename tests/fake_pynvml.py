@@ -12,7 +12,7 @@ Injection: ``fail`` (any call, any NVML error, for one GPU or all, optionally a 
 ``lose_gpu``/``recover_gpu``, ``unload_driver``/``load_driver``, ``xid`` (delivered through
 nvmlEventSetWait) and ``call_cost`` (seconds slept per call, by function name). ``calls`` and
 ``device_calls`` count every call. The fake is stricter than the driver in one place: it refuses
-nvmlGpmMetricsGet on two samples 100 ms apart or less, or from different GPUs.
+nvmlGpmMetricsGet on two samples clearly less than 100 ms apart, or from different GPUs.
 
 To extend it, add a method decorated with ``@_api(...)`` named exactly like the pynvml function.
 """
@@ -445,7 +445,7 @@ class FakeNvml:
             raise _real.NVMLError(_real.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
         _, index1, time1 = self._gpm_sample(request.sample1)
         _, index2, time2 = self._gpm_sample(request.sample2)
-        if index1 is None or index1 != index2 or time2 - time1 <= GPM_MIN_GAP or not 0 < request.numMetrics <= _real.NVML_GPM_METRIC_MAX:
+        if index1 is None or index1 != index2 or time2 - time1 < GPM_MIN_GAP - 0.001 or not 0 < request.numMetrics <= _real.NVML_GPM_METRIC_MAX:
             raise _real.NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT)
         if self.gpus[index2].lost:
             raise _real.NVMLError(_real.NVML_ERROR_GPU_IS_LOST)

@@ -273,6 +273,8 @@ class NvmlBackend(Backend):
     def _read(self, gpu: _Gpu, now: float) -> GpuSample:
         nvml, handle, opt = self.nvml, gpu.handle, self._optional
         sample = GpuSample(device=gpu.info, timestamp=now)
+        if gpu.gpm:  # first, so the GPM sample is taken at ``now`` and the windows are as long as the gaps between polls
+            self._read_gpm(gpu, sample, now)
         utilization = opt(gpu, "utilization", nvml.nvmlDeviceGetUtilizationRates, handle)
         if utilization is not None:
             sample.gpu_utilization = utilization.gpu / 100
@@ -301,8 +303,6 @@ class NvmlBackend(Backend):
             setattr(sample, key, value)
         with self._xid_lock:
             sample.xid_errors = dict(self._xid_counts.get(gpu.info.uuid, {}))
-        if gpu.gpm:
-            self._read_gpm(gpu, sample, now)
         return sample
 
     def _read_slow(self, gpu: _Gpu, now: float) -> None:

@@ -1,0 +1,156 @@
+"""``record``: NVML readings (from the trace-driven fake pynvml) to a gpu-trace/1 file that replays the same."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from exporter import cli
+from exporter.backends.base import BackendUnavailable
+from exporter.backends.nvml import NvmlBackend
+from exporter.backends.replay import ReplayBackend
+from exporter.gpm import GPM_METRICS
+from exporter.record import record_trace
+from exporter.trace import NVML_KEYS, load_trace
+from fake_pynvml import FakeClock, FakeGpu, FakeNvml
+
+COMPARED = [attribute for attribute, _ in NVML_KEYS.values()]
+
+
+@pytest.fixture(scope="module")
+def traces(trace_paths):
+    return {name: load_trace(path) for name, path in trace_paths.items()}
+
+
+@pytest.fixture
+def restore_logging():
+    """cli.main installs its own root handler; put pytest's back afterwards."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def recorded(gpus, gpu=0, duration=3.0, interval=0.5, oversleep=lambda tick: 0.0):
+    """Record from a fake NVML on a fake clock; returns (trace object, the readings record_trace took, fake)."""
+    clock = FakeClock()
+    fake = FakeNvml(gpus, clock=clock)
+    backend = NvmlBackend(nvml=fake, clock=clock)
+    readings = []
+    collect = backend.collect
+
+    def collect_and_keep():
+        samples = collect()
+        readings.append(samples[gpu])
+        return samples
+
+    backend.collect = collect_and_keep
+    ticks = iter(range(10_000))
+    trace = record_trace(backend, gpu, duration, interval, sleep=lambda seconds: clock.advance(seconds + oversleep(next(ticks))), clock=clock)
+    return trace, readings[1:], fake
+
+
+def write(tmp_path, trace, workload="recorded"):
+    path = tmp_path / "recorded.json"
+    path.write_text(json.dumps({**trace, "workload": workload}), encoding="utf-8")
+    return load_trace(path)
+
+
+def test_a_recording_loads_and_replays_the_same_values(tmp_path, traces):
+    data, readings, fake = recorded([traces["matmul_8192"], traces["copy_2GB"]], gpu=1, duration=3.0, interval=0.5)
+    trace = write(tmp_path, data)
+    assert len(trace.samples) == len(readings) == 6 and trace.interval_s == 0.5
+    assert trace.gpu["uuid"] == "GPU-fake-1-copy_2GB" and trace.gpu["sm_count"] == 132 and trace.gpu["power_limit_mw"] == 700000
+    clock = FakeClock(0.0)
+    replay = ReplayBackend([trace], clock=clock)
+    replay.start()
+    for reading, record in zip(readings, trace.samples):
+        clock.now = record["t"]
+        replayed = replay.collect()[0]
+        for attribute in COMPARED:
+            assert getattr(replayed, attribute) == pytest.approx(getattr(reading, attribute), rel=1e-9), attribute
+        assert replayed.profiling.keys() == reading.profiling.keys() == {metric.key for metric in GPM_METRICS}
+        for key, value in reading.profiling.items():
+            assert replayed.profiling[key] == pytest.approx(value, rel=1e-9), key
+        assert replayed.profiling_available and replayed.device.name == reading.device.name
+    # ... and what was recorded is what the GPU played: the source trace's own numbers.
+    for reading, record in zip(readings, trace.samples):
+        source = fake.record(1, at=reading.timestamp)
+        assert {key: record[key] for key in source if key != "t"} == pytest.approx({key: value for key, value in source.items() if key != "t"}, rel=1e-9)
+
+
+def test_jittery_sleeps_never_make_a_gpm_window_too_short(tmp_path, traces):
+    # At the 100 ms minimum interval a late tick followed by an on-time one would give a window under
+    # 100 ms, and a sample recorded with no GPM values (null: "not supported") that the GPU did have.
+    data, readings, _ = recorded([traces["spin_1sm"]], duration=2.0, interval=0.1, oversleep=lambda tick: 0.03 if tick % 2 else 0.0)
+    trace = write(tmp_path, data)
+    assert len(trace.samples) >= 15
+    assert all(record["SM_UTIL"] is not None for record in trace.samples)
+    assert all(reading.window_seconds > 0.1 for reading in readings)
+
+
+def test_a_gpu_without_gpm_records_null_profiling_that_replays_as_unavailable(tmp_path, traces):
+    data, _, _ = recorded([FakeGpu(traces["matmul_8192"], name="NVIDIA A100-SXM4-80GB", gpm=False)], duration=1.0)
+    trace = write(tmp_path, data)
+    assert all(record[metric.name] is None for record in trace.samples for metric in GPM_METRICS)
+    assert all(record["util_gpu"] is not None for record in trace.samples)
+    replay = ReplayBackend([trace])
+    replay.start()
+    sample = replay.collect()[0]
+    assert sample.device.name == "NVIDIA A100-SXM4-80GB" and not sample.profiling_available and sample.profiling == {}
+
+
+def test_cli_record_writes_a_trace(tmp_path, traces, monkeypatch, restore_logging):
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml([traces["tiny_kernels"]]))  # real time, fake GPU
+    output = tmp_path / "tiny.json"
+    code = cli.main(["record", "-o", str(output), "--duration", "400ms", "--interval", "100ms", "--workload", "tiny", "--description", "1000 tiny kernels", "--truth-tflops", "0.5"])
+    assert code == 0
+    trace = load_trace(output)
+    assert (trace.workload, trace.description, trace.truth, trace.interval_s) == ("tiny", "1000 tiny kernels", {"tflops": 0.5}, 0.1)
+    assert 4 <= len(trace.samples) <= 6
+    assert all(record["util_gpu"] is not None and record["SM_UTIL"] is not None for record in trace.samples)
+
+
+def test_cli_record_bad_gpu_index_says_which_gpus_exist(tmp_path, traces, monkeypatch, capsys, restore_logging):
+    fake = FakeNvml([traces["idle"], traces["spin_1sm"]])
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    output = tmp_path / "never.json"
+    assert cli.main(["record", "-o", str(output), "--gpu", "5", "--duration", "1s"]) == 2
+    assert "--gpu 5: this machine has GPUs 0..1" in capsys.readouterr().err
+    assert not output.exists() and fake.init_count == 0  # NVML was shut down again
+
+
+def test_cli_record_unwritable_output_is_a_clear_error(tmp_path, traces, monkeypatch, capsys, restore_logging):
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml([traces["idle"]]))
+    output = tmp_path / "missing-folder" / "idle.json"
+    assert cli.main(["record", "-o", str(output), "--duration", "200ms", "--interval", "100ms"]) == 2
+    assert f"cannot write the trace to {output}: No such file or directory" in capsys.readouterr().err
+
+
+def test_a_gpu_lost_while_recording_stops_the_recording_with_a_clear_error(traces):
+    clock = FakeClock()
+    fake = FakeNvml([traces["idle"]], clock=clock)
+    sleeps = []
+
+    def sleep(seconds):
+        clock.advance(seconds)
+        sleeps.append(seconds)
+        if len(sleeps) == 3:
+            fake.lose_gpu(0)
+
+    with pytest.raises(BackendUnavailable, match="GPU 0 stopped answering while recording"):
+        record_trace(NvmlBackend(nvml=fake, clock=clock), 0, 5.0, 0.5, sleep=sleep, clock=clock)
+    assert fake.init_count == 0
+
+
+def test_record_on_this_gpu_less_machine_points_at_demo(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "exporter", "record", "-o", str(tmp_path / "x.json")], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "cannot initialise NVML" in result.stderr and "--demo" in result.stderr
+    assert not (tmp_path / "x.json").exists()
