@@ -1,0 +1,217 @@
+"""App throughput joined with replayed GPUs: exact figures under a controlled clock, the GPU poll
+never waiting on an app, reloads, and a real daemon process scraping a real app."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+import pytest
+from apps_servers import App, serving, slow
+from conftest import free_port, running_daemon
+from prometheus_client import Counter
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporter.apps import AppMonitor
+from exporter.backends.replay import ReplayBackend
+from exporter.config import parse_config
+from exporter.exposition import render
+from exporter.poller import Poller
+from exporter.trace import load_trace
+
+H200_PEAK_BF16 = 989.4e12
+
+
+def vllm_like(registry):
+    tokens = Counter("vllm:generation_tokens", "Generation tokens.", ["model_name"], registry=registry)
+    requests = Counter("vllm:request_success", "Finished requests.", ["model_name", "finished_reason"], registry=registry)
+    return tokens.labels("llama"), requests.labels("llama", "stop")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def app_entry(url: str, **changes: object) -> dict:
+    return {"name": "llm", "url": url, "counter": "vllm:generation_tokens_total", "unit": "tokens", **changes}
+
+
+def exposed(snapshot) -> dict[tuple[str, tuple], float]:
+    """The rendered exposition, parsed back: (sample name, sorted labels) -> value."""
+    text = render(snapshot).decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def test_figures_match_the_known_rate_and_the_replayed_power(trace_paths):
+    clock = Clock()
+    traces = [load_trace(trace_paths[name]) for name in ("matmul_8192", "copy_2GB", "idle")]
+    backend = ReplayBackend(traces, clock=clock)
+    backend.start()
+    app = App(vllm_like)
+    tokens, requests = app.metrics
+    with serving(app.respond) as url:
+        entry = app_entry(url, gpus=[0, "GPU-replay-1-copy_2GB"], requests_counter="vllm:request_success_total", flops_per_unit=1.4e10)
+        poller = Poller(backend, parse_config({"price_per_gpu_hour": 3.0, "currency": "EUR", "apps": [entry]}), clock=clock)
+        scraper = poller.apps.scrapers[0]
+        tokens.inc(5000)  # done before the exporter looked: not counted
+        scraper.scrape_once()
+        first = poller.poll_once().apps[0]
+        assert first.up and first.units_total == 0 and first.throughput is None
+        power, sm_active = [], []
+        for second in range(1, 6):  # 400 tokens and 2 requests per second, for 5 s
+            clock.now += 1.0
+            tokens.inc(400)
+            requests.inc(2)
+            if second == 5:
+                scraper.scrape_once()
+            snapshot = poller.poll_once()
+            records = [backend.record_at(index, clock.now - 1000.0) for index in (0, 1)]
+            power.append(sum(record["power_mw"] for record in records) / 1000)
+            sm_active.append(sum(record["SM_UTIL"] for record in records) / 100)
+    state = snapshot.apps[0]
+    mean_power, mean_sm = sum(power) / 5, sum(sm_active) / 5
+    assert [device.index for device in state.gpus] == [0, 1]
+    assert state.units_total == 2000
+    assert state.throughput == pytest.approx(400)
+    assert state.requests_per_second == pytest.approx(2)
+    assert state.units_per_joule == pytest.approx(400 / mean_power)
+    assert 400 / 1200 < state.units_per_joule < 400 / 700  # two busy H200s draw 0.7..1.2 kW
+    assert state.units_per_sm_active_second == pytest.approx(400 / mean_sm)
+    assert state.model_flops_utilization == pytest.approx(400 * 1.4e10 / (2 * H200_PEAK_BF16))
+    assert state.cost_per_million_units == pytest.approx(2 * 3.0 / 3600 / 400 * 1e6)
+
+    metrics = exposed(snapshot)
+    app_label, unit = ("app", "llm"), ("unit", "tokens")
+    assert metrics[("gpueff_app_up", (app_label,))] == 1
+    assert metrics[("gpueff_app_gpus", (app_label,))] == 2
+    assert metrics[("gpueff_app_gpu_info", (app_label, ("gpu", "1"), ("uuid", "GPU-replay-1-copy_2GB")))] == 1
+    assert metrics[("gpueff_app_units_total", (app_label, unit))] == 2000
+    assert metrics[("gpueff_app_throughput_per_second", (app_label, unit))] == pytest.approx(400)
+    assert metrics[("gpueff_app_requests_per_second", (app_label,))] == pytest.approx(2)
+    assert metrics[("gpueff_app_units_per_joule", (app_label, unit))] == pytest.approx(400 / mean_power)
+    assert metrics[("gpueff_app_units_per_sm_active_second", (app_label, unit))] == pytest.approx(400 / mean_sm)
+    assert metrics[("gpueff_app_model_flops_utilization_ratio", (app_label,))] == pytest.approx(0.00283, rel=1e-3)
+    assert metrics[("gpueff_app_cost_per_million_units", (app_label, ("currency", "EUR"), unit))] == pytest.approx(4.1667, rel=1e-4)
+    assert metrics[("gpueff_app_scrape_errors_total", (app_label,))] == 0
+
+
+def test_a_down_app_keeps_its_counters_and_the_gpu_metrics(trace_paths):
+    clock = Clock()
+    backend = ReplayBackend([load_trace(trace_paths["matmul_8192"])], clock=clock)
+    backend.start()
+    app = App(vllm_like)
+    tokens = app.metrics[0]
+    port = free_port()
+    with serving(app.respond, port=port) as url:
+        poller = Poller(backend, parse_config({"apps": [app_entry(url, price_per_gpu_hour=2.0)]}), clock=clock)
+        scraper = poller.apps.scrapers[0]
+        scraper.scrape_once()
+        poller.poll_once()
+        clock.now += 2.0
+        tokens.inc(100)
+        scraper.scrape_once()
+        assert poller.poll_once().apps[0].throughput == pytest.approx(50)
+    clock.now += 2.0
+    tokens.inc(300)
+    scraper.scrape_once()  # nothing listens any more
+    down = poller.poll_once()
+    assert not down.apps[0].up and down.apps[0].scrape_errors_total == 1
+    metrics = exposed(down)
+    assert metrics[("gpueff_app_up", (("app", "llm"),))] == 0
+    assert not any(name.startswith("gpueff_app_throughput") for name, _ in metrics)
+    assert metrics[("gpueff_gpu_up", (("gpu", "0"), ("uuid", "GPU-replay-0-matmul_8192")))] == 1
+    assert ("gpueff_power_watts", (("gpu", "0"), ("uuid", "GPU-replay-0-matmul_8192"))) in metrics
+    with serving(app.respond, port=port):  # back after 4 s in all: the rate covers the whole gap
+        clock.now += 2.0
+        tokens.inc(100)
+        scraper.scrape_once()
+        back = poller.poll_once().apps[0]
+    assert back.up and back.units_total == 500 and back.throughput == pytest.approx(400 / 4)
+    assert back.cost_per_million_units == pytest.approx(2.0 / 3600 / 100 * 1e6)
+
+
+def test_the_gpu_poll_never_waits_for_a_slow_app(trace_paths):
+    stop = threading.Event()
+    backend = ReplayBackend([load_trace(trace_paths["idle"])])
+    try:
+        with serving(slow(10.0, stop)) as url:
+            config = parse_config({"collect_interval": "100ms", "apps": [app_entry(url, scrape_interval="1s", scrape_timeout="1s")]})
+            poller = Poller(backend, config)
+            poller.start(backend.start())
+            time.sleep(0.8)
+            during = poller.snapshot
+            deadline = time.monotonic() + 5
+            while poller.snapshot.apps[0].scrape_errors_total == 0 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            after = poller.snapshot
+            started = time.monotonic()
+            poller.stop()
+            stop_took = time.monotonic() - started
+    finally:
+        stop.set()
+    assert during.polls_total >= 4 and during.collect_duration_seconds < 0.05  # polls went on while the app hung
+    assert not during.apps[0].up and during.apps[0].scrape_errors_total == 0
+    assert after.apps[0].scrape_errors_total == 1 and not after.apps[0].up
+    assert stop_took < 3
+
+
+def test_reload_keeps_unchanged_apps_and_restarts_changed_ones():
+    first = parse_config({"apps": [app_entry("http://127.0.0.1:9/metrics"), {**app_entry("http://127.0.0.1:10/metrics"), "name": "tgi"}]}).apps
+    monitor = AppMonitor(first)
+    llm, tgi = monitor.scrapers
+    changed = parse_config({"apps": [app_entry("http://127.0.0.1:9/metrics"), {**app_entry("http://127.0.0.1:11/metrics"), "name": "tgi"}, {**app_entry("http://127.0.0.1:12/metrics"), "name": "new"}]}).apps
+    monitor.configure(changed)
+    kept, restarted, added = monitor.scrapers
+    assert kept is llm and restarted is not tgi and restarted.app.url.endswith(":11/metrics") and added.app.name == "new"
+    monitor.configure(())
+    assert monitor.scrapers == ()
+
+
+def test_daemon_scrapes_a_real_app_at_a_known_rate(tmp_path):
+    app = App(vllm_like)
+    tokens = app.metrics[0]
+    stop = threading.Event()
+
+    def work() -> None:  # 200 tokens every 50 ms: 4000 tokens/s
+        while not stop.wait(0.05):
+            tokens.inc(200)
+
+    worker = threading.Thread(target=work, daemon=True)
+    try:
+        with serving(app.respond) as url:
+            config = tmp_path / "gpueff.yml"
+            config.write_text(
+                "apps:\n"
+                f"  - {{name: llm, url: '{url}', counter: 'vllm:generation_tokens_total', unit: tokens, gpus: [4], scrape_interval: 1s, scrape_timeout: 500ms}}\n"
+                f"  - {{name: gone, url: 'http://127.0.0.1:{free_port()}/metrics', counter: x_total, unit: requests, scrape_interval: 1s, scrape_timeout: 500ms}}\n"
+            )
+            worker.start()
+            with running_daemon("--demo", "--config", str(config), "--collect-interval", "200ms") as daemon:
+                deadline = time.monotonic() + 15
+                body = daemon.metrics()
+                while "gpueff_app_throughput_per_second" not in body and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                    body = daemon.metrics()
+                time.sleep(2.2)  # a full window between two scrapes, both after the first rate
+                body = daemon.metrics()
+    finally:
+        stop.set()
+
+    def value(pattern: str) -> float:
+        match = re.search(rf"^{pattern} (\S+)$", body, re.MULTILINE)
+        assert match, pattern
+        return float(match.group(1))
+
+    throughput = value(r'gpueff_app_throughput_per_second\{app="llm",unit="tokens"\}')
+    power = value(r'gpueff_power_watts\{gpu="4",uuid="[^"]+"\}')
+    assert throughput == pytest.approx(4000, rel=0.25)  # a loaded CI machine delays the worker thread
+    assert value(r'gpueff_app_units_per_joule\{app="llm",unit="tokens"\}') == pytest.approx(throughput / power, rel=0.25)
+    assert value(r'gpueff_app_up\{app="llm"\}') == 1
+    assert value(r'gpueff_app_up\{app="gone"\}') == 0
+    assert value(r'gpueff_app_gpus\{app="llm"\}') == 1
+    assert 'gpueff_gpu_up{gpu="0"' in body and "gpueff_sm_active_ratio{" in body
