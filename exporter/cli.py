@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable
+from typing import Callable, NoReturn
 
 from exporter import __version__, logs
 from exporter.config import MIN_COLLECT_INTERVAL, format_duration, parse_duration
 
 DEFAULT_LISTEN_ADDRESS = ":9947"
+
+
+class Parser(argparse.ArgumentParser):
+    """Usage errors in one line that points to --help, not a screenful of usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def duration_flag(minimum: float) -> Callable[[str], float]:
@@ -35,7 +42,7 @@ def add_dcgm_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def daemon_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="gpu-efficiency-exporter",
         description="Prometheus exporter that tells how much real work each NVIDIA GPU does. "
         "Subcommands: 'record' writes gpu-trace/1 files from real GPUs (see 'record --help'); "
@@ -57,7 +64,7 @@ def daemon_parser() -> argparse.ArgumentParser:
 
 
 def record_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gpu-efficiency-exporter record", description="Record a GPU's readings into a gpu-trace/1 file that --replay plays back.")
+    parser = Parser(prog="gpu-efficiency-exporter record", description="Record a GPU's readings into a gpu-trace/1 file that --replay plays back.")
     parser.add_argument("--output", "-o", required=True, help="trace file to write")
     parser.add_argument("--gpu", type=int, default=0, help="GPU index (default 0)")
     parser.add_argument("--duration", type=duration_flag(0.2), default=parse_duration("10s"), help="how long to record (default 10s)")
