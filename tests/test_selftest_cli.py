@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from exporter.backends.replay import ReplayBackend
 from exporter.selftest.runner import Sampler, run_workloads
 from exporter.selftest.workloads import MATMUL_N, SelftestUnavailable
@@ -156,3 +158,17 @@ def test_runner_keeps_only_samples_inside_each_measured_run(trace_paths):
     assert matmul.samples[0].timestamp - 0.5 >= idle.samples[-1].timestamp
     flops = 2 * MATMUL_N**3 * engine.matmuls
     assert flops / elapsed / 1e12 < matmul.truth["tflops"] <= flops / 0.9 / 1e12 * 1.01
+
+
+def test_scaling_benchmark_prints_its_tables():
+    run = subprocess.run([sys.executable, "bench/scaling.py", "--gpus", "1,2", "--scrapes", "3", "--polls", "5"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    rows = [line for line in run.stdout.splitlines() if line.startswith(("| 1 |", "| 2 |"))]
+    assert len(rows) == 3  # 1 and 2 GPUs in the figures, 2 GPUs in the growth table
+
+
+@pytest.mark.skipif(Path("/dev/nvidiactl").exists(), reason="this machine has an NVIDIA driver")
+def test_overhead_benchmark_needs_a_gpu():
+    run = subprocess.run([sys.executable, "bench/compare_nvitop.py", "--parts", "floor"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2
+    assert run.stderr.startswith("compare_nvitop: this benchmark needs an NVIDIA GPU: NVML cannot start")
