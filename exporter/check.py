@@ -17,7 +17,7 @@ from typing import Callable, TextIO
 from exporter import logs
 from exporter.backends.base import Backend, BackendUnavailable
 from exporter.backends.dcgm import DcgmBackend, FieldReading
-from exporter.backends.dcgm_field_table import FIELDS, STATIC
+from exporter.backends.dcgm_field_table import FIELDS, PROFILING, STATIC
 from exporter.backends.nvml import GPM_MIN_SAMPLE_GAP, NvmlBackend
 from exporter.sample import PROFILING_METRICS, GpuSample
 
@@ -37,6 +37,7 @@ class BackendResult:
     profiling: bool  # SM activity read on every GPU
     readings: dict[str, dict[int, FieldReading]] = dataclasses.field(default_factory=dict)
     field_names: dict[int, str] = dataclasses.field(default_factory=dict)
+    profiling_refused: str | None = None
 
 
 def parser() -> argparse.ArgumentParser:
@@ -72,7 +73,7 @@ def check_dcgm(make: Callable[[], DcgmBackend], sleep: Callable[[float], None] =
         else:
             how = f"no SM activity within {PROBE_TIMEOUT:.0f}s"
         summary = f"works: {backend.mode}, bindings from {backend.bindings.path}, {len(devices)} GPU(s); {how}"
-        return BackendResult("dcgm", samples, summary, True, profiling, readings, names)
+        return BackendResult("dcgm", samples, summary, True, profiling, readings, names, backend.profiling_refused)
     finally:
         backend.close()
 
@@ -116,6 +117,8 @@ def _dcgm_field(result: BackendResult, uuid: str, row: str) -> str:
     if name is None:
         return f"{spec.names[0]} ({spec.field_id}): unknown to this DCGM"
     reading = result.readings.get(uuid, {}).get(spec.field_id)
+    if reading is None and spec.cadence == PROFILING and result.profiling_refused:
+        return f"{name}: not watched, profiling refused"
     status = "not watched" if reading is None else reading.status
     return name if status == "ok" else f"{name}: {status}"
 

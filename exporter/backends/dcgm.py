@@ -321,6 +321,7 @@ class DcgmBackend(Backend):
         for gpu in self._gpus:
             gpu.connected = False
             gpu.last_ts.clear()
+            gpu.readings.clear()
         self._reconnect_due = self.clock() + self._backoff
         log.warning("lost DCGM (%s): every GPU is reported down; reconnecting in %.0fs", reason, self._backoff)
 
@@ -364,7 +365,12 @@ class DcgmBackend(Backend):
                 self._log_once(f"lost-{gpu.info.uuid}", logging.WARNING, "GPU %d (%s): DCGM reports it lost; it is reported down", gpu.info.index, gpu.info.uuid)
                 samples.append(down_sample(gpu.info, now))
                 continue
-            samples.append(self._sample(gpu, gpu_values, now))
+            sample = self._sample(gpu, gpu_values, now)
+            statuses = [reading.status for field_id, reading in gpu.readings.items() if field_id in self._watched and self._watched[field_id].spec.cadence == FAST]
+            if "stale" in statuses and "ok" not in statuses:
+                self._log_once(f"stale-{gpu.info.uuid}", logging.WARNING, "GPU %d (%s): DCGM's values stopped updating; it is reported down until they move again", gpu.info.index, gpu.info.uuid)
+                sample = down_sample(gpu.info, now)
+            samples.append(sample)
         return samples
 
     def _sample(self, gpu: _Gpu, values: list[Any], now: float) -> GpuSample:
@@ -378,10 +384,11 @@ class DcgmBackend(Backend):
             number, status = self._decode(raw)
             previous = gpu.last_ts.get(raw.fieldId)
             if spec.cadence == EVENT:
-                if status == "ok" and raw.ts > 0 and previous is not None and raw.ts != previous[0]:
+                # The first reading after (re)connecting is the baseline: an Xid counts when its timestamp is new.
+                if status == "ok" and previous is not None and raw.ts != previous[0]:
                     counts[int(number)] = counts.get(int(number), 0) + 1
                     log.warning("Xid %d on GPU %d (%s)", int(number), gpu.info.index, gpu.info.uuid)
-                if raw.ts > 0 and (previous is None or raw.ts != previous[0]):
+                if previous is None or raw.ts != previous[0]:
                     gpu.last_ts[raw.fieldId] = (raw.ts, now)
                 gpu.readings[raw.fieldId] = FieldReading(number, status)
                 continue

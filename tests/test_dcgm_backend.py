@@ -1,0 +1,341 @@
+"""The DCGM backend against the fake DCGM bindings (tests/fake_dcgm), driven by the recorded traces.
+
+The fake is loaded exactly as the real bindings are: from a folder given as the bindings path.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, running_daemon
+from exporter.backends.base import BackendUnavailable
+from exporter.backends.dcgm import DcgmBackend
+from exporter.backends.dcgm_bindings import load_bindings
+from exporter.backends.dcgm_or_nvml import AutoBackend
+from exporter.backends.nvml import NvmlBackend
+from exporter.trace import load_trace
+from fake_pynvml import FakeGpu, FakeNvml
+
+FAKE = str(ROOT / "tests" / "fake_dcgm")
+MIB = 1024 * 1024
+
+
+class Clock:
+    """The backend's monotonic clock, moved by hand (reconnect back-off, staleness)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def engine_control(trace_paths):
+    """The fake engine's controls, reset, with two GPUs: 0 plays matmul_8192, 1 plays idle."""
+    load_bindings(FAKE)
+    import fake_hostengine
+
+    fake_hostengine.reset()
+    fake_hostengine.CONTROL.traces = [str(trace_paths["matmul_8192"]), str(trace_paths["idle"])]
+    yield fake_hostengine
+    fake_hostengine.reset()
+
+
+def backend(clock=time.monotonic, host=None, interval=0.1, slow=1.0) -> DcgmBackend:
+    return DcgmBackend(FAKE, host=host, collect_interval=interval, slow_interval=slow, clock=clock)
+
+
+def trace_values(path: Path, key: str, scale: float) -> set[float]:
+    return {round(record[key] * scale, 6) for record in load_trace(path).samples if record.get(key) is not None}
+
+
+def test_watches_fields_and_reads_latest_values_in_the_gpm_shape(engine_control, trace_paths):
+    dcgm = backend()
+    devices = dcgm.start()
+    try:
+        engine = engine_control.CONTROL.embedded[-1]
+        assert [d.uuid for d in devices] == ["GPU-fakedcgm-0-matmul_8192", "GPU-fakedcgm-1-idle"]
+        assert devices[0].name == "NVIDIA H200" and devices[0].power_limit_watts == 700 and devices[0].max_sm_clock_mhz == 1980
+        # Device and profiling fields at the collect interval, costly ones at the slow interval.
+        assert engine.watches[203][0] == engine.watches[1002][0] == 100_000
+        assert engine.watches[156][0] == engine.watches[310][0] == 1_000_000
+        assert set(range(1001, 1017)) <= set(engine.watches)
+        assert dcgm.profiling_answers(3.0)
+        sample = dcgm.collect()[0]
+    finally:
+        dcgm.close()
+    matmul = trace_paths["matmul_8192"]
+    assert sample.up and sample.profiling_available
+    assert round(sample.profiling["sm_active"], 6) in trace_values(matmul, "SM_UTIL", 0.01)
+    assert round(sample.profiling["tensor_active"], 6) in trace_values(matmul, "ANY_TENSOR_UTIL", 0.01)
+    assert round(sample.profiling["dram_active"], 6) in trace_values(matmul, "DRAM_BW_UTIL", 0.01)
+    # Bytes per second: DCGM's unit already; the trace holds MiB/s (integer bytes in DCGM).
+    assert any(abs(sample.profiling["pcie_tx_bytes_per_second"] - v) <= 1 for v in trace_values(matmul, "PCIE_TX_PER_SEC", MIB))
+    assert round(sample.gpu_utilization, 6) in trace_values(matmul, "util_gpu", 0.01)
+    assert round(sample.power_watts, 6) in trace_values(matmul, "power_mw", 0.001)
+    assert sample.memory_total_bytes == load_trace(matmul).samples[0]["mem_total"] // MIB * MIB
+    assert sample.energy_joules is not None and sample.energy_joules >= 0
+    assert 0 < sample.window_seconds <= 0.2
+    assert set(sample.profiling) == {
+        "graphics_active", "sm_active", "sm_occupancy", "tensor_active", "tensor_hmma_active", "tensor_imma_active", "tensor_dfma_active",
+        "dram_active", "fp64_active", "fp32_active", "fp16_active", "integer_active",
+        "pcie_tx_bytes_per_second", "pcie_rx_bytes_per_second", "nvlink_tx_bytes_per_second", "nvlink_rx_bytes_per_second",
+    }
+
+
+def test_blank_values_are_missing_never_zero(engine_control):
+    dcgm = backend(interval=1.0)
+    dcgm.start()
+    try:
+        engine = engine_control.CONTROL.embedded[-1]
+        first = dcgm.collect()[0]
+        # Profiling ratios are blank until DCGM's second update: no profiling values, not zeros.
+        assert first.profiling == {} and not first.profiling_available
+        engine.blank.update({(0, 155), (0, 1004)})
+        engine.values[(0, 1002)] = 0.5
+        engine.watches = {field: (1000, start - 2_000_000) for field, (_, start) in engine.watches.items()}  # two updates done
+        sample = dcgm.collect()[0]
+        readings = dcgm.readings()["GPU-fakedcgm-0-matmul_8192"]
+    finally:
+        dcgm.close()
+    assert sample.power_watts is None and readings[155].status == "blank"  # DCGM_FP64_NOT_SUPPORTED
+    assert "tensor_active" not in sample.profiling and readings[1004].status == "blank"
+    assert sample.memory_temperature_celsius is None and readings[140].status == "blank"  # DCGM_INT64_NOT_SUPPORTED: not in the trace
+    assert sample.profiling["sm_active"] == 0.5 and sample.profiling_available
+    assert sample.gpu_utilization is not None
+
+
+@pytest.mark.parametrize(("naming", "sm_name", "util_name"), [("4.6", "DCGM_FI_PROF_SM_UTIL_RATIO", "DCGM_FI_DEV_GPU_UTIL_RATIO"), ("3", "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_DEV_GPU_UTIL")])
+def test_fields_resolve_by_id_under_old_and_new_names(engine_control, naming, sm_name, util_name):
+    engine_control.CONTROL.naming = naming
+    dcgm = backend()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # legacy names are only a fallback
+        dcgm.start()
+    try:
+        names = {resolved.field_id: resolved.name for resolved in dcgm.fields}
+        assert names[1002] == sm_name and names[203] == util_name
+        assert dcgm.profiling_answers(3.0)
+    finally:
+        dcgm.close()
+
+
+def test_a_field_unknown_to_this_dcgm_is_left_out_and_the_rest_works(engine_control):
+    engine_control.CONTROL.known_field_ids -= {1016, 1015}
+    dcgm = backend()
+    dcgm.start()
+    try:
+        assert {spec.field_id for spec in dcgm.unknown_fields} == {1015, 1016}
+        assert dcgm.profiling_answers(3.0)
+        sample = dcgm.collect()[0]
+    finally:
+        dcgm.close()
+    assert "integer_active" not in sample.profiling and "tensor_dfma_active" not in sample.profiling
+    assert "sm_active" in sample.profiling
+
+
+def test_profiling_refused_leaves_device_fields_working(engine_control, caplog):
+    engine_control.CONTROL.profiling_refusal = "DCGM_ST_IN_USE"
+    dcgm = backend()
+    with caplog.at_level(logging.WARNING):
+        dcgm.start()
+    try:
+        assert not dcgm.profiling_answers(0.3)
+        sample = dcgm.collect()[0]
+    finally:
+        dcgm.close()
+    assert "DCGM_ST_IN_USE" in dcgm.profiling_refused and "Nsight" in caplog.text
+    assert sample.up and sample.gpu_utilization is not None and sample.profiling == {} and not sample.profiling_available
+
+
+def test_multi_pass_falls_back_to_the_core_profiling_set(engine_control):
+    engine_control.CONTROL.profiling_one_pass_max = 9
+    dcgm = backend()
+    dcgm.start()
+    try:
+        assert dcgm.profiling_answers(3.0)
+        sample = dcgm.collect()[0]
+    finally:
+        dcgm.close()
+    assert dcgm.profiling_refused is None
+    assert {"sm_active", "sm_occupancy", "tensor_active", "dram_active", "pcie_rx_bytes_per_second"} <= set(sample.profiling)
+    assert "fp64_active" not in sample.profiling
+
+
+def test_host_engine_restart_turns_gpus_down_then_reconnects_with_backoff_and_no_stale_values(engine_control, caplog):
+    engine = engine_control.serve("127.0.0.1:5555")
+    clock = Clock()
+    dcgm = backend(clock=clock, host="127.0.0.1:5555")
+    dcgm.start()
+    try:
+        time.sleep(0.25)  # two watch updates: profiling answers
+        assert all(s.up for s in dcgm.collect()) and dcgm.collect()[0].profiling_available
+        engine.stop()
+        with caplog.at_level(logging.WARNING):
+            lost = dcgm.collect()
+        assert [s.up for s in lost] == [False, False] and dcgm.errors_total == 1
+        assert "lost DCGM" in caplog.text and "reconnecting in 1s" in caplog.text
+        clock.now += 0.5
+        assert not any(s.up for s in dcgm.collect())  # back-off not over: no attempt
+        clock.now += 0.6
+        assert not any(s.up for s in dcgm.collect())  # attempt fails: the engine is still down
+        assert "next try in 2s" in caplog.text
+        engine.restart()  # a new nv-hostengine: nothing watched, old connection invalid
+        clock.now += 1.0
+        assert not any(s.up for s in dcgm.collect())  # back-off (2s) not over yet
+        clock.now += 1.1
+        back = dcgm.collect()
+        assert [s.up for s in back] == [True, True]
+        # The new engine's profiling watch has not updated twice yet: nothing from before the restart is served.
+        assert back[0].profiling == {} and 1002 in engine.watches
+        time.sleep(0.25)
+        assert dcgm.collect()[0].profiling_available
+    finally:
+        dcgm.close()
+
+
+def test_standalone_without_a_host_engine_is_unavailable(engine_control):
+    with pytest.raises(BackendUnavailable, match="nv-hostengine at 127.0.0.1:5599.*DCGM_ST_CONNECTION_NOT_VALID"):
+        backend(host="127.0.0.1:5599").start()
+
+
+def test_values_that_stop_updating_are_not_served(engine_control):
+    clock = Clock()
+    dcgm = backend(clock=clock)
+    dcgm.start()
+    try:
+        engine = engine_control.CONTROL.embedded[-1]
+        assert dcgm.collect()[0].up
+        engine.freeze()  # DCGM's cache stops updating: every timestamp stays where it is
+        assert dcgm.collect()[0].power_watts is not None
+        clock.now += 3 * 0.1 + 2.5
+        stale = dcgm.collect()
+    finally:
+        dcgm.close()
+    assert [s.up for s in stale] == [False, False]
+
+
+def test_lost_gpu_is_down_alone(engine_control):
+    dcgm = backend()
+    dcgm.start()
+    try:
+        engine_control.CONTROL.embedded[-1].lost.add(1)
+        samples = dcgm.collect()
+    finally:
+        dcgm.close()
+    assert [s.up for s in samples] == [True, False]
+
+
+def test_xid_events_are_counted_once_each(engine_control):
+    dcgm = backend()
+    dcgm.start()
+    try:
+        engine = engine_control.CONTROL.embedded[-1]
+        assert dcgm.collect()[0].xid_errors == {}
+        engine.inject_xid(0, 79)
+        time.sleep(0.001)
+        assert dcgm.collect()[0].xid_errors == {79: 1}
+        assert dcgm.collect()[0].xid_errors == {79: 1}
+        time.sleep(0.001)
+        engine.inject_xid(0, 79)
+        assert dcgm.collect()[0].xid_errors == {79: 2} and dcgm.collect()[1].xid_errors == {}
+    finally:
+        dcgm.close()
+
+
+def test_missing_bindings_or_library_say_where_and_what(engine_control, tmp_path):
+    with pytest.raises(BackendUnavailable, match=f"DCGM Python bindings not found: looked in {tmp_path}"):
+        load_bindings(str(tmp_path))
+    engine_control.CONTROL.no_library = True
+    with pytest.raises(BackendUnavailable, match="DCGM_ST_LIBRARY_NOT_FOUND"):
+        backend().start()
+
+
+# ---- --backend auto ---------------------------------------------------------------------------
+
+
+def fake_nvml(trace_paths, gpm: bool) -> NvmlBackend:
+    return NvmlBackend(nvml=FakeNvml([FakeGpu(load_trace(trace_paths["idle"]), gpm=gpm)]))
+
+
+def test_auto_picks_dcgm_when_its_profiling_fields_answer(engine_control, trace_paths, caplog):
+    auto = AutoBackend(backend, lambda: fake_nvml(trace_paths, gpm=True), probe_timeout=3.0)
+    with caplog.at_level(logging.INFO):
+        devices = auto.start()
+    try:
+        assert auto.name == "dcgm" and len(devices) == 2
+        assert "using DCGM (embedded host engine" in caplog.text
+        assert auto.collect()[0].profiling_available
+    finally:
+        auto.close()
+
+
+def test_auto_falls_back_to_nvml_with_gpm_when_dcgm_gives_no_profiling(engine_control, trace_paths, caplog):
+    engine_control.CONTROL.profiling_refusal = "DCGM_ST_PROFILING_NOT_SUPPORTED"
+    auto = AutoBackend(backend, lambda: fake_nvml(trace_paths, gpm=True), probe_timeout=1.0)
+    with caplog.at_level(logging.INFO):
+        auto.start()
+    try:
+        assert auto.name == "nvml"
+        assert "not using DCGM: DCGM runs but gives no profiling fields (DCGM_ST_PROFILING_NOT_SUPPORTED" in caplog.text
+        assert "using NVML with GPM profiling metrics on all 1 GPU(s)" in caplog.text
+        assert engine_control.CONTROL.embedded[-1].running is False  # the DCGM engine was stopped again
+    finally:
+        auto.close()
+
+
+def test_auto_says_when_nothing_gives_profiling(engine_control, trace_paths, caplog):
+    missing = str(ROOT / "no-such-bindings")
+    auto = AutoBackend(lambda: DcgmBackend(missing), lambda: fake_nvml(trace_paths, gpm=False), probe_timeout=1.0)
+    with caplog.at_level(logging.INFO):
+        auto.start()
+    try:
+        assert auto.name == "nvml" and not any(s.profiling_available for s in auto.collect())
+        assert "using NVML WITHOUT profiling metrics" in caplog.text and "DCGM Python bindings not found" in caplog.text
+    finally:
+        auto.close()
+
+
+def test_auto_names_both_reasons_when_no_live_backend_works(engine_control):
+    class NoNvml(NvmlBackend):
+        def start(self):
+            raise BackendUnavailable("cannot initialise NVML (no driver)")
+
+    auto = AutoBackend(lambda: DcgmBackend(str(ROOT / "nowhere")), NoNvml, probe_timeout=1.0)
+    with pytest.raises(BackendUnavailable, match=r"no live backend works here\. DCGM: DCGM Python bindings not found.*NVML: cannot initialise NVML"):
+        auto.start()
+
+
+# ---- the daemon ---------------------------------------------------------------------------------
+
+
+def wait_for(daemon, predicate, timeout: float = 10.0) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        body = daemon.metrics()
+        if predicate(body):
+            return body
+        assert time.monotonic() < deadline, body[-3000:]
+        time.sleep(0.1)
+
+
+def test_daemon_serves_dcgm_readings_and_survives_a_host_engine_restart(trace_paths, tmp_path):
+    stop_file = tmp_path / "hostengine-stopped"
+    env = {"FAKE_DCGM_SERVE": "127.0.0.1:5555", "FAKE_DCGM_STOP_FILE": str(stop_file), "FAKE_DCGM_TRACES": str(trace_paths["matmul_8192"])}
+    up = 'gpueff_gpu_up{gpu="0",uuid="GPU-fakedcgm-0-matmul_8192"} 1'
+    with running_daemon("--backend", "dcgm", "--dcgm.bindings-path", FAKE, "--dcgm.host", "127.0.0.1:5555", "--collect-interval", "100ms", env=env) as daemon:
+        body = wait_for(daemon, lambda b: "gpueff_sm_active_ratio{" in b)
+        assert up in body and 'backend="dcgm"' in body
+        assert 'gpueff_bottleneck{gpu="0",uuid="GPU-fakedcgm-0-matmul_8192",class="compute"} 1' in wait_for(daemon, lambda b: 'class="compute"} 1' in b)
+        stop_file.touch()
+        down = wait_for(daemon, lambda b: 'gpueff_gpu_up{gpu="0",uuid="GPU-fakedcgm-0-matmul_8192"} 0' in b)
+        assert "gpueff_sm_active_ratio{" not in down and "gpueff_power_watts{" not in down
+        os.unlink(stop_file)
+        assert "gpueff_sm_active_ratio{" in wait_for(daemon, lambda b: up in b and "gpueff_sm_active_ratio{" in b)
