@@ -14,10 +14,11 @@ from exporter.config import Config, ConfigError, load_config
 from exporter.exposition import Exposition
 from exporter.poller import Poller
 from exporter.trace import TraceError, demo_trace_paths, load_trace
-from exporter.web import ListenAddressError, WebServer
+from exporter.web import ListenAddressError, WebServer, parse_listen_address
 from exporter.webconfig import WebConfig, WebConfigError, load_web_config
 
 log = logging.getLogger("exporter")
+SIGNAL_CHECK_INTERVAL = 0.25  # seconds; the longest a SIGHUP/SIGTERM waits to be handled
 
 
 class StartupError(Exception):
@@ -58,20 +59,21 @@ def choose_backend(args: argparse.Namespace, config: Config) -> Backend:
 
 def run(args: argparse.Namespace) -> int:
     try:
+        parse_listen_address(args.listen_address)
         config = effective_config(args)
         web_config = load_web_config_flag(args)
         backend = choose_backend(args, config)
         devices = backend.start()
-    except (ConfigError, WebConfigError, StartupError, BackendUnavailable) as error:
+    except (ListenAddressError, ConfigError, WebConfigError, StartupError, BackendUnavailable) as error:
         log.error("%s", error)
         return 2
     if backend.replayed:
         names = ", ".join(f"gpu {device.index}={device.source}" for device in devices)
         note = f"REPLAYED DATA: these metrics replay recorded traces ({names}), not live GPUs."
-        log.warning("serving replayed traces, not live GPUs: %s", names)
+        level, announcement = logging.WARNING, f"serving replayed traces, not live GPUs: {names}"
     else:
         note = f"Live data from {len(devices)} GPU(s) through the {backend.name} backend."
-        log.info("reading %d GPU(s) through the %s backend", len(devices), backend.name)
+        level, announcement = logging.INFO, f"reading {len(devices)} GPU(s) through the {backend.name} backend"
     poller = Poller(backend, config)
     exposition = Exposition(lambda: poller.snapshot)
     try:
@@ -80,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         log.error("cannot listen on %s: %s", args.listen_address, error)
         backend.close()
         return 2
+    log.log(level, "%s", announcement)  # only once the port is bound: a failed start says one line
     poller.start(devices)
     server.start()
     log.info("listening on %s (port %d), collecting every %ss", args.listen_address, server.port, config.collect_interval)
@@ -94,7 +97,9 @@ def run(args: argparse.Namespace) -> int:
     for number in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
         signal.signal(number, on_signal)
     while True:
-        wake.wait()
+        # Python runs signal handlers in the main thread, but the kernel may deliver the signal to
+        # another thread and leave an untimed wait asleep: wake up now and then to run them.
+        wake.wait(SIGNAL_CHECK_INTERVAL)
         wake.clear()
         while requests:
             if requests.pop(0) == "stop":

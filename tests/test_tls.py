@@ -175,7 +175,9 @@ def test_sighup_reloads_web_config_and_keeps_the_old_one_when_bad(pki):
         process.send_signal(signal.SIGHUP)
         deadline = time.monotonic() + 5
         while get(port, "/metrics", context, basic("bob", "right-password"))[0] != 200:
-            assert time.monotonic() < deadline, "the new user was not taken"
+            if time.monotonic() > deadline:
+                process.kill()
+                raise AssertionError(process.stdout.read())
             time.sleep(0.1)
         assert get(port, "/metrics", context, basic("alice", "right-password"))[0] == 401
     assert "web config reload failed, keeping the running TLS and auth settings" in daemon.output
