@@ -210,6 +210,13 @@ def positive_int(value: Any) -> int:
     return value
 
 
+def positive_scientific(value: Any) -> float:
+    """A number above 0; also ``1.6e10``, which YAML 1.1 (PyYAML) reads as a string."""
+    if isinstance(value, str) and re.fullmatch(r"\d+(\.\d*)?[eE][-+]?\d+", value.strip()):
+        value = float(value)
+    return positive(value)
+
+
 @dataclass(frozen=True)
 class AppConfig:
     """One application whose throughput is joined with its GPUs (see docs/apps.md)."""
@@ -222,7 +229,7 @@ class AppConfig:
     labels: dict[str, str] = setting({}, label_matchers, "sum only the series with these exact label values")
     gpus: tuple[int | str, ...] | None = setting(None, optional(gpu_selectors), "the GPUs it runs on, by index or UUID (default: all, unless process is given)")
     process: str | None = setting(None, optional(regex), "or: the GPUs where a process whose NVML name matches this regular expression runs")
-    flops_per_unit: float | None = setting(None, optional(positive), "FLOP per unit of work, for gpueff_app_model_flops_utilization_ratio")
+    flops_per_unit: float | None = setting(None, optional(positive_scientific), "FLOP per unit of work, for gpueff_app_model_flops_utilization_ratio")
     price_per_gpu_hour: float | None = setting(None, optional(non_negative), "what one of its GPU-hours costs (default: the top-level price_per_gpu_hour)")
     scrape_interval: float = setting(5.0, min_duration(MIN_COLLECT_INTERVAL), "how often its endpoint is scraped")
     scrape_timeout: float = setting(2.0, min_duration(0.01), "a scrape that takes longer fails (at most scrape_interval)")

@@ -264,3 +264,12 @@ def test_config_defaults():
     app = parse_config({"apps": [GOOD]}).apps[0]
     assert (app.scrape_interval, app.scrape_timeout, app.max_response_bytes, app.gpus, app.process, app.labels) == (5.0, 2.0, 16 * 1024 * 1024, None, None, {})
     assert parse_config({}).apps == ()
+
+
+def test_flops_per_unit_in_yaml_scientific_notation(tmp_path):
+    # PyYAML (YAML 1.1) reads 1.6e10 as a string; it must still mean 1.6e10 FLOP.
+    path = tmp_path / "gpueff.yml"
+    path.write_text("apps:\n  - {name: llm, url: 'http://127.0.0.1:8000/metrics', counter: x_total, unit: tokens, flops_per_unit: 1.6e10}\n")
+    assert load_config(path).apps[0].flops_per_unit == 1.6e10
+    with pytest.raises(ConfigError, match=r"'apps\[0\].flops_per_unit': expected a number, got 'lots'"):
+        parse_config({"apps": [{**GOOD, "flops_per_unit": "lots"}]})

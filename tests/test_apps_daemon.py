@@ -4,6 +4,7 @@ never waiting on an app, reloads, and a real daemon process scraping a real app.
 from __future__ import annotations
 
 import re
+import subprocess
 import threading
 import time
 
@@ -98,6 +99,8 @@ def test_figures_match_the_known_rate_and_the_replayed_power(trace_paths):
     assert metrics[("gpueff_app_model_flops_utilization_ratio", (app_label,))] == pytest.approx(0.00283, rel=1e-3)
     assert metrics[("gpueff_app_cost_per_million_units", (app_label, ("currency", "EUR"), unit))] == pytest.approx(4.1667, rel=1e-4)
     assert metrics[("gpueff_app_scrape_errors_total", (app_label,))] == 0
+    lint = subprocess.run(["promtool", "check", "metrics"], input=render(snapshot), capture_output=True, timeout=30)
+    assert lint.returncode == 0 and b"gpueff_app" not in lint.stdout + lint.stderr, lint.stdout + lint.stderr
 
 
 def test_a_down_app_keeps_its_counters_and_the_gpu_metrics(trace_paths):
