@@ -1,0 +1,180 @@
+"""The daemon process: replayed data labelled as such, SIGHUP reload, SIGTERM, and startup failures."""
+
+from __future__ import annotations
+
+import ctypes.util
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, free_port, http_get, running_daemon
+
+WORKLOADS = ["copy_2GB", "idle", "matmul_8192", "matmul_8192_duty50", "spin_1sm", "tiny_kernels"]
+SPIN_HIGH_UTIL = 'gpueff_mismatch{gpu="0",uuid="GPU-replay-0-spin_1sm",rule="high_util_low_sm"}'
+
+
+def run_exporter(*args: str, timeout: float = 30.0) -> tuple[int, list[str]]:
+    """Run the daemon to its exit; return its exit status and its output lines (stdout and stderr)."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    result = subprocess.run([sys.executable, "-m", "exporter", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+    return result.returncode, (result.stdout + result.stderr).splitlines()
+
+
+def value_of(body: str, series: str) -> float | None:
+    for line in body.splitlines():
+        if line.startswith(series + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def wait_for_value(daemon, series: str, expected: float, timeout: float = 5.0) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        body = daemon.metrics()
+        if value_of(body, series) == expected:
+            return body
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{series} stayed {value_of(body, series)}, expected {expected}")
+        time.sleep(0.1)
+
+
+def test_demo_serves_all_six_traces_labelled_as_replayed():
+    with running_daemon("--demo", "--collect-interval", "200ms") as daemon:
+        body = daemon.metrics()
+    assert re.search(r'^gpueff_exporter_build_info\{version="[^"]+",backend="replay",replayed="true"\} 1$', body, re.M)
+    traces = re.findall(r'^gpueff_gpu_info\{gpu="(\d)",uuid="[^"]+",model="NVIDIA H200",driver="580\.159\.04",pci_bus_id="replay:\d",trace="(\w+)"\} 1$', body, re.M)
+    assert traces == [(str(index), name) for index, name in enumerate(WORKLOADS)]
+    assert body.count("gpueff_gpu_up{") == 6 and "gpueff_gpu_up{gpu=\"0\",uuid=\"GPU-replay-0-copy_2GB\"} 1" in body
+
+
+def test_replay_of_given_files_in_the_given_order(trace_paths, tmp_path):
+    copy = tmp_path / "my_recording.json"
+    copy.write_text(trace_paths["copy_2GB"].read_text())
+    with running_daemon("--replay", str(trace_paths["spin_1sm"]), str(copy), "--collect-interval", "200ms") as daemon:
+        body = daemon.metrics()
+        status, page = http_get(daemon.url + "/")
+    assert 'replayed="true"' in body
+    assert re.findall(r'^gpueff_gpu_info\{gpu="(\d)".*trace="(\w+)"\} 1$', body, re.M) == [("0", "spin_1sm"), ("1", "copy_2GB")]
+    assert body.count("gpueff_gpu_up{") == 2
+    assert value_of(body, SPIN_HIGH_UTIL) == 1
+    assert status == 200 and "REPLAYED DATA" in page and "gpu 0=spin_1sm, gpu 1=copy_2GB" in page
+
+
+def test_sighup_reloads_a_valid_config_and_keeps_it_when_the_next_one_is_broken(trace_paths, tmp_path):
+    config = tmp_path / "exporter.yml"
+    config.write_text("currency: USD\n")
+    with running_daemon("--replay", str(trace_paths["spin_1sm"]), "--config", str(config), "--collect-interval", "100ms") as daemon:
+        body = daemon.metrics()
+        assert value_of(body, SPIN_HIGH_UTIL) == 1
+        assert "gpueff_busy_idle_sm_cost_total" not in body
+
+        config.write_text("price_per_gpu_hour: 4\ncurrency: EUR\nmismatch:\n  low_sm_active: 0.005\n  low_efficiency_ratio: 0.005\n")
+        daemon.process.send_signal(signal.SIGHUP)
+        body = wait_for_value(daemon, SPIN_HIGH_UTIL, 0)
+        assert value_of(body, 'gpueff_mismatch{gpu="0",uuid="GPU-replay-0-spin_1sm",rule="low_efficiency"}') == 0
+        assert 'gpueff_busy_idle_sm_cost_total{gpu="0",uuid="GPU-replay-0-spin_1sm",currency="EUR"}' in body
+
+        config.write_text("price_per_gpu_hour: 4\nmismatch:\n  low_sm_activ: 0.5\n")
+        daemon.process.send_signal(signal.SIGHUP)
+        for _ in range(8):  # several polls later the daemon still runs on the last good config
+            time.sleep(0.1)
+            body = daemon.metrics()
+            assert value_of(body, SPIN_HIGH_UTIL) == 0
+            assert 'currency="EUR"' in body
+        assert daemon.stop() == 0
+        output = daemon.process.stdout.read()
+    assert output.count("configuration reloaded from") == 1
+    [failure] = [line for line in output.splitlines() if "level=error" in line]
+    assert "reload failed, keeping the running configuration" in failure
+    assert str(config) in failure and "'mismatch.low_sm_activ'" in failure and "unknown key" in failure
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_exits_0_within_a_few_seconds(signal_number):
+    with running_daemon("--demo", "--collect-interval", "100ms") as daemon:
+        started = time.monotonic()
+        daemon.process.send_signal(signal_number)
+        assert daemon.process.wait(5) == 0
+        took = time.monotonic() - started
+        output = daemon.process.stdout.read()
+    assert took < 3.0
+    assert "level=error" not in output and "Traceback" not in output
+    assert 'msg="stopping"' in output
+    with pytest.raises(OSError):  # the port is closed
+        http_get(daemon.url + "/-/healthy", timeout=1)
+
+
+def assert_one_clear_line(status: int, lines: list[str], *fragments: str) -> None:
+    assert status != 0
+    assert len(lines) == 1, lines
+    assert "Traceback" not in lines[0]
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+
+
+def test_startup_with_a_bad_config_fails_with_one_line(tmp_path):
+    config = tmp_path / "bad.yml"
+    config.write_text("mismatch:\n  high_utilization: 2\n")
+    status, lines = run_exporter("--demo", "--config", str(config), "--web.listen-address", f"127.0.0.1:{free_port()}")
+    assert_one_clear_line(status, lines, "level=error", str(config), "'mismatch.high_utilization'", "between 0 and 1")
+
+
+def test_startup_with_a_missing_config_fails_with_one_line(tmp_path):
+    status, lines = run_exporter("--demo", "--config", str(tmp_path / "missing.yml"), "--web.listen-address", f"127.0.0.1:{free_port()}")
+    assert_one_clear_line(status, lines, "level=error", str(tmp_path / "missing.yml"), "No such file")
+
+
+def test_startup_with_a_bad_trace_fails_with_one_line(trace_paths, tmp_path):
+    trace = tmp_path / "broken.json"
+    trace.write_text(trace_paths["idle"].read_text().replace('"SM_UTIL": 0.0', '"SM_UTIL": "zero"', 1))
+    status, lines = run_exporter("--replay", str(trace_paths["spin_1sm"]), str(trace), "--web.listen-address", f"127.0.0.1:{free_port()}")
+    assert_one_clear_line(status, lines, "level=error", str(trace), "samples[0].SM_UTIL")
+
+
+def test_startup_with_a_missing_trace_fails_with_one_line(tmp_path):
+    status, lines = run_exporter("--replay", str(tmp_path / "gone.json"), "--web.listen-address", f"127.0.0.1:{free_port()}")
+    assert_one_clear_line(status, lines, "level=error", str(tmp_path / "gone.json"), "cannot read it")
+
+
+@pytest.mark.parametrize("address", ["nonsense", "127.0.0.1:99999", "127.0.0.1:port"])
+def test_startup_with_a_bad_listen_address_fails_with_one_line(address):
+    status, lines = run_exporter("--demo", "--web.listen-address", address)
+    assert_one_clear_line(status, lines, "level=error", "--web.listen-address", repr(address))
+
+
+def test_startup_on_a_port_in_use_fails_with_one_line():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        status, lines = run_exporter("--demo", "--web.listen-address", address)
+    assert_one_clear_line(status, lines, "level=error", f"cannot listen on {address}", "Address already in use")
+
+
+@pytest.mark.parametrize(("interval", "reason"), [("50ms", "must be at least 100ms"), ("fast", "expected a duration"), ("1", "expected a duration")])
+def test_startup_with_a_bad_collect_interval_fails_with_one_line(interval, reason):
+    status, lines = run_exporter("--demo", "--collect-interval", interval, "--web.listen-address", f"127.0.0.1:{free_port()}")
+    assert_one_clear_line(status, lines, "--collect-interval", reason)
+
+
+def test_an_unknown_flag_fails_with_one_line():
+    status, lines = run_exporter("--demo", "--web.listen-adress", ":1")
+    assert_one_clear_line(status, lines, "--web.listen-adress", "--help")
+
+
+NO_DRIVER = ctypes.util.find_library("nvidia-ml") is None and not Path("/dev/nvidiactl").exists()
+
+
+@pytest.mark.skipif(not NO_DRIVER, reason="this machine has an NVIDIA driver")
+def test_without_a_driver_the_daemon_exits_with_a_line_that_mentions_demo():
+    status, lines = run_exporter("--web.listen-address", f"127.0.0.1:{free_port()}")
+    assert status != 0
+    assert not any("Traceback" in line for line in lines)
+    [error] = [line for line in lines if "level=error" in line]
+    assert "--demo" in error and "NVML" in error
