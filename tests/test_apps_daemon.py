@@ -218,3 +218,36 @@ def test_daemon_scrapes_a_real_app_at_a_known_rate(tmp_path):
     assert value(r'gpueff_app_up\{app="gone"\}') == 0
     assert value(r'gpueff_app_gpus\{app="llm"\}') == 1
     assert 'gpueff_gpu_up{gpu="0"' in body and "gpueff_sm_active_ratio{" in body
+
+
+def test_process_pattern_follows_the_processes_nvml_lists(trace_paths):
+    from fake_pynvml import FakeClock, FakeGpu, FakeNvml
+
+    from exporter.backends.nvml import NvmlBackend
+    from exporter.sample import GpuProcess
+
+    clock = FakeClock()
+    vllm = (4242, 70 << 30, "/usr/bin/python3")
+    fake = FakeNvml(
+        [
+            FakeGpu(load_trace(trace_paths["matmul_8192"]), processes=[vllm]),
+            FakeGpu(load_trace(trace_paths["idle"])),
+            FakeGpu(load_trace(trace_paths["copy_2GB"]), processes=[(77, 1 << 30, "/opt/tritonserver/bin/tritonserver"), (4243, 1 << 30, "/usr/bin/python3")]),
+        ],
+        clock=clock,
+    )
+    backend = NvmlBackend(nvml=fake, clock=clock)
+    backend.start()
+    try:
+        app = App(vllm_like)
+        with serving(app.respond) as url:
+            poller = Poller(backend, parse_config({"apps": [app_entry(url, process=r"python3?$")]}), clock=clock)
+            poller.apps.scrapers[0].scrape_once()
+            snapshot = poller.poll_once()
+            assert snapshot.gpus[2].sample.processes == (GpuProcess(77, "/opt/tritonserver/bin/tritonserver"), GpuProcess(4243, "/usr/bin/python3"))
+            assert [device.index for device in snapshot.apps[0].gpus] == [0, 2]
+            fake.gpus[0].processes = []  # the process on GPU 0 exited
+            clock.advance(1.0)
+            assert [device.index for device in poller.poll_once().apps[0].gpus] == [2]
+    finally:
+        backend.close()
