@@ -1,0 +1,142 @@
+"""The Helm chart, linted and rendered by real Helm (Helm v4's Go library through helm-python-sdk),
+rendered objects validated against the Kubernetes schemas, every switch in values exercised."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import helm_python as helm
+import pytest
+import yaml
+
+from conftest import ROOT
+from exporter.cli import daemon_parser
+from exporter.config import parse_config
+from kube_schemas import documents, validate_all
+
+CHART = ROOT / "helm" / "gpu-efficiency-exporter"
+ALL_ON = {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}, "dashboards": {"enabled": True}}
+
+
+def render(values: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Rendered objects by "Kind/name", plus NOTES under "NOTES"."""
+    rendered = helm.Chart.load(CHART).render(values or {}, name="gpueff", namespace="monitoring", is_install=True)
+    objects: dict[str, Any] = {}
+    for path, text in rendered.items():
+        if path.endswith("NOTES.txt"):
+            objects["NOTES"] = text
+            continue
+        for obj in documents(text):
+            objects[f"{obj['kind']}/{obj['metadata']['name']}"] = obj
+    return objects
+
+
+def pod_spec(objects: dict[str, Any]) -> dict[str, Any]:
+    return objects["DaemonSet/gpueff-gpu-efficiency-exporter"]["spec"]["template"]["spec"]
+
+
+def exporter_config(objects: dict[str, Any]):
+    return parse_config(yaml.safe_load(objects["ConfigMap/gpueff-gpu-efficiency-exporter"]["data"]["config.yml"]))
+
+
+@pytest.mark.parametrize("values", [{}, ALL_ON], ids=["defaults", "everything-on"])
+def test_helm_lint_strict_is_clean(values: dict[str, Any]) -> None:
+    report = helm.lint(str(CHART), values, strict=True, kube_version="v1.30.0")
+    assert report["errors"] == []
+    assert [m for m in report["messages"] if m["severity"] >= 2] == []
+
+
+@pytest.mark.parametrize("values", [{}, ALL_ON, {"podResources": {"enabled": False}, "service": {"enabled": False}, "serviceAccount": {"create": False}}, {"hostPID": True, "profilingAdmin": True, "runtimeClassName": "nvidia", "priorityClassName": "system-node-critical"}], ids=["defaults", "everything-on", "minimal", "privileged-options"])
+def test_rendered_objects_validate_against_kubernetes_schemas(values: dict[str, Any]) -> None:
+    objects = render(values)
+    checked = validate_all(obj for key, obj in objects.items() if key != "NOTES")
+    assert "DaemonSet/gpueff-gpu-efficiency-exporter" in checked and "ConfigMap/gpueff-gpu-efficiency-exporter" in checked
+
+
+def test_defaults_conventional_labels_security_and_attribution() -> None:
+    objects = render()
+    assert set(objects) == {"NOTES", "ConfigMap/gpueff-gpu-efficiency-exporter", "DaemonSet/gpueff-gpu-efficiency-exporter", "Service/gpueff-gpu-efficiency-exporter", "ServiceAccount/gpueff-gpu-efficiency-exporter"}
+    for key, obj in objects.items():
+        if key != "NOTES":
+            labels = obj["metadata"]["labels"]
+            assert labels["helm.sh/chart"] == "gpu-efficiency-exporter-0.1.0" and labels["app.kubernetes.io/managed-by"] == "Helm"
+            assert labels["app.kubernetes.io/name"] == "gpu-efficiency-exporter" and labels["app.kubernetes.io/instance"] == "gpueff"
+    pod = pod_spec(objects)
+    (container,) = pod["containers"]
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert pod["securityContext"]["runAsUser"] == 0  # root-only socket; no capabilities
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"} and pod["tolerations"][0]["key"] == "nvidia.com/gpu"
+    assert "runtimeClassName" not in pod and pod["hostPID"] is False
+    assert container["image"] == "gpu-efficiency-exporter:0.1.0"
+    assert {v["name"] for v in pod["volumes"]} == {"config", "tmp", "pod-resources"}
+    assert container["livenessProbe"]["httpGet"]["path"] == "/-/healthy" and container["readinessProbe"]["httpGet"]["path"] == "/-/ready"
+    args = daemon_parser().parse_args(container["args"])
+    assert args.config == "/etc/gpu-efficiency-exporter/config.yml"
+    config = exporter_config(objects)
+    assert config.kubernetes.enabled and not config.kubernetes.process_attribution and config.kubernetes.refresh_interval == 10.0
+    assert "Pod attribution is on" in objects["NOTES"]
+
+
+def test_switches() -> None:
+    objects = render({"hostPID": True, "profilingAdmin": True, "runtimeClassName": "nvidia", "image": {"repository": "registry.example/gpueff", "tag": "1.2.3", "pullPolicy": "Always"}, "config": {"collect_interval": "500ms", "kubernetes": {"refresh_interval": "30s"}}})
+    pod = pod_spec(objects)
+    (container,) = pod["containers"]
+    assert pod["hostPID"] is True and pod["runtimeClassName"] == "nvidia"
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["SYS_ADMIN"]}
+    assert container["image"] == "registry.example/gpueff:1.2.3"
+    config = exporter_config(objects)
+    assert config.collect_interval == 0.5 and config.kubernetes.process_attribution and config.kubernetes.refresh_interval == 30.0
+
+    off = render({"podResources": {"enabled": False}, "service": {"enabled": False}, "serviceAccount": {"create": False}})
+    pod = pod_spec(off)
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == 65532
+    assert "pod-resources" not in {v["name"] for v in pod["volumes"]}
+    assert pod["serviceAccountName"] == "default"
+    assert not any(key.startswith(("Service/", "ServiceAccount/")) for key in off)
+    assert not exporter_config(off).kubernetes.enabled
+
+
+def test_config_change_rolls_the_pods() -> None:
+    annotation = lambda objects: objects["DaemonSet/gpueff-gpu-efficiency-exporter"]["spec"]["template"]["metadata"]["annotations"]["checksum/config"]  # noqa: E731
+    assert annotation(render()) != annotation(render({"config": {"collect_interval": "2s"}}))
+
+
+def test_servicemonitor_needs_the_service() -> None:
+    with pytest.raises(helm.HelmError, match="serviceMonitor.enabled needs service.enabled"):
+        render({"serviceMonitor": {"enabled": True}, "service": {"enabled": False}})
+
+
+@pytest.mark.parametrize("values", [{"serviceMonitr": {"enabled": True}}, {"hostPID": "yes"}, {"image": {"pullPolicy": "Sometimes"}}, {"podResources": {"refreshInterval": "ten seconds"}}])
+def test_schema_rejects_bad_values(values: dict[str, Any]) -> None:
+    with pytest.raises(helm.HelmError):
+        render(values)
+
+
+def test_servicemonitor_prometheusrule_and_dashboards() -> None:
+    objects = render({**ALL_ON, "serviceMonitor": {"enabled": True, "additionalLabels": {"release": "kube-prometheus-stack"}}})
+    monitor = objects["ServiceMonitor/gpueff-gpu-efficiency-exporter"]
+    service = objects["Service/gpueff-gpu-efficiency-exporter"]
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] == service["spec"]["ports"][0]["name"] and endpoint["honorLabels"] is True
+
+    rules = [path for path in sorted((ROOT / "deploy" / "prometheus").glob("*.yml")) if not path.name.endswith(".test.yml")]
+    expected_groups = [group for path in rules for group in yaml.safe_load(path.read_text())["groups"]]
+    assert objects["PrometheusRule/gpueff-gpu-efficiency-exporter"]["spec"]["groups"] == expected_groups
+
+    dashboards = sorted((ROOT / "dashboards").glob("*.json"))
+    maps = {key: obj for key, obj in objects.items() if key.startswith("ConfigMap/") and obj["metadata"]["labels"].get("grafana_dashboard") == "1"}
+    assert len(maps) == len(dashboards)
+    served = {name: json.loads(text) for obj in maps.values() for name, text in obj["data"].items()}
+    assert served == {path.name: json.loads(path.read_text()) for path in dashboards}
+    assert all(len(name.split("/", 1)[1]) <= 63 for name in maps)
+
+
+def test_chart_copies_of_dashboards_and_rules_are_in_sync() -> None:
+    result = subprocess.run([sys.executable, str(ROOT / "helm" / "sync_chart_files.py"), "--check"], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, f"run helm/sync_chart_files.py: {result.stdout}{result.stderr}"
