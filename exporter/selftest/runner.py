@@ -35,10 +35,14 @@ class Sampler:
     def _run(self) -> None:
         next_tick = self.clock()
         while not self._stop.is_set():
-            sample = self.backend.collect()[self.gpu]
-            if sample.up:
-                with self._lock:
-                    self.samples.append(sample)
+            try:
+                sample = self.backend.collect()[self.gpu]
+            except Exception:  # a failed read must not end the sampling: the checks report missing samples
+                log.exception("sampling GPU %d failed", self.gpu)
+            else:
+                if sample.up:
+                    with self._lock:
+                        self.samples.append(sample)
             next_tick += self.interval
             self._stop.wait(max(0.0, next_tick - self.clock()))
 

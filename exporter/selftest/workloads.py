@@ -57,6 +57,8 @@ class TorchEngine:
         self.device = torch.device("cuda", gpu)
         torch.cuda.set_device(self.device)
         self._kernel = _spin_kernel(cupy, gpu) if cupy is not None else None
+        if cupy is not None:
+            cupy.cuda.Device(gpu).use()  # CuPy launches on its current device
 
     def synchronize(self) -> None:
         self.torch.cuda.synchronize(self.device)
