@@ -1,0 +1,112 @@
+"""What Grafana sends to Prometheus for a dashboard: its panel queries with the variables filled in.
+
+Implements the parts of Grafana's interpolation the dashboards in dashboards/ use: ``$var`` and
+``${var}``; multi-value query variables formatted as a Prometheus regex (values escaped, several
+values as ``(a|b)``, "All" as the variable's allValue); custom variables; and the built-ins
+``$__interval``, ``$__rate_interval`` and ``$__range`` (Grafana's rule:
+``$__rate_interval = max($__interval + scrape interval, 4 x scrape interval)``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+VARIABLE = re.compile(r"\$(\w+)|\$\{(\w+)\}")
+LABEL_VALUES = re.compile(r"^label_values\((?:(?P<selector>.+),\s*)?(?P<label>\w+)\)$", re.S)
+BUILTINS = ("__interval", "__rate_interval", "__range")
+
+
+@dataclass(frozen=True)
+class Query:
+    dashboard: str
+    panel: str
+    ref: str
+    expr: str
+    instant: bool
+
+
+def panels(dashboard: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    for item in dashboard["panels"]:
+        if item["type"] == "row":
+            yield from item.get("panels", [])
+        else:
+            yield item
+
+
+def load(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def regex_escape(value: str) -> str:
+    """Grafana's (10/11, classic) Prometheus regex escaping: doubled backslashes, the value sits in a PromQL string."""
+    return re.sub(r"[$^*{}\[\]+?.()|]", lambda m: "\\\\" + m.group(0), value.replace("\\", "\\\\\\\\"))
+
+
+def format_multi(values: list[str]) -> str:
+    escaped = [regex_escape(value) for value in values]
+    return escaped[0] if len(escaped) == 1 else "(" + "|".join(escaped) + ")"
+
+
+def interpolate(expr: str, values: dict[str, str]) -> str:
+    """Fill user variables first, then the built-ins (Grafana's backend fills those last)."""
+
+    def fill(text: str, names: set[str]) -> str:
+        def replace(match: re.Match) -> str:
+            name = match.group(1) or match.group(2)
+            if name not in names:
+                return match.group(0)
+            return values[name]
+
+        return VARIABLE.sub(replace, text)
+
+    user = {name for name in values if name not in BUILTINS}
+    text = fill(fill(expr, user), set(BUILTINS))
+    leftover = VARIABLE.search(text)
+    if leftover:
+        raise KeyError(f"variable {leftover.group(0)} has no value in {expr!r}")
+    return text
+
+
+def duration(seconds: float) -> str:
+    return f"{max(1, round(seconds))}s"
+
+
+def builtins(range_seconds: float, scrape_interval: float, max_data_points: int = 1000) -> dict[str, str]:
+    interval = max(scrape_interval, range_seconds / max_data_points)
+    rate_interval = max(interval + scrape_interval, 4 * scrape_interval)
+    return {"__interval": duration(interval), "__rate_interval": duration(rate_interval), "__range": duration(range_seconds)}
+
+
+def resolve_variables(dashboard: dict[str, Any], label_values: Callable[[str | None, str], list[str]], pick: Callable[[dict[str, Any], list[str]], str]) -> dict[str, str]:
+    """Give every templating variable a value, in order (later variables may use earlier ones).
+
+    ``label_values(selector, label)`` answers a query variable's ``label_values(...)``; ``pick``
+    chooses the value of a query variable from its options (return ``allValue`` for "All").
+    """
+    values: dict[str, str] = {}
+    for variable in dashboard["templating"]["list"]:
+        kind, name = variable["type"], variable["name"]
+        if kind == "datasource":
+            continue
+        if kind == "custom":
+            values[name] = variable["current"]["value"]
+        elif kind == "query":
+            match = LABEL_VALUES.match(variable["definition"])
+            if not match:
+                raise ValueError(f"{dashboard['uid']}: variable {name}: only label_values(...) queries are supported, got {variable['definition']!r}")
+            selector = match.group("selector")
+            options = label_values(interpolate(selector, values) if selector else None, match.group("label"))
+            values[name] = pick(variable, options)
+        else:
+            raise ValueError(f"{dashboard['uid']}: variable {name}: unsupported type {kind!r}")
+    return values
+
+
+def queries(dashboard: dict[str, Any], values: dict[str, str]) -> Iterator[Query]:
+    for item in panels(dashboard):
+        for target in item["targets"]:
+            yield Query(dashboard["uid"], item["title"], target["refId"], interpolate(target["expr"], values), bool(target.get("instant")))
