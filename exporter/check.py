@@ -124,7 +124,8 @@ def _dcgm_field(result: BackendResult, uuid: str, row: str) -> str:
 
 
 def report(dcgm: BackendResult, nvml: BackendResult, out: TextIO) -> int:
-    auto = dcgm if dcgm.works and dcgm.profiling else (nvml if nvml.works else None)
+    # The same order as --backend auto: DCGM with profiling, else NVML, else DCGM without profiling.
+    auto = next((each for each, usable in ((dcgm, dcgm.works and dcgm.profiling), (nvml, nvml.works), (dcgm, dcgm.works)) if usable), None)
     out.write("gpu-efficiency-exporter check: which backends and readings work on this machine\n\n")
     out.write(f"  dcgm  {dcgm.summary}\n")
     out.write(f"  nvml  {nvml.summary}\n")

@@ -284,7 +284,7 @@ def test_auto_falls_back_to_nvml_with_gpm_when_dcgm_gives_no_profiling(engine_co
         auto.start()
     try:
         assert auto.name == "nvml"
-        assert "not using DCGM: DCGM runs but gives no profiling fields (DCGM_ST_PROFILING_NOT_SUPPORTED" in caplog.text
+        assert "not using DCGM for profiling: DCGM runs but gives no profiling fields (DCGM_ST_PROFILING_NOT_SUPPORTED" in caplog.text
         assert "using NVML with GPM profiling metrics on all 1 GPU(s)" in caplog.text
         assert engine_control.CONTROL.embedded[-1].running is False  # the DCGM engine was stopped again
     finally:
@@ -303,13 +303,26 @@ def test_auto_says_when_nothing_gives_profiling(engine_control, trace_paths, cap
         auto.close()
 
 
-def test_auto_names_both_reasons_when_no_live_backend_works(engine_control):
-    class NoNvml(NvmlBackend):
-        def start(self):
-            raise BackendUnavailable("cannot initialise NVML (no driver)")
+class NoNvml(NvmlBackend):
+    def start(self):
+        raise BackendUnavailable("cannot initialise NVML (no driver)")
 
+
+def test_auto_keeps_dcgm_without_profiling_when_nvml_fails_too(engine_control, caplog):
+    engine_control.CONTROL.profiling_refusal = "DCGM_ST_REQUIRES_ROOT"
+    auto = AutoBackend(backend, NoNvml, probe_timeout=1.0)
+    with caplog.at_level(logging.WARNING):
+        devices = auto.start()
+    try:
+        assert auto.name == "dcgm" and len(devices) == 2 and auto.collect()[0].gpu_utilization is not None
+        assert "using DCGM WITHOUT profiling metrics: NVML is not usable" in caplog.text
+    finally:
+        auto.close()
+
+
+def test_auto_names_both_reasons_when_no_live_backend_works(engine_control):
     auto = AutoBackend(lambda: DcgmBackend(str(ROOT / "nowhere")), NoNvml, probe_timeout=1.0)
-    with pytest.raises(BackendUnavailable, match=r"no live backend works here\. DCGM: DCGM Python bindings not found.*NVML: cannot initialise NVML"):
+    with pytest.raises(BackendUnavailable, match=r"no live backend works here\. DCGM: DCGM is not usable \(DCGM Python bindings not found.*NVML: cannot initialise NVML"):
         auto.start()
 
 

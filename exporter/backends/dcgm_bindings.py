@@ -52,4 +52,4 @@ def load_bindings(path: str | None = None) -> Bindings:
             raise BackendUnavailable(f"cannot import the DCGM Python bindings from {folder}: {type(error).__name__}: {error}") from None
         return Bindings(str(folder), *modules)
     hint = "pass --dcgm.bindings-path" if path is None else "check --dcgm.bindings-path"
-    raise BackendUnavailable(f"DCGM Python bindings not found: looked in {'; '.join(tried)}. Install DCGM (package datacenter-gpu-manager-4-core) or {hint}")
+    raise BackendUnavailable(f"DCGM Python bindings not found: looked in {'; '.join(tried)}. Install DCGM 4 or 3 (its packages put the bindings there) or {hint}")

@@ -50,15 +50,21 @@ class AutoBackend(Backend):
         self._own_errors = value
 
     def start(self) -> list[DeviceInfo]:
-        dcgm_reason = self._try_dcgm()
+        dcgm, dcgm_reason = self._try_dcgm()
         if self._chosen is not None:
             return self._devices
-        log.info("backend auto: not using DCGM: %s", dcgm_reason)
+        log.info("backend auto: not using DCGM for profiling: %s", dcgm_reason)
         nvml = self.make_nvml()
         try:
             devices = nvml.start()
         except BackendUnavailable as error:
-            raise BackendUnavailable(f"no live backend works here. DCGM: {dcgm_reason}. NVML: {error}") from None
+            if dcgm is None:
+                raise BackendUnavailable(f"no live backend works here. DCGM: {dcgm_reason}. NVML: {error}") from None
+            log.warning("backend auto: using DCGM WITHOUT profiling metrics: NVML is not usable (%s) and %s", error, dcgm_reason)
+            self._chosen = dcgm
+            return self._devices
+        if dcgm is not None:
+            dcgm.close()
         self._chosen = nvml
         gpm = nvml.gpm_gpus
         if len(gpm) == len(devices):
@@ -66,23 +72,23 @@ class AutoBackend(Backend):
         elif gpm:
             log.warning("backend auto: using NVML; GPM profiling metrics on GPU(s) %s only: the others are older than Hopper and need DCGM for SM activity (%s)", gpm, dcgm_reason)
         else:
-            log.warning("backend auto: using NVML WITHOUT profiling metrics: no GPU here has GPM (older than Hopper, or the driver is too old) and DCGM is not usable (%s). SM activity, occupancy, tensor and DRAM activity are not exported", dcgm_reason)
+            log.warning("backend auto: using NVML WITHOUT profiling metrics: no GPU here has GPM (older than Hopper, or the driver is too old) and %s. SM activity, occupancy, tensor and DRAM activity are not exported", dcgm_reason)
         return devices
 
-    def _try_dcgm(self) -> str:
-        """Start DCGM and keep it if SM activity answers; otherwise close it and say why not."""
+    def _try_dcgm(self) -> tuple[DcgmBackend | None, str]:
+        """Start DCGM and choose it if SM activity answers. Otherwise say why not, and hand back a
+        DCGM that runs without profiling (the last resort where NVML fails too)."""
         dcgm = self.make_dcgm()
         try:
             devices = dcgm.start()
         except BackendUnavailable as error:
-            return str(error)
+            return None, f"DCGM is not usable ({error})"
+        self._devices = devices
         if dcgm.profiling_answers(self.probe_timeout):
-            self._chosen, self._devices = dcgm, devices
+            self._chosen = dcgm
             log.info("backend auto: using DCGM (%s, bindings from %s): profiling fields answer", dcgm.mode, dcgm.bindings.path if dcgm.bindings else "?")
-            return ""
-        reason = f"DCGM runs but gives no profiling fields ({dcgm.profiling_refused or f'no GPU gave SM activity within {self.probe_timeout:.0f}s'})"
-        dcgm.close()
-        return reason
+            return dcgm, ""
+        return dcgm, f"DCGM runs but gives no profiling fields ({dcgm.profiling_refused or f'no GPU gave SM activity within {self.probe_timeout:.0f}s'})"
 
     def collect(self) -> list[GpuSample]:
         if self._chosen is None:

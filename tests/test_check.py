@@ -1,0 +1,101 @@
+"""``gpu-efficiency-exporter check`` against the fake DCGM bindings and the fake pynvml."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT
+from exporter import check
+from exporter.backends.dcgm import DcgmBackend
+from exporter.backends.dcgm_bindings import load_bindings
+from exporter.backends.nvml import NvmlBackend
+from exporter.trace import load_trace
+from fake_pynvml import FakeGpu, FakeNvml
+
+FAKE = str(ROOT / "tests" / "fake_dcgm")
+
+
+def run_check(*args: str, **env: str) -> tuple[int, str, float]:
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "exporter", "check", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        env={**os.environ, **env},
+    )
+    return result.returncode, result.stdout + result.stderr, time.monotonic() - started
+
+
+def nvml_usable() -> bool:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return False
+    pynvml.nvmlShutdown()
+    return True
+
+
+def test_check_lists_backends_and_fields_and_exits_0_with_dcgm_profiling(trace_paths):
+    code, output, elapsed = run_check("--dcgm.bindings-path", FAKE, FAKE_DCGM_TRACES=str(trace_paths["matmul_8192"]))
+    assert code == 0, output
+    assert elapsed < 60
+    assert "dcgm  works: embedded host engine, bindings from" in output and "profiling fields answer" in output
+    assert "auto  would use: dcgm" in output
+    assert "GPU 0  NVIDIA H200  GPU-fakedcgm-0-matmul_8192" in output
+    lines = {line.split()[0]: line for line in output.splitlines() if line.startswith("  ") and len(line.split()) > 1}
+    assert lines["sm_active"].rstrip().endswith("DCGM_FI_PROF_SM_UTIL_RATIO (1002)")
+    assert "DCGM_FI_DEV_MEMORY_TEMP_CELSIUS (140): blank" in lines["memory_temperature_celsius"]
+    assert "(no DCGM field)" in lines["process_count"]
+
+
+def test_check_exits_1_when_profiling_is_refused(trace_paths):
+    code, output, _ = run_check("--dcgm.bindings-path", FAKE, FAKE_DCGM_TRACES=str(trace_paths["idle"]), FAKE_DCGM_PROFILING="DCGM_ST_IN_USE")
+    if not nvml_usable():  # with a GPU here, NVML decides the status
+        assert code == 1, output
+    assert "profiling fields refused: DCGM_ST_IN_USE" in output
+    assert "DCGM_FI_PROF_SM_UTIL_RATIO (1002): not watched, profiling refused" in output
+
+
+def test_check_exits_2_when_no_live_backend_works(tmp_path):
+    if nvml_usable():
+        pytest.skip("this machine has a GPU: NVML works, so 'nothing works' cannot be shown here")
+    code, output, _ = run_check("--dcgm.bindings-path", str(tmp_path))
+    assert code == 2, output
+    assert f"dcgm  not usable: DCGM Python bindings not found: looked in {tmp_path}" in output
+    assert "nvml  not usable:" in output and "auto  would use: nothing" in output
+
+
+def test_check_puts_both_backends_side_by_side_per_gpu(trace_paths):
+    load_bindings(FAKE)
+    import fake_hostengine
+
+    fake_hostengine.reset()
+    fake_hostengine.CONTROL.traces = [str(trace_paths["matmul_8192"])]
+    nvml = FakeNvml([FakeGpu(load_trace(trace_paths["matmul_8192"]), uuid="GPU-fakedcgm-0-matmul_8192")])
+    out = io.StringIO()
+    try:
+        code = check.run(lambda: DcgmBackend(FAKE, collect_interval=0.1, slow_interval=1.0), lambda: NvmlBackend(slow_interval=1.0, nvml=nvml), out)
+    finally:
+        fake_hostengine.reset()
+    text = out.getvalue()
+    assert code == 0, text
+    assert "nvml  works: 1 GPU(s); GPM on every GPU" in text and text.count("\nGPU ") == 1
+    sm_row = next(line for line in text.splitlines() if line.strip().startswith("sm_active"))
+    nvml_value, dcgm_value = sm_row.split()[1:3]
+    assert nvml_value != "-" and dcgm_value != "-"
+
+
+def test_check_says_nvml_without_gpm_gives_no_profiling(trace_paths, tmp_path):
+    nvml = FakeNvml([FakeGpu(load_trace(trace_paths["idle"]), gpm=False)])
+    out = io.StringIO()
+    code = check.run(lambda: DcgmBackend(str(tmp_path)), lambda: NvmlBackend(slow_interval=1.0, nvml=nvml), out)
+    assert code == 1, out.getvalue()
+    assert "nvml  works: 1 GPU(s); no GPM on any GPU" in out.getvalue()
+    assert "auto  would use: nvml" in out.getvalue() and "not SM activity on every one" in out.getvalue()
