@@ -62,6 +62,7 @@ class Poller:
         self._own_errors = 0
         self._last_success: float | None = None
         self._last_error: str | None = None
+        self._last_poll_error: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.apps = AppMonitor(config.apps, clock)  # scrapes apps on their own threads
@@ -92,7 +93,15 @@ class Poller:
     def _run(self) -> None:
         next_tick = self.clock()
         while not self._stop.is_set():
-            self.poll_once()
+            try:
+                self.poll_once()
+                self._last_poll_error = None
+            except Exception as error:  # a bug must not end polling: the data goes stale and is served as such
+                self._own_errors += 1
+                message = f"{type(error).__name__}: {error}"
+                if message != self._last_poll_error:
+                    log.exception("a poll failed; the served data goes stale until a poll works again")
+                self._last_poll_error = message
             interval = self.config.collect_interval
             next_tick += interval
             now = self.clock()

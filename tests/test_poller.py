@@ -195,3 +195,39 @@ def test_a_backend_failing_from_the_start_serves_its_gpus_as_down(trace_paths):
     assert [state.sample.device.index for state in snapshot.gpus] == [0, 1]
     assert not any(state.sample.up for state in snapshot.gpus)
     assert snapshot.errors_total >= 1 and snapshot.last_success_wall is None
+
+
+class BuggyReplay(ReplayBackend):
+    """The real replay backend with a bug switched on: a None left in the profiling readings."""
+
+    buggy = False
+
+    def collect(self):
+        samples = super().collect()
+        if self.buggy:
+            samples[0].profiling["tensor_active"] = None
+        return samples
+
+
+def test_a_poll_that_raises_does_not_end_polling(trace_paths, caplog):
+    backend = BuggyReplay([load_trace(trace_paths["matmul_8192"])])
+    backend.buggy = True
+    poller = Poller(backend, Config(collect_interval=0.1))
+    with caplog.at_level(logging.ERROR, logger="exporter.poller"):
+        poller.start(backend.start())
+        try:
+            deadline = time.monotonic() + 5.0
+            while caplog.text.count("a poll failed") < 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.35)  # a few more failing polls
+            assert poller._thread.is_alive()
+            assert poller.snapshot is None  # nothing made up while every poll fails
+            backend.buggy = False
+            assert poller.ready.wait(5.0)
+            snapshot = poller.snapshot
+        finally:
+            poller.stop()
+    assert caplog.text.count("a poll failed") == 1  # logged once, not at every poll
+    assert "TypeError" in caplog.text
+    assert snapshot.gpus[0].derived.bottleneck in {"compute", "mixed"}
+    assert snapshot.errors_total >= 3
