@@ -119,7 +119,7 @@ class CpuEngine:
         return bytearray(16), bytearray(16)
 
     def copy(self, source, target):
-        time.sleep(0.002)
+        raise RuntimeError("CUDA out of memory")
 
     def tiny_buffer(self, elements):
         return [0] * elements
@@ -144,14 +144,15 @@ def test_runner_keeps_only_samples_inside_each_measured_run(trace_paths):
     sampler.start()
     started = time.monotonic()
     try:
-        readings = run_workloads(engine, sampler, device, ["idle", "matmul_8192", "warp_every_sm"], seconds=0.9, warmup=0.1)
+        readings = run_workloads(engine, sampler, device, ["idle", "matmul_8192", "warp_every_sm", "copy_2GB"], seconds=0.9, warmup=0.1)
     finally:
         sampler.stop()
     elapsed = time.monotonic() - started
-    assert [reading.workload for reading in readings] == ["idle", "matmul_8192", "warp_every_sm"]
-    idle, matmul, warp = readings
+    assert [reading.workload for reading in readings] == ["idle", "matmul_8192", "warp_every_sm", "copy_2GB"]
+    idle, matmul, warp, copy = readings
     assert idle.truth == {} and warp.samples == [] and warp.error == "skipped: needs CuPy for its raw CUDA kernel"
-    assert engine.releases == 3
+    assert copy.error == "failed: RuntimeError: CUDA out of memory"
+    assert engine.releases == 4
     for reading in (idle, matmul):
         # replayed windows are 0.5 s: only samples 0.5..0.9 s into each run lie wholly inside it
         assert 2 <= len(reading.samples) <= 5
@@ -172,3 +173,24 @@ def test_overhead_benchmark_needs_a_gpu():
     run = subprocess.run([sys.executable, "bench/compare_nvitop.py", "--parts", "floor"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert run.returncode == 2
     assert run.stderr.startswith("compare_nvitop: this benchmark needs an NVIDIA GPU: NVML cannot start")
+
+
+def test_every_workload_reports_the_figure_its_expectation_checks():
+    """Each planted workload, run briefly on the CPU stand-in, returns exactly the truth its checks need."""
+    from exporter.selftest.expectations import EXPECTATIONS
+    from exporter.selftest.workloads import WORKLOADS
+
+    class Engine(CpuEngine):
+        def copy(self, source, target):
+            time.sleep(0.002)
+
+        def spin(self, blocks, threads, cycles):
+            time.sleep(0.01)
+
+    assert list(WORKLOADS) == list(EXPECTATIONS)
+    device = load_trace(ROOT / "exporter/traces/h200/idle.json").device(0)
+    for name, workload in WORKLOADS.items():
+        truth = workload(Engine(), 0.12, device)
+        expected = EXPECTATIONS[name].throughput
+        assert set(truth) == ({expected} if expected else set()), name
+        assert all(value > 0 for value in truth.values()), name

@@ -68,6 +68,10 @@ def run_workloads(engine: Engine, sampler: Sampler, device: DeviceInfo, names: l
         except SelftestUnavailable as error:
             readings.append(Reading(name, [], error=f"skipped: {error}"))
             continue
+        except Exception as error:  # e.g. out of GPU memory: report it and go on with the next workload
+            log.error("workload %s failed: %s: %s", name, type(error).__name__, error)
+            readings.append(Reading(name, [], error=f"failed: {type(error).__name__}: {error}"))
+            continue
         finally:
             engine.release()
         time.sleep(0.05)  # lets a collect that began before ``ended`` finish
