@@ -46,7 +46,8 @@ def daemon_parser() -> argparse.ArgumentParser:
         prog="gpu-efficiency-exporter",
         description="Prometheus exporter that tells how much real work each NVIDIA GPU does. "
         "Subcommands: 'record' writes gpu-trace/1 files from real GPUs (see 'record --help'); "
-        "'check' tells which backends and fields work on this machine (see 'check --help').",
+        "'check' tells which backends and fields work on this machine (see 'check --help'); "
+        "'selftest' runs planted workloads on a GPU and checks the readings against them (see 'selftest --help').",
     )
     parser.add_argument("--version", action="version", version=f"gpu-efficiency-exporter {__version__}")
     parser.add_argument("--web.listen-address", dest="listen_address", default=DEFAULT_LISTEN_ADDRESS, help=f"address to serve on (default {DEFAULT_LISTEN_ADDRESS})")
