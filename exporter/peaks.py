@@ -43,8 +43,9 @@ _BY_FOLDED_NAME = {name.casefold(): peak for name, peak in BUILTIN_PEAKS.items()
 
 def peak_for(model: str, overrides: dict[str, PeakOverride] | None = None) -> Peak | None:
     """The peaks of a model by its NVML name; config overrides win field by field."""
-    peak = _BY_FOLDED_NAME.get(model.strip().casefold())
-    override = (overrides or {}).get(model)
+    folded = model.strip().casefold()
+    peak = _BY_FOLDED_NAME.get(folded)
+    override = next((given for name, given in (overrides or {}).items() if name.strip().casefold() == folded), None)
     if override is None:
         return peak
     given = _peak(override.tensor_tflops, override.dram_tbps, override.pcie_gbps, override.nvlink_gbps)

@@ -316,3 +316,11 @@ def test_no_busy_idle_without_sm_activity():
     totals = integrate(samples).totals[H200.uuid]
     assert totals.busy_seconds == pytest.approx(2.0)
     assert totals.busy_idle_sm_seconds == 0.0 and totals.sm_active_seconds == 0.0
+
+
+def test_a_peaks_override_matches_the_model_name_as_the_built_in_table_does(trace_paths):
+    """Model names match case-insensitively and without surrounding blanks, for overrides too."""
+    sample = steady_samples(trace_paths["copy_2GB"])[0]
+    for written in ("nvidia h200", " NVIDIA H200 ", "NVIDIA H200"):
+        derived = derive(sample, Config(peaks={written: PeakOverride(dram_tbps=2.4)}))
+        assert derived.peak.dram_bytes_per_second == 2.4e12, written
