@@ -33,11 +33,13 @@ def value_of(body: str, series: str) -> float | None:
     return None
 
 
-def wait_for_value(daemon, series: str, expected: float, timeout: float = 5.0) -> str:
+def wait_for_value(daemon, series: str, expected: float, timeout: float = 5.0, at_least: bool = False) -> str:
+    """Scrape until ``series`` reads ``expected`` (or more, with ``at_least``)."""
     deadline = time.monotonic() + timeout
     while True:
         body = daemon.metrics()
-        if value_of(body, series) == expected:
+        value = value_of(body, series)
+        if value == expected or (at_least and value is not None and value >= expected):
             return body
         if time.monotonic() > deadline:
             raise AssertionError(f"{series} stayed {value_of(body, series)}, expected {expected}")
@@ -74,11 +76,14 @@ def test_sighup_reloads_a_valid_config_and_keeps_it_when_the_next_one_is_broken(
         assert value_of(body, SPIN_HIGH_UTIL) == 1
         assert "gpueff_busy_idle_sm_cost_total" not in body
 
-        config.write_text("price_per_gpu_hour: 4\ncurrency: EUR\nmismatch:\n  low_sm_active: 0.005\n  low_efficiency_ratio: 0.005\n")
+        # collect_interval in the file: the --collect-interval flag still wins after the reload.
+        config.write_text("collect_interval: 30s\nprice_per_gpu_hour: 4\ncurrency: EUR\nmismatch:\n  low_sm_active: 0.005\n  low_efficiency_ratio: 0.005\n")
         daemon.process.send_signal(signal.SIGHUP)
         body = wait_for_value(daemon, SPIN_HIGH_UTIL, 0)
         assert value_of(body, 'gpueff_mismatch{gpu="0",uuid="GPU-replay-0-spin_1sm",rule="low_efficiency"}') == 0
         assert 'gpueff_busy_idle_sm_cost_total{gpu="0",uuid="GPU-replay-0-spin_1sm",currency="EUR"}' in body
+        polls = value_of(body, "gpueff_collect_duration_seconds_count")
+        wait_for_value(daemon, "gpueff_collect_duration_seconds_count", polls + 3, timeout=3.0, at_least=True)
 
         config.write_text("price_per_gpu_hour: 4\nmismatch:\n  low_sm_activ: 0.5\n")
         daemon.process.send_signal(signal.SIGHUP)
