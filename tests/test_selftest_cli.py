@@ -194,3 +194,30 @@ def test_every_workload_reports_the_figure_its_expectation_checks():
         expected = EXPECTATIONS[name].throughput
         assert set(truth) == ({expected} if expected else set()), name
         assert all(value > 0 for value in truth.values()), name
+
+
+def test_live_path_with_the_nvml_backend_on_a_fake_driver(trace_paths, monkeypatch):
+    """The live selftest end to end in-process: the daemon's NvmlBackend reads a fake pynvml that plays
+    the spin_1sm recording, while the CPU stand-in runs the workloads (no GPU can exist here)."""
+    from fake_pynvml import FakeNvml
+
+    from exporter.config import Config
+    from exporter.selftest import workloads
+    from exporter.selftest.checks import check_readings, exit_code
+    from exporter.selftest.command import from_gpu, selftest_parser
+
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml([load_trace(trace_paths["spin_1sm"])]))
+    monkeypatch.setattr(workloads, "load_engine", lambda gpu, prefer: CpuEngine())
+    args = selftest_parser().parse_args(["--workload", "spin_1sm", "--workload", "warp_every_sm", "--duration", "2s", "--warmup", "0s", "--interval", "200ms"])
+    header, readings = from_gpu(args, args.workload)
+    assert header[0] == "GPU: NVIDIA H200 (132 SMs), driver 580.159.04"
+    assert header[1].startswith("Source: live run, workloads on cpu stand-in")
+    results = check_readings(readings, Config())
+    assert [(r.workload, r.check, r.passed) for r in results] == [
+        ("spin_1sm", "bottleneck class", True),
+        ("spin_1sm", "mismatch", True),
+        ("spin_1sm", "SM activity", True),
+        ("warp_every_sm", "run", False),
+    ]
+    assert 5 <= len(readings[0].samples) <= 10  # 200 ms windows wholly inside the 2 s run
+    assert exit_code(results) == 1
