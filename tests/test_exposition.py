@@ -309,3 +309,36 @@ def test_every_declared_metric_has_help_and_a_known_type():
         assert metric.name.startswith("gpueff_") and metric.help and metric.kind in {"gauge", "counter"}
         assert (metric.kind == "counter") == metric.name.endswith("_total"), metric.name
     assert CONTENT_TYPE == "text/plain; version=0.0.4; charset=utf-8"
+
+
+def test_every_nvml_reading_renders_in_base_units():
+    device = DeviceInfo(index=3, uuid="GPU-full", name="NVIDIA H100 80GB HBM3", driver="580.159.04", pci_bus_id="00000000:18:00.0", sm_count=132,
+                        max_sm_clock_mhz=1980, max_memory_clock_mhz=2619, power_limit_watts=700)
+    sample = GpuSample(device=device, timestamp=0.0, window_seconds=1.0, gpu_utilization=0.5, memory_utilization=0.25, power_watts=350.5, energy_joules=1.5e6,
+                       temperature_celsius=60, memory_temperature_celsius=70, sm_clock_mhz=1455, memory_clock_mhz=2619, memory_used_bytes=2**30,
+                       memory_total_bytes=80 * 2**30, memory_reserved_bytes=2**28, clock_event_reasons=0x4 | 0x40, ecc_corrected_errors=3, ecc_uncorrected_errors=0,
+                       remapped_rows_correctable=2, remapped_rows_uncorrectable=0, remapped_rows_pending=False, remapped_rows_failure=True, xid_errors={79: 1, 13: 4},
+                       process_count=2, process_memory_bytes=2**29, profiling={"sm_active": 0.4, "tensor_active": 0.3, "nvlink_tx_bytes_per_second": 1e9},
+                       profiling_available=True)
+    text = render(bare_snapshot(sample)).decode()
+    promtool_check(text)
+    values = {(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k not in {"gpu", "uuid"}))): s.value for s in series(text)}
+
+    def value(name: str, **labels: str) -> float:
+        return values[(name, tuple(sorted(labels.items())))]
+
+    assert value("gpueff_sm_clock_hertz") == 1455e6 and value("gpueff_sm_clock_max_hertz") == 1980e6
+    assert value("gpueff_memory_clock_hertz") == 2619e6 and value("gpueff_memory_clock_max_hertz") == 2619e6
+    assert value("gpueff_power_watts") == 350.5 and value("gpueff_power_limit_watts") == 700
+    assert value("gpueff_energy_joules_total") == 1.5e6
+    assert value("gpueff_memory_temperature_celsius") == 70 and value("gpueff_memory_reserved_bytes") == 2**28
+    assert value("gpueff_clock_event_active", reason="sw_power_cap") == 1 and value("gpueff_clock_event_active", reason="hw_thermal_slowdown") == 1
+    assert value("gpueff_clock_event_active", reason="gpu_idle") == 0
+    assert value("gpueff_ecc_errors_total", type="corrected") == 3 and value("gpueff_ecc_errors_total", type="uncorrected") == 0
+    assert value("gpueff_remapped_rows", cause="correctable") == 2
+    assert value("gpueff_remapped_rows_pending") == 0 and value("gpueff_remapped_rows_failure") == 1  # real readings: 0 is a fact here
+    assert value("gpueff_xid_errors_total", xid="79") == 1 and value("gpueff_xid_errors_total", xid="13") == 4
+    assert value("gpueff_compute_processes") == 2 and value("gpueff_compute_process_memory_bytes") == 2**29
+    assert value("gpueff_nvlink_tx_bytes_per_second") == 1e9
+    assert value("gpueff_estimated_tensor_flops_per_second") == pytest.approx(0.3 * 989.4e12 * 1455 / 1980)
+    assert ("gpueff_nvlink_rx_bytes_per_second", ()) not in values and ("gpueff_dram_active_ratio", ()) not in values
