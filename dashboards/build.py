@@ -32,11 +32,13 @@ THROUGHPUT_CHOICES = (
     ("SGLang generated tokens/s", "sum(rate(sglang:generation_tokens_total[$__rate_interval]))"),
     ("TGI generated tokens/s", "sum(rate(tgi_request_generated_tokens_sum[$__rate_interval]))"),
     ("Triton inferences/s", "sum(rate(nv_inference_count[$__rate_interval]))"),
+    ("Apps joined by this exporter (docs/apps.md)", "sum(gpueff_app_throughput_per_second)"),
 )
 REQUEST_CHOICES = (
     ("vLLM completed requests/s", "sum(rate(vllm:request_success_total[$__rate_interval]))"),
     ("TGI requests/s", "sum(rate(tgi_request_count[$__rate_interval]))"),
     ("Triton successful requests/s", "sum(rate(nv_inference_request_success[$__rate_interval]))"),
+    ("Apps joined by this exporter (docs/apps.md)", "sum(gpueff_app_requests_per_second)"),
 )
 
 
