@@ -13,7 +13,8 @@ from pathlib import Path
 
 from exporter import logs
 from exporter.backends.base import BackendUnavailable
-from exporter.config import Config, ConfigError, load_config, parse_duration
+from exporter.cli import Parser, duration_flag
+from exporter.config import Config, ConfigError, load_config
 from exporter.sample import DeviceInfo
 from exporter.selftest.checks import Reading, check_readings, exit_code
 from exporter.selftest.expectations import EXPECTATIONS
@@ -23,29 +24,16 @@ from exporter.trace import Trace, TraceError, load_trace, sample_from_record
 log = logging.getLogger("exporter.selftest")
 
 
-def _duration(minimum: float):
-    def parse(text: str) -> float:
-        try:
-            seconds = parse_duration(text)
-        except ValueError as error:
-            raise argparse.ArgumentTypeError(str(error)) from None
-        if seconds < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum:g}s, got {text!r}")
-        return seconds
-
-    return parse
-
-
 def selftest_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="gpu-efficiency-exporter selftest",
         description="Run planted workloads on a GPU and check that the exporter's readings and derivations tell the truth about them "
         "(needs PyTorch or CuPy with CUDA). Exit code 0: every check passed; 1: a check failed; 2: the selftest could not run.",
     )
     parser.add_argument("--gpu", type=int, default=0, help="NVML index of the GPU to test (default 0); it should be otherwise idle")
-    parser.add_argument("--duration", type=_duration(2.0), default=5.0, help="measured run of each workload (default 5s, minimum 2s)")
-    parser.add_argument("--warmup", type=_duration(0.0), default=1.0, help="unmeasured run of each workload before it (default 1s)")
-    parser.add_argument("--interval", type=_duration(0.2), default=0.5, help="time between two samples (default 500ms, minimum 200ms)")
+    parser.add_argument("--duration", type=duration_flag(2.0), default=5.0, help="measured run of each workload (default 5s, minimum 2s)")
+    parser.add_argument("--warmup", type=duration_flag(0.0), default=1.0, help="unmeasured run of each workload before it (default 1s)")
+    parser.add_argument("--interval", type=duration_flag(0.2), default=0.5, help="time between two samples (default 500ms, minimum 200ms)")
     parser.add_argument("--workload", action="append", choices=list(EXPECTATIONS), help="run only this workload (repeatable; default all)")
     parser.add_argument("--engine", choices=("auto", "pytorch", "cupy"), default="auto", help="what runs the workloads (default auto: PyTorch, else CuPy)")
     parser.add_argument("--config", help="the daemon's YAML config, for its thresholds and peak figures")
