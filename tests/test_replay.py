@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from exporter.backends.replay import ReplayBackend
+from exporter.config import Config
+from exporter.poller import Poller
 from exporter.trace import load_trace
 
 
@@ -81,8 +85,6 @@ def test_replay_loops_after_the_trace_duration(trace_paths, clock):
 
 
 def test_traces_of_different_lengths_loop_independently(trace_paths, clock, tmp_path):
-    import json
-
     short = json.loads(trace_paths["idle"].read_text())
     short["samples"] = short["samples"][:3]
     short["workload"] = "idle_short"
@@ -139,3 +141,33 @@ def test_replayed_samples_carry_the_recorded_readings(trace_paths, clock):
     assert sample.temperature_celsius == record["temp_c"]
     assert sample.clock_event_reasons == record["throttle"]
     assert backend.errors_total == 0
+
+
+def test_recordings_of_the_same_gpu_replay_as_distinct_gpus(trace_paths, clock, tmp_path):
+    """Two recordings of one physical GPU carry the same UUID; replayed side by side they must not share totals."""
+    paths = []
+    for name in ("spin_1sm", "idle"):
+        data = json.loads(trace_paths[name].read_text())
+        data["gpu"]["uuid"] = "GPU-8f3c0d2e-0000-4000-8000-000000000001"
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(data))
+    backend = ReplayBackend([load_trace(path) for path in paths], clock=clock)
+    devices = backend.start()
+    assert len({device.uuid for device in devices}) == 2
+    assert all(device.uuid.startswith("GPU-8f3c0d2e-0000-4000-8000-000000000001") for device in devices)
+    poller = Poller(backend, Config(), clock=clock)
+    for _ in range(3):
+        clock.now += 0.5
+        snapshot = poller.poll_once()
+    spin, idle = snapshot.gpus
+    assert spin.totals.busy_seconds == pytest.approx(1.0)
+    assert idle.totals.busy_seconds == 0.0
+
+
+def test_a_recorded_uuid_is_kept_where_it_is_unique(trace_paths, clock, tmp_path):
+    data = json.loads(trace_paths["idle"].read_text())
+    data["gpu"]["uuid"] = "GPU-recorded"
+    path = tmp_path / "idle.json"
+    path.write_text(json.dumps(data))
+    devices = ReplayBackend([load_trace(path), load_trace(trace_paths["spin_1sm"])], clock=clock).start()
+    assert [device.uuid for device in devices] == ["GPU-recorded", "GPU-replay-1-spin_1sm"]

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import time
+from collections import Counter
 from typing import Callable
 
 from exporter.backends.base import Backend
 from exporter.sample import DeviceInfo, GpuSample
 from exporter.trace import Trace, sample_from_record
+
+
+def unique_uuids(devices: list[DeviceInfo]) -> list[DeviceInfo]:
+    """Recordings of one physical GPU share its UUID: suffix the index where it repeats, so that the
+    virtual GPUs keep their own totals and series."""
+    counts = Counter(device.uuid for device in devices)
+    return [device if counts[device.uuid] == 1 else dataclasses.replace(device, uuid=f"{device.uuid}-replay-{device.index}") for device in devices]
 
 
 class ReplayBackend(Backend):
@@ -19,7 +28,7 @@ class ReplayBackend(Backend):
         super().__init__()
         self.traces = traces
         self.clock = clock
-        self.devices = [trace.device(index) for index, trace in enumerate(traces)]
+        self.devices = unique_uuids([trace.device(index) for index, trace in enumerate(traces)])
         self._times = [[record["t"] for record in trace.samples] for trace in traces]
         self._started = 0.0
         self._last_collect: float | None = None
