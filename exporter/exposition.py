@@ -91,6 +91,13 @@ def _info(state: GpuState) -> Iterable[tuple[str, float]]:
     return ((f',model="{escape(device.name)}",driver="{escape(device.driver)}",pci_bus_id="{escape(device.pci_bus_id)}",trace="{escape(device.source)}"', 1.0),)
 
 
+def _mig_info(state: GpuState) -> Iterable[tuple[str, float]]:
+    device = state.sample.device
+    if not device.parent_uuid:
+        return ()
+    return ((f',parent_uuid="{escape(device.parent_uuid)}",gpu_instance="{device.gpu_instance_id}"', 1.0),)
+
+
 def _clock_events(state: GpuState) -> Iterable[tuple[str, float]]:
     reasons = state.sample.clock_event_reasons
     if reasons is None:
@@ -141,6 +148,7 @@ def _profiling_metric(key: str, name: str, help_text: str) -> GpuMetric:
 GPU_METRICS: tuple[GpuMetric, ...] = (
     GpuMetric("gpueff_gpu_up", "gauge", "1 if the GPU was read in the last poll, 0 if it is lost, unreadable or the data is stale.", one(lambda s: 1.0 if s.sample.up else 0.0), when_down=True),
     GpuMetric("gpueff_gpu_info", "gauge", "GPU identity: model, driver, PCI bus id, and the replayed trace (empty for a live GPU). Always 1.", _info, when_down=True),
+    GpuMetric("gpueff_mig_device_info", "gauge", "A MIG device, exported like a GPU under its own MIG uuid (gpu is its physical GPU's index): the physical GPU's uuid and the GPU instance id. Always 1.", _mig_info, when_down=True),
     GpuMetric("gpueff_profiling_available", "gauge", "1 if SM activity and the other profiling metrics (GPM or DCGM) are read on this GPU, 0 if not (pre-Hopper without DCGM, or profiling restricted to admin).", one(lambda s: float(s.sample.profiling_available))),
     # Coarse NVML counters.
     GpuMetric("gpueff_gpu_utilization_ratio", "gauge", "Coarse NVML utilization: share of time any kernel ran (one thread on one SM reads 1). Not SM activity.", sample_field("gpu_utilization")),

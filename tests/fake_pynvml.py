@@ -79,6 +79,11 @@ class FakeGpu:
     remapped_rows: tuple[int, int, int, int] = (0, 0, 0, 0)  # correctable, uncorrectable, pending, failure
     processes: list[tuple[int, int, str]] = field(default_factory=list)  # (pid, used bytes, process name)
     lost: bool = False
+    # MIG: a FakeGpu with mig_of set is a MIG device of the GPU at that position in the list (whose
+    # MIG mode is then enabled); it is not counted by nvmlDeviceGetCount, only reached through
+    # nvmlDeviceGetMigDeviceHandleByIndex, and answers NOT_SUPPORTED for utilization rates.
+    mig_of: int | None = None
+    gpu_instance_id: int = 0
 
 
 @dataclass
@@ -267,11 +272,54 @@ class FakeNvml:
 
     @_api(device=None)
     def nvmlDeviceGetCount(self) -> int:
-        return len(self.gpus)
+        return sum(1 for gpu in self.gpus if gpu.mig_of is None)
 
     @_api(device="index")
     def nvmlDeviceGetHandleByIndex(self, index: int) -> Any:
+        if self.gpus[index].mig_of is not None:
+            raise _real.NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT)
         return self._handles[index]
+
+    # ---- MIG -----------------------------------------------------------------------------------
+
+    def _mig_children(self, index: int) -> list[int]:
+        return [child for child, gpu in enumerate(self.gpus) if gpu.mig_of == index]
+
+    @_api()
+    def nvmlDeviceGetMigMode(self, handle: Any) -> list[int]:
+        index = self._index_of(handle)
+        if self.gpus[index].mig_of is not None:
+            raise _real.NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
+        mode = _real.NVML_DEVICE_MIG_ENABLE if self._mig_children(index) else _real.NVML_DEVICE_MIG_DISABLE
+        return [mode, mode]
+
+    @_api()
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle: Any) -> int:
+        return 7 if self._mig_children(self._index_of(handle)) else 0
+
+    @_api()
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: Any, slot: int) -> Any:
+        children = self._mig_children(self._index_of(handle))
+        if not 0 <= slot < len(children):
+            raise _real.NVMLError(_real.NVML_ERROR_NOT_FOUND)  # an empty slot
+        return self._handles[children[slot]]
+
+    @_api()
+    def nvmlDeviceGetGpuInstanceId(self, handle: Any) -> int:
+        gpu = self.gpus[self._index_of(handle)]
+        if gpu.mig_of is None:
+            raise _real.NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT)
+        return gpu.gpu_instance_id
+
+    @_api()
+    def nvmlGpmMigSampleGet(self, handle: Any, gpu_instance_id: int, sample: Any) -> Any:
+        index = self._index_of(handle)
+        children = [child for child in self._mig_children(index) if self.gpus[child].gpu_instance_id == gpu_instance_id]
+        if not children or not self.gpus[index].gpm:
+            raise _real.NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT if not children else _real.NVML_ERROR_NOT_SUPPORTED)
+        entry = self._gpm_sample(sample)
+        entry[1], entry[2] = children[0], self.clock()
+        return sample
 
     # ---- identity ------------------------------------------------------------------------------
 
@@ -315,6 +363,8 @@ class FakeNvml:
     @_api()
     def nvmlDeviceGetUtilizationRates(self, handle: Any) -> Any:
         index = self._index_of(handle)
+        if self.gpus[index].mig_of is not None or self._mig_children(index):
+            raise _real.NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)  # no coarse utilization with MIG on
         utilization = _real.c_nvmlUtilization_t()
         utilization.gpu = int(self._value(index, "util_gpu"))
         utilization.memory = int(self._value(index, "util_mem"))
@@ -433,6 +483,8 @@ class FakeNvml:
     @_api()
     def nvmlGpmSampleGet(self, handle: Any, sample: Any) -> Any:
         index = self._index_of(handle)
+        if self.gpus[index].mig_of is not None:
+            raise _real.NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT)  # MIG devices: nvmlGpmMigSampleGet
         if not self.gpus[index].gpm:
             raise _real.NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
         entry = self._gpm_sample(sample)

@@ -7,6 +7,7 @@ temperature at the slow cadence; PCIe rates from GPM, never nvmlDeviceGetPcieThr
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -57,6 +58,7 @@ class _Gpu:
     gpm_request: Any = None  # a reused c_nvmlGpmMetricsGet_t
     slow: dict[str, Any] = field(default_factory=dict)  # the last slow-cadence readings
     slow_time: float | None = None
+    parent: _Gpu | None = None  # a MIG device's physical GPU
 
 
 class NvmlBackend(Backend):
@@ -131,6 +133,9 @@ class NvmlBackend(Backend):
             self._setup_gpm(gpu)
             opened.append(gpu)
             known.pop(info.uuid, None)
+            for mig in self._open_mig_devices(gpu, driver):
+                opened.append(mig)
+                known.pop(mig.info.uuid, None)
         # GPUs that did not come back stay listed as lost, so their gpueff_gpu_up reads 0.
         gone = [_Gpu(info=gpu.info, handle=None, lost=True) for gpu in known.values()]
         self._gpus = sorted(opened + gone, key=lambda gpu: gpu.info.index)
@@ -155,11 +160,45 @@ class NvmlBackend(Backend):
             power_limit_watts=None if power_limit is None else power_limit / 1000,
         )
 
+    def _open_mig_devices(self, parent: _Gpu, driver: str) -> list[_Gpu]:
+        """The MIG devices of a GPU in MIG mode, each exported as a device of its own."""
+        nvml = self.nvml
+        mode = self._optional(parent, "mig_mode", nvml.nvmlDeviceGetMigMode, parent.handle)
+        if mode is None or mode[0] != nvml.NVML_DEVICE_MIG_ENABLE:
+            return []
+        devices = []
+        try:
+            for slot in range(nvml.nvmlDeviceGetMaxMigDeviceCount(parent.handle)):
+                handle = self._optional(None, "mig_handle", nvml.nvmlDeviceGetMigDeviceHandleByIndex, parent.handle, slot)
+                if handle is None:
+                    continue  # an empty slot
+                attributes = self._optional(None, "attributes", nvml.nvmlDeviceGetAttributes, handle)
+                info = dataclasses.replace(
+                    parent.info,
+                    uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
+                    name=_text(nvml.nvmlDeviceGetName(handle)),
+                    sm_count=getattr(attributes, "multiprocessorCount", None),
+                    power_limit_watts=None,  # power belongs to the whole GPU
+                    parent_uuid=parent.info.uuid,
+                    gpu_instance_id=int(nvml.nvmlDeviceGetGpuInstanceId(handle)),
+                )
+                mig = _Gpu(info=info, handle=handle, parent=parent)
+                if parent.gpm:
+                    self._setup_gpm(mig)
+                devices.append(mig)
+        except nvml.NVMLError as error:
+            if getattr(error, "value", None) in _driver_gone_codes(nvml):
+                raise
+            self._log_once(f"mig-{parent.info.uuid}", logging.WARNING, "GPU %d is in MIG mode but its MIG devices cannot be listed (%s); they are not exported", parent.info.index, error)
+        if devices:
+            log.info("GPU %d is in MIG mode: %d MIG device(s) exported (no coarse utilization there; efficiency uses graphics engine activity)", parent.info.index, len(devices))
+        return devices
+
     def _setup_gpm(self, gpu: _Gpu) -> None:
         nvml = self.nvml
         name = f"GPU {gpu.info.index} ({gpu.info.name})"
         try:
-            supported = bool(nvml.nvmlGpmQueryDeviceSupport(gpu.handle).isSupportedDevice)
+            supported = bool(nvml.nvmlGpmQueryDeviceSupport(gpu.handle if gpu.parent is None else gpu.parent.handle).isSupportedDevice)
         except (nvml.NVMLError, AttributeError):
             supported = False
         if not supported:
@@ -336,7 +375,10 @@ class NvmlBackend(Backend):
             return  # too soon after the last GPM sample: no profiling figures this poll
         previous, current = gpu.gpm_samples
         try:
-            nvml.nvmlGpmSampleGet(gpu.handle, current)
+            if gpu.parent is None:
+                nvml.nvmlGpmSampleGet(gpu.handle, current)
+            else:
+                nvml.nvmlGpmMigSampleGet(gpu.parent.handle, gpu.info.gpu_instance_id, current)
         except nvml.NVMLError as error:
             if getattr(error, "value", None) == nvml.NVML_ERROR_NO_PERMISSION:
                 admin_only = profiling_admin_only()
@@ -387,7 +429,7 @@ class NvmlBackend(Backend):
             return
         watched = {}
         for gpu in self._gpus:
-            if gpu.lost:
+            if gpu.lost or gpu.parent is not None:  # a MIG device's Xids arrive on its GPU
                 continue
             try:
                 nvml.nvmlDeviceRegisterEvents(gpu.handle, nvml.nvmlEventTypeXidCriticalError, event_set)

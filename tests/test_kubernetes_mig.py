@@ -1,0 +1,87 @@
+"""MIG: each MIG device exported as a device of its own (GPM through nvmlGpmMigSampleGet),
+attributed to the pod the kubelet gave it, with efficiency from graphics engine activity where
+coarse utilization does not exist. NVML is the trace-driven fake pynvml; the kubelet is a real
+gRPC server on a unix socket."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from exporter.backends.nvml import NvmlBackend
+from exporter.config import parse_config
+from exporter.exposition import render
+from exporter.poller import Poller
+from exporter.trace import load_trace
+from fake_pynvml import FakeClock, FakeGpu, FakeNvml
+from kubelet_fake import FakeKubelet, pod
+
+PARENT = "GPU-0a0a0a0a-1111-2222-3333-444444444444"
+MIG_BUSY = "MIG-b1b1b1b1-1111-2222-3333-444444444444"
+MIG_IDLE = "MIG-c2c2c2c2-1111-2222-3333-444444444444"
+
+
+@pytest.fixture
+def fake(trace_paths):
+    clock = FakeClock()
+    gpus = [
+        FakeGpu(load_trace(trace_paths["matmul_8192"]), uuid=PARENT, name="NVIDIA H200"),
+        FakeGpu(load_trace(trace_paths["matmul_8192"]), uuid=MIG_BUSY, name="NVIDIA H200 MIG 3g.71gb", mig_of=0, gpu_instance_id=2, processes=[(4242, 10 << 30, "python")]),
+        FakeGpu(load_trace(trace_paths["idle"]), uuid=MIG_IDLE, name="NVIDIA H200 MIG 1g.18gb", mig_of=0, gpu_instance_id=9),
+    ]
+    return FakeNvml(gpus, clock=clock), clock
+
+
+def test_mig_devices_are_devices_of_their_own(fake) -> None:
+    nvml, clock = fake
+    backend = NvmlBackend(nvml=nvml, clock=clock)
+    devices = backend.start()
+    try:
+        assert [(d.index, d.uuid, d.parent_uuid, d.gpu_instance_id) for d in devices] == [(0, PARENT, "", None), (0, MIG_BUSY, PARENT, 2), (0, MIG_IDLE, PARENT, 9)]
+        assert devices[1].name == "NVIDIA H200 MIG 3g.71gb" and devices[1].power_limit_watts is None
+        backend.collect()
+        clock.advance(1.0)
+        busy, idle = backend.collect()[1:]
+    finally:
+        backend.close()
+    record = nvml.record(1)
+    assert busy.up and busy.gpu_utilization is None  # no coarse utilization on MIG
+    assert busy.profiling["sm_active"] == pytest.approx(record["SM_UTIL"] / 100)
+    assert busy.profiling["graphics_active"] == pytest.approx(record["GRAPHICS_UTIL"] / 100)
+    assert idle.profiling["sm_active"] == pytest.approx(nvml.record(2)["SM_UTIL"] / 100)
+    assert [p.pid for p in busy.processes] == [4242]
+    assert nvml.calls["nvmlGpmMigSampleGet"] == 4 and nvml.calls["nvmlDeviceRegisterEvents"] == 1
+
+
+def test_mig_devices_exported_with_their_pods_and_graphics_based_efficiency(fake, tmp_path: Path) -> None:
+    nvml, clock = fake
+    socket_dir = Path(tempfile.mkdtemp(prefix="kl", dir="/tmp"))
+    socket_path = socket_dir / "kubelet.sock"
+    pods = [pod("research", "finetune-7", {"trainer": {"nvidia.com/mig-3g.71gb": [MIG_BUSY]}})]
+    config = parse_config({"kubernetes": {"enabled": True, "pod_resources_socket": str(socket_path)}})
+    backend = NvmlBackend(nvml=nvml, clock=clock)
+    poller = Poller(backend, config, clock=clock)
+    try:
+        with FakeKubelet(socket_path, pods):
+            backend.start()
+            poller.poll_once()
+            clock.advance(1.0)
+            snapshot = poller.poll_once()
+    finally:
+        poller.attributor.close()
+        backend.close()
+        shutil.rmtree(socket_dir, ignore_errors=True)
+    text = render(snapshot).decode()
+    busy = f'gpu="0",uuid="{MIG_BUSY}",namespace="research",pod="finetune-7",container="trainer"'
+    assert f'gpueff_mig_device_info{{{busy},parent_uuid="{PARENT}",gpu_instance="2"}} 1' in text
+    assert f'gpueff_mig_device_info{{gpu="0",uuid="{MIG_IDLE}",parent_uuid="{PARENT}",gpu_instance="9"}} 1' in text
+    assert f'gpueff_gpu_pod_info{{gpu="0",uuid="{MIG_BUSY}",namespace="research",pod="finetune-7",container="trainer"}} 1' in text
+    assert not [line for line in text.splitlines() if line.startswith("gpueff_gpu_utilization_ratio{") and "MIG-" in line]
+    (state,) = [s for s in snapshot.gpus if s.sample.device.uuid == MIG_BUSY]
+    record = nvml.record(1)
+    expected = min(1.0, record["SM_UTIL"] / record["GRAPHICS_UTIL"])
+    assert state.derived.efficiency == pytest.approx(expected)
+    assert f"gpueff_efficiency_ratio{{{busy}}}" in text
