@@ -55,6 +55,7 @@ def daemon_parser() -> argparse.ArgumentParser:
     parser.add_argument("--web.config.file", dest="web_config_file", help="exporter-toolkit web config (TLS, basic auth, headers; reloaded on SIGHUP): see docs/security.md")
     parser.add_argument("--config", help="YAML configuration file (reloaded on SIGHUP)")
     parser.add_argument("--collect-interval", type=duration_flag(MIN_COLLECT_INTERVAL), help="how often to sample the GPUs, e.g. 500ms or 1s (default 1s, minimum 100ms; overrides the config file)")
+    parser.add_argument("--wait-for-driver", dest="wait_for_driver", action="store_true", help="if no NVIDIA driver answers at start, serve anyway (no GPU) and retry with backoff instead of exiting: see docs/security.md")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--replay", nargs="+", metavar="FILE", help="replay gpu-trace/1 files instead of reading GPUs (one file = one virtual GPU)")
     source.add_argument("--demo", action="store_true", help="replay the recorded H200 traces shipped with the package (no GPU needed)")

@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 
 from exporter.backends.base import Backend, BackendUnavailable
+from exporter.backends.waiting import WaitingBackend
 from exporter.config import Config, ConfigError, load_config
 from exporter.exposition import Exposition
 from exporter.poller import Poller
@@ -19,6 +20,7 @@ from exporter.webconfig import WebConfig, WebConfigError, load_web_config
 
 log = logging.getLogger("exporter")
 SIGNAL_CHECK_INTERVAL = 0.25  # seconds; the longest a SIGHUP/SIGTERM waits to be handled
+STOP_TIMEOUT = 2.0  # seconds each for the poller and the backend to stop before the daemon exits anyway
 
 
 class StartupError(Exception):
@@ -62,7 +64,10 @@ def run(args: argparse.Namespace) -> int:
         parse_listen_address(args.listen_address)
         config = effective_config(args)
         web_config = load_web_config_flag(args)
-        backend = choose_backend(args, config)
+        if getattr(args, "wait_for_driver", False) and not (args.demo or args.replay):
+            backend: Backend = WaitingBackend(lambda: choose_backend(args, config))
+        else:
+            backend = choose_backend(args, config)
         devices = backend.start()
     except (ListenAddressError, ConfigError, WebConfigError, StartupError, BackendUnavailable) as error:
         log.error("%s", error)
@@ -105,8 +110,11 @@ def run(args: argparse.Namespace) -> int:
             if requests.pop(0) == "stop":
                 log.info("stopping")
                 server.close()
-                poller.stop()
-                backend.close()
+                poller.stop(STOP_TIMEOUT)
+                # A backend call that hangs (a wedged driver) must not hold the exit: close on the side.
+                closer = threading.Thread(target=backend.close, name="backend-close", daemon=True)
+                closer.start()
+                closer.join(STOP_TIMEOUT)
                 return 0
             reload(args, poller, server)
 

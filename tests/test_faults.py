@@ -1,0 +1,253 @@
+"""Faults: what the daemon does when NVML hangs, loses a GPU, answers NotSupported, or has no driver yet.
+
+Two set-ups, both with tests/fake_pynvml.py standing in for the driver:
+- in process: the daemon's own parts (NvmlBackend -> Poller -> Exposition -> WebServer on loopback),
+  with faults injected into the fake while real HTTP scrapes run;
+- a real daemon process: this file run as a script puts a scripted FakeNvml in place of pynvml
+  (``FAULT_SCRIPT``: which traces, when the driver appears, which call hangs from when) and runs the CLI.
+SIGHUP with a broken config and SIGTERM without faults are covered in test_daemon.py and test_tls.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if __name__ == "__main__":  # the launcher: make the package and the fake importable
+    sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+import pynvml  # noqa: E402 (the real module: constants only)
+
+from exporter.backends.nvml import NvmlBackend  # noqa: E402
+from exporter.config import Config  # noqa: E402
+from exporter.exposition import Exposition  # noqa: E402
+from exporter.poller import Poller  # noqa: E402
+from exporter.trace import load_trace  # noqa: E402
+from exporter.web import WebServer  # noqa: E402
+from fake_pynvml import FakeNvml  # noqa: E402
+
+HANG_LIMIT = 60.0  # a hung fake call gives up after this long, so no test leaves a thread behind for good
+
+
+def hang(fake: FakeNvml, function: str) -> threading.Event:
+    """Make ``function`` block until the returned event is set (a wedged driver call)."""
+    release = threading.Event()
+    original = getattr(fake, function)
+
+    def blocked(*args):
+        release.wait(HANG_LIMIT)
+        return original(*args)
+
+    setattr(fake, function, blocked)
+    return release
+
+
+# ---- the launcher (this file run as a script) -------------------------------------------------
+
+
+def launch() -> int:
+    script = json.loads(os.environ["FAULT_SCRIPT"])
+    fake = FakeNvml([load_trace(path) for path in script["traces"]], event_wait_cap=0.5)
+    timers = [threading.Timer(after, hang, (fake, function)) for function, after in script.get("hang", {}).items()]
+    if "driver_after" in script:
+        fake.unload_driver()
+        timers.append(threading.Timer(script["driver_after"], fake.load_driver))
+    for timer in timers:
+        timer.daemon = True
+        timer.start()
+    sys.modules["pynvml"] = fake
+    from exporter.cli import main
+
+    return main(sys.argv[1:])
+
+
+if __name__ == "__main__":
+    raise SystemExit(launch())
+
+
+# ---- tests ------------------------------------------------------------------------------------
+
+import pytest  # noqa: E402
+
+from conftest import free_port, http_get  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def traces(trace_paths):
+    return [load_trace(trace_paths[name]) for name in ("matmul_8192", "idle", "spin_1sm")]
+
+
+@contextlib.contextmanager
+def wired(fake: FakeNvml, **config):
+    """The daemon's parts over ``fake``: backend, poller thread, exposition and HTTP on loopback."""
+    backend = NvmlBackend(slow_interval=1.0, nvml=fake)
+    devices = backend.start()
+    poller = Poller(backend, Config(collect_interval=0.1, **config))
+    server = WebServer(f"127.0.0.1:{free_port()}", Exposition(lambda: poller.snapshot).body, poller.ready.is_set, "faults")
+    poller.start(devices)
+    server.start()
+    try:
+        assert poller.ready.wait(5)
+        yield f"http://127.0.0.1:{server.port}/metrics"
+    finally:
+        server.close()
+        poller.stop(1.0)
+
+
+def scrape(url: str) -> tuple[str, float]:
+    started = time.monotonic()
+    status, body = http_get(url, timeout=5)
+    assert status == 200, body
+    return body, time.monotonic() - started
+
+
+def wait_for(url: str, predicate, timeout: float = 10.0) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        body, _ = scrape(url)
+        if predicate(body):
+            return body
+        assert time.monotonic() < deadline, body[-2000:]
+        time.sleep(0.05)
+
+
+def errors_total(body: str) -> int:
+    return int(next(line for line in body.splitlines() if line.startswith("gpueff_collect_errors_total ")).split()[1])
+
+
+def up(body: str, gpu: int) -> str | None:
+    for line in body.splitlines():
+        if line.startswith(f'gpueff_gpu_up{{gpu="{gpu}",'):
+            return line.rsplit(" ", 1)[1]
+    return None
+
+
+def test_a_hanging_nvml_call_never_stalls_scrapes_and_goes_down_after_stale_after(traces):
+    fake = FakeNvml(traces)
+    with wired(fake, stale_after=0.6) as url:
+        wait_for(url, lambda b: "gpueff_sm_active_ratio{" in b)
+        release = hang(fake, "nvmlDeviceGetPowerUsage")
+        try:
+            hung_at = time.monotonic()
+            latencies, bodies = [], []
+            while time.monotonic() - hung_at < 1.5:
+                body, latency = scrape(url)
+                latencies.append(latency)
+                bodies.append((time.monotonic() - hung_at, body))
+                time.sleep(0.05)
+            print(f"{len(latencies)} scrapes while NVML hung: slowest {max(latencies) * 1000:.1f} ms")
+            assert max(latencies) < 1.0
+            assert "gpueff_collect_stale 0" in bodies[0][1] and up(bodies[0][1], 0) == "1"  # the last snapshot, at first
+            late = bodies[-1][1]
+            assert "gpueff_collect_stale 1" in late
+            assert [up(late, gpu) for gpu in range(3)] == ["0", "0", "0"]
+            assert "gpueff_sm_active_ratio{" not in late and "gpueff_power_watts{" not in late
+        finally:
+            release.set()
+        wait_for(url, lambda b: "gpueff_collect_stale 0" in b and up(b, 0) == "1")
+
+
+def test_a_gpu_lost_mid_run_goes_down_alone_and_comes_back(traces):
+    fake = FakeNvml(traces)
+    with wired(fake) as url:
+        wait_for(url, lambda b: up(b, 1) == "1")
+        fake.lose_gpu(1)
+        body = wait_for(url, lambda b: up(b, 1) == "0")
+        assert up(body, 0) == "1" and up(body, 2) == "1"
+        assert 'gpueff_power_watts{gpu="1"' not in body and 'gpueff_power_watts{gpu="0"' in body
+        assert 'gpueff_gpu_info{gpu="1"' in body  # identity stays, so alerts can name the lost GPU
+        assert errors_total(body) >= 1
+        fake.recover_gpu(1)
+        wait_for(url, lambda b: up(b, 1) == "1" and 'gpueff_power_watts{gpu="1"' in b)  # after the re-init backoff (1 s)
+
+
+def test_one_metric_not_supported_is_absent_not_zero(traces):
+    fake = FakeNvml(traces)
+    fake.fail("nvmlDeviceGetPowerUsage", pynvml.NVML_ERROR_NOT_SUPPORTED, gpu=0)
+    with wired(fake) as url:
+        body = wait_for(url, lambda b: "gpueff_sm_active_ratio{" in b)
+        assert up(body, 0) == "1"
+        assert 'gpueff_power_watts{gpu="0"' not in body and 'gpueff_power_watts{gpu="1"' in body
+        assert 'gpueff_sm_active_ratio{gpu="0"' in body  # the rest of the GPU is still read
+        assert errors_total(body) == 0  # NotSupported is no error
+    assert fake.device_calls["nvmlDeviceGetPowerUsage", 0] == 1  # asked once, then never again
+
+
+def test_the_driver_gone_mid_run_takes_every_gpu_down_until_it_is_back(traces):
+    fake = FakeNvml(traces)
+    with wired(fake) as url:
+        wait_for(url, lambda b: up(b, 0) == "1")
+        fake.unload_driver()
+        body = wait_for(url, lambda b: [up(b, gpu) for gpu in range(3)] == ["0", "0", "0"])
+        assert "gpueff_exporter_build_info{" in body  # the daemon itself still answers
+        fake.load_driver()
+        wait_for(url, lambda b: [up(b, gpu) for gpu in range(3)] == ["1", "1", "1"])
+
+
+@contextlib.contextmanager
+def fault_daemon(script: dict, *flags: str):
+    """A real daemon process on the scripted fake; yields (process, base url) once it answers."""
+    port = free_port()
+    command = [sys.executable, str(Path(__file__)), "--backend", "nvml", "--collect-interval", "100ms", "--web.listen-address", f"127.0.0.1:{port}", *flags]
+    env = {**os.environ, "FAULT_SCRIPT": json.dumps(script)}
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            assert process.poll() is None, process.stdout.read()
+            with contextlib.suppress(OSError):
+                if http_get(url + "/-/healthy", timeout=1)[0] == 200:
+                    break
+            assert time.monotonic() < deadline, "the daemon did not answer"
+            time.sleep(0.05)
+        yield process, url
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        process.stdout.close()
+
+
+def test_without_the_flag_a_missing_driver_stops_the_start_with_the_demo_hint(trace_paths):
+    script = {"traces": [str(trace_paths["idle"])], "driver_after": 60}
+    command = [sys.executable, str(Path(__file__)), "--backend", "nvml", "--web.listen-address", f"127.0.0.1:{free_port()}"]
+    result = subprocess.run(command, cwd=ROOT, env={**os.environ, "FAULT_SCRIPT": json.dumps(script)}, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert "cannot initialise NVML" in result.stderr and "--demo" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_wait_for_driver_serves_at_once_and_picks_the_gpus_up_when_the_driver_appears(trace_paths):
+    script = {"traces": [str(trace_paths["matmul_8192"]), str(trace_paths["idle"])], "driver_after": 2.0}
+    with fault_daemon(script, "--wait-for-driver") as (process, url):
+        status, body = http_get(url + "/metrics")
+        assert status == 200 and "gpueff_gpu_up{" not in body and 'backend="waiting"' in body
+        wait_for(url + "/metrics", lambda b: up(b, 0) == "1" and up(b, 1) == "1" and 'backend="nvml"' in b, timeout=15)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(10) == 0
+        log = process.stdout.read()
+    assert "waiting for the NVIDIA driver (--wait-for-driver): cannot initialise NVML" in log
+    assert "the nvml backend started: reading 2 GPU(s)" in log
+
+
+def test_sigterm_exits_cleanly_within_a_bound_while_an_nvml_call_hangs(trace_paths, tmp_path):
+    config = tmp_path / "config.yml"
+    config.write_text("stale_after: 500ms\n")
+    script = {"traces": [str(trace_paths["matmul_8192"])], "hang": {"nvmlDeviceGetPowerUsage": 1.0}}
+    with fault_daemon(script, "--config", str(config)) as (process, url):
+        wait_for(url + "/metrics", lambda b: "gpueff_collect_stale 1" in b, timeout=15)
+        stopped = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(10) == 0
+        elapsed = time.monotonic() - stopped
+        print(f"SIGTERM with a hung NVML call: exited 0 after {elapsed:.2f} s")
+        assert elapsed < 6.0
+
