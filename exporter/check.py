@@ -106,7 +106,9 @@ def _value(sample: GpuSample | None, row: str) -> str:
         return ",".join(f"{code}x{count}" for code, count in sorted(value.items()))
     if isinstance(value, bool):
         return str(value).lower()
-    return f"{value:.4g}"
+    if isinstance(value, (int, float)):
+        return f"{value:.4g}"
+    return f"{len(value)} item(s)" if isinstance(value, (list, tuple)) else str(value)
 
 
 def _dcgm_field(result: BackendResult, uuid: str, row: str) -> str:

@@ -127,6 +127,22 @@ def test_fields_resolve_by_id_under_old_and_new_names(engine_control, naming, sm
         dcgm.close()
 
 
+def test_without_a_metadata_lookup_the_bindings_names_decide(engine_control, monkeypatch):
+    import dcgm_fields
+
+    engine_control.CONTROL.naming = "3"
+    monkeypatch.delattr(dcgm_fields, "DcgmFieldGetById")
+    monkeypatch.setattr(dcgm_fields, "_LEGACY", {k: v for k, v in dcgm_fields._LEGACY.items() if v != 1016})  # a DCGM without field 1016
+    dcgm = backend()
+    dcgm.start()
+    try:
+        assert {resolved.field_id: resolved.name for resolved in dcgm.fields}[1004] == "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"
+        assert [spec.field_id for spec in dcgm.unknown_fields] == [1016]
+        assert dcgm.profiling_answers(3.0)
+    finally:
+        dcgm.close()
+
+
 def test_a_field_unknown_to_this_dcgm_is_left_out_and_the_rest_works(engine_control):
     engine_control.CONTROL.known_field_ids -= {1016, 1015}
     dcgm = backend()

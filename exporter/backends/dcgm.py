@@ -55,8 +55,8 @@ PROFILING_REFUSALS = {
 @dataclass(frozen=True)
 class ResolvedField:
     spec: DcgmField
-    field_id: int  # the ID watched (normally spec.field_id)
-    name: str  # the name the loaded bindings give this ID
+    field_id: int
+    name: str  # the name the loaded bindings give this ID (the newest of the table's where they give none)
 
 
 @dataclass
@@ -180,18 +180,15 @@ class DcgmBackend(Backend):
                     value = getattr(fields_module, name, None)
                     if isinstance(value, int):
                         by_name[name] = value
-            known = self._field_known(spec.field_id)
-            if known is None:  # no metadata lookup: the bindings' names decide
-                known = spec.field_id in by_name.values() or not by_name
             matching = [name for name, number in by_name.items() if number == spec.field_id]
+            for name, number in by_name.items():
+                if number != spec.field_id:
+                    self._log_once(f"renumbered-{name}", logging.WARNING, "the DCGM bindings define %s as %d, not %d: watching %d (IDs are DCGM's stable interface)", name, number, spec.field_id, spec.field_id)
+            known = self._field_known(spec.field_id)
+            if known is None:  # the bindings have no metadata lookup: their names decide
+                known = bool(matching)
             if known:
                 self.fields.append(ResolvedField(spec, spec.field_id, matching[0] if matching else spec.names[0]))
-                continue
-            renumbered = [(name, number) for name, number in by_name.items() if self._field_known(number)]
-            if renumbered:
-                name, number = renumbered[0]
-                log.warning("DCGM field %d is unknown to these bindings, but they define %s as %d: watching %d", spec.field_id, name, number, number)
-                self.fields.append(ResolvedField(spec, number, name))
             else:
                 self.unknown_fields.append(spec)
         if self.unknown_fields:
