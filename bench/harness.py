@@ -1,0 +1,103 @@
+"""Shared pieces of the benchmarks: a daemon subprocess on loopback, its RSS and CPU time, percentiles."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACES = sorted((ROOT / "exporter" / "traces" / "h200").glob("*.json"))
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def trace_files(count: int) -> list[str]:
+    """``count`` shipped traces, repeating them in order where more are asked for than shipped."""
+    return [str(TRACES[index % len(TRACES)]) for index in range(count)]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Daemon:
+    def __init__(self, process: subprocess.Popen, port: int) -> None:
+        self.process = process
+        self.port = port
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def get(self, path: str = "/metrics") -> tuple[int, bytes]:
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            connection.request("GET", path)
+            response = connection.getresponse()
+            return response.status, response.read()
+        finally:
+            connection.close()
+
+    def rss_bytes(self) -> int:
+        return _status_kib(self.pid, "VmRSS") * 1024
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the daemon process (all its threads) so far."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def _status_kib(pid: int, key: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise KeyError(key)
+
+
+@contextlib.contextmanager
+def daemon(command: list[str], ready_timeout: float = 30.0) -> Iterator[Daemon]:
+    """Run ``command`` (a daemon taking --web.listen-address) on a free loopback port until /-/ready."""
+    port = free_port()
+    process = subprocess.Popen([*command, "--web.listen-address", f"127.0.0.1:{port}", "--log.level", "warn"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    running = Daemon(process, port)
+    try:
+        deadline = time.monotonic() + ready_timeout
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"the daemon exited with {process.returncode}: {process.stderr.read()}")
+            with contextlib.suppress(OSError):
+                if running.get("/-/ready")[0] == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError("the daemon did not become ready")
+            time.sleep(0.05)
+        yield running
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        process.stderr.close()
+
+
+def replay_daemon_command(gpus: int, interval: str = "1s") -> list[str]:
+    return [sys.executable, "-m", "exporter", "--replay", *trace_files(gpus), "--collect-interval", interval]
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile, ``q`` in 0..100."""
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * q // 100))
+    return ordered[int(rank) - 1]

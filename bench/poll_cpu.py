@@ -1,0 +1,109 @@
+"""CPU the daemon spends per GPU per poll with the NVML backend on the fake pynvml (calls cost 0).
+
+1. In process, on a fake clock 1 s per poll: thread CPU time of the backend's collect (NVML backend
+   plus the fake's own Python), of derivations + snapshot, and of rendering the exposition text,
+   per GPU per poll, and the total as % of one core at a 1 s collect interval.
+2. The real daemon process (bench/fake_nvml_daemon.py) left to poll for ~20 s at 1 s: its process
+   CPU time (all threads: poller, HTTP server, Xid watcher) from /proc, as % of one core, and RSS.
+
+Prints figures; asserts nothing.
+
+    python bench/poll_cpu.py [--polls 300] [--seconds 20] [--gpus 1 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+from harness import ROOT, daemon, trace_files
+
+sys.path.insert(0, str(ROOT / "tests"))
+
+from fake_pynvml import FakeClock, FakeNvml  # noqa: E402 (needs the path above)
+
+from exporter.backends.nvml import NvmlBackend  # noqa: E402
+from exporter.config import load_config  # noqa: E402
+from exporter.exposition import Exposition  # noqa: E402
+from exporter.poller import Poller  # noqa: E402
+from exporter.trace import load_trace  # noqa: E402
+
+
+def in_process(gpus: int, polls: int = 300) -> dict:
+    """Median thread CPU per GPU per poll, in seconds, of each stage."""
+    clock = FakeClock()
+    fake = FakeNvml([load_trace(path) for path in trace_files(gpus)], clock=clock, event_wait_cap=0.5)
+    backend = NvmlBackend(slow_interval=10.0, nvml=fake, clock=clock)
+    poller = Poller(backend, load_config(None), clock=clock)
+    exposition = Exposition(lambda: poller.snapshot, clock=clock)
+    collect_times: list[float] = []
+    collect = backend.collect
+
+    def timed_collect():
+        started = time.thread_time()
+        samples = collect()
+        collect_times.append(time.thread_time() - started)
+        return samples
+
+    backend.collect = timed_collect
+    backend.start()
+    stages = {"collect": [], "derive": [], "render": [], "total": []}
+    try:
+        for number in range(polls + 20):
+            started = time.thread_time()
+            poller.poll_once()
+            polled = time.thread_time()
+            exposition.body()
+            rendered = time.thread_time()
+            clock.advance(1.0)
+            if number >= 20:  # the first polls warm caches and prime GPM
+                stages["collect"].append(collect_times[-1])
+                stages["derive"].append(polled - started - collect_times[-1])
+                stages["render"].append(rendered - polled)
+                stages["total"].append(rendered - started)
+    finally:
+        backend.close()
+    calls_per_poll = sum(fake.calls.values()) / (polls + 20) / gpus
+    return {"gpus": gpus, "calls_per_gpu_per_poll": calls_per_poll, **{stage: statistics.median(values) / gpus for stage, values in stages.items()}}
+
+
+def daemon_process(gpus: int, seconds: float = 20.0) -> dict:
+    """Process CPU of the real daemon on the fake NVML over ``seconds`` at a 1 s interval."""
+    command = [sys.executable, str(ROOT / "bench" / "fake_nvml_daemon.py"), str(gpus), "--collect-interval", "1s"]
+    with daemon(command) as running:
+        time.sleep(3.0)  # warm-up: imports settle, GPM primed
+        running.get()
+        cpu_before, wall_before = running.cpu_seconds(), time.monotonic()
+        time.sleep(seconds)
+        cpu, wall = running.cpu_seconds() - cpu_before, time.monotonic() - wall_before
+        return {"gpus": gpus, "seconds": wall, "cpu_seconds": cpu, "core_percent": 100 * cpu / wall, "rss_bytes": running.rss_bytes()}
+
+
+def report_in_process(result: dict) -> None:
+    us = {stage: result[stage] * 1e6 for stage in ("collect", "derive", "render", "total")}
+    print(
+        f"{result['gpus']} GPU(s), per GPU per poll: collect {us['collect']:.0f} us (NVML backend + fake, {result['calls_per_gpu_per_poll']:.1f} calls), "
+        f"derive {us['derive']:.0f} us, render {us['render']:.0f} us, total {us['total']:.0f} us = {result['total'] * 100:.3f} % of a core at 1 s"
+    )
+
+
+def report_daemon(result: dict) -> None:
+    print(f"daemon with {result['gpus']} fake GPU(s), {result['seconds']:.0f} s at 1 s: {result['cpu_seconds']:.2f} CPU s = {result['core_percent']:.2f} % of a core ({result['core_percent'] / result['gpus']:.3f} % per GPU), RSS {result['rss_bytes'] / 1e6:.1f} MB")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--polls", type=int, default=300, help="measured polls in process (default 300)")
+    parser.add_argument("--seconds", type=float, default=20.0, help="seconds the daemon process is watched (default 20)")
+    parser.add_argument("--gpus", type=int, nargs="+", default=[1, 8], help="fake GPU counts (default 1 8)")
+    args = parser.parse_args()
+    for gpus in args.gpus:
+        report_in_process(in_process(gpus, args.polls))
+    for gpus in args.gpus:
+        report_daemon(daemon_process(gpus, args.seconds))
+
+
+if __name__ == "__main__":
+    main()
