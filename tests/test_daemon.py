@@ -183,3 +183,9 @@ def test_without_a_driver_the_daemon_exits_with_a_line_that_mentions_demo():
     assert not any("Traceback" in line for line in lines)
     [error] = [line for line in lines if "level=error" in line]
     assert "--demo" in error and "NVML" in error
+
+
+@pytest.mark.skipif(not NO_DRIVER, reason="this machine has an NVIDIA driver")
+def test_without_a_driver_the_nvml_backend_fails_with_one_line_that_mentions_demo():
+    status, lines = run_exporter("--backend", "nvml", "--web.listen-address", f"127.0.0.1:{free_port()}")
+    assert_one_clear_line(status, lines, "level=error", "NVML", "--demo")
