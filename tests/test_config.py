@@ -7,6 +7,9 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from exporter.config import Config, ConfigError, MismatchThresholds, PeakOverride, load_config, parse_duration, reference
 
@@ -205,3 +208,35 @@ def test_reference_documents_every_key():
     keys = {key for key, _, _ in reference()}
     assert {"collect_interval", "stale_after", "mismatch.high_utilization", "bottleneck.latency_work", "peaks", "currency"} <= keys
     assert all(doc for _, _, doc in reference())
+
+
+yaml_values = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(10**6), max_value=10**6) | st.floats(allow_nan=True, allow_infinity=True)
+    | st.sampled_from(["1s", "50ms", "1m30s", "x", "", "0.5", "USD"]),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.sampled_from(["high_utilization", "busy_pipe", "tensor_tflops", "NVIDIA H200", "bogus"]), children, max_size=3),
+    max_leaves=5,
+)
+known_keys = st.sampled_from([key for key, _, _ in reference()] + ["mismatch", "bottleneck", "peaks", "bogus"])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(document=st.dictionaries(known_keys, yaml_values, max_size=4))
+def test_any_config_document_is_a_config_or_a_config_error(tmp_path, document):
+    """Nested keys written flat ("mismatch.busy") are split into sections; nothing but ConfigError escapes."""
+    nested: dict = {}
+    for key, value in document.items():
+        section, _, leaf = key.partition(".")
+        if leaf:
+            if not isinstance(nested.get(section), dict):
+                nested[section] = {}
+            nested[section][leaf] = value
+        else:
+            nested[key] = value
+    path = tmp_path / "fuzzed.yml"
+    path.write_text(yaml.safe_dump(nested))
+    try:
+        config = load_config(path)
+    except ConfigError as error:
+        assert str(error).startswith(f"config file {path}: ")
+        return
+    assert config.collect_interval >= 0.1 and config.effective_stale_after > 0

@@ -7,7 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from exporter.backends.replay import ReplayBackend
+from exporter.config import Config
+from exporter.derivations import derive
 from exporter.gpm import GPM_METRICS
 from exporter.sample import DeviceInfo
 from exporter.trace import FORMAT, NVML_KEYS, TraceError, load_trace, record_from_sample, sample_from_record
@@ -194,3 +199,54 @@ def test_loading_does_not_modify_the_input(tmp_path):
     before = copy.deepcopy(data)
     load_trace(write(tmp_path, data))
     assert data == before
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(10**30), max_value=10**30) | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3),
+    max_leaves=6,
+)
+
+
+def places(data: object, path: tuple = ()) -> list[tuple]:
+    """Every path to a value inside ``data``."""
+    found = [path]
+    if isinstance(data, dict):
+        for key, value in data.items():
+            found += places(value, path + (key,))
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            found += places(value, path + (index,))
+    return found
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(choice=st.integers(min_value=0), value=json_values, delete=st.booleans())
+def test_any_corruption_of_a_trace_is_a_trace_error_or_a_usable_trace(tmp_path, choice, value, delete):
+    """Bad input never escapes as anything but TraceError, and what loads can be replayed."""
+    data = good_trace()
+    paths = places(data)
+    path = paths[choice % len(paths)]
+    if not path:
+        data = value
+    else:
+        parent = data
+        for key in path[:-1]:
+            parent = parent[key]
+        if delete and isinstance(parent, dict):
+            del parent[path[-1]]
+        else:
+            parent[path[-1]] = value
+    target = tmp_path / "fuzzed.json"
+    target.write_text(json.dumps(data))
+    try:
+        trace = load_trace(target)
+    except TraceError as error:
+        assert str(error).startswith(f"trace {target}: ")
+        return
+    backend = ReplayBackend([trace], clock=lambda: 0.0)
+    device = backend.start()[0]
+    for record in trace.samples:
+        sample = sample_from_record(device, record, 0.0, trace.interval_s)
+        derive(sample, Config())
+    backend.collect()
