@@ -1,8 +1,8 @@
 """CPU the daemon spends per GPU per poll with the NVML backend on the fake pynvml (calls cost 0).
 
 1. In process, on a fake clock 1 s per poll: thread CPU time of the backend's collect (NVML backend
-   plus the fake's own Python), of derivations + snapshot, and of rendering the exposition text,
-   per GPU per poll, and the total as % of one core at a 1 s collect interval.
+   plus the fake's own Python, which a second run measures alone), of derivations + snapshot, and
+   of rendering the exposition text, per GPU per poll, and the total as % of one core at 1 s.
 2. The real daemon process (bench/fake_nvml_daemon.py) left to poll for ~20 s at 1 s: its process
    CPU time (all threads: poller, HTTP server, Xid watcher) from /proc, as % of one core, and RSS.
 
@@ -29,6 +29,33 @@ from exporter.config import load_config  # noqa: E402
 from exporter.exposition import Exposition  # noqa: E402
 from exporter.poller import Poller  # noqa: E402
 from exporter.trace import load_trace  # noqa: E402
+
+
+def fake_alone(gpus: int, polls: int = 300) -> dict:
+    """Thread CPU per GPU per poll of the fake pynvml alone: one poll's NVML calls, recorded, then
+    replayed on the fake ``polls`` times without the backend around them."""
+    clock = FakeClock()
+    fake = FakeNvml([load_trace(path) for path in trace_files(gpus)], clock=clock, event_wait_cap=0.5)
+    backend = NvmlBackend(slow_interval=10.0, nvml=fake, clock=clock)
+    backend.start()
+    backend.collect()
+    clock.advance(1.0)
+    calls: list[tuple] = []
+    for name in dir(FakeNvml):
+        if getattr(getattr(FakeNvml, name), "fake_api", False) and name != "nvmlEventSetWait":
+            method = getattr(fake, name)
+            setattr(fake, name, lambda *args, method=method: calls.append((method, args)) or method(*args))
+    backend.collect()  # a poll without the slow calls, as most are
+    try:
+        started = time.thread_time()
+        for _ in range(polls):
+            clock.advance(1.0)
+            for method, args in calls:
+                method(*args)
+        spent = time.thread_time() - started
+    finally:
+        backend.close()
+    return {"gpus": gpus, "fake": spent / polls / gpus}
 
 
 def in_process(gpus: int, polls: int = 300) -> dict:
@@ -82,9 +109,9 @@ def daemon_process(gpus: int, seconds: float = 20.0) -> dict:
 
 
 def report_in_process(result: dict) -> None:
-    us = {stage: result[stage] * 1e6 for stage in ("collect", "derive", "render", "total")}
+    us = {stage: result[stage] * 1e6 for stage in ("collect", "fake", "derive", "render", "total")}
     print(
-        f"{result['gpus']} GPU(s), per GPU per poll: collect {us['collect']:.0f} us (NVML backend + fake, {result['calls_per_gpu_per_poll']:.1f} calls), "
+        f"{result['gpus']} GPU(s), per GPU per poll: collect {us['collect']:.0f} us (NVML backend + fake, {result['calls_per_gpu_per_poll']:.1f} calls; the fake alone {us['fake']:.0f} us), "
         f"derive {us['derive']:.0f} us, render {us['render']:.0f} us, total {us['total']:.0f} us = {result['total'] * 100:.3f} % of a core at 1 s"
     )
 
@@ -100,7 +127,7 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, nargs="+", default=[1, 8], help="fake GPU counts (default 1 8)")
     args = parser.parse_args()
     for gpus in args.gpus:
-        report_in_process(in_process(gpus, args.polls))
+        report_in_process(in_process(gpus, args.polls) | fake_alone(gpus, args.polls))
     for gpus in args.gpus:
         report_daemon(daemon_process(gpus, args.seconds))
 
