@@ -178,3 +178,19 @@ def test_daemon_without_the_socket_logs_once_and_serves(socket_dir: Path, tmp_pa
     assert 'gpueff_gpu_up{gpu="2",uuid="GPU-replay-2-matmul_8192"} 1' in body
     assert "pod=" not in body
     assert len(re.findall("pod-resources socket .* does not exist", output)) == 1, output
+
+
+def test_daemon_without_grpcio_logs_once_and_serves(socket_dir: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "blocked" / "grpc"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text('raise ImportError("No module named grpc (blocked by the test)")\n')
+    socket_path = socket_dir / "kubelet.sock"
+    config = tmp_path / "config.yml"
+    config.write_text(f"kubernetes:\n  enabled: true\n  pod_resources_socket: {socket_path}\n  refresh_interval: 1s\n")
+    with FakeKubelet(socket_path, PODS), running_daemon("--demo", "--config", str(config), "--collect-interval", "200ms", env={"PYTHONPATH": str(blocker.parent)}) as daemon:
+        time.sleep(2.5)
+        body = daemon.metrics()
+        assert daemon.stop() == 0
+        output = daemon.process.stdout.read()
+    assert "pod=" not in body and "gpueff_gpu_up{" in body
+    assert len(re.findall(r"pod attribution needs grpcio", output)) == 1, output
