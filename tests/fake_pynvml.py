@@ -333,9 +333,20 @@ class FakeNvml:
 
     @_api()
     def nvmlDeviceGetAttributes(self, handle: Any) -> Any:
+        gpu = self.gpus[self._index_of(handle)]
+        if gpu.mig_of is None:  # as the real NVML (H200, driver 580): only MIG handles answer
+            raise _real.NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
         attributes = _real.c_nvmlDeviceAttributes()
-        attributes.multiprocessorCount = self.gpus[self._index_of(handle)].trace.gpu["sm_count"]
+        attributes.multiprocessorCount = gpu.trace.gpu["sm_count"]
         return attributes
+
+    @_api()
+    def nvmlDeviceGetNumGpuCores(self, handle: Any) -> int:
+        return int(self.gpus[self._index_of(handle)].trace.gpu["sm_count"]) * 128  # Hopper: 128 per SM
+
+    @_api()
+    def nvmlDeviceGetCudaComputeCapability(self, handle: Any) -> tuple[int, int]:
+        return (9, 0)
 
     @_api()
     def nvmlDeviceGetEnforcedPowerLimit(self, handle: Any) -> int:

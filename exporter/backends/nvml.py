@@ -35,6 +35,11 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def cores_per_sm(major: int, minor: int) -> int:
+    """FP32 CUDA cores per SM by compute capability: 64 on GP100, Volta, Turing and GA100; 128 elsewhere."""
+    return 64 if (major, minor) in {(6, 0), (7, 0), (7, 2), (7, 5), (8, 0)} else 128
+
+
 def profiling_admin_only(params: Path = Path("/proc/driver/nvidia/params")) -> bool | None:
     """The driver's RmProfilingAdminOnly setting, or None where it cannot be read."""
     try:
@@ -143,7 +148,6 @@ class NvmlBackend(Backend):
     def _device_info(self, index: int, handle: Any, driver: str) -> DeviceInfo:
         nvml = self.nvml
         uuid = _text(nvml.nvmlDeviceGetUUID(handle))
-        attributes = self._optional(None, "attributes", nvml.nvmlDeviceGetAttributes, handle)
         power_limit = self._optional(None, "power_limit", nvml.nvmlDeviceGetEnforcedPowerLimit, handle)
         max_sm = self._optional(None, "max_sm_clock", nvml.nvmlDeviceGetMaxClockInfo, handle, nvml.NVML_CLOCK_SM)
         max_mem = self._optional(None, "max_mem_clock", nvml.nvmlDeviceGetMaxClockInfo, handle, nvml.NVML_CLOCK_MEM)
@@ -154,11 +158,25 @@ class NvmlBackend(Backend):
             name=_text(nvml.nvmlDeviceGetName(handle)),
             driver=driver,
             pci_bus_id=_text(pci.busId) if pci is not None else "",
-            sm_count=getattr(attributes, "multiprocessorCount", None),
+            sm_count=self._sm_count(handle),
             max_sm_clock_mhz=max_sm,
             max_memory_clock_mhz=max_mem,
             power_limit_watts=None if power_limit is None else power_limit / 1000,
         )
+
+    def _sm_count(self, handle: Any) -> int | None:
+        """SMs of a GPU: nvmlDeviceGetAttributes answers only for MIG handles (seen on an H200,
+        driver 580), so a full GPU's count is its CUDA cores over the cores per SM of its compute
+        capability."""
+        nvml = self.nvml
+        attributes = self._optional(None, "attributes", nvml.nvmlDeviceGetAttributes, handle)
+        if attributes is not None and attributes.multiprocessorCount:
+            return int(attributes.multiprocessorCount)
+        cores = self._optional(None, "cores", nvml.nvmlDeviceGetNumGpuCores, handle)
+        capability = self._optional(None, "compute_capability", nvml.nvmlDeviceGetCudaComputeCapability, handle)
+        if not cores or capability is None:
+            return None
+        return int(cores) // cores_per_sm(*capability)
 
     def _open_mig_devices(self, parent: _Gpu, driver: str) -> list[_Gpu]:
         """The MIG devices of a GPU in MIG mode, each exported as a device of its own."""
