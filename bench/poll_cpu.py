@@ -3,7 +3,8 @@
 1. In process, on a fake clock 1 s per poll: thread CPU time of the backend's collect (NVML backend
    plus the fake's own Python, which a second run measures alone), of derivations + snapshot, and
    of rendering the exposition text, per GPU per poll, and the total as % of one core at 1 s.
-2. The real daemon process (bench/fake_nvml_daemon.py) left to poll for ~20 s at 1 s: its process
+2. The wall time of a poll when each fake call sleeps its H100 cost (what keeps the poller busy).
+3. The real daemon process (bench/fake_nvml_daemon.py) left to poll for ~20 s at 1 s: its process
    CPU time (all threads: poller, HTTP server, Xid watcher) from /proc, as % of one core, and RSS.
 
 Prints figures; asserts nothing.
@@ -22,7 +23,7 @@ from harness import ROOT, daemon, trace_files
 
 sys.path.insert(0, str(ROOT / "tests"))
 
-from fake_pynvml import FakeClock, FakeNvml  # noqa: E402 (needs the path above)
+from fake_pynvml import H100_CALL_COSTS, FakeClock, FakeNvml  # noqa: E402 (needs the path above)
 
 from exporter.backends.nvml import NvmlBackend  # noqa: E402
 from exporter.config import load_config  # noqa: E402
@@ -96,6 +97,25 @@ def in_process(gpus: int, polls: int = 300) -> dict:
     return {"gpus": gpus, "calls_per_gpu_per_poll": calls_per_poll, **{stage: statistics.median(values) / gpus for stage, values in stages.items()}}
 
 
+def poll_wall(gpus: int, polls: int = 30) -> dict:
+    """Wall time of one collect when every fake call sleeps what it costs on an H100 (GPU_FACTS):
+    how long a poll keeps the poller thread busy. Fake time 1 s per poll, so every 10th is slow."""
+    clock = FakeClock()
+    fake = FakeNvml([load_trace(path) for path in trace_files(gpus)], clock=clock, call_cost=H100_CALL_COSTS, event_wait_cap=0.5)
+    backend = NvmlBackend(slow_interval=10.0, nvml=fake, clock=clock)
+    backend.start()
+    walls = []
+    try:
+        for _ in range(polls):
+            started = time.perf_counter()
+            backend.collect()
+            walls.append(time.perf_counter() - started)
+            clock.advance(1.0)
+    finally:
+        backend.close()
+    return {"gpus": gpus, "wall_p50": statistics.median(walls[1:]), "wall_max": max(walls[1:])}
+
+
 def daemon_process(gpus: int, seconds: float = 20.0) -> dict:
     """Process CPU of the real daemon on the fake NVML over ``seconds`` at a 1 s interval."""
     command = [sys.executable, str(ROOT / "bench" / "fake_nvml_daemon.py"), str(gpus), "--collect-interval", "1s"]
@@ -128,6 +148,9 @@ def main() -> None:
     args = parser.parse_args()
     for gpus in args.gpus:
         report_in_process(in_process(gpus, args.polls) | fake_alone(gpus, args.polls))
+    for gpus in args.gpus:
+        wall = poll_wall(gpus)
+        print(f"{gpus} GPU(s) with H100 call costs: a poll takes {wall['wall_p50'] * 1e3:.1f} ms (median), {wall['wall_max'] * 1e3:.1f} ms at the slow cadence")
     for gpus in args.gpus:
         report_daemon(daemon_process(gpus, args.seconds))
 
