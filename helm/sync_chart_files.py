@@ -3,7 +3,7 @@
 
 Helm can only package files inside the chart, so the chart carries copies:
   dashboards/*.json                          -> gpu-efficiency-exporter/files/dashboards/
-  deploy/prometheus/*.yml (not *.test.yml)   -> gpu-efficiency-exporter/files/rules/
+  deploy/prometheus/*rules.yml               -> gpu-efficiency-exporter/files/rules/
 Run it after changing a dashboard or a rule; tests/test_helm_chart.py fails while the copies differ.
 With --check it changes nothing and exits 1 if a copy is missing, differs or is left over.
 """
@@ -22,7 +22,7 @@ CHART_FILES = ROOT / "helm" / "gpu-efficiency-exporter" / "files"
 def sources() -> dict[Path, Path]:
     """Chart copy -> project original."""
     pairs = {CHART_FILES / "dashboards" / path.name: path for path in sorted((ROOT / "dashboards").glob("*.json"))}
-    rules = (path for path in sorted((ROOT / "deploy" / "prometheus").glob("*.yml")) if not path.name.endswith(".test.yml"))
+    rules = sorted((ROOT / "deploy" / "prometheus").glob("*rules.yml"))  # not prometheus.yml, alertmanager.yml, *.test.yml
     pairs.update({CHART_FILES / "rules" / path.name: path for path in rules})
     return pairs
 
