@@ -150,7 +150,7 @@ def index_mappings(names: tuple[str, ...]) -> list[dict[str, Any]]:
 def bottleneck_index(selector: str) -> str:
     """One series per GPU whose value is the index of its current bottleneck class."""
     parts = [f'(gpueff_bottleneck{{class="{name}", {selector}}} == 1) * {i}' for i, name in enumerate(BOTTLENECK_CLASSES)]
-    return "max by (instance, gpu) (\n  " + "\n  or ".join(parts) + "\n)"
+    return "max by (instance, gpu, uuid) (\n  " + "\n  or ".join(parts) + "\n)"
 
 
 # Variables -------------------------------------------------------------------------------------
@@ -342,6 +342,9 @@ def gpu_detail() -> dict[str, Any]:
               transformations=[{"id": "merge", "options": {}},
                                {"id": "organize", "options": {"excludeByName": {"Time": True, "Value #A": True, "__name__": True, "job": True},
                                                               "renameByName": {"Value #B": "processes", "Value #C": "process memory"}}}]),
+        table("Pods holding the GPUs", "Every container the kubelet assigned each GPU (or MIG device) to, from the exporter's Kubernetes attribution; several rows per GPU under time-slicing. Empty outside Kubernetes.",
+              [target(f"gpueff_gpu_pod_info{s}", instant=True, table=True)], "none",
+              transformations=[{"id": "organize", "options": {"excludeByName": {"Time": True, "Value": True, "__name__": True, "job": True}}}]),
     ]
     return dashboard("gpueff-gpu-detail", "GPU efficiency / GPU detail", "One or a few GPUs in depth: activity, bottleneck, power, clocks and throttling, achieved FLOP/s and bandwidth, memory and owners.", panels, gpu_variables())
 

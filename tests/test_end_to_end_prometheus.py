@@ -32,9 +32,10 @@ DASHBOARDS = sorted((ROOT / "dashboards").glob("*.json"))
 SCRAPE_INTERVAL = 1.0
 MISMATCH_DESCRIPTION = "Your GPU shows high utilization but low compute activity. This often indicates a communication or memory bottleneck."
 SPIN_UUID = "GPU-replay-4-spin_1sm"
-# Metrics that the replay backend cannot produce (gpu-trace/1 holds no process list): a panel query
-# reading one of them may come back empty, and only while the daemon really does not export it.
-NOT_IN_REPLAY = ("gpueff_compute_processes", "gpueff_compute_process_memory_bytes")
+# Metrics that replay outside Kubernetes cannot produce (gpu-trace/1 holds no process list; no
+# kubelet to attribute pods): a panel query reading one of them may come back empty, and only while
+# the daemon really does not export it.
+NOT_IN_REPLAY = ("gpueff_compute_processes", "gpueff_compute_process_memory_bytes", "gpueff_gpu_pod_info")
 
 
 def binary(*names: str) -> str:
@@ -280,7 +281,7 @@ def test_every_dashboard_panel_query_returns_data_with_some_gpus_selected(stack)
 
 
 def test_processes_are_really_absent_in_replay(stack):
-    """The one exemption above holds only because replay exports no process metrics."""
+    """The exemption above holds only because this daemon exports no process or pod metrics."""
     for name in NOT_IN_REPLAY:
         assert f"\n{name}{{" not in stack["daemon_metrics"]
 
