@@ -52,7 +52,11 @@ def test_pod_labels_survive_the_servicemonitor_and_exporter_pod_labels_do_not(tm
     socket_path = socket_dir / "kubelet.sock"
     config = tmp_path / "config.yml"
     config.write_text(f"kubernetes:\n  enabled: true\n  pod_resources_socket: {socket_path}\n")
-    pods = [pod("ml", "trainer-0", {"main": {"nvidia.com/gpu": ["GPU-replay-2-matmul_8192"]}})]
+    pods = [
+        pod("ml", "trainer-0", {"main": {"nvidia.com/gpu": ["GPU-replay-2-matmul_8192"]}}),
+        pod("web", "infer-a", {"server": {"nvidia.com/gpu": ["GPU-replay-0-copy_2GB::0"]}}),
+        pod("web", "infer-b", {"server": {"nvidia.com/gpu": ["GPU-replay-0-copy_2GB::1"]}}),
+    ]
     prometheus_port = free_port()
     try:
         with FakeKubelet(socket_path, pods), running_daemon("--demo", "--config", str(config)) as daemon:
@@ -75,10 +79,13 @@ def test_pod_labels_survive_the_servicemonitor_and_exporter_pod_labels_do_not(tm
             try:
                 deadline = time.monotonic() + 30
                 series: list[dict] = []
-                while time.monotonic() < deadline and len(series) < 6:
+                joined: list[dict] = []
+                while time.monotonic() < deadline and (len(series) < 6 or len(joined) < 3):
                     assert prometheus.poll() is None, (tmp_path / "prometheus.log").read_text()[-2000:]
                     with contextlib.suppress(OSError, KeyError, ValueError, AssertionError):
                         series = query(prometheus_port, "gpueff_gpu_up")
+                        # docs/kubernetes.md: one series per (GPU, holder), shared GPUs included.
+                        joined = query(prometheus_port, "gpueff_sm_active_ratio * on (uuid) group_right gpueff_gpu_pod_info")
                     time.sleep(0.3)
             finally:
                 prometheus.terminate()
@@ -89,6 +96,11 @@ def test_pod_labels_survive_the_servicemonitor_and_exporter_pod_labels_do_not(tm
     assert len(labels) == 6, series
     held = labels["GPU-replay-2-matmul_8192"]
     assert (held["namespace"], held["pod"], held["container"], held["node"]) == ("ml", "trainer-0", "main", "gpu-node-1")
+    assert sorted((item["metric"]["uuid"], item["metric"]["pod"]) for item in joined) == [
+        ("GPU-replay-0-copy_2GB", "infer-a"), ("GPU-replay-0-copy_2GB", "infer-b"), ("GPU-replay-2-matmul_8192", "trainer-0"),
+    ]
+    shared = labels["GPU-replay-0-copy_2GB"]
+    assert not {"namespace", "pod", "container"} & set(shared), shared  # two holders: see gpueff_gpu_pod_info
     free = labels["GPU-replay-1-idle"]
     assert free["node"] == "gpu-node-1"
     assert not {"namespace", "pod", "container"} & set(free), free
