@@ -29,7 +29,6 @@ class Attributor:
         self._pods: dict[str, tuple[PodOwner, ...]] = {}
         self._processes: dict[str, tuple[tuple[ProcessOwner, int], ...]] = {}
         self._problem: str | None = None  # the kind of the last logged problem; None while it works
-        self.refreshes = 0
 
     def owners(self, settings: KubernetesConfig, samples: Iterable[GpuSample], now: float) -> dict[str, GpuOwners]:
         """GPU UUID -> attribution, refreshed when due. Empty when attribution is disabled."""
@@ -40,7 +39,6 @@ class Attributor:
         samples = list(samples)
         if now >= self._next_refresh:
             self._next_refresh = now + settings.refresh_interval
-            self.refreshes += 1
             self._refresh_pods(settings)
             if settings.process_attribution:
                 self._refresh_processes(settings, samples)
