@@ -374,6 +374,10 @@ def load_config(path: str | Path | None) -> Config:
         raise ConfigError(f"config file {path}: not valid YAML{where}: {problem}") from None
     except ConfigError as error:
         raise ConfigError(f"config file {path}: {error}") from None
+    except RecursionError:
+        raise ConfigError(f"config file {path}: nested too deeply") from None
+    except ValueError as error:  # from the YAML scanner, e.g. an integer of more than 4300 digits
+        raise ConfigError(f"config file {path}: not valid YAML: {error}") from None
 
 
 def reference(cls: type = Config, prefix: str = "") -> list[tuple[str, str, str]]:

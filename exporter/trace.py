@@ -187,7 +187,7 @@ def load_trace(path: str | Path) -> Trace:
         raise TraceError(f"trace {path}: not UTF-8 text") from None
     try:
         data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as error:
+    except (ValueError, RecursionError) as error:  # JSONDecodeError, or an integer of more than 4300 digits
         raise TraceError(f"trace {path}: not valid JSON: {error}") from None
     return parse_trace(data, str(path))
 

@@ -332,4 +332,6 @@ def load_web_config(path: str | Path) -> WebConfig:
         raise WebConfigError(f"web config file {path}: not valid YAML{place}: {getattr(error, 'problem', None) or error}") from None
     except RecursionError:
         raise WebConfigError(f"web config file {path}: nested too deeply") from None
+    except ValueError as error:  # from the YAML scanner, e.g. an integer of more than 4300 digits
+        raise WebConfigError(f"web config file {path}: not valid YAML: {error}") from None
     return parse_web_config(data, str(path), path.parent)
