@@ -81,3 +81,14 @@ def test_rbac_is_minimal() -> None:
     kinds = {obj["kind"] for path in MANIFESTS.glob("*.yaml") for obj in documents(path.read_text())}
     assert not kinds & {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
     assert load("serviceaccount.yaml")["automountServiceAccountToken"] is False
+
+
+def test_versions_agree_with_the_package() -> None:
+    from exporter import __version__
+
+    chart = yaml.safe_load((ROOT / "helm" / "gpu-efficiency-exporter" / "Chart.yaml").read_text())
+    assert chart["appVersion"] == __version__
+    assert f"ARG VERSION={__version__}" in (ROOT / "Dockerfile").read_text()
+    daemonset = load("daemonset.yaml")
+    assert daemonset["spec"]["template"]["spec"]["containers"][0]["image"].endswith(f":{__version__}")
+    assert daemonset["metadata"]["labels"]["app.kubernetes.io/version"] == __version__
