@@ -166,7 +166,7 @@ def query_variable(name: str, label: str, query: str, description: str) -> dict[
         "description": description,
         "type": "query",
         "datasource": DS,
-        "query": {"qryType": 1, "query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery"},
+        "query": query,
         "definition": query,
         "refresh": 2,
         "sort": 3,
