@@ -85,3 +85,22 @@ def test_mig_devices_exported_with_their_pods_and_graphics_based_efficiency(fake
     expected = min(1.0, record["SM_UTIL"] / record["GRAPHICS_UTIL"])
     assert state.derived.efficiency == pytest.approx(expected)
     assert f"gpueff_efficiency_ratio{{{busy}}}" in text
+
+
+def test_a_destroyed_mig_device_is_dropped_at_reinitialisation(fake) -> None:
+    nvml, clock = fake
+    backend = NvmlBackend(nvml=nvml, clock=clock)
+    backend.start()
+    try:
+        nvml.unload_driver()
+        assert not any(sample.up for sample in backend.collect())
+        nvml.gpus[2].mig_of = -1  # MIG_IDLE destroyed while the driver was away
+        nvml.load_driver()
+        for _ in range(10):
+            clock.advance(1.0)
+            samples = backend.collect()
+            if all(sample.up for sample in samples):
+                break
+    finally:
+        backend.close()
+    assert [(sample.device.uuid, sample.up) for sample in samples] == [(PARENT, True), (MIG_BUSY, True)]

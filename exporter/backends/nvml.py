@@ -141,8 +141,10 @@ class NvmlBackend(Backend):
             for mig in self._open_mig_devices(gpu, driver):
                 opened.append(mig)
                 known.pop(mig.info.uuid, None)
-        # GPUs that did not come back stay listed as lost, so their gpueff_gpu_up reads 0.
-        gone = [_Gpu(info=gpu.info, handle=None, lost=True) for gpu in known.values()]
+        # GPUs that did not come back stay listed as lost, so their gpueff_gpu_up reads 0; a MIG
+        # device whose GPU came back without it was destroyed (a new MIG layout) and is dropped.
+        reopened = {gpu.info.uuid for gpu in opened}
+        gone = [_Gpu(info=gpu.info, handle=None, lost=True) for gpu in known.values() if gpu.info.parent_uuid not in reopened]
         self._gpus = sorted(opened + gone, key=lambda gpu: gpu.info.index)
 
     def _device_info(self, index: int, handle: Any, driver: str) -> DeviceInfo:
