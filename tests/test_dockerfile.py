@@ -80,7 +80,7 @@ def test_the_build_context_builds_the_package_with_the_kubernetes_code(tmp_path:
         else:
             shutil.copy(source, context / name)
     result = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--disable-pip-version-check", "-q", "-w", str(tmp_path / "out"), str(context)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check", "-q", "-w", str(tmp_path / "out"), str(context)],
         capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
