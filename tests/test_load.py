@@ -1,0 +1,181 @@
+"""Load and soak.
+
+- 100 concurrent scrapers against a real daemon in replay mode for GPUEFF_LOAD_SECONDS (default 60,
+  the figure in the issue): no error, a bounded p99, and the daemon's RSS flat. Figures are printed
+  (run with -s to see them); only no errors and generous bounds are asserted, since this 2-core
+  machine is shared.
+- A soak of the poller and exposition with heavy churn: every refresh a new set of pods holds each GPU
+  (a real gRPC kubelet fake on a unix socket) and new processes in new pods run on it (fake /proc
+  cgroups, the fake pynvml's process list). Series of gone pods and processes must disappear, the
+  series count must stay bounded, and Python's traced memory must stay flat.
+"""
+
+from __future__ import annotations
+
+import gc
+import http.client
+import os
+import statistics
+import threading
+import time
+import tracemalloc
+import uuid as uuidlib
+
+import pytest
+
+from conftest import running_daemon
+from exporter.backends.nvml import NvmlBackend
+from exporter.config import parse_config
+from exporter.exposition import Exposition
+from exporter.poller import Poller
+from exporter.trace import load_trace
+from fake_pynvml import FakeClock, FakeGpu, FakeNvml
+
+LOAD_SECONDS = float(os.environ.get("GPUEFF_LOAD_SECONDS", "60"))
+SCRAPERS = 100
+
+
+def rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def test_100_concurrent_scrapers_get_no_error_and_a_bounded_p99():
+    with running_daemon("--demo", "--collect-interval", "500ms") as daemon:
+        pid = daemon.process.pid
+        stop = threading.Event()
+        latencies: list[list[float]] = [[] for _ in range(SCRAPERS)]
+        errors: list[str] = []
+
+        def scraper(mine: list[float]) -> None:
+            connection = http.client.HTTPConnection("127.0.0.1", daemon.port, timeout=30)
+            while not stop.is_set():
+                started = time.perf_counter()
+                try:
+                    connection.request("GET", "/metrics")
+                    response = connection.getresponse()
+                    body = response.read()
+                    if response.status != 200 or not body.endswith(b"\n") or b"gpueff_gpu_up{" not in body:
+                        errors.append(f"status {response.status}, {len(body)} bytes")
+                except (OSError, http.client.HTTPException) as error:
+                    errors.append(f"{type(error).__name__}: {error}")
+                    connection.close()
+                    connection = http.client.HTTPConnection("127.0.0.1", daemon.port, timeout=30)
+                    continue
+                mine.append(time.perf_counter() - started)
+            connection.close()
+
+        threads = [threading.Thread(target=scraper, args=(latencies[n],), daemon=True) for n in range(SCRAPERS)]
+        rss = [rss_bytes(pid)]
+        started = time.monotonic()
+        for thread in threads:
+            thread.start()
+        while time.monotonic() - started < LOAD_SECONDS:
+            time.sleep(min(1.0, LOAD_SECONDS / 10))
+            rss.append(rss_bytes(pid))
+        stop.set()
+        for thread in threads:
+            thread.join(35)
+        elapsed = time.monotonic() - started
+        assert daemon.process.poll() is None
+    every = [value for mine in latencies for value in mine]
+    p50, p99 = statistics.median(every), percentile(every, 0.99)
+    warm = rss[len(rss) // 5]
+    print(f"\nload: {SCRAPERS} scrapers x {elapsed:.0f} s: {len(every)} scrapes ({len(every) / elapsed:.0f}/s), {len(errors)} errors, "
+          f"latency p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, max {max(every) * 1000:.1f} ms; "
+          f"daemon RSS {rss[0] / 2**20:.1f} MiB idle, {warm / 2**20:.1f} MiB warm, {rss[-1] / 2**20:.1f} MiB at the end, peak {max(rss) / 2**20:.1f} MiB")
+    assert not errors, errors[:5]
+    assert all(mine for mine in latencies), "a scraper never got an answer"
+    assert p99 < 5.0
+    assert rss[-1] - warm < 32 * 2**20, "the daemon's memory grew under load"
+
+
+# The fake kubelet's gRPC server lives in this process too; what it keeps is not the exporter's.
+NOT_THE_EXPORTER = [tracemalloc.Filter(False, pattern) for pattern in ("*grpc/_server.py", "*concurrent/futures/*", "*threading.py", "*kubelet_fake.py", tracemalloc.__file__)]
+
+
+def exporter_side_memory() -> int:
+    gc.collect()  # cyclic garbage waiting for the collector is not growth
+    return sum(stat.size for stat in tracemalloc.take_snapshot().filter_traces(NOT_THE_EXPORTER).statistics("filename"))
+
+
+def pod_uid() -> str:
+    return str(uuidlib.uuid4())
+
+
+@pytest.fixture
+def churn_world(tmp_path, trace_paths):
+    """Two fake GPUs, a fake kubelet and a fake /proc whose pods and processes the test replaces."""
+    from kubelet_fake import FakeKubelet  # needs grpcio (test extra)
+
+    clock = FakeClock()
+    gpus = [FakeGpu(load_trace(trace_paths[name])) for name in ("matmul_8192", "copy_2GB")]
+    fake = FakeNvml(gpus, clock=clock)
+    socket_path = tmp_path / "kubelet.sock"
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    with FakeKubelet(socket_path, []) as kubelet:
+        yield clock, fake, kubelet, socket_path, proc
+
+
+def test_soak_with_pod_and_process_churn_drops_gone_series_and_keeps_memory_flat(churn_world):
+    from kubelet_fake import pod
+
+    clock, fake, kubelet, socket_path, proc = churn_world
+    config = parse_config({"collect_interval": "1s", "kubernetes": {"enabled": True, "pod_resources_socket": str(socket_path), "refresh_interval": "1s", "process_attribution": True, "proc_root": str(proc)}})
+    backend = NvmlBackend(slow_interval=10.0, nvml=fake, clock=clock)
+    poller = Poller(backend, config, clock=clock)
+    backend.start()  # no poller thread: the test calls poll_once and moves the clock
+    exposition = Exposition(lambda: poller.snapshot, clock=clock)
+    rounds = int(os.environ.get("GPUEFF_SOAK_ROUNDS", "600"))
+    pid = 1000
+    series_counts, memory = [], []
+    tracemalloc.start()
+    try:
+        for round_number in range(rounds):
+            for old in proc.iterdir():  # the processes of the last round are gone
+                (old / "cgroup").unlink()
+                old.rmdir()
+            pods, current_uids = [], []
+            for gpu_index, gpu in enumerate(fake.gpus):
+                processes = []
+                for replica in range(3):  # three short-lived pods share each GPU (time-slicing)
+                    uid = pod_uid()
+                    current_uids.append(uid)
+                    pods.append(pod("team", f"job-{round_number}-{gpu_index}-{replica}", {"main": {"nvidia.com/gpu": [gpu.uuid]}}))
+                    pid += 1
+                    (proc / str(pid)).mkdir()
+                    container = uuidlib.uuid4().hex + uuidlib.uuid4().hex
+                    (proc / str(pid) / "cgroup").write_text(f"0::/kubepods.slice/kubepods-pod{uid.replace('-', '_')}.slice/cri-containerd-{container}.scope\n")
+                    processes.append((pid, 2**30, f"python-{round_number}"))
+                gpu.processes = processes
+            kubelet.pods = pods
+            clock.advance(1.0)
+            poller.poll_once()
+            body = exposition.body().decode()
+            series = [line for line in body.splitlines() if line and not line.startswith("#")]
+            series_counts.append(len(series))
+            pod_lines = [line for line in series if line.startswith(("gpueff_gpu_pod_info{", "gpueff_pod_compute_processes{"))]
+            assert len([line for line in pod_lines if line.startswith("gpueff_gpu_pod_info{")]) == 6
+            assert all(f"job-{round_number}-" in line for line in pod_lines if line.startswith("gpueff_gpu_pod_info{")), "a gone pod is still exported"
+            processes_lines = [line for line in pod_lines if line.startswith("gpueff_pod_compute_processes{")]
+            assert len(processes_lines) == 6 and all(any(uid in line for uid in current_uids) for line in processes_lines), "a gone process is still exported"
+            if round_number in (rounds // 5, rounds - 1):
+                memory.append(exporter_side_memory())
+    finally:
+        tracemalloc.stop()
+        backend.close()
+        poller.attributor.close()
+    growth = memory[1] - memory[0]
+    print(f"\nsoak: {rounds} polls, 6 new pods and 6 new processes each: series per scrape {min(series_counts)}..{max(series_counts)}, "
+          f"traced Python memory (less the fake kubelet's) {memory[0] / 2**20:.2f} MiB after warm-up, {memory[1] / 2**20:.2f} MiB at the end ({growth / 1024:+.0f} KiB)")
+    assert max(series_counts) - min(series_counts[len(series_counts) // 5:]) <= 10  # bounded: no growth with churn
+    assert growth < 256 * 1024, "memory grew with pod and process churn"
