@@ -4,7 +4,9 @@ Two set-ups, both with tests/fake_pynvml.py standing in for the driver:
 - in process: the daemon's own parts (NvmlBackend -> Poller -> Exposition -> WebServer on loopback),
   with faults injected into the fake while real HTTP scrapes run;
 - a real daemon process: this file run as a script puts a scripted FakeNvml in place of pynvml
-  (``FAULT_SCRIPT``: which traces, when the driver appears, which call hangs from when) and runs the CLI.
+  (``FAULT_SCRIPT``: which traces, when the driver appears, which call hangs from when) and runs the CLI;
+  app endpoints that hang or flood (raw sockets on loopback) and a DCGM host engine that goes away
+  (tests/fake_dcgm) against the real daemon too.
 SIGHUP with a broken config and SIGTERM without faults are covered in test_daemon.py and test_tls.py.
 """
 
@@ -14,6 +16,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -77,7 +80,7 @@ if __name__ == "__main__":
 
 import pytest  # noqa: E402
 
-from conftest import free_port, http_get  # noqa: E402
+from conftest import free_port, http_get, running_daemon  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -251,3 +254,113 @@ def test_sigterm_exits_cleanly_within_a_bound_while_an_nvml_call_hangs(trace_pat
         print(f"SIGTERM with a hung NVML call: exited 0 after {elapsed:.2f} s")
         assert elapsed < 6.0
 
+
+
+# ---- app endpoints that hang or flood, and DCGM disconnects (real daemon processes) -------------
+
+
+class HostileApp:
+    """A raw TCP app endpoint on loopback: ``hang`` accepts and never answers; ``flood`` answers
+    with an endless body as fast as it can. Bounded: every connection ends when the test does."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.stop = threading.Event()
+        self.connections = 0
+        self.sent = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        self.listener.settimeout(0.2)
+        while not self.stop.is_set():
+            try:
+                connection, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
+
+    def _serve(self, connection: socket.socket) -> None:
+        with connection:
+            if self.mode == "hang":
+                self.stop.wait(120)
+                return
+            connection.settimeout(1)
+            chunk = b"# TYPE jobs_total counter\n" + b'jobs_total{flood="x"} 1\n' * 2000
+            try:
+                connection.recv(4096)
+                connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n")
+                while not self.stop.is_set():
+                    connection.sendall(chunk)
+                    self.sent += len(chunk)
+            except OSError:
+                return  # the exporter hung up: what it should do
+
+    def close(self) -> None:
+        self.stop.set()
+        self.listener.close()
+
+
+def app_value(body: str, metric: str, app: str) -> str | None:
+    prefix = f'{metric}{{app="{app}"'
+    for line in body.splitlines():
+        if line.startswith(prefix):
+            return line.rsplit(" ", 1)[1]
+    return None
+
+
+def test_app_endpoints_that_hang_or_flood_never_slow_scrapes_or_grow_memory(tmp_path):
+    hanging, flooding = HostileApp("hang"), HostileApp("flood")
+    config = tmp_path / "config.yml"
+    config.write_text(
+        "apps:\n"
+        f"  - {{name: hang, url: 'http://127.0.0.1:{hanging.port}/metrics', counter: jobs_total, unit: jobs, scrape_interval: 1s, scrape_timeout: 500ms}}\n"
+        f"  - {{name: flood, url: 'http://127.0.0.1:{flooding.port}/metrics', counter: jobs_total, unit: jobs, scrape_interval: 1s, scrape_timeout: 500ms, max_response_bytes: 1000000}}\n"
+    )
+    try:
+        with running_daemon("--demo", "--collect-interval", "200ms", "--config", str(config)) as daemon:
+            url = daemon.url + "/metrics"
+            wait_for(url, lambda b: all((app_value(b, "gpueff_app_scrape_errors_total", app) or "0") not in ("0", None) for app in ("hang", "flood")), timeout=15)
+            latencies, rss = [], []
+            deadline = time.monotonic() + 4
+            while time.monotonic() < deadline:
+                body, latency = scrape(url)
+                latencies.append(latency)
+                rss.append(int(open(f"/proc/{daemon.process.pid}/status").read().split("VmRSS:")[1].split()[0]) * 1024)
+                time.sleep(0.1)
+            assert app_value(body, "gpueff_app_up", "hang") == "0" and app_value(body, "gpueff_app_up", "flood") == "0"
+            assert up(body, 0) == "1" and "gpueff_sm_active_ratio{" in body  # the GPUs are served as usual
+            print(f"hostile apps: {hanging.connections} hung and {flooding.connections} flooding scrapes ({flooding.sent / 2**20:.0f} MiB offered); "
+                  f"/metrics slowest {max(latencies) * 1000:.1f} ms; daemon RSS {min(rss) / 2**20:.0f}..{max(rss) / 2**20:.0f} MiB")
+            assert max(latencies) < 1.0
+            assert max(rss) < 200 * 2**20  # the flood is cut at max_response_bytes, never buffered whole
+            assert hanging.connections >= 2 and flooding.connections >= 2  # both are retried, one scrape at a time
+    finally:
+        hanging.close()
+        flooding.close()
+
+
+def test_a_dcgm_disconnect_never_stalls_scrapes_and_recovers(trace_paths, tmp_path):
+    fake_bindings = str(ROOT / "tests" / "fake_dcgm")
+    engine = f"127.0.0.1:{free_port()}"
+    stop_file = tmp_path / "hostengine-stopped"
+    env = {"FAKE_DCGM_SERVE": engine, "FAKE_DCGM_STOP_FILE": str(stop_file), "FAKE_DCGM_TRACES": str(trace_paths["matmul_8192"])}
+    with running_daemon("--backend", "dcgm", "--dcgm.bindings-path", fake_bindings, "--dcgm.host", engine, "--collect-interval", "100ms", env=env) as daemon:
+        url = daemon.url + "/metrics"
+        wait_for(url, lambda b: up(b, 0) == "1" and "gpueff_sm_active_ratio{" in b)
+        stop_file.touch()
+        latencies = []
+        deadline = time.monotonic() + 6  # long enough for reconnects that each wait up to 5 s
+        while time.monotonic() < deadline:
+            body, latency = scrape(url)
+            latencies.append(latency)
+            time.sleep(0.1)
+        print(f"DCGM disconnected: {len(latencies)} scrapes, slowest {max(latencies) * 1000:.1f} ms")
+        assert max(latencies) < 1.0
+        assert up(body, 0) == "0" and "gpueff_sm_active_ratio{" not in body
+        stop_file.unlink()
+        wait_for(url, lambda b: up(b, 0) == "1" and "gpueff_sm_active_ratio{" in b, timeout=30)
