@@ -76,6 +76,9 @@ def run(args: argparse.Namespace) -> int:
         names = ", ".join(f"gpu {device.index}={device.source}" for device in devices)
         note = f"REPLAYED DATA: these metrics replay recorded traces ({names}), not live GPUs."
         level, announcement = logging.WARNING, f"serving replayed traces, not live GPUs: {names}"
+    elif isinstance(backend, WaitingBackend) and backend.waiting:
+        note = "No GPU yet: waiting for the NVIDIA driver (--wait-for-driver); the GPUs appear in the metrics once it answers."
+        level, announcement = logging.WARNING, "serving without GPUs until the NVIDIA driver answers"
     else:
         note = f"Live data from {len(devices)} GPU(s) through the {backend.name} backend."
         level, announcement = logging.INFO, f"reading {len(devices)} GPU(s) through the {backend.name} backend"
