@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.harness import free_port  # noqa: E402
+from harness import free_port  # noqa: E402
 from exporter.backends.nvml import NvmlBackend  # noqa: E402
 from exporter.selftest.workloads import WORKLOADS, load_engine  # noqa: E402
 

@@ -16,15 +16,10 @@ Run: .venv/bin/python bench/scaling.py [--gpus 1,8,64] [--scrapes 100] [--polls 
 from __future__ import annotations
 
 import argparse
-import http.client
-import itertools
 import os
 import platform
 import re
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -33,11 +28,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from harness import daemon, percentile, replay_daemon_command, trace_files  # noqa: E402
+
 from exporter.backends.replay import ReplayBackend  # noqa: E402
 from exporter.config import Config  # noqa: E402
 from exporter.exposition import Exposition  # noqa: E402
 from exporter.poller import Poller  # noqa: E402
-from exporter.trace import demo_trace_paths, load_trace  # noqa: E402
+from exporter.trace import load_trace  # noqa: E402
 
 COLLECT_INTERVAL = 0.1  # the daemon's minimum: the most polls (and fresh renders) per second
 
@@ -53,10 +50,6 @@ class Result:
     daemon_poll_ms: float
     rss_mb: float
     body_kib: float
-
-
-def trace_files(count: int) -> list[Path]:
-    return list(itertools.islice(itertools.cycle(demo_trace_paths()), count))
 
 
 def in_process_costs(count: int, polls: int) -> tuple[float, float]:
@@ -79,29 +72,6 @@ def in_process_costs(count: int, polls: int) -> tuple[float, float]:
     return poll_cpu * 1000, render_cpu / polls * 1000
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def scrape(port: int, path: str = "/metrics") -> tuple[float, str]:
-    """One GET on a fresh connection, as Prometheus' first scrape; (seconds, body)."""
-    started = time.perf_counter()
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        connection.request("GET", path)
-        response = connection.getresponse()
-        body = response.read().decode()
-        status = response.status
-    finally:
-        connection.close()
-    elapsed = time.perf_counter() - started
-    if status != 200:
-        raise RuntimeError(f"GET {path} answered {status}")
-    return elapsed, body
-
-
 def metric(body: str, name: str) -> float:
     match = re.search(rf"^{name} (\S+)$", body, re.MULTILINE)
     if match is None:
@@ -109,59 +79,30 @@ def metric(body: str, name: str) -> float:
     return float(match.group(1))
 
 
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def daemon_costs(count: int, scrapes: int) -> tuple[list[float], float, float, float, float]:
     """(scrape seconds, fresh share, mean poll ms, RSS MB, body KiB) from a real daemon subprocess."""
-    port = free_port()
-    command = [sys.executable, "-m", "exporter", "--web.listen-address", f"127.0.0.1:{port}", "--collect-interval", f"{int(COLLECT_INTERVAL * 1000)}ms", "--log.level", "warn", "--replay", *map(str, trace_files(count))]
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"the daemon exited with {process.returncode}: {process.stderr.read() if process.stderr else ''}")
-            try:
-                scrape(port, "/-/ready")
-                break
-            except (OSError, RuntimeError):
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the daemon did not become ready in 30s") from None
-                time.sleep(0.05)
+    with daemon(replay_daemon_command(count, f"{int(COLLECT_INTERVAL * 1000)}ms")) as running:
         time.sleep(5 * COLLECT_INTERVAL)
-        latencies, fresh, last_count, body = [], 0, -1.0, ""
+        latencies, fresh, last_count, body = [], 0, -1.0, b""
         for _ in range(scrapes):
             time.sleep(1.5 * COLLECT_INTERVAL)
-            seconds, body = scrape(port)
-            latencies.append(seconds)
-            count_now = metric(body, "gpueff_collect_duration_seconds_count")
+            started = time.perf_counter()
+            status, body = running.get()  # a fresh connection, as Prometheus' first scrape
+            latencies.append(time.perf_counter() - started)
+            if status != 200:
+                raise RuntimeError(f"GET /metrics answered {status}")
+            count_now = metric(body.decode(), "gpueff_collect_duration_seconds_count")
             fresh += count_now != last_count
             last_count = count_now
-        poll_ms = metric(body, "gpueff_collect_duration_seconds_sum") / metric(body, "gpueff_collect_duration_seconds_count") * 1000
-        return latencies, fresh / scrapes, poll_ms, rss_mb(process.pid), len(body.encode()) / 1024
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+        text = body.decode()
+        poll_ms = metric(text, "gpueff_collect_duration_seconds_sum") / metric(text, "gpueff_collect_duration_seconds_count") * 1000
+        return latencies, fresh / scrapes, poll_ms, running.rss_bytes() / 2**20, len(body) / 1024
 
 
 def measure(count: int, scrapes: int, polls: int) -> Result:
     poll_cpu, render_cpu = in_process_costs(count, polls)
     latencies, fresh, poll_ms, rss, body_kib = daemon_costs(count, scrapes)
-    return Result(count, poll_cpu, render_cpu, statistics.median(latencies) * 1000, percentile(latencies, 0.99) * 1000, fresh, poll_ms, rss, body_kib)
+    return Result(count, poll_cpu, render_cpu, statistics.median(latencies) * 1000, percentile(latencies, 99) * 1000, fresh, poll_ms, rss, body_kib)
 
 
 def table(results: list[Result]) -> str:
