@@ -46,6 +46,9 @@ class _Server(ThreadingHTTPServer):
             return
         request.settimeout(CONNECTION_TIMEOUT)
         try:
+            if request.recv(1, socket.MSG_PEEK).isalpha():  # "GET ..." where a TLS record (0x16) belongs
+                request.sendall(b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
+                return
             tls_socket = config.ssl_context.wrap_socket(request, server_side=True)
         except (ssl.SSLError, OSError) as error:
             log.debug("TLS handshake with %s failed: %s", client_address, error)
