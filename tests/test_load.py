@@ -1,7 +1,8 @@
 """Load and soak.
 
 - 100 concurrent scrapers against a real daemon in replay mode for GPUEFF_LOAD_SECONDS (default 60,
-  the figure in the issue): no error, a bounded p99, and the daemon's RSS flat. Figures are printed
+  the figure in the issue): no error, a bounded p99, and the daemon's RSS flat; the same over TLS
+  with basic auth for GPUEFF_TLS_LOAD_SECONDS (default 10). Figures are printed
   (run with -s to see them); only no errors and generous bounds are asserted, since this 2-core
   machine is shared.
 - A soak of the poller and exposition with heavy churn: every refresh a new set of pods holds each GPU
@@ -32,6 +33,7 @@ from exporter.trace import load_trace
 from fake_pynvml import FakeClock, FakeGpu, FakeNvml
 
 LOAD_SECONDS = float(os.environ.get("GPUEFF_LOAD_SECONDS", "60"))
+TLS_LOAD_SECONDS = float(os.environ.get("GPUEFF_TLS_LOAD_SECONDS", "10"))
 SCRAPERS = 100
 
 
@@ -48,54 +50,79 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def test_100_concurrent_scrapers_get_no_error_and_a_bounded_p99():
-    with running_daemon("--demo", "--collect-interval", "500ms") as daemon:
-        pid = daemon.process.pid
-        stop = threading.Event()
-        latencies: list[list[float]] = [[] for _ in range(SCRAPERS)]
-        errors: list[str] = []
+def hammer(pid: int, connect, headers: dict[str, str], seconds: float) -> tuple[list[float], list[str], list[int], float]:
+    """SCRAPERS threads scrape /metrics back to back on keep-alive connections for ``seconds``."""
+    stop = threading.Event()
+    latencies: list[list[float]] = [[] for _ in range(SCRAPERS)]
+    errors: list[str] = []
 
-        def scraper(mine: list[float]) -> None:
-            connection = http.client.HTTPConnection("127.0.0.1", daemon.port, timeout=30)
-            while not stop.is_set():
-                started = time.perf_counter()
-                try:
-                    connection.request("GET", "/metrics")
-                    response = connection.getresponse()
-                    body = response.read()
-                    if response.status != 200 or not body.endswith(b"\n") or b"gpueff_gpu_up{" not in body:
-                        errors.append(f"status {response.status}, {len(body)} bytes")
-                except (OSError, http.client.HTTPException) as error:
-                    errors.append(f"{type(error).__name__}: {error}")
-                    connection.close()
-                    connection = http.client.HTTPConnection("127.0.0.1", daemon.port, timeout=30)
-                    continue
-                mine.append(time.perf_counter() - started)
-            connection.close()
+    def scraper(mine: list[float]) -> None:
+        connection = connect()
+        while not stop.is_set():
+            started = time.perf_counter()
+            try:
+                connection.request("GET", "/metrics", headers=headers)
+                response = connection.getresponse()
+                body = response.read()
+                if response.status != 200 or not body.endswith(b"\n") or b"gpueff_gpu_up{" not in body:
+                    errors.append(f"status {response.status}, {len(body)} bytes")
+            except (OSError, http.client.HTTPException) as error:
+                errors.append(f"{type(error).__name__}: {error}")
+                connection.close()
+                connection = connect()
+                continue
+            mine.append(time.perf_counter() - started)
+        connection.close()
 
-        threads = [threading.Thread(target=scraper, args=(latencies[n],), daemon=True) for n in range(SCRAPERS)]
-        rss = [rss_bytes(pid)]
-        started = time.monotonic()
-        for thread in threads:
-            thread.start()
-        while time.monotonic() - started < LOAD_SECONDS:
-            time.sleep(min(1.0, LOAD_SECONDS / 10))
-            rss.append(rss_bytes(pid))
-        stop.set()
-        for thread in threads:
-            thread.join(35)
-        elapsed = time.monotonic() - started
-        assert daemon.process.poll() is None
-    every = [value for mine in latencies for value in mine]
+    threads = [threading.Thread(target=scraper, args=(latencies[n],), daemon=True) for n in range(SCRAPERS)]
+    rss = [rss_bytes(pid)]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    while time.monotonic() - started < seconds:
+        time.sleep(min(1.0, seconds / 10))
+        rss.append(rss_bytes(pid))
+    stop.set()
+    for thread in threads:
+        thread.join(35)
+    assert all(mine for mine in latencies), "a scraper never got an answer"
+    return [value for mine in latencies for value in mine], errors, rss, time.monotonic() - started
+
+
+def report(what: str, every: list[float], errors: list[str], rss: list[int], elapsed: float) -> None:
     p50, p99 = statistics.median(every), percentile(every, 0.99)
     warm = rss[len(rss) // 5]
-    print(f"\nload: {SCRAPERS} scrapers x {elapsed:.0f} s: {len(every)} scrapes ({len(every) / elapsed:.0f}/s), {len(errors)} errors, "
+    print(f"\n{what}: {SCRAPERS} scrapers x {elapsed:.0f} s: {len(every)} scrapes ({len(every) / elapsed:.0f}/s), {len(errors)} errors, "
           f"latency p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, max {max(every) * 1000:.1f} ms; "
           f"daemon RSS {rss[0] / 2**20:.1f} MiB idle, {warm / 2**20:.1f} MiB warm, {rss[-1] / 2**20:.1f} MiB at the end, peak {max(rss) / 2**20:.1f} MiB")
     assert not errors, errors[:5]
-    assert all(mine for mine in latencies), "a scraper never got an answer"
     assert p99 < 5.0
     assert rss[-1] - warm < 32 * 2**20, "the daemon's memory grew under load"
+
+
+def test_100_concurrent_scrapers_get_no_error_and_a_bounded_p99():
+    with running_daemon("--demo", "--collect-interval", "500ms") as daemon:
+        results = hammer(daemon.process.pid, lambda: http.client.HTTPConnection("127.0.0.1", daemon.port, timeout=30), {}, LOAD_SECONDS)
+        assert daemon.process.poll() is None
+    report("load", *results)
+
+
+def test_100_concurrent_scrapers_over_tls_with_basic_auth(tmp_path):
+    """bcrypt costs ~70 ms a check at cost 10: without the cache 100 scrapers would queue behind it."""
+    import bcrypt
+    import yaml
+
+    from test_tls import basic, client_context, tls_daemon
+    from tls_certs import make_pki
+
+    pki = make_pki(tmp_path)
+    config = tmp_path / "web.yml"
+    config.write_text(yaml.safe_dump({"tls_server_config": {"cert_file": "server.crt", "key_file": "server.key"}, "basic_auth_users": {"prometheus": bcrypt.hashpw(b"secret", bcrypt.gensalt(10)).decode()}}))
+    context, headers = client_context(pki), basic("prometheus", "secret")
+    with tls_daemon(config, context, headers) as daemon:
+        results = hammer(daemon.process.pid, lambda: http.client.HTTPSConnection("127.0.0.1", daemon.port, context=context, timeout=30), headers, TLS_LOAD_SECONDS)
+        assert daemon.process.poll() is None
+    report("load over TLS with basic auth", *results)
 
 
 # The fake kubelet's gRPC server lives in this process too; what it keeps is not the exporter's.
