@@ -11,6 +11,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -44,6 +45,7 @@ class Daemon:
         self.process = process
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
+        self.output = ""  # what the daemon printed, once it has stopped
 
     def metrics(self) -> str:
         status, body = http_get(self.url + "/metrics")
@@ -57,8 +59,9 @@ class Daemon:
 
 
 @contextlib.contextmanager
-def running_daemon(*args: str, ready_timeout: float = 15.0, env: dict[str, str] | None = None):
-    """Start ``python -m exporter`` with ``args`` on a free loopback port; wait until /-/ready."""
+def running_daemon(*args: str, ready_timeout: float = 15.0, env: dict[str, str] | None = None, is_ready: Callable[[int], bool] | None = None):
+    """Start ``python -m exporter`` with ``args`` on a free loopback port; wait until /-/ready
+    answers 200 (or until ``is_ready(port)``, for a daemon that speaks TLS)."""
     port = free_port()
     command = [sys.executable, "-m", "exporter", "--web.listen-address", f"127.0.0.1:{port}", *args]
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, **(env or {})})
@@ -69,7 +72,7 @@ def running_daemon(*args: str, ready_timeout: float = 15.0, env: dict[str, str] 
             if process.poll() is not None:
                 raise AssertionError(f"daemon exited with {process.returncode}: {process.stdout.read()}")
             with contextlib.suppress(OSError):
-                if http_get(daemon.url + "/-/ready", timeout=1)[0] == 200:
+                if is_ready(port) if is_ready else http_get(daemon.url + "/-/ready", timeout=1)[0] == 200:
                     break
             if time.monotonic() > deadline:
                 raise AssertionError("daemon did not become ready")
@@ -84,4 +87,5 @@ def running_daemon(*args: str, ready_timeout: float = 15.0, env: dict[str, str] 
                 process.kill()
                 process.wait()
         if process.stdout:
+            daemon.output = process.stdout.read()
             process.stdout.close()

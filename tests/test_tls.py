@@ -16,7 +16,7 @@ import bcrypt
 import pytest
 import yaml
 
-from conftest import ROOT, free_port
+from conftest import ROOT, free_port, running_daemon
 from tls_certs import make_pki
 
 
@@ -53,36 +53,15 @@ def get(port: int, path: str, context: ssl.SSLContext | None, headers: dict[str,
         connection.close()
 
 
-class Running:
-    def __init__(self, process: subprocess.Popen, port: int) -> None:
-        self.process, self.port, self.output = process, port, ""
-
-
 @contextlib.contextmanager
 def tls_daemon(config_path, ready_context: ssl.SSLContext, ready_headers: dict[str, str] | None = None):
-    port = free_port()
-    command = [sys.executable, "-m", "exporter", "--demo", "--collect-interval", "200ms", "--web.listen-address", f"127.0.0.1:{port}", "--web.config.file", str(config_path)]
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    running = Running(process, port)
-    try:
-        deadline = time.monotonic() + 15
-        while True:
-            assert process.poll() is None, process.stdout.read()
-            with contextlib.suppress(OSError, ssl.SSLError, http.client.HTTPException):
-                if get(port, "/-/ready", ready_context, ready_headers)[0] == 200:
-                    break
-            assert time.monotonic() < deadline, "daemon did not become ready"
-            time.sleep(0.1)
-        yield running
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        running.output = process.stdout.read()
-        process.stdout.close()
+    def is_ready(port: int) -> bool:
+        with contextlib.suppress(ssl.SSLError, http.client.HTTPException):
+            return get(port, "/-/ready", ready_context, ready_headers)[0] == 200
+        return False
+
+    with running_daemon("--demo", "--collect-interval", "200ms", "--web.config.file", str(config_path), is_ready=is_ready) as daemon:
+        yield daemon
 
 
 def write_config(folder, data) -> str:
