@@ -229,6 +229,7 @@ class AppConfig:
     labels: dict[str, str] = setting({}, label_matchers, "sum only the series with these exact label values")
     gpus: tuple[int | str, ...] | None = setting(None, optional(gpu_selectors), "the GPUs it runs on, by index or UUID (default: all, unless process is given)")
     process: str | None = setting(None, optional(regex), "or: the GPUs where a process whose NVML name matches this regular expression runs")
+    pod: str | None = setting(None, optional(regex), "or: the GPUs whose Kubernetes pod, as namespace/pod, matches this regular expression (needs kubernetes.enabled)")
     flops_per_unit: float | None = setting(None, optional(positive_scientific), "FLOP per unit of work, for gpueff_app_model_flops_utilization_ratio")
     price_per_gpu_hour: float | None = setting(None, optional(non_negative), "what one of its GPU-hours costs (default: the top-level price_per_gpu_hour)")
     scrape_interval: float = setting(5.0, min_duration(MIN_COLLECT_INTERVAL), "how often its endpoint is scraped")
@@ -239,8 +240,9 @@ class AppConfig:
         for key in ("name", "url", "counter", "unit"):
             if not getattr(self, key):
                 raise SettingError(key, "required")
-        if self.gpus is not None and self.process is not None:
-            raise SettingError("process", "give either gpus or process, not both")
+        chosen = [key for key in ("gpus", "process", "pod") if getattr(self, key) is not None]
+        if len(chosen) > 1:
+            raise SettingError(chosen[1], f"give only one of gpus, process and pod, not {' and '.join(chosen)}")
         if self.scrape_timeout > self.scrape_interval:
             raise SettingError("scrape_timeout", f"must not exceed scrape_interval ({format_duration(self.scrape_interval)}), got {format_duration(self.scrape_timeout)}")
 

@@ -304,7 +304,7 @@ def render_apps(snapshot: Snapshot, stale: bool) -> list[str]:
     lines += [f"gpueff_app_scrape_errors_total{{{name}}} {app.scrape_errors_total}" for app, name in zip(apps, names)]
     if stale:
         return lines
-    lines += ["# HELP gpueff_app_gpus GPUs attributed to the app at the last poll (by index, UUID or process name).", "# TYPE gpueff_app_gpus gauge"]
+    lines += ["# HELP gpueff_app_gpus GPUs attributed to the app at the last poll (by index, UUID, process name or Kubernetes pod).", "# TYPE gpueff_app_gpus gauge"]
     lines += [f"gpueff_app_gpus{{{name}}} {len(app.gpus)}" for app, name in zip(apps, names)]
     info = [f'gpueff_app_gpu_info{{{name},gpu="{device.index}",uuid="{escape(device.uuid)}"}} 1' for app, name in zip(apps, names) for device in app.gpus]
     if info:

@@ -154,7 +154,7 @@ class Poller:
             collect_duration_sum_seconds=self._duration_sum,
             errors_total=self._own_errors + self.backend.errors_total,
             last_success_wall=self._last_success,
-            apps=self.apps.update(samples, self.clock(), config),
+            apps=self.apps.update(samples, self.clock(), config, owners),
         )
         self._snapshot = snapshot
         self.ready.set()

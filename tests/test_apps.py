@@ -15,8 +15,12 @@ from exporter.apps.counters import CounterIncrease
 from exporter.apps.derive import select_gpus
 from exporter.apps.monitor import Scraper
 from exporter.apps.scrape import ScrapeError, fetch, read_counter
+from exporter.backends.replay import ReplayBackend
 from exporter.config import AppConfig, ConfigError, load_config, parse_config
+from exporter.kubernetes.owners import GpuOwners, PodOwner
+from exporter.poller import Poller
 from exporter.sample import DeviceInfo, GpuProcess, GpuSample
+from exporter.trace import load_trace
 
 
 def app_config(url: str, **changes: object) -> AppConfig:
@@ -221,6 +225,37 @@ def test_gpu_selection_by_index_uuid_process_or_all():
     assert select_gpus(app_config("http://127.0.0.1:1/metrics", process="python"), no_processes) == []
 
 
+def test_gpu_selection_by_kubernetes_pod():
+    samples = [_sample(0), _sample(1), _sample(2)]
+    owners = {
+        "GPU-0000": GpuOwners(pods=(PodOwner("serving", "vllm-0", "engine"),)),
+        "GPU-0001": GpuOwners(pods=(PodOwner("serving", "vllm-1", "engine"), PodOwner("batch", "train-7", "worker"))),  # time-sliced
+        "GPU-0002": GpuOwners(pods=(PodOwner("batch", "train-7", "worker"),)),
+    }
+    select = lambda pod, held=owners: [s.device.index for s in select_gpus(app_config("http://127.0.0.1:1/metrics", pod=pod), samples, held)]  # noqa: E731
+    assert select("^serving/vllm-") == [0, 1]
+    assert select("train") == [1, 2]
+    assert select("^serving/vllm-", held={}) == []  # no attribution: no GPU, never all of them
+
+
+def test_the_poller_hands_pod_owners_to_the_apps(trace_paths):
+    config = parse_config({"apps": [{**GOOD, "url": "http://127.0.0.1:1/metrics", "pod": "^serving/"}]})
+    backend = ReplayBackend([load_trace(trace_paths["matmul_8192"]), load_trace(trace_paths["idle"])])
+    poller = Poller(backend, config)
+    busy_uuid = backend.start()[0].uuid
+
+    class Attribution:  # what the kubelet would say: the matmul GPU belongs to serving/llm-0
+        def owners(self, *_):
+            return {busy_uuid: GpuOwners(pods=(PodOwner("serving", "llm-0", "engine"),))}
+
+        def close(self):
+            pass
+
+    poller.attributor = Attribution()
+    snapshot = poller.poll_once()
+    assert [device.uuid for device in snapshot.apps[0].gpus] == [busy_uuid]
+
+
 # ---- config errors -------------------------------------------------------------------------
 
 GOOD = {"name": "llm", "url": "http://127.0.0.1:8000/metrics", "counter": "vllm:generation_tokens_total", "unit": "tokens"}
@@ -235,14 +270,15 @@ GOOD = {"name": "llm", "url": "http://127.0.0.1:8000/metrics", "counter": "vllm:
         ([{**GOOD, "counter": "bad name"}], "'apps[0].counter': expected a Prometheus metric name"),
         ([{**GOOD, "unit": "Tokens/s"}], "'apps[0].unit': expected a lowercase word"),
         ([{**GOOD, "scrape_timeout": "10s"}], "'apps[0].scrape_timeout': must not exceed scrape_interval (5s), got 10s"),
-        ([{**GOOD, "gpus": [0], "process": "vllm"}], "'apps[0].process': give either gpus or process, not both"),
+        ([{**GOOD, "gpus": [0], "process": "vllm"}], "'apps[0].process': give only one of gpus, process and pod, not gpus and process"),
+        ([{**GOOD, "process": "vllm", "pod": "serving/"}], "'apps[0].pod': give only one of gpus, process and pod, not process and pod"),
         ([{**GOOD, "process": "vllm("}], "'apps[0].process': not a valid regular expression"),
         ([{**GOOD, "gpus": [-1]}], "'apps[0].gpus': expected GPU indices"),
         ([{**GOOD, "gpus": []}], "'apps[0].gpus': expected a non-empty list"),
         ([{**GOOD, "labels": {"model-name": "x"}}], "'apps[0].labels': expected label name"),
         ([{**GOOD, "flops_per_unit": 0}], "'apps[0].flops_per_unit': expected a number above 0"),
         ([{**GOOD, "max_response_bytes": "1MB"}], "'apps[0].max_response_bytes': expected a whole number above 0"),
-        ([{**GOOD, "pod": "vllm-0"}], "'apps[0].pod': unknown key"),
+        ([{**GOOD, "pod": "serving/(vllm"}], "'apps[0].pod': "),
         ([GOOD, "llm"], "'apps[1]': expected a mapping, got str"),
         ({"llm": GOOD}, "'apps': expected a list, got dict"),
     ],

@@ -7,9 +7,10 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from exporter.config import AppConfig, PeakOverride
+from exporter.kubernetes.owners import GpuOwners
 from exporter.peaks import peak_for
 from exporter.sample import DeviceInfo, GpuSample
 
@@ -44,8 +45,12 @@ class AppState:
     scrape_errors_total: int = 0
 
 
-def select_gpus(app: AppConfig, samples: Sequence[GpuSample]) -> list[GpuSample]:
-    """The app's GPUs: by process name pattern, by index or UUID, or all of them."""
+def select_gpus(app: AppConfig, samples: Sequence[GpuSample], owners: Mapping[str, GpuOwners] | None = None) -> list[GpuSample]:
+    """The app's GPUs: by process name pattern, by Kubernetes pod, by index or UUID, or all of them."""
+    if app.pod is not None:
+        pattern = re.compile(app.pod)
+        held = owners or {}
+        return [sample for sample in samples if sample.device.uuid in held and any(pattern.search(f"{owner.namespace}/{owner.pod}") for owner in held[sample.device.uuid].pods)]
     if app.process is not None:
         pattern = re.compile(app.process)
         return [sample for sample in samples if sample.processes and any(pattern.search(process.name) for process in sample.processes)]
@@ -60,8 +65,8 @@ def _sum(values: list[float | None]) -> float | None:
     return sum(values)  # type: ignore[arg-type]
 
 
-def gpu_figures(app: AppConfig, samples: Sequence[GpuSample], timestamp: float, peaks: dict[str, PeakOverride]) -> GpuFigures:
-    selected = select_gpus(app, samples)
+def gpu_figures(app: AppConfig, samples: Sequence[GpuSample], timestamp: float, peaks: dict[str, PeakOverride], owners: Mapping[str, GpuOwners] | None = None) -> GpuFigures:
+    selected = select_gpus(app, samples, owners)
     peak_values = []
     for sample in selected:
         peak = peak_for(sample.device.name, peaks)

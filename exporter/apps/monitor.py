@@ -14,12 +14,13 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from exporter.apps.counters import CounterIncrease
 from exporter.apps.derive import AppState, GpuFigures, Means, derive_app, gpu_figures
 from exporter.apps.scrape import ScrapeError, Series, fetch, read_counter
 from exporter.config import AppConfig, Config
+from exporter.kubernetes.owners import GpuOwners
 from exporter.sample import GpuSample
 
 log = logging.getLogger(__name__)
@@ -130,8 +131,8 @@ class AppTracker:
         self._last_good: float | None = None
         self._state = AppState(app.name, app.unit, up=False)
 
-    def update(self, scraper: Scraper, samples: Sequence[GpuSample], now: float, config: Config) -> AppState:
-        figures = gpu_figures(self.app, samples, now, config.peaks)
+    def update(self, scraper: Scraper, samples: Sequence[GpuSample], now: float, config: Config, owners: Mapping[str, GpuOwners] | None = None) -> AppState:
+        figures = gpu_figures(self.app, samples, now, config.peaks, owners)
         self._window.append(figures)
         reading = scraper.latest
         if reading is not None and reading.sequence != self._seen:
@@ -218,6 +219,6 @@ class AppMonitor:
         for scraper, _ in self._apps:
             scraper.join(scraper.app.scrape_timeout + 1.0)
 
-    def update(self, samples: Sequence[GpuSample], now: float, config: Config) -> tuple[AppState, ...]:
-        """Called by the poller after each poll; never waits on the network."""
-        return tuple(tracker.update(scraper, samples, now, config) for scraper, tracker in self._apps)
+    def update(self, samples: Sequence[GpuSample], now: float, config: Config, owners: Mapping[str, GpuOwners] | None = None) -> tuple[AppState, ...]:
+        """Called by the poller after each poll, with the GPUs' pod owners; never waits on the network."""
+        return tuple(tracker.update(scraper, samples, now, config, owners) for scraper, tracker in self._apps)
