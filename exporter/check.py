@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Callable, TextIO
 
 from exporter import logs
-from exporter.backends.base import Backend, BackendUnavailable
+from exporter.backends.base import BackendUnavailable
 from exporter.backends.dcgm import DcgmBackend, FieldReading
 from exporter.backends.dcgm_field_table import FIELDS, PROFILING, STATIC
 from exporter.backends.nvml import GPM_MIN_SAMPLE_GAP, NvmlBackend
