@@ -16,7 +16,6 @@ from exporter.kubernetes import podresources_pb2 as pb
 from exporter.kubernetes.owners import PodOwner
 
 LIST_METHOD = "/v1.PodResourcesLister/List"
-DEFAULT_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 
 
 class PodResourcesError(Exception):
