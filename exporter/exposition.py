@@ -91,6 +91,11 @@ def _info(state: GpuState) -> Iterable[tuple[str, float]]:
     return ((f',model="{escape(device.name)}",driver="{escape(device.driver)}",pci_bus_id="{escape(device.pci_bus_id)}",trace="{escape(device.source)}"', 1.0),)
 
 
+def family(name: str, kind: str, help_text: str, body: list[str]) -> list[str]:
+    """A metric family's HELP and TYPE lines and its samples; nothing where it has no sample."""
+    return [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", *body] if body else []
+
+
 def _mig_info(state: GpuState) -> Iterable[tuple[str, float]]:
     device = state.sample.device
     if not device.parent_uuid:
@@ -229,16 +234,9 @@ def render_pods(states: Iterable[GpuState]) -> list[str]:
         device = _device_labels(state)
         info.extend(f"gpueff_gpu_pod_info{{{device}{_pod_labels(owner)}}} 1" for owner in state.owners.pods)
         processes.extend(f'gpueff_pod_compute_processes{{{device},pod_uid="{escape(owner.pod_uid)}",container_id="{escape(owner.container_id)}"}} {count}' for owner, count in state.owners.processes)
-    lines = []
-    if info:
-        lines.append("# HELP gpueff_gpu_pod_info The containers the kubelet assigned this GPU (or MIG instance) to, one series each (several under time-slicing). Always 1.")
-        lines.append("# TYPE gpueff_gpu_pod_info gauge")
-        lines.extend(info)
-    if processes:
-        lines.append("# HELP gpueff_pod_compute_processes Compute processes on this GPU by the pod UID and container id of their cgroup (needs hostPID).")
-        lines.append("# TYPE gpueff_pod_compute_processes gauge")
-        lines.extend(processes)
-    return lines
+    return family("gpueff_gpu_pod_info", "gauge", "The containers the kubelet assigned this GPU (or MIG instance) to, one series each (several under time-slicing). Always 1.", info) + family(
+        "gpueff_pod_compute_processes", "gauge", "Compute processes on this GPU by the pod UID and container id of their cgroup (needs hostPID).", processes
+    )
 
 
 def render_gpus(states: Iterable[GpuState], snapshot: Snapshot, stale: bool) -> list[str]:
@@ -256,20 +254,13 @@ def render_gpus(states: Iterable[GpuState], snapshot: Snapshot, stale: bool) -> 
                 continue
             for extra, value in metric.values(state):
                 body.append(f"{metric.name}{{{label}{extra}}} {number(value)}")
-        if body:
-            lines.append(f"# HELP {metric.name} {metric.help}")
-            lines.append(f"# TYPE {metric.name} {metric.kind}")
-            lines.extend(body)
+        lines += family(metric.name, metric.kind, metric.help, body)
     priced = snapshot.config.price_per_gpu_hour is not None
     cost = []
     for state, label, up in zip(states, labels, live):
         if up:
             cost.extend(f"gpueff_busy_idle_sm_cost_total{{{label}{extra}}} {number(value)}" for extra, value in _cost(state, snapshot.config.currency, priced))
-    if cost:
-        lines.append("# HELP gpueff_busy_idle_sm_cost_total What the busy-but-idle-SM seconds cost at price_per_gpu_hour, in the labelled currency.")
-        lines.append("# TYPE gpueff_busy_idle_sm_cost_total counter")
-        lines.extend(cost)
-    return lines
+    return lines + family("gpueff_busy_idle_sm_cost_total", "counter", "What the busy-but-idle-SM seconds cost at price_per_gpu_hour, in the labelled currency.", cost)
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,17 +289,13 @@ def render_apps(snapshot: Snapshot, stale: bool) -> list[str]:
     if not apps:
         return []
     names = [f'app="{escape(app.name)}"' for app in apps]
-    lines = ["# HELP gpueff_app_up 1 if the app's last scrape answered with its counter, 0 if it was down, slow, too large or not Prometheus text.", "# TYPE gpueff_app_up gauge"]
-    lines += [f"gpueff_app_up{{{name}}} {int(app.up and not stale)}" for app, name in zip(apps, names)]
-    lines += ["# HELP gpueff_app_scrape_errors_total Failed scrapes of the app since the exporter started.", "# TYPE gpueff_app_scrape_errors_total counter"]
-    lines += [f"gpueff_app_scrape_errors_total{{{name}}} {app.scrape_errors_total}" for app, name in zip(apps, names)]
+    lines = family("gpueff_app_up", "gauge", "1 if the app's last scrape answered with its counter, 0 if it was down, slow, too large or not Prometheus text.", [f"gpueff_app_up{{{name}}} {int(app.up and not stale)}" for app, name in zip(apps, names)])
+    lines += family("gpueff_app_scrape_errors_total", "counter", "Failed scrapes of the app since the exporter started.", [f"gpueff_app_scrape_errors_total{{{name}}} {app.scrape_errors_total}" for app, name in zip(apps, names)])
     if stale:
         return lines
-    lines += ["# HELP gpueff_app_gpus GPUs attributed to the app at the last poll (by index, UUID, process name or Kubernetes pod).", "# TYPE gpueff_app_gpus gauge"]
-    lines += [f"gpueff_app_gpus{{{name}}} {len(app.gpus)}" for app, name in zip(apps, names)]
+    lines += family("gpueff_app_gpus", "gauge", "GPUs attributed to the app at the last poll (by index, UUID, process name or Kubernetes pod).", [f"gpueff_app_gpus{{{name}}} {len(app.gpus)}" for app, name in zip(apps, names)])
     info = [f'gpueff_app_gpu_info{{{name},gpu="{device.index}",uuid="{escape(device.uuid)}"}} 1' for app, name in zip(apps, names) for device in app.gpus]
-    if info:
-        lines += ["# HELP gpueff_app_gpu_info The GPUs attributed to each app, for joins with the gpueff_ GPU metrics. Always 1.", "# TYPE gpueff_app_gpu_info gauge", *info]
+    lines += family("gpueff_app_gpu_info", "gauge", "The GPUs attributed to each app, for joins with the gpueff_ GPU metrics. Always 1.", info)
     for metric in APP_METRICS:
         body = []
         for app, name in zip(apps, names):
@@ -316,13 +303,10 @@ def render_apps(snapshot: Snapshot, stale: bool) -> list[str]:
             if value is not None:
                 unit = f',unit="{escape(app.unit)}"' if metric.unit_label else ""
                 body.append(f"{metric.name}{{{name}{unit}}} {number(value)}")
-        if body:
-            lines += [f"# HELP {metric.name} {metric.help}", f"# TYPE {metric.name} {metric.kind}", *body]
+        lines += family(metric.name, metric.kind, metric.help, body)
     currency = escape(snapshot.config.currency)
     cost = [f'gpueff_app_cost_per_million_units{{{name},unit="{escape(app.unit)}",currency="{currency}"}} {number(app.cost_per_million_units)}' for app, name in zip(apps, names) if app.up and app.cost_per_million_units is not None]
-    if cost:
-        lines += ["# HELP gpueff_app_cost_per_million_units What a million units of the app's work cost at price_per_gpu_hour: its GPUs x price per second / throughput x 1e6.", "# TYPE gpueff_app_cost_per_million_units gauge", *cost]
-    return lines
+    return lines + family("gpueff_app_cost_per_million_units", "gauge", "What a million units of the app's work cost at price_per_gpu_hour: its GPUs x price per second / throughput x 1e6.", cost)
 
 
 def render_self(snapshot: Snapshot, stale: bool) -> list[str]:
