@@ -225,15 +225,17 @@ def _gpu_labels(state: GpuState) -> str:
     return _device_labels(state) + ("" if owner is None else _pod_labels(owner))
 
 
-def render_pods(states: Iterable[GpuState]) -> list[str]:
-    """Kubernetes attribution: every container a GPU is assigned to, and its processes by pod."""
+def render_pods(states: Iterable[GpuState], stale: bool = False) -> list[str]:
+    """Kubernetes attribution: every container a GPU is assigned to, and its processes by pod.
+    A stale snapshot keeps the assignments (identity, like gpueff_gpu_info) but not the process counts."""
     info, processes = [], []
     for state in states:
         if state.owners is None:
             continue
         device = _device_labels(state)
         info.extend(f"gpueff_gpu_pod_info{{{device}{_pod_labels(owner)}}} 1" for owner in state.owners.pods)
-        processes.extend(f'gpueff_pod_compute_processes{{{device},pod_uid="{escape(owner.pod_uid)}",container_id="{escape(owner.container_id)}"}} {count}' for owner, count in state.owners.processes)
+        if not stale:
+            processes.extend(f'gpueff_pod_compute_processes{{{device},pod_uid="{escape(owner.pod_uid)}",container_id="{escape(owner.container_id)}"}} {count}' for owner, count in state.owners.processes)
     return family("gpueff_gpu_pod_info", "gauge", "The containers the kubelet assigned this GPU (or MIG instance) to, one series each (several under time-slicing). Always 1.", info) + family(
         "gpueff_pod_compute_processes", "gauge", "Compute processes on this GPU by the pod UID and container id of their cgroup (needs hostPID).", processes
     )
@@ -335,7 +337,7 @@ def render_self(snapshot: Snapshot, stale: bool) -> list[str]:
 
 
 def render(snapshot: Snapshot, stale: bool = False) -> bytes:
-    lines = render_gpus(snapshot.gpus, snapshot, stale) + render_pods(snapshot.gpus) + render_self(snapshot, stale)
+    lines = render_gpus(snapshot.gpus, snapshot, stale) + render_pods(snapshot.gpus, stale) + render_self(snapshot, stale)
     lines += render_apps(snapshot, stale)
     return ("\n".join(lines) + "\n").encode()
 

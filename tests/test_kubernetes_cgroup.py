@@ -89,3 +89,4 @@ def test_process_owners_are_exposed_per_gpu() -> None:
     lines = render_pods([state])
     assert lines[0].startswith("# HELP gpueff_pod_compute_processes ")
     assert lines[2] == f'gpueff_pod_compute_processes{{gpu="3",uuid="GPU-a",pod_uid="{UID}",container_id="{CID}"}} 2'
+    assert render_pods([state], stale=True) == []  # counts from a stale snapshot are not served as fresh
