@@ -357,29 +357,38 @@ def parse_config(data: Any) -> Config:
     return _load_section(Config, data, "")
 
 
+def read_yaml(path: str | Path, what: str, error: type[Exception], max_bytes: int | None = None) -> Any:
+    """Read and decode a YAML file; every problem is raised as ``error`` naming ``what`` and the file."""
+    where = f"{what} {path}"
+    try:
+        raw = Path(path).read_bytes() if max_bytes is None else Path(path).read_bytes()[: max_bytes + 1]
+    except OSError as problem:
+        raise error(f"{where}: cannot read it: {problem.strerror or problem}") from None
+    if max_bytes is not None and len(raw) > max_bytes:
+        raise error(f"{where}: over the {max_bytes} byte limit")
+    try:
+        return yaml.safe_load(raw.decode("utf-8"))
+    except UnicodeDecodeError as problem:
+        raise error(f"{where}: not UTF-8 text (byte {problem.start})") from None
+    except yaml.YAMLError as problem:
+        mark = getattr(problem, "problem_mark", None)
+        place = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise error(f"{where}: not valid YAML{place}: {getattr(problem, 'problem', None) or problem}") from None
+    except RecursionError:
+        raise error(f"{where}: nested too deeply") from None
+    except ValueError as problem:  # from the YAML scanner, e.g. an integer of more than 4300 digits
+        raise error(f"{where}: not valid YAML: {problem}") from None
+
+
 def load_config(path: str | Path | None) -> Config:
     """Read and validate a config file; ``None`` gives the defaults. Errors name the file."""
     if path is None:
         return Config()
+    data = read_yaml(path, "config file", ConfigError)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-        data = yaml.safe_load(text)
         return parse_config(data)
-    except OSError as error:
-        raise ConfigError(f"config file {path}: cannot read it: {error.strerror or error}") from None
-    except UnicodeDecodeError as error:
-        raise ConfigError(f"config file {path}: not UTF-8 text (byte {error.start})") from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(error, "problem", None) or str(error)
-        raise ConfigError(f"config file {path}: not valid YAML{where}: {problem}") from None
     except ConfigError as error:
         raise ConfigError(f"config file {path}: {error}") from None
-    except RecursionError:
-        raise ConfigError(f"config file {path}: nested too deeply") from None
-    except ValueError as error:  # from the YAML scanner, e.g. an integer of more than 4300 digits
-        raise ConfigError(f"config file {path}: not valid YAML: {error}") from None
 
 
 def reference(cls: type = Config, prefix: str = "") -> list[tuple[str, str, str]]:

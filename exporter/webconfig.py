@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import bcrypt
-import yaml
+
+from exporter.config import read_yaml
 
 
 class WebConfigError(Exception):
@@ -316,22 +317,5 @@ def parse_web_config(data: Any, path: str, base: Path) -> WebConfig:
 def load_web_config(path: str | Path) -> WebConfig:
     """Read and validate a web config file; every error names the file."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()[: _MAX_FILE_BYTES + 1]
-    except OSError as error:
-        raise WebConfigError(f"web config file {path}: cannot read it: {error.strerror or error}") from None
-    if len(raw) > _MAX_FILE_BYTES:
-        raise WebConfigError(f"web config file {path}: over the {_MAX_FILE_BYTES} byte limit")
-    try:
-        data = yaml.safe_load(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise WebConfigError(f"web config file {path}: not UTF-8 text") from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        place = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise WebConfigError(f"web config file {path}: not valid YAML{place}: {getattr(error, 'problem', None) or error}") from None
-    except RecursionError:
-        raise WebConfigError(f"web config file {path}: nested too deeply") from None
-    except ValueError as error:  # from the YAML scanner, e.g. an integer of more than 4300 digits
-        raise WebConfigError(f"web config file {path}: not valid YAML: {error}") from None
+    data = read_yaml(path, "web config file", WebConfigError, max_bytes=_MAX_FILE_BYTES)
     return parse_web_config(data, str(path), path.parent)
