@@ -192,12 +192,11 @@ class NvmlBackend(Backend):
                 handle = self._optional(None, "mig_handle", nvml.nvmlDeviceGetMigDeviceHandleByIndex, parent.handle, slot)
                 if handle is None:
                     continue  # an empty slot
-                attributes = self._optional(None, "attributes", nvml.nvmlDeviceGetAttributes, handle)
                 info = dataclasses.replace(
                     parent.info,
                     uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
                     name=_text(nvml.nvmlDeviceGetName(handle)),
-                    sm_count=getattr(attributes, "multiprocessorCount", None),
+                    sm_count=self._sm_count(handle),
                     power_limit_watts=None,  # power belongs to the whole GPU
                     parent_uuid=parent.info.uuid,
                     gpu_instance_id=int(nvml.nvmlDeviceGetGpuInstanceId(handle)),
