@@ -15,7 +15,7 @@ from exporter import __version__
 from exporter.apps import AppState
 from exporter.derivations import BOTTLENECK_CLASSES, MISMATCH_RULES
 from exporter.kubernetes.owners import PodOwner
-from exporter.poller import GpuState, Snapshot
+from exporter.snapshot import GpuState, Snapshot
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

@@ -8,42 +8,18 @@ import dataclasses
 import logging
 import threading
 import time
-from dataclasses import dataclass
 from typing import Callable
 
-from exporter.apps import AppMonitor, AppState
+from exporter.apps import AppMonitor
 from exporter.backends.base import Backend
 from exporter.config import Config
-from exporter.derivations import Derived, Integrator, Totals, derive
+from exporter.derivations import derive
+from exporter.integrals import Integrator
 from exporter.kubernetes.attribution import Attributor
-from exporter.kubernetes.owners import GpuOwners
 from exporter.sample import DeviceInfo, GpuSample, down_sample
+from exporter.snapshot import GpuState, Snapshot
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class GpuState:
-    sample: GpuSample
-    derived: Derived | None  # None while the GPU is down
-    totals: Totals
-    owners: GpuOwners | None = None  # Kubernetes pod attribution; None where there is none
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    sequence: int
-    gpus: tuple[GpuState, ...]
-    taken_monotonic: float
-    config: Config
-    backend_name: str
-    replayed: bool
-    polls_total: int
-    collect_duration_seconds: float
-    collect_duration_sum_seconds: float
-    errors_total: int
-    last_success_wall: float | None
-    apps: tuple[AppState, ...] = ()  # the configured apps' latest states (exporter/apps)
 
 
 class Poller:
@@ -150,7 +126,6 @@ class Poller:
             backend_name=self.backend.name,
             replayed=self.backend.replayed,
             polls_total=self._polls,
-            collect_duration_seconds=duration,
             collect_duration_sum_seconds=self._duration_sum,
             errors_total=self._own_errors + self.backend.errors_total,
             last_success_wall=self._last_success,

@@ -157,7 +157,7 @@ def test_the_gpu_poll_never_waits_for_a_slow_app(trace_paths):
             stop_took = time.monotonic() - started
     finally:
         stop.set()
-    assert during.polls_total >= 4 and during.collect_duration_seconds < 0.05  # polls went on while the app hung
+    assert during.polls_total >= 4 and during.collect_duration_sum_seconds / during.polls_total < 0.05  # polls went on while the app hung
     assert not during.apps[0].up and during.apps[0].scrape_errors_total == 0
     assert after.apps[0].scrape_errors_total == 1 and not after.apps[0].up
     assert stop_took < 3

@@ -79,10 +79,10 @@ def test_attributor_counts_gpu_processes_per_container(tmp_path: Path) -> None:
 
 
 def test_process_owners_are_exposed_per_gpu() -> None:
-    from exporter.derivations import Totals
+    from exporter.integrals import Totals
     from exporter.exposition import render_pods
     from exporter.kubernetes.owners import GpuOwners
-    from exporter.poller import GpuState
+    from exporter.snapshot import GpuState
 
     device = DeviceInfo(index=3, uuid="GPU-a", name="NVIDIA H100 80GB HBM3")
     state = GpuState(GpuSample(device=device, timestamp=0.0), None, Totals(), GpuOwners(processes=((ProcessOwner(UID, CID), 2),)))

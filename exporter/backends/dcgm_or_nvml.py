@@ -38,10 +38,6 @@ class AutoBackend(Backend):
         return self._chosen.name if self._chosen is not None else "auto"
 
     @property
-    def chosen(self) -> Backend | None:
-        return self._chosen
-
-    @property
     def errors_total(self) -> int:  # type: ignore[override]
         return self._own_errors + (self._chosen.errors_total if self._chosen is not None else 0)
 

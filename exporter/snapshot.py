@@ -1,0 +1,35 @@
+"""What the poller publishes after each poll and the exposition renders: immutable data, no behaviour."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from exporter.apps import AppState
+from exporter.config import Config
+from exporter.derivations import Derived
+from exporter.integrals import Totals
+from exporter.kubernetes.owners import GpuOwners
+from exporter.sample import GpuSample
+
+
+@dataclass(frozen=True, slots=True)
+class GpuState:
+    sample: GpuSample
+    derived: Derived | None  # None while the GPU is down
+    totals: Totals
+    owners: GpuOwners | None = None  # Kubernetes pod attribution; None where there is none
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    sequence: int
+    gpus: tuple[GpuState, ...]
+    taken_monotonic: float
+    config: Config
+    backend_name: str
+    replayed: bool
+    polls_total: int
+    collect_duration_sum_seconds: float
+    errors_total: int
+    last_success_wall: float | None
+    apps: tuple[AppState, ...] = ()  # the configured apps' latest states (exporter/apps)
