@@ -27,8 +27,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -299,7 +300,7 @@ def main() -> int:
                 print(f"| {name} | {row['cpu_s_per_min']:.3f} | {row['rss_mb']:.1f} | {row['p50_ms']:.2f} | {row['p99_ms']:.2f} |")
             print(f"\nCPU ratio (this daemon / nvitop-exporter): {ours['cpu_s_per_min'] / theirs['cpu_s_per_min']:.2f} (target: at most 0.5)\n")
         if "floor" in parts:
-            print("| NVML call (median of {}) | ms |\n| --- | ---: |".format(args.repeat))
+            print(f"| NVML call (median of {args.repeat}) | ms |\n| --- | ---: |")
             for name, ms in nvml_floor(args.gpu, args.repeat):
                 print(f"| {name} | {ms:.3f} |")
             print()

@@ -10,8 +10,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = sorted((ROOT / "exporter" / "traces" / "h200").glob("*.json"))

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness import free_port  # noqa: E402
+
 from exporter.backends.nvml import NvmlBackend  # noqa: E402
 from exporter.selftest.workloads import WORKLOADS, load_engine  # noqa: E402
 
@@ -77,11 +78,11 @@ def main() -> int:
         for name in ("idle", "spin_1sm", "matmul_8192"):
             readings: dict[str, str] = {}
 
-            def late_scrape() -> None:
+            def late_scrape(into: dict[str, str]) -> None:
                 time.sleep(args.seconds * 0.8)
-                readings.update(scrape(port, args.gpu))
+                into.update(scrape(port, args.gpu))
 
-            scraper = threading.Thread(target=late_scrape)
+            scraper = threading.Thread(target=late_scrape, args=(readings,))
             scraper.start()
             truth = WORKLOADS[name](engine, args.seconds, device)
             scraper.join()

@@ -11,8 +11,9 @@ import argparse
 import dataclasses
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, TextIO
+from typing import TextIO
 
 from exporter import logs
 from exporter.backends.base import BackendUnavailable
@@ -72,6 +73,7 @@ def check_dcgm(make: Callable[[], DcgmBackend], sleep: Callable[[float], None] =
             how = "profiling fields answer"
         else:
             how = f"no SM activity within {PROBE_TIMEOUT:.0f}s"
+        assert backend.bindings is not None  # start() loaded them
         summary = f"works: {backend.mode}, bindings from {backend.bindings.path}, {len(devices)} GPU(s); {how}"
         return BackendResult("dcgm", samples, summary, True, profiling, readings, names, backend.profiling_refused)
     finally:

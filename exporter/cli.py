@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable, NoReturn
+from collections.abc import Callable
+from typing import NoReturn
 
 from exporter import __version__, logs
 from exporter.config import MIN_COLLECT_INTERVAL, format_duration, parse_duration

@@ -9,9 +9,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
@@ -161,6 +163,15 @@ _UNIT = re.compile(r"[a-z][a-z0-9_]{0,31}")
 def http_url(value: Any) -> str:
     if not isinstance(value, str) or not re.fullmatch(r"https?://[^/\s]+(/\S*)?", value):
         raise ValueError(f"expected an http:// or https:// URL such as http://127.0.0.1:8000/metrics, got {value!r}")
+    parts = urllib.parse.urlsplit(value)
+    if not parts.hostname:
+        raise ValueError(f"{value!r} names no host: expected a URL such as http://127.0.0.1:8000/metrics")
+    try:
+        port = parts.port
+    except ValueError as error:  # not a number, or out of range
+        raise ValueError(f"{value!r}: {error}") from None
+    if port == 0:
+        raise ValueError(f"{value!r}: port 0 cannot be scraped")
     return value
 
 
@@ -301,7 +312,13 @@ class Config:
         return self.stale_after if self.stale_after is not None else 3 * self.collect_interval + 2.0
 
 
-def _load_section(cls: type, data: Any, path: str) -> Any:
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_Section = TypeVar("_Section", bound="DataclassInstance")
+
+
+def _load_section(cls: type[_Section], data: Any, path: str) -> _Section:
     where = f"'{path}'" if path else "the top level"
     if data is None:
         data = {}
@@ -342,7 +359,7 @@ def _load_section_list(cls: type, data: Any, path: str, unique: str | None) -> t
         return ()
     if not isinstance(data, list):
         raise ConfigError(f"'{path}': expected a list, got {type(data).__name__}")
-    items = tuple(_load_section(cls, item, f"{path}[{index}]") for index, item in enumerate(data))
+    items: tuple[Any, ...] = tuple(_load_section(cls, item, f"{path}[{index}]") for index, item in enumerate(data))
     if unique is not None:
         first: dict[Any, int] = {}
         for index, item in enumerate(items):
@@ -403,6 +420,6 @@ def reference(cls: type = Config, prefix: str = "") -> list[tuple[str, str, str]
             rows.append((key, "[]", spec.metadata["doc"]))
             rows.extend(reference(spec.metadata["section_list"], key + "[]."))
             continue
-        default = spec.default if spec.default is not dataclasses.MISSING else spec.default_factory()
+        default = spec.default if spec.default_factory is dataclasses.MISSING else spec.default_factory()
         rows.append((key, repr(default), spec.metadata["doc"]))
     return rows

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 from exporter import __version__
 from exporter.apps import AppState
@@ -127,17 +127,21 @@ def _xid(state: GpuState) -> Iterable[tuple[str, float]]:
 
 
 def _mismatch(state: GpuState) -> Iterable[tuple[str, float]]:
+    if state.derived is None:
+        return []
     rules = state.derived.mismatch
     return [(f',rule="{rule}"', float(rules[rule])) for rule in MISMATCH_RULES if rule in rules]
 
 
 def _bottleneck(state: GpuState) -> Iterable[tuple[str, float]]:
+    if state.derived is None:
+        return []
     current = state.derived.bottleneck
     return [(f',class="{name}"', float(name == current)) for name in BOTTLENECK_CLASSES]
 
 
 def _peak(attribute: str) -> Values:
-    return one(lambda state: None if state.derived.peak is None else getattr(state.derived.peak, attribute))
+    return one(lambda state: None if state.derived is None or state.derived.peak is None else getattr(state.derived.peak, attribute))
 
 
 def _cost(state: GpuState, currency: str, priced: bool) -> Iterable[tuple[str, float]]:
@@ -204,9 +208,9 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
     GpuMetric("gpueff_estimated_tensor_flop_per_joule", "gauge", "Estimated achieved tensor FLOP per joule (FLOP/s per watt).", derived_field("tensor_flop_per_joule")),
     GpuMetric("gpueff_peak_tensor_flops_per_second", "gauge", "Dense BF16 tensor peak FLOP/s of this model at its maximum clock.", _peak("tensor_flops")),
     GpuMetric("gpueff_peak_dram_bytes_per_second", "gauge", "Peak DRAM bandwidth of this model, bytes per second.", _peak("dram_bytes_per_second")),
-    GpuMetric("gpueff_gpu_busy_seconds_total", "counter", "Integral of coarse utilization over time: seconds the GPU counted as busy.", one(lambda s: s.totals.busy_seconds if s.derived.busy is not None else None)),
+    GpuMetric("gpueff_gpu_busy_seconds_total", "counter", "Integral of coarse utilization over time: seconds the GPU counted as busy.", one(lambda s: s.totals.busy_seconds if s.derived is not None and s.derived.busy is not None else None)),
     GpuMetric("gpueff_sm_active_seconds_total", "counter", "Integral of SM activity over time: SM-active GPU-seconds.", one(lambda s: s.totals.sm_active_seconds if s.sample.profiling.get("sm_active") is not None else None)),
-    GpuMetric("gpueff_busy_idle_sm_seconds_total", "counter", "Integral of max(0, utilization - SM activity): seconds the GPU looked busy while its SMs were not.", one(lambda s: s.totals.busy_idle_sm_seconds if s.sample.profiling.get("sm_active") is not None and s.derived.busy is not None else None)),
+    GpuMetric("gpueff_busy_idle_sm_seconds_total", "counter", "Integral of max(0, utilization - SM activity): seconds the GPU looked busy while its SMs were not.", one(lambda s: s.totals.busy_idle_sm_seconds if s.sample.profiling.get("sm_active") is not None and s.derived is not None and s.derived.busy is not None else None)),
 )
 
 
@@ -228,7 +232,8 @@ def _gpu_labels(state: GpuState) -> str:
 def render_pods(states: Iterable[GpuState], stale: bool = False) -> list[str]:
     """Kubernetes attribution: every container a GPU is assigned to, and its processes by pod.
     A stale snapshot keeps the assignments (identity, like gpueff_gpu_info) but not the process counts."""
-    info, processes = [], []
+    info: list[str] = []
+    processes: list[str] = []
     for state in states:
         if state.owners is None:
             continue
@@ -258,7 +263,7 @@ def render_gpus(states: Iterable[GpuState], snapshot: Snapshot, stale: bool) -> 
                 body.append(f"{metric.name}{{{label}{extra}}} {number(value)}")
         lines += family(metric.name, metric.kind, metric.help, body)
     priced = snapshot.config.price_per_gpu_hour is not None
-    cost = []
+    cost: list[str] = []
     for state, label, up in zip(states, labels, live):
         if up:
             cost.extend(f"gpueff_busy_idle_sm_cost_total{{{label}{extra}}} {number(value)}" for extra, value in _cost(state, snapshot.config.currency, priced))

@@ -8,7 +8,7 @@ import dataclasses
 import logging
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from exporter.apps import AppMonitor
 from exporter.backends.base import Backend

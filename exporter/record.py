@@ -6,7 +6,9 @@ import argparse
 import json
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from exporter.backends.base import Backend, BackendUnavailable
 from exporter.trace import FORMAT, TraceError, parse_trace, record_from_sample
@@ -14,7 +16,7 @@ from exporter.trace import FORMAT, TraceError, parse_trace, record_from_sample
 log = logging.getLogger(__name__)
 
 
-def record_trace(backend: Backend, gpu: int, duration: float, interval: float, sleep=time.sleep, clock=time.monotonic) -> dict:
+def record_trace(backend: Backend, gpu: int, duration: float, interval: float, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
     """Sample ``backend`` every ``interval`` for ``duration`` seconds and return the trace object.
 
     ``clock`` must be the backend's clock: a reading never comes sooner than ``interval`` after the

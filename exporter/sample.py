@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
 # Profiling (GPM / DCGM) activity readings, each a ratio 0..1 over the sample window.
 ACTIVITY_METRICS = (
@@ -96,7 +97,7 @@ class GpuSample:
     profiling: dict[str, float] = field(default_factory=dict)
     profiling_available: bool = False
 
-    def replace(self, **changes) -> GpuSample:
+    def replace(self, **changes: Any) -> GpuSample:
         return dataclasses.replace(self, **changes)
 
 

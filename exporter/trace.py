@@ -54,7 +54,7 @@ class Trace:
     @property
     def duration(self) -> float:
         """One loop of the trace: the last sample's time plus one interval."""
-        return self.samples[-1]["t"] + self.interval_s
+        return float(self.samples[-1]["t"]) + self.interval_s
 
     def device(self, index: int) -> DeviceInfo:
         gpu = self.gpu

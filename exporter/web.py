@@ -7,8 +7,8 @@ import logging
 import socket
 import ssl
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 
 from exporter import __version__
 from exporter.exposition import CONTENT_TYPE
@@ -38,10 +38,10 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 128
     web_config: WebConfig | None = None  # read per connection, so a SIGHUP reload applies to the next one
 
-    def finish_request(self, request: socket.socket, client_address: object) -> None:
+    def finish_request(self, request: socket.socket | tuple[bytes, socket.socket], client_address: object) -> None:
         """The TLS handshake happens here, in the connection's own thread, never in the accept loop."""
         config = self.web_config
-        if config is None or config.ssl_context is None:
+        if config is None or config.ssl_context is None or not isinstance(request, socket.socket):
             super().finish_request(request, client_address)
             return
         request.settimeout(CONNECTION_TIMEOUT)
@@ -59,6 +59,10 @@ class _Server(ThreadingHTTPServer):
             tls_socket.close()
 
 
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
 class WebServer:
     """Serves in a background thread; ``close`` stops it."""
 
@@ -67,7 +71,7 @@ class WebServer:
         handler = _handler(metrics, ready, landing_note, telemetry_path)
         server_class = _Server
         if ":" in host:
-            server_class = type("_Server6", (_Server,), {"address_family": socket.AF_INET6})
+            server_class = _Server6
         elif host == "":
             host = "0.0.0.0"
         self.server = server_class((host, port), handler)
@@ -108,6 +112,7 @@ def _handler(metrics: Callable[[], bytes | None], ready: Callable[[], bool], not
     landing = _landing_page(note, telemetry_path)
 
     class Handler(BaseHTTPRequestHandler):
+        server: _Server
         protocol_version = "HTTP/1.1"
         # Headers and body go out in two writes: with Nagle on, a keep-alive client's delayed ACK
         # holds the body back ~40 ms on every scrape after the first (bench/scrape_latency.py).

@@ -6,8 +6,8 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
 

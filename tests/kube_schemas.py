@@ -7,7 +7,8 @@ those field by field.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import kubernetes_validate
 import yaml

@@ -9,14 +9,14 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT
+from fake_pynvml import FakeGpu, FakeNvml
+
 from exporter import check
 from exporter.backends.dcgm import DcgmBackend
 from exporter.backends.dcgm_bindings import load_bindings
 from exporter.backends.nvml import NvmlBackend
 from exporter.trace import load_trace
-from fake_pynvml import FakeGpu, FakeNvml
 
 FAKE = str(ROOT / "tests" / "fake_dcgm")
 

@@ -11,7 +11,15 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exporter.config import Config, ConfigError, MismatchThresholds, PeakOverride, load_config, parse_duration, reference
+from exporter.config import (
+    Config,
+    ConfigError,
+    MismatchThresholds,
+    PeakOverride,
+    load_config,
+    parse_duration,
+    reference,
+)
 
 
 def write(tmp_path: Path, text: str | bytes, name: str = "config.yml") -> Path:
@@ -143,6 +151,25 @@ def test_errors_name_the_file_the_dotted_key_and_the_reason(tmp_path, text, key,
     path, message = load_error(tmp_path, text)
     assert message.startswith(f"config file {path}: ")
     assert key in message
+    assert reason in message
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://:8000/metrics", "names no host"),
+        ("https://:443/", "names no host"),
+        ("http://user@:8000/metrics", "names no host"),
+        ("http://127.0.0.1:99999/metrics", "out of range"),
+        ("http://127.0.0.1:http/metrics", "'http://127.0.0.1:http/metrics'"),
+        ("http://127.0.0.1:0/metrics", "port 0"),
+    ],
+)
+def test_an_app_url_without_a_usable_host_and_port_is_refused(tmp_path, url, reason):
+    """Such a URL used to load and then fail every scrape with a TypeError outside the scrape's error path."""
+    text = f"apps:\n  - name: llm\n    url: '{url}'\n    counter: tokens_total\n    unit: tokens\n"
+    path, message = load_error(tmp_path, text)
+    assert message.startswith(f"config file {path}: 'apps[0].url': ")
     assert reason in message
 
 

@@ -8,10 +8,10 @@ import re
 import subprocess
 import sys
 
-import pytest
-
 import grafana_queries
+import pytest
 from conftest import ROOT
+
 from exporter.derivations import BOTTLENECK_CLASSES
 
 DASHBOARD_DIR = ROOT / "dashboards"
@@ -52,7 +52,7 @@ def test_every_panel_is_complete(path):
         assert panel["id"] not in ids
         ids.add(panel["id"])
         pos = panel["gridPos"]
-        assert 0 <= pos["x"] and pos["x"] + pos["w"] <= 24
+        assert pos["x"] >= 0 and pos["x"] + pos["w"] <= 24
         boxes.append((pos["x"], pos["y"], pos["w"], pos["h"]))
     for a, b in ((a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:]):
         overlap = a[0] < b[0] + b[2] and b[0] < a[0] + a[2] and a[1] < b[1] + b[3] and b[1] < a[1] + a[3]

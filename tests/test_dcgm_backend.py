@@ -12,15 +12,15 @@ import warnings
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, running_daemon
+from fake_pynvml import FakeGpu, FakeNvml
+
 from exporter.backends.base import BackendUnavailable
 from exporter.backends.dcgm import DcgmBackend
 from exporter.backends.dcgm_bindings import load_bindings
 from exporter.backends.dcgm_or_nvml import AutoBackend
 from exporter.backends.nvml import NvmlBackend
 from exporter.trace import load_trace
-from fake_pynvml import FakeGpu, FakeNvml
 
 FAKE = str(ROOT / "tests" / "fake_dcgm")
 MIB = 1024 * 1024

@@ -18,13 +18,13 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable, Iterator
-
-import pytest
+from typing import Any
 
 import grafana_queries
+import pytest
 from conftest import ROOT, free_port, http_get, running_daemon
 
 RULES = ROOT / "deploy" / "prometheus" / "gpu-efficiency-rules.yml"
@@ -153,10 +153,9 @@ class LoadDriver:
         body = json.dumps({"prompt": "how busy is the gpu", "max_tokens": 16}).encode()
         while not self._stop.wait(0.05):
             request = urllib.request.Request(self.url + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
-            with contextlib.suppress(OSError):
-                with urllib.request.urlopen(request, timeout=5) as response:
-                    response.read()
-                    self.sent += 1
+            with contextlib.suppress(OSError), urllib.request.urlopen(request, timeout=5) as response:
+                response.read()
+                self.sent += 1
 
     def stop(self) -> None:
         self._stop.set()

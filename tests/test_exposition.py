@@ -178,7 +178,7 @@ def test_bottleneck_is_a_state_set_with_exactly_one_1_per_gpu(trace_paths):
         if sample.name == "gpueff_bottleneck":
             states[sample.labels["gpu"]][sample.labels["class"]] = sample.value
     assert len(states) == 6
-    for gpu, classes in states.items():
+    for classes in states.values():
         assert set(classes) == set(BOTTLENECK_CLASSES)
         assert sorted(classes.values()) == [0.0] * (len(BOTTLENECK_CLASSES) - 1) + [1.0]
     current = {gpu: next(c for c, v in classes.items() if v == 1) for gpu, classes in states.items()}

@@ -28,6 +28,7 @@ if __name__ == "__main__":  # the launcher: make the package and the fake import
     sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import pynvml  # noqa: E402 (the real module: constants only)
+from fake_pynvml import FakeNvml  # noqa: E402
 
 from exporter.backends.nvml import NvmlBackend  # noqa: E402
 from exporter.config import Config  # noqa: E402
@@ -35,7 +36,6 @@ from exporter.exposition import Exposition  # noqa: E402
 from exporter.poller import Poller  # noqa: E402
 from exporter.trace import load_trace  # noqa: E402
 from exporter.web import WebServer  # noqa: E402
-from fake_pynvml import FakeNvml  # noqa: E402
 
 HANG_LIMIT = 60.0  # a hung fake call gives up after this long, so no test leaves a thread behind for good
 
@@ -79,7 +79,6 @@ if __name__ == "__main__":
 # ---- tests ------------------------------------------------------------------------------------
 
 import pytest  # noqa: E402
-
 from conftest import free_port, http_get, running_daemon  # noqa: E402
 
 
@@ -330,7 +329,7 @@ def test_app_endpoints_that_hang_or_flood_never_slow_scrapes_or_grow_memory(tmp_
             while time.monotonic() < deadline:
                 body, latency = scrape(url)
                 latencies.append(latency)
-                rss.append(int(open(f"/proc/{daemon.process.pid}/status").read().split("VmRSS:")[1].split()[0]) * 1024)
+                rss.append(int(Path(f"/proc/{daemon.process.pid}/status").read_text().split("VmRSS:")[1].split()[0]) * 1024)
                 time.sleep(0.1)
             assert app_value(body, "gpueff_app_up", "hang") == "0" and app_value(body, "gpueff_app_up", "flood") == "0"
             assert up(body, 0) == "1" and "gpueff_sm_active_ratio{" in body  # the GPUs are served as usual

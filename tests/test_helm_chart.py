@@ -11,11 +11,11 @@ from typing import Any
 import helm_python as helm
 import pytest
 import yaml
-
 from conftest import ROOT
+from kube_schemas import documents, validate_all
+
 from exporter.cli import daemon_parser
 from exporter.config import parse_config
-from kube_schemas import documents, validate_all
 
 CHART = ROOT / "helm" / "gpu-efficiency-exporter"
 ALL_ON = {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}, "dashboards": {"enabled": True}}

@@ -79,8 +79,8 @@ def test_attributor_counts_gpu_processes_per_container(tmp_path: Path) -> None:
 
 
 def test_process_owners_are_exposed_per_gpu() -> None:
-    from exporter.integrals import Totals
     from exporter.exposition import render_pods
+    from exporter.integrals import Totals
     from exporter.kubernetes.owners import GpuOwners
     from exporter.snapshot import GpuState
 

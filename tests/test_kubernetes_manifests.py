@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-
 from conftest import ROOT
+from kube_schemas import documents, validate_all
+
 from exporter.cli import daemon_parser
 from exporter.config import parse_config
-from kube_schemas import documents, validate_all
 
 MANIFESTS = ROOT / "deploy" / "kubernetes"
 

@@ -10,14 +10,14 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from fake_pynvml import FakeClock, FakeGpu, FakeNvml
+from kubelet_fake import FakeKubelet, pod
 
 from exporter.backends.nvml import NvmlBackend
 from exporter.config import parse_config
 from exporter.exposition import render
 from exporter.poller import Poller
 from exporter.trace import load_trace
-from fake_pynvml import FakeClock, FakeGpu, FakeNvml
-from kubelet_fake import FakeKubelet, pod
 
 PARENT = "GPU-0a0a0a0a-1111-2222-3333-444444444444"
 MIG_BUSY = "MIG-b1b1b1b1-1111-2222-3333-444444444444"

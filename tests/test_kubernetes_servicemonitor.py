@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import ROOT, free_port, http_get, running_daemon
 from kube_schemas import documents
 from kubelet_fake import FakeKubelet, pod

@@ -23,14 +23,14 @@ import tracemalloc
 import uuid as uuidlib
 
 import pytest
-
 from conftest import running_daemon
+from fake_pynvml import FakeClock, FakeGpu, FakeNvml
+
 from exporter.backends.nvml import NvmlBackend
 from exporter.config import parse_config
 from exporter.exposition import Exposition
 from exporter.poller import Poller
 from exporter.trace import load_trace
-from fake_pynvml import FakeClock, FakeGpu, FakeNvml
 
 LOAD_SECONDS = float(os.environ.get("GPUEFF_LOAD_SECONDS", "60"))
 TLS_LOAD_SECONDS = float(os.environ.get("GPUEFF_TLS_LOAD_SECONDS", "10"))
@@ -111,7 +111,6 @@ def test_100_concurrent_scrapers_over_tls_with_basic_auth(tmp_path):
     """bcrypt costs ~70 ms a check at cost 10: without the cache 100 scrapers would queue behind it."""
     import bcrypt
     import yaml
-
     from test_tls import basic, client_context, tls_daemon
     from tls_certs import make_pki
 

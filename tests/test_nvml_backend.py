@@ -9,8 +9,9 @@ import time
 
 import pynvml
 import pytest
-
 from conftest import http_get
+from fake_pynvml import FakeClock, FakeGpu, FakeNvml
+
 from exporter.backends.base import BackendUnavailable
 from exporter.backends.nvml import REINIT_BACKOFF, NvmlBackend
 from exporter.config import load_config
@@ -19,7 +20,6 @@ from exporter.gpm import GPM_METRICS, MIB
 from exporter.poller import Poller
 from exporter.trace import load_trace, parse_trace
 from exporter.web import WebServer
-from fake_pynvml import FakeClock, FakeGpu, FakeNvml
 
 SLOW_CALLS = ("nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetRemappedRows", "nvmlDeviceGetFieldValues")
 
@@ -155,7 +155,7 @@ def test_slow_calls_only_at_the_slow_interval_and_carried_on(traces):
     gpu = FakeGpu(traces["matmul_8192"], fields={pynvml.NVML_FI_DEV_MEMORY_TEMP: 52.0}, ecc_errors=(3, 0), remapped_rows=(1, 0, 0, 0))
     backend, fake, clock = started([gpu], slow_interval=10.0)
     energies = []
-    for second in range(25):
+    for _ in range(25):
         sample = backend.collect()[0]
         energies.append(sample.energy_joules)
         assert sample.memory_temperature_celsius == 52.0 and sample.ecc_corrected_errors == 3 and sample.ecc_uncorrected_errors == 0

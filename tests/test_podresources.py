@@ -10,14 +10,14 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import running_daemon
+from kubelet_fake import FakeKubelet, pod
+
 from exporter.config import parse_config
 from exporter.kubernetes.attribution import Attributor
 from exporter.kubernetes.owners import PodOwner
 from exporter.kubernetes.podresources import PodResourcesClient, PodResourcesError, gpu_owners
 from exporter.sample import DeviceInfo, GpuSample
-from kubelet_fake import FakeKubelet, pod
 
 GPU_A = "GPU-11111111-2222-3333-4444-555555555555"
 GPU_B = "GPU-66666666-7777-8888-9999-000000000000"

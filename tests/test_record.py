@@ -8,8 +8,9 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT
+from fake_pynvml import FakeClock, FakeGpu, FakeNvml
+
 from exporter import cli
 from exporter.backends.base import BackendUnavailable
 from exporter.backends.nvml import NvmlBackend
@@ -17,7 +18,6 @@ from exporter.backends.replay import ReplayBackend
 from exporter.gpm import GPM_METRICS
 from exporter.record import record_trace
 from exporter.trace import NVML_KEYS, load_trace
-from fake_pynvml import FakeClock, FakeGpu, FakeNvml
 
 COMPARED = [attribute for attribute, _ in NVML_KEYS.values()]
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import ROOT
 
 PROMETHEUS_DIR = ROOT / "deploy" / "prometheus"

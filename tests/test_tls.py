@@ -15,7 +15,6 @@ import time
 import bcrypt
 import pytest
 import yaml
-
 from conftest import ROOT, free_port, running_daemon
 from tls_certs import make_pki
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import bcrypt
 import pytest
 import yaml
+from tls_certs import make_pki
 
 from exporter.webconfig import BasicAuth, WebConfigError, load_web_config, parse_web_config
-from tls_certs import make_pki
 
 
 @pytest.fixture(scope="module")

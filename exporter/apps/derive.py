@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from exporter.config import AppConfig, PeakOverride
 from exporter.kubernetes.owners import GpuOwners

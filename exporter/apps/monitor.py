@@ -13,8 +13,8 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
 
 from exporter.apps.counters import CounterIncrease
 from exporter.apps.derive import AppState, GpuFigures, Means, derive_app, gpu_figures

@@ -30,6 +30,8 @@ class ScrapeError(Exception):
 def fetch(url: str, timeout: float, max_bytes: int) -> str:
     """GET ``url``: the body as text. The whole exchange must finish within ``timeout`` seconds."""
     parts = urllib.parse.urlsplit(url)
+    if not parts.hostname:
+        raise ScrapeError(f"{url} names no host")
     connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     deadline = time.monotonic() + timeout

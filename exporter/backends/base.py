@@ -26,5 +26,5 @@ class Backend(abc.ABC):
     def collect(self) -> list[GpuSample]:
         """One sample per GPU. A GPU that cannot be read is returned with ``up=False``."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (optional: a backend that holds nothing keeps it empty)
         """Release what ``start`` opened."""

@@ -17,8 +17,9 @@ import logging
 import os
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from exporter.backends.base import Backend, BackendUnavailable
 from exporter.backends.dcgm_bindings import Bindings, load_bindings
@@ -114,6 +115,13 @@ class DcgmBackend(Backend):
     def mode(self) -> str:
         return f"standalone, nv-hostengine at {self.host}" if self.host else "embedded host engine"
 
+    @property
+    def _loaded(self) -> Bindings:
+        """The bindings start() loaded: every DCGM call runs after it."""
+        if self.bindings is None:
+            raise BackendUnavailable("the DCGM backend was used before start()")
+        return self.bindings
+
     # ---- start, stop, reconnection ----------------------------------------------------------
 
     def start(self) -> list[DeviceInfo]:
@@ -171,7 +179,7 @@ class DcgmBackend(Backend):
 
     def _resolve_fields(self) -> None:
         """Map every field of the table to an ID this DCGM knows: by ID first, by its names as fallback."""
-        fields_module = self.bindings.fields
+        fields_module = self._loaded.fields
         for spec in FIELDS:
             by_name = {}
             with warnings.catch_warnings():
@@ -196,7 +204,7 @@ class DcgmBackend(Backend):
 
     def _field_known(self, field_id: int) -> bool | None:
         """Whether DCGM has metadata for ``field_id``; None where the bindings cannot say."""
-        lookup = getattr(self.bindings.fields, "DcgmFieldGetById", None)
+        lookup = getattr(self._loaded.fields, "DcgmFieldGetById", None)
         if lookup is None:
             return None
         try:
@@ -205,7 +213,7 @@ class DcgmBackend(Backend):
             return None
 
     def _open_gpus(self, gpu_ids: list[int]) -> None:
-        agent, value_module = self.bindings.agent, self.bindings.value
+        agent, value_module = self._loaded.agent, self._loaded.value
         static = self._read_live(gpu_ids, [f for f in self.fields if f.spec.cadence == STATIC])
         known = {gpu.info.uuid: gpu for gpu in self._gpus}
         opened = []
@@ -235,7 +243,7 @@ class DcgmBackend(Backend):
         """Read fields once without a watch (DCGM_FV_FLAG_LIVE_DATA); blank or failed values are left out."""
         if not resolved or not gpu_ids:
             return {}
-        structs, fields_module = self.bindings.structs, self.bindings.fields
+        structs, fields_module = self._loaded.structs, self._loaded.fields
         entities = []
         for gpu_id in gpu_ids:
             pair = structs.c_dcgmGroupEntityPair_t()
@@ -243,19 +251,19 @@ class DcgmBackend(Backend):
             pair.entityId = gpu_id
             entities.append(pair)
         try:
-            values = self.bindings.agent.dcgmEntitiesGetLatestValues(self._handle, entities, [f.field_id for f in resolved], structs.DCGM_FV_FLAG_LIVE_DATA)
+            values = self._loaded.agent.dcgmEntitiesGetLatestValues(self._handle, entities, [f.field_id for f in resolved], structs.DCGM_FV_FLAG_LIVE_DATA)
         except structs.DCGMError as error:
             log.info("cannot read the static DCGM fields (%s): maximum clocks are not exported", error)
             return {}
         out = {}
         for value in values:
             number, status = self._decode(value)
-            if status == "ok":
+            if number is not None and status == "ok":
                 out[(value.entityId, value.fieldId)] = number
         return out
 
     def _watch(self) -> None:
-        structs = self.bindings.structs
+        structs = self._loaded.structs
         groups = {
             FAST: [f for f in self.fields if f.spec.cadence in (FAST, EVENT)],
             SLOW: [f for f in self.fields if f.spec.cadence == SLOW],
@@ -284,11 +292,11 @@ class DcgmBackend(Backend):
     def _watch_group(self, cadence: str, resolved: list[ResolvedField], interval: float) -> None:
         if not resolved:
             return
-        agent = self.bindings.agent
+        agent = self._loaded.agent
         field_group = agent.dcgmFieldGroupCreate(self._handle, [f.field_id for f in resolved], f"gpueff-{cadence}-{os.getpid()}")
         try:
             agent.dcgmWatchFields(self._handle, self._group, field_group, int(interval * 1_000_000), max(3 * interval, 10.0), 2)
-        except self.bindings.structs.DCGMError:
+        except self._loaded.structs.DCGMError:
             agent.dcgmFieldGroupDestroy(self._handle, field_group)
             raise
         self._field_groups.append(field_group)
@@ -300,7 +308,7 @@ class DcgmBackend(Backend):
         if self.bindings is None or self._handle is None:
             self._handle = None
             return
-        agent, error_type = self.bindings.agent, self.bindings.structs.DCGMError
+        agent, error_type = self._loaded.agent, self._loaded.structs.DCGMError
         calls: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [(agent.dcgmFieldGroupDestroy, (self._handle, fg)) for fg in self._field_groups]
         if self._group is not None:
             calls.append((agent.dcgmGroupDestroy, (self._handle, self._group)))
@@ -323,7 +331,7 @@ class DcgmBackend(Backend):
         log.warning("lost DCGM (%s): every GPU is reported down; reconnecting in %.0fs", reason, self._backoff)
 
     def _try_reconnect(self) -> None:
-        structs = self.bindings.structs
+        structs = self._loaded.structs
         try:
             self._connect()
         except structs.DCGMError as error:
@@ -345,9 +353,9 @@ class DcgmBackend(Backend):
         now = self.clock()
         if self._handle is None:
             return [down_sample(gpu.info, now) for gpu in self._gpus]
-        structs = self.bindings.structs
+        structs = self._loaded.structs
         try:
-            values = self.bindings.agent.dcgmEntitiesGetLatestValues(self._handle, self._entities, list(self._watched), 0)
+            values = self._loaded.agent.dcgmEntitiesGetLatestValues(self._handle, self._entities, list(self._watched), 0)
         except structs.DCGMError as error:
             self.errors_total += 1
             self._lost(f"{self._error_name(error)}: {error}")
@@ -382,7 +390,7 @@ class DcgmBackend(Backend):
             previous = gpu.last_ts.get(raw.fieldId)
             if spec.cadence == EVENT:
                 # The first reading after (re)connecting is the baseline: an Xid counts when its timestamp is new.
-                if status == "ok" and previous is not None and raw.ts != previous[0]:
+                if number is not None and status == "ok" and previous is not None and raw.ts != previous[0]:
                     counts[int(number)] = counts.get(int(number), 0) + 1
                     log.warning("Xid %d on GPU %d (%s)", int(number), gpu.info.index, gpu.info.uuid)
                 if previous is None or raw.ts != previous[0]:
@@ -395,7 +403,7 @@ class DcgmBackend(Backend):
                 elif now - previous[1] > self._stale_limit(spec.cadence):
                     status = "stale"
             gpu.readings[raw.fieldId] = FieldReading(number if status == "ok" else None, status)
-            if status != "ok":
+            if number is None or status != "ok":
                 continue
             if spec.target.startswith("profiling:"):
                 key = spec.target.split(":", 1)[1]
@@ -425,14 +433,14 @@ class DcgmBackend(Backend):
 
     def _decode(self, raw: Any) -> tuple[float | None, str]:
         """A field value's number and status; DCGM's blank sentinels are "blank", never a number."""
-        structs, value_module = self.bindings.structs, self.bindings.value
+        structs, value_module = self._loaded.structs, self._loaded.value
         if raw.status != structs.DCGM_ST_OK:
             return None, self._status_name(raw.status)
         kind = chr(raw.fieldType)
-        if kind == self.bindings.fields.DCGM_FT_DOUBLE:
+        if kind == self._loaded.fields.DCGM_FT_DOUBLE:
             number = float(raw.value.dbl)
             return (None, "blank") if value_module.DCGM_FP64_IS_BLANK(number) else (number, "ok")
-        if kind in (self.bindings.fields.DCGM_FT_INT64, self.bindings.fields.DCGM_FT_TIMESTAMP):
+        if kind in (self._loaded.fields.DCGM_FT_INT64, self._loaded.fields.DCGM_FT_TIMESTAMP):
             number = int(raw.value.i64)
             return (None, "blank") if value_module.DCGM_INT64_IS_BLANK(number) else (float(number), "ok")
         return None, f"unexpected field type {kind!r}"
@@ -461,8 +469,8 @@ class DcgmBackend(Backend):
         return self._status_name(getattr(error, "value", None))
 
     def _status_name(self, code: Any) -> str:
-        for name in dir(self.bindings.structs):
-            if name.startswith("DCGM_ST_") and getattr(self.bindings.structs, name) == code:
+        for name in dir(self._loaded.structs):
+            if name.startswith("DCGM_ST_") and getattr(self._loaded.structs, name) == code:
                 return name
         return f"DCGM status {code}"
 

@@ -42,8 +42,9 @@ def load_bindings(path: str | None = None) -> Bindings:
             tried.append(f"{folder} (no dcgm_agent.py there)")
             continue
         loaded = sys.modules.get("dcgm_agent")
-        if loaded is not None and Path(getattr(loaded, "__file__", "") or "").parent != folder:
-            raise BackendUnavailable(f"DCGM bindings from {Path(loaded.__file__).parent} are already imported in this process; cannot also load those in {folder}")
+        loaded_from = Path(getattr(loaded, "__file__", "") or "").parent
+        if loaded is not None and loaded_from != folder:
+            raise BackendUnavailable(f"DCGM bindings from {loaded_from} are already imported in this process; cannot also load those in {folder}")
         if str(folder) not in sys.path:
             sys.path.insert(0, str(folder))
         try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from exporter.backends.base import Backend, BackendUnavailable
 from exporter.backends.dcgm import DcgmBackend
@@ -38,7 +38,7 @@ class AutoBackend(Backend):
         return self._chosen.name if self._chosen is not None else "auto"
 
     @property
-    def errors_total(self) -> int:  # type: ignore[override]
+    def errors_total(self) -> int:
         return self._own_errors + (self._chosen.errors_total if self._chosen is not None else 0)
 
     @errors_total.setter

@@ -11,10 +11,11 @@ import dataclasses
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from exporter.backends.base import Backend, BackendUnavailable
 from exporter.gpm import GPM_METRICS, to_sample_unit
@@ -504,10 +505,10 @@ def _field_number(nvml: ModuleType, field_value: Any) -> float:
     """The number inside an nvmlFieldValue_t, by its value type."""
     kind = field_value.valueType
     value = field_value.value
-    return {
+    return float({
         nvml.NVML_VALUE_TYPE_DOUBLE: lambda: value.dVal,
         nvml.NVML_VALUE_TYPE_UNSIGNED_INT: lambda: value.uiVal,
         nvml.NVML_VALUE_TYPE_UNSIGNED_LONG: lambda: value.ulVal,
         nvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: lambda: value.ullVal,
         nvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: lambda: value.sllVal,
-    }.get(kind, lambda: value.uiVal)()
+    }.get(kind, lambda: value.uiVal)())

@@ -6,7 +6,7 @@ import bisect
 import dataclasses
 import time
 from collections import Counter
-from typing import Callable
+from collections.abc import Callable
 
 from exporter.backends.base import Backend
 from exporter.sample import DeviceInfo, GpuSample

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from exporter.backends.base import Backend, BackendUnavailable
 from exporter.sample import DeviceInfo, GpuSample
@@ -39,7 +39,7 @@ class WaitingBackend(Backend):
         return self._inner is not None and self._inner.replayed
 
     @property
-    def errors_total(self) -> int:  # type: ignore[override]
+    def errors_total(self) -> int:
         return self._own_errors + (self._inner.errors_total if self._inner is not None else 0)
 
     @errors_total.setter
@@ -71,10 +71,9 @@ class WaitingBackend(Backend):
         return devices
 
     def collect(self) -> list[GpuSample]:
-        if self._inner is None:
-            if self.clock() < self._next_try or not self._try():
-                return []
-        return self._inner.collect()
+        if self._inner is None and (self.clock() < self._next_try or not self._try()):
+            return []
+        return self._inner.collect() if self._inner is not None else []
 
     def close(self) -> None:
         if self._inner is not None:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from exporter.config import KubernetesConfig
 from exporter.kubernetes.cgroup import process_owner

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections import defaultdict
-from typing import Iterable
+from collections.abc import Iterable
 
 import grpc
 

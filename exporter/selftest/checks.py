@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from exporter.config import Config
 from exporter.derivations import MISMATCH_RULES, Derived, derive
@@ -107,12 +107,13 @@ def _check_one_sm(expectation: Expectation, samples: list[GpuSample]) -> CheckRe
 
 def window_mean(values: list[tuple[float, float | None]]) -> float | None:
     """Mean of (window seconds, value) pairs weighted by window; None when any value is missing."""
-    if not values or any(value is None for _, value in values):
+    present = [(window, value) for window, value in values if value is not None]
+    if not values or len(present) < len(values):
         return None
-    total = sum(window for window, _ in values)
+    total = sum(window for window, _ in present)
     if total <= 0:
-        return statistics.fmean(value for _, value in values)  # type: ignore[misc]
-    return sum(window * value for window, value in values) / total  # type: ignore[operator]
+        return statistics.fmean(value for _, value in present)
+    return sum(window * value for window, value in present) / total
 
 
 def _check_throughput(expectation: Expectation, samples: list[GpuSample], derived: list[Derived], truth: dict[str, float]) -> CheckResult:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from exporter.backends.base import Backend
 from exporter.sample import DeviceInfo, GpuSample

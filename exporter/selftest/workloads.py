@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from exporter.sample import DeviceInfo
 
@@ -84,7 +85,7 @@ class TorchEngine:
         buffer.add_(1)
 
     def spin(self, blocks: int, threads: int, cycles: int) -> None:
-        if self._kernel is not None:
+        if self._kernel is not None and self.cupy is not None:
             self.synchronize()  # the CuPy kernel runs on CuPy's stream: keep the two in order
             _launch(self._kernel, blocks, threads, cycles)
             self.cupy.cuda.Device().synchronize()

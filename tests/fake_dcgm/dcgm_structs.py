@@ -4,7 +4,20 @@ tests/fake_dcgm/fake_hostengine.py.
 """
 
 import os
-from ctypes import Structure, Union, c_byte, c_char, c_double, c_int, c_int64, c_short, c_uint, c_uint32, c_ushort, sizeof
+from ctypes import (
+    Structure,
+    Union,
+    c_byte,
+    c_char,
+    c_double,
+    c_int,
+    c_int64,
+    c_short,
+    c_uint,
+    c_uint32,
+    c_ushort,
+    sizeof,
+)
 
 import fake_hostengine
 

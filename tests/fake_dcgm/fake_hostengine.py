@@ -72,11 +72,11 @@ class Control:
     profiling_refusal: str | None = field(default_factory=lambda: os.environ.get("FAKE_DCGM_PROFILING") or None)
     profiling_one_pass_max: int = 16  # more profiling fields in one watch -> DCGM_ST_PROFILING_MULTI_PASS
     traces: list[str] = field(default_factory=lambda: [p for p in os.environ.get("FAKE_DCGM_TRACES", "").split(os.pathsep) if p])
-    embedded: list["FakeHostEngine"] = field(default_factory=list)  # every embedded engine started
+    embedded: list[FakeHostEngine] = field(default_factory=list)  # every embedded engine started
 
 
 CONTROL = Control()
-ENGINES: dict[str, "FakeHostEngine"] = {}
+ENGINES: dict[str, FakeHostEngine] = {}
 _lock = threading.Lock()
 
 
