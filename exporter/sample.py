@@ -62,6 +62,18 @@ class GpuProcess:
     name: str  # nvmlSystemGetProcessName (usually the executable's path); "" where it cannot be read
 
 
+@dataclass(frozen=True, slots=True)
+class ProcessUtilization:
+    """One NVML per-process utilization sample (nvmlDeviceGetProcessUtilization): the share of the
+    driver's sample period in which this process had a kernel running (``sm``, the same time-occupancy
+    figure as coarse utilization, not SM activity) or device memory busy (``memory``)."""
+
+    pid: int
+    sm: float  # ratio 0..1 (NVML smUtil / 100)
+    memory: float  # ratio 0..1 (NVML memUtil / 100)
+    timestamp_us: int  # CPU time of the sample, microseconds
+
+
 @dataclass(slots=True)
 class GpuSample:
     """One reading of one GPU. ``up`` False means the GPU could not be read at all this poll."""
@@ -93,6 +105,8 @@ class GpuSample:
     process_count: int | None = None
     process_memory_bytes: float | None = None
     processes: tuple[GpuProcess, ...] | None = None  # None where the backend cannot list them (replay)
+    # Per-process samples since the last poll; () when NVML had none (idle), None where not read.
+    process_utilization: tuple[ProcessUtilization, ...] | None = None
     # Profiling: keys from PROFILING_METRICS; a key absent means that metric is unavailable.
     profiling: dict[str, float] = field(default_factory=dict)
     profiling_available: bool = False

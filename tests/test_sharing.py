@@ -1,0 +1,93 @@
+"""The fair split of a shared GPU: window shares from per-process samples, and per-holder counters
+that add up to the GPU's own."""
+
+from __future__ import annotations
+
+import pytest
+
+from exporter.holders import UNATTRIBUTED, Holder, ProcessIdentity
+from exporter.sample import DeviceInfo, GpuProcess, GpuSample, ProcessUtilization
+from exporter.sharing import FORGET_AFTER_SECONDS, GpuDelta, ShareLedger, window_shares
+
+DEVICE = DeviceInfo(index=0, uuid="GPU-0", name="NVIDIA H100 80GB HBM3")
+A, B = Holder("pod", "uid-a"), Holder("slurm_job", "42")
+IDS = {1: ProcessIdentity(A), 2: ProcessIdentity(A), 3: ProcessIdentity(B)}
+
+
+def sample(t: float, utilization: tuple[tuple[int, float], ...] | None = (), pids: tuple[int, ...] = (1, 3), power: float | None = 100.0, energy: float | None = None) -> GpuSample:
+    return GpuSample(
+        device=DEVICE,
+        timestamp=t,
+        power_watts=power,
+        energy_joules=energy,
+        processes=tuple(GpuProcess(pid, "python3") for pid in pids),
+        process_utilization=None if utilization is None else tuple(ProcessUtilization(pid, sm, 0.0, int(t * 1e6)) for pid, sm in utilization),
+    )
+
+
+def test_shares_follow_summed_samples_per_holder_not_per_pid() -> None:
+    shares = window_shares(sample(1, ((1, 0.3), (2, 0.2), (3, 0.25), (3, 0.25))), IDS)
+    assert shares == pytest.approx({A: 0.5, B: 0.5})
+
+
+def test_samples_of_unknown_pids_go_to_unattributed() -> None:
+    assert window_shares(sample(1, ((1, 0.6), (9, 0.2))), IDS) == pytest.approx({A: 0.75, UNATTRIBUTED: 0.25})
+
+
+def test_without_samples_a_single_holder_takes_all_and_several_are_unattributed() -> None:
+    assert window_shares(sample(1, (), pids=(1, 2)), IDS) == {A: 1.0}
+    assert window_shares(sample(1, None, pids=(1, 2)), IDS) == {A: 1.0}  # unsupported (MIG)
+    assert window_shares(sample(1, ((1, 0.0),), pids=(1, 3)), IDS) == {UNATTRIBUTED: 1.0}
+    assert window_shares(sample(1, (), pids=()), IDS) == {UNATTRIBUTED: 1.0}
+
+
+def test_holder_counters_add_up_to_the_gpu_counters() -> None:
+    ledger = ShareLedger(max_gap=5.0)
+    gpu_busy = gpu_sm = gpu_idle = 0.0
+    for step, (a, b) in enumerate([(0.7, 0.3), (0.5, 0.1), (0.0, 0.4), (0.9, 0.0)]):
+        s = sample(step, ((1, a), (3, b)))
+        delta = GpuDelta(busy_seconds=a + b, sm_active_seconds=(a + b) / 2, busy_idle_sm_seconds=(a + b) / 2)
+        gpu_busy, gpu_sm, gpu_idle = gpu_busy + (a + b), gpu_sm + (a + b) / 2, gpu_idle + (a + b) / 2
+        holders = ledger.add(s, window_shares(s, IDS), delta)
+    assert sum(t.busy_seconds for t in holders.values()) == pytest.approx(gpu_busy)
+    assert sum(t.sm_active_seconds for t in holders.values()) == pytest.approx(gpu_sm)
+    assert sum(t.busy_idle_sm_seconds for t in holders.values()) == pytest.approx(gpu_idle)
+    assert holders[A].busy_seconds == pytest.approx(0.7 + 0.5 + 0.9)
+    assert holders[B].busy_seconds == pytest.approx(0.3 + 0.1 + 0.4)
+
+
+def test_energy_counter_advances_are_split_by_power_weighted_holding_time() -> None:
+    ledger = ShareLedger(max_gap=5.0)
+    none = GpuDelta(None, None, None)
+    ledger.add(sample(0, energy=1000.0), {A: 1.0}, none)  # baseline reading: nothing to split yet
+    ledger.add(sample(1, power=300.0), {A: 1.0}, none)  # A alone, at 300 W
+    ledger.add(sample(2, power=100.0), {A: 0.5, B: 0.5}, none)  # shared, at 100 W
+    holders = ledger.add(sample(3, power=100.0, energy=1450.0), {UNATTRIBUTED: 1.0}, none)  # nobody ran
+    # weights: A 300 + 50 = 350, B 50, unattributed 100 (of 500) -> the counter's 450 J split so.
+    assert holders[A].energy_joules == pytest.approx(450 * 350 / 500)
+    assert holders[B].energy_joules == pytest.approx(450 * 50 / 500)
+    assert holders[UNATTRIBUTED].energy_joules == pytest.approx(450 * 100 / 500)
+    assert sum(t.energy_joules for t in holders.values()) == pytest.approx(450)
+
+
+def test_energy_counter_restart_splits_nothing_and_gaps_are_not_weighted() -> None:
+    ledger = ShareLedger(max_gap=5.0)
+    none = GpuDelta(None, None, None)
+    ledger.add(sample(0, energy=5000.0), {A: 1.0}, none)
+    holders = ledger.add(sample(1, energy=10.0), {A: 1.0}, none)  # driver reloaded
+    assert holders[A].energy_joules == 0
+    ledger.add(sample(60, power=500.0), {B: 1.0}, none)  # after a 59 s gap: not weighted
+    holders = ledger.add(sample(61, power=100.0, energy=110.0), {A: 1.0}, none)
+    assert holders[A].energy_joules == pytest.approx(100)
+    assert holders[B].energy_joules == 0
+
+
+def test_down_sample_splits_nothing_and_gone_holders_are_forgotten() -> None:
+    ledger = ShareLedger(max_gap=5.0)
+    ledger.add(sample(0), {A: 1.0}, GpuDelta(1.0, None, None))
+    down = GpuSample(device=DEVICE, timestamp=1, up=False)
+    assert ledger.add(down, {B: 1.0}, GpuDelta(1.0, None, None))[A].busy_seconds == 1.0
+    holders = ledger.add(sample(FORGET_AFTER_SECONDS + 1), {B: 1.0}, GpuDelta(1.0, None, None))
+    assert A not in holders and holders[B].busy_seconds == 1.0
+    ledger.forget_except(set())
+    assert ledger.gpus == {}

@@ -1,0 +1,73 @@
+"""Slurm job attribution from /proc/<pid>/cgroup: cgroup v1 and v2 layouts, in a fake /proc."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from exporter.holders import UNATTRIBUTED, Holder, HolderResolver, identify
+from exporter.slurm import SlurmJob, job_of_cgroup, job_of_cgroup_line
+
+CGROUPS = Path(__file__).parent / "slurm_cgroups"
+POD_UID = "0c3e2b1a-7f64-4d2b-9a51-3c2d1e0f9a8b"
+
+EXPECTED = {
+    "v1-task": SlurmJob("4242", "0", "1000"),
+    "v1-batch-multi-slurmd": SlurmJob("90001", "batch", "2001"),
+    "v2-task": SlurmJob("777", "3"),
+    "v2-extern": SlurmJob("778", "extern"),
+    "v2-multi-slurmd": SlurmJob("31337", "0"),
+    "v2-slurmd": None,
+    "v2-not-slurm": None,
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_job_read_from_each_recorded_layout(name: str) -> None:
+    assert job_of_cgroup((CGROUPS / f"{name}.cgroup").read_text()) == EXPECTED[name]
+
+
+def test_job_cgroup_without_a_step_is_the_job() -> None:
+    assert job_of_cgroup_line("0::/system.slice/slurmstepd.scope/job_5") == SlurmJob("5")
+    assert job_of_cgroup_line("4:memory:/slurm/uid_0/job_6/") == SlurmJob("6", "", "0")
+
+
+def test_a_directory_called_job_outside_slurm_is_not_a_job() -> None:
+    assert job_of_cgroup_line("0::/kubepods/job_5/step_0") is None
+    assert job_of_cgroup_line("0::/myslurm/job_5") is None
+
+
+def _proc(root: Path, pid: int, cgroup: str | None, comm: str | None = None) -> None:
+    (root / str(pid)).mkdir(parents=True)
+    if cgroup is not None:
+        (root / str(pid) / "cgroup").write_text(cgroup)
+    if comm is not None:
+        (root / str(pid) / "comm").write_text(comm + "\n")
+
+
+def test_holders_pod_first_then_slurm_job_then_process_name(tmp_path: Path) -> None:
+    _proc(tmp_path, 10, (CGROUPS / "v2-task.cgroup").read_text(), "python3")
+    _proc(tmp_path, 11, (CGROUPS / "v1-task.cgroup").read_text(), "python3")
+    _proc(tmp_path, 12, f"0::/kubepods/besteffort/pod{POD_UID}/" + "ab" * 32 + "\n", "python3")
+    _proc(tmp_path, 13, "0::/user.slice/user-1000.slice/session-4.scope\n", "trainer")
+    assert identify(10, "", tmp_path).holder == Holder("slurm_job", "777")
+    assert identify(10, "", tmp_path).job == SlurmJob("777", "3")
+    assert identify(11, "", tmp_path).holder == Holder("slurm_job", "4242")
+    assert identify(12, "", tmp_path).holder == Holder("pod", POD_UID)
+    assert identify(13, "/usr/bin/python3", tmp_path).holder == Holder("process", "trainer")
+
+
+def test_unreadable_process_falls_back_to_nvml_name_then_unattributed(tmp_path: Path) -> None:
+    assert identify(99, "/opt/conda/bin/python3.12", tmp_path).holder == Holder("process", "python3.12")
+    assert identify(99, "", tmp_path).holder == UNATTRIBUTED
+
+
+def test_resolver_reads_each_pid_once_and_forgets_gone_ones(tmp_path: Path) -> None:
+    _proc(tmp_path, 20, (CGROUPS / "v2-extern.cgroup").read_text())
+    resolver = HolderResolver(tmp_path)
+    assert resolver.resolve([(20, "")])[20].holder == Holder("slurm_job", "778")
+    (tmp_path / "20" / "cgroup").write_text("0::/\n")  # a re-read would find no job
+    assert resolver.resolve([(20, ""), (20, "")])[20].holder == Holder("slurm_job", "778")
+    resolver.resolve([])
+    assert resolver.resolve([(20, "")])[20].holder == UNATTRIBUTED
