@@ -276,6 +276,26 @@ def resource_patterns(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+POD_LABEL_MODES = ("every_series", "info_only")
+
+
+def one_of(choices: tuple[str, ...]) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}, got {value!r}")
+        return str(value)
+
+    return parse
+
+
+@dataclass(frozen=True)
+class SharingConfig:
+    """The fair split of shared GPUs among pods, Slurm jobs and processes (see docs/sharing.md)."""
+
+    enabled: bool = setting(False, boolean, "export per-holder shares of each GPU's busy time, SM activity, busy-but-idle time and energy, and gpueff_gpu_job_info for Slurm jobs (needs the host's PIDs: hostPID)")
+    proc_root: str = setting("/proc", absolute_path, "where the host's /proc is, to read each GPU process's cgroup and name")
+
+
 @dataclass(frozen=True)
 class KubernetesConfig:
     """Pod attribution on Kubernetes (see docs/kubernetes.md)."""
@@ -288,6 +308,7 @@ class KubernetesConfig:
     resource_names: tuple[str, ...] = setting(("nvidia.com/gpu", "nvidia.com/mig-*"), resource_patterns, "extended resources whose device ids are GPU or MIG UUIDs")
     process_attribution: bool = setting(False, boolean, "also attribute GPU processes to pods through /proc/<pid>/cgroup (needs hostPID)")
     proc_root: str = setting("/proc", absolute_path, "where the host's /proc is (process_attribution)")
+    pod_labels: str = setting("every_series", one_of(POD_LABEL_MODES), "every_series: a GPU held by one container carries namespace, pod and container on all its series; info_only: only on gpueff_gpu_pod_info, so a GPU's series keep their identity when its pod changes (docs/sharing.md)")
 
     def check(self) -> None:
         if self.timeout > self.refresh_interval:
@@ -306,6 +327,7 @@ class Config:
     peaks: dict[str, PeakOverride] = setting({}, _peak_overrides, "peak figures per GPU model name, over the built-in table")
     apps: tuple[AppConfig, ...] = section_list(AppConfig, "applications whose throughput is joined with their GPUs (docs/apps.md)", unique="name")
     kubernetes: KubernetesConfig = section(KubernetesConfig, "pod attribution on Kubernetes (docs/kubernetes.md)")
+    sharing: SharingConfig = section(SharingConfig, "per-holder fair split of shared GPUs, Slurm jobs (docs/sharing.md)")
 
     @property
     def effective_stale_after(self) -> float:

@@ -15,6 +15,7 @@ from exporter import __version__
 from exporter.apps import AppState
 from exporter.derivations import BOTTLENECK_CLASSES, MISMATCH_RULES
 from exporter.kubernetes.owners import PodOwner
+from exporter.sharing import HolderTotals
 from exporter.snapshot import GpuState, Snapshot
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -223,10 +224,38 @@ def _pod_labels(owner: PodOwner) -> str:
     return f',namespace="{escape(owner.namespace)}",pod="{escape(owner.pod)}",container="{escape(owner.container)}"'
 
 
-def _gpu_labels(state: GpuState) -> str:
-    """gpu and uuid, plus namespace, pod and container while exactly one container holds the GPU."""
-    owner = state.owners.single_pod if state.owners is not None else None
+def _gpu_labels(state: GpuState, pod_labels: str) -> str:
+    """gpu and uuid, plus namespace, pod and container while exactly one container holds the GPU
+    (kubernetes.pod_labels every_series; with info_only they stay on gpueff_gpu_pod_info)."""
+    owner = state.owners.single_pod if state.owners is not None and pod_labels == "every_series" else None
     return _device_labels(state) + ("" if owner is None else _pod_labels(owner))
+
+
+# The fair split (docs/sharing.md): (name, HELP, the holder's value, whether the GPU exports its counterpart).
+HOLDER_METRICS: tuple[tuple[str, str, Callable[[HolderTotals], float], Callable[[GpuState], bool]], ...] = (
+    ("gpueff_holder_busy_seconds_total", "This holder's share of gpueff_gpu_busy_seconds_total, split by NVML's per-process utilization samples; the holders of a GPU add up to it.", lambda t: t.busy_seconds, lambda s: s.derived is not None and s.derived.busy is not None),
+    ("gpueff_holder_sm_active_seconds_total", "This holder's share of gpueff_sm_active_seconds_total, split in proportion to busy time window by window (not measured per process).", lambda t: t.sm_active_seconds, lambda s: "sm_active" in s.sample.profiling),
+    ("gpueff_holder_busy_idle_sm_seconds_total", "This holder's share of gpueff_busy_idle_sm_seconds_total, split in proportion to busy time window by window.", lambda t: t.busy_idle_sm_seconds, lambda s: "sm_active" in s.sample.profiling and s.derived is not None and s.derived.busy is not None),
+    ("gpueff_holder_energy_joules_total", "This holder's share of the energy counter's advances since the daemon started, split by power-weighted holding time; unattributed takes the windows no holder ran in.", lambda t: t.energy_joules, lambda s: s.sample.energy_joules is not None),
+)
+
+
+def render_sharing(states: Iterable[GpuState], stale: bool) -> list[str]:
+    """Per-holder counters of shared GPUs and the Slurm jobs on each GPU; nothing for a GPU that is
+    down or a stale snapshot (both are derived from running processes)."""
+    if stale:
+        return []
+    live = [(state, state.sharing) for state in states if state.sharing is not None and state.sample.up and state.derived is not None]
+    lines: list[str] = []
+    for name, help_text, value, exported in HOLDER_METRICS:
+        body = []
+        for state, sharing in live:
+            if exported(state):
+                device = _device_labels(state)
+                body.extend(f'{name}{{{device},holder_kind="{holder.kind}",holder="{escape(holder.name)}"}} {number(value(totals))}' for holder, totals in sharing.holders)
+        lines += family(name, "counter", help_text, body)
+    jobs = [f'gpueff_gpu_job_info{{{_device_labels(state)},job_id="{escape(job.job_id)}",user_id="{escape(job.user_id)}"}} 1' for state, sharing in live for job in sharing.jobs]
+    return lines + family("gpueff_gpu_job_info", "gauge", "The Slurm jobs whose processes run on this GPU (from their cgroups), for joins with the GPU's series. user_id is known on cgroup v1 only. Always 1.", jobs)
 
 
 def render_pods(states: Iterable[GpuState], stale: bool = False) -> list[str]:
@@ -249,7 +278,7 @@ def render_pods(states: Iterable[GpuState], stale: bool = False) -> list[str]:
 def render_gpus(states: Iterable[GpuState], snapshot: Snapshot, stale: bool) -> list[str]:
     lines: list[str] = []
     states = list(states)
-    labels = [_gpu_labels(state) for state in states]
+    labels = [_gpu_labels(state, snapshot.config.kubernetes.pod_labels) for state in states]
     live = [(not stale) and state.sample.up and state.derived is not None for state in states]
     for metric in GPU_METRICS:
         body = []
@@ -342,7 +371,7 @@ def render_self(snapshot: Snapshot, stale: bool) -> list[str]:
 
 
 def render(snapshot: Snapshot, stale: bool = False) -> bytes:
-    lines = render_gpus(snapshot.gpus, snapshot, stale) + render_pods(snapshot.gpus, stale) + render_self(snapshot, stale)
+    lines = render_gpus(snapshot.gpus, snapshot, stale) + render_pods(snapshot.gpus, stale) + render_sharing(snapshot.gpus, stale) + render_self(snapshot, stale)
     lines += render_apps(snapshot, stale)
     return ("\n".join(lines) + "\n").encode()
 

@@ -9,14 +9,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from exporter.apps import AppMonitor
 from exporter.backends.base import Backend
 from exporter.config import Config
 from exporter.derivations import derive
-from exporter.integrals import Integrator
+from exporter.integrals import Integrator, Totals
 from exporter.kubernetes.attribution import Attributor
 from exporter.sample import DeviceInfo, GpuSample, down_sample
+from exporter.sharing import GpuDelta, Sharing
 from exporter.snapshot import GpuState, Snapshot
 
 log = logging.getLogger(__name__)
@@ -42,6 +44,8 @@ class Poller:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.apps = AppMonitor(config.apps, clock)  # scrapes apps on their own threads
+        self._sharing: Sharing | None = None
+        self.backend.process_utilization = config.sharing.enabled
 
     @property
     def snapshot(self) -> Snapshot | None:
@@ -51,6 +55,7 @@ class Poller:
         """Take a reloaded config; the next poll uses it."""
         self.config = config
         self._integrator.max_gap = config.effective_stale_after
+        self.backend.process_utilization = config.sharing.enabled
         self.apps.configure(config.apps)
 
     def start(self, devices: list[DeviceInfo]) -> None:
@@ -102,17 +107,35 @@ class Poller:
         self._devices = [sample.device for sample in samples]
         return samples
 
+    def _sharing_for(self, config: Config) -> Sharing | None:
+        """The fair split's state, made anew when it is switched on or its /proc moves."""
+        settings = config.sharing
+        if not settings.enabled:
+            self._sharing = None
+        elif self._sharing is None or str(self._sharing.resolver.proc_root) != settings.proc_root:
+            self._sharing = Sharing(Path(settings.proc_root), config.effective_stale_after)
+        else:
+            self._sharing.ledger.max_gap = config.effective_stale_after
+        return self._sharing
+
     def poll_once(self) -> Snapshot:
         started = time.perf_counter()
         samples = self._collect()
         config = self.config
         owners = self.attributor.owners(config.kubernetes, samples, self.clock())
+        sharing = self._sharing_for(config)
+        identities = sharing.identities(samples) if sharing is not None else {}
         states = []
         for sample in samples:
             derived = derive(sample, config) if sample.up else None
+            before = dataclasses.replace(self._integrator.totals.get(sample.device.uuid) or Totals())
             totals = self._integrator.add(sample, derived, config.price_per_gpu_hour)
-            states.append(GpuState(sample, derived, dataclasses.replace(totals), owners.get(sample.device.uuid)))
-        self._integrator.forget_except({sample.device.uuid for sample in samples})
+            split = None if sharing is None else sharing.add(sample, identities, _delta(before, totals))
+            states.append(GpuState(sample, derived, dataclasses.replace(totals), owners.get(sample.device.uuid), split))
+        uuids = {sample.device.uuid for sample in samples}
+        self._integrator.forget_except(uuids)
+        if sharing is not None:
+            sharing.ledger.forget_except(uuids)
         duration = time.perf_counter() - started
         self._polls += 1
         self._duration_sum += duration
@@ -134,3 +157,12 @@ class Poller:
         self._snapshot = snapshot
         self.ready.set()
         return snapshot
+
+
+def _delta(before: Totals, after: Totals) -> GpuDelta:
+    """What a GPU's time integrals grew by in one poll."""
+    return GpuDelta(
+        busy_seconds=after.busy_seconds - before.busy_seconds,
+        sm_active_seconds=after.sm_active_seconds - before.sm_active_seconds,
+        busy_idle_sm_seconds=after.busy_idle_sm_seconds - before.busy_idle_sm_seconds,
+    )

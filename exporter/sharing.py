@@ -10,11 +10,13 @@ energy goes to ``unattributed``. The method and its limits are in docs/sharing.m
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Iterable, Mapping
 
-from exporter.holders import UNATTRIBUTED, Holder, ProcessIdentity
+from exporter.holders import UNATTRIBUTED, Holder, HolderResolver, ProcessIdentity
 from exporter.sample import GpuSample
+from exporter.slurm import SlurmJob
 
 FORGET_AFTER_SECONDS = 300.0  # a holder not seen on a GPU for this long has its counters dropped
 
@@ -53,11 +55,11 @@ class HolderTotals:
 
 @dataclass(frozen=True, slots=True)
 class GpuDelta:
-    """What one GPU's own counters grew by in one poll (None: that counter is not exported)."""
+    """What one GPU's own time integrals grew by in one poll."""
 
-    busy_seconds: float | None
-    sm_active_seconds: float | None
-    busy_idle_sm_seconds: float | None
+    busy_seconds: float = 0.0
+    sm_active_seconds: float = 0.0
+    busy_idle_sm_seconds: float = 0.0
 
 
 @dataclass(slots=True)
@@ -84,9 +86,9 @@ class ShareLedger:
         for holder, share in shares.items():
             totals = ledger.holders.setdefault(holder, HolderTotals())
             totals.last_seen = now
-            totals.busy_seconds += share * (delta.busy_seconds or 0.0)
-            totals.sm_active_seconds += share * (delta.sm_active_seconds or 0.0)
-            totals.busy_idle_sm_seconds += share * (delta.busy_idle_sm_seconds or 0.0)
+            totals.busy_seconds += share * delta.busy_seconds
+            totals.sm_active_seconds += share * delta.sm_active_seconds
+            totals.busy_idle_sm_seconds += share * delta.busy_idle_sm_seconds
         if previous is not None and 0 < now - previous <= self.max_gap and sample.power_watts is not None:
             window_energy = sample.power_watts * (now - previous)
             for holder, share in shares.items():
@@ -119,3 +121,36 @@ class ShareLedger:
     def forget_except(self, uuids: set[str]) -> None:
         for uuid in set(self.gpus) - uuids:
             del self.gpus[uuid]
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSharing:
+    """What the fair split found for one GPU this poll: each holder's counters, and the Slurm jobs
+    its processes run in."""
+
+    holders: tuple[tuple[Holder, HolderTotals], ...] = ()
+    jobs: tuple[SlurmJob, ...] = ()
+
+
+class Sharing:
+    """Identifies every GPU process once per poll and keeps the per-holder ledger (one per daemon)."""
+
+    def __init__(self, proc_root: Path, max_gap: float) -> None:
+        self.resolver = HolderResolver(proc_root)
+        self.ledger = ShareLedger(max_gap)
+
+    def identities(self, samples: Iterable[GpuSample]) -> dict[int, ProcessIdentity]:
+        """PID -> identity for the processes listed or sampled on any GPU this poll."""
+        names: dict[int, str] = {}
+        for sample in samples:
+            for process in sample.processes or ():
+                names[process.pid] = process.name
+            for entry in sample.process_utilization or ():
+                names.setdefault(entry.pid, "")
+        return self.resolver.resolve(names.items())
+
+    def add(self, sample: GpuSample, identities: Mapping[int, ProcessIdentity], delta: GpuDelta) -> GpuSharing:
+        holders = self.ledger.add(sample, window_shares(sample, identities), delta)
+        jobs = {identities[p.pid].job for p in sample.processes or () if p.pid in identities and identities[p.pid].job is not None}
+        copies = tuple(sorted((holder, replace(totals)) for holder, totals in holders.items()))
+        return GpuSharing(copies, tuple(sorted({SlurmJob(job.job_id, user_id=job.user_id) for job in jobs if job is not None})))

@@ -10,6 +10,7 @@ from exporter.derivations import Derived
 from exporter.integrals import Totals
 from exporter.kubernetes.owners import GpuOwners
 from exporter.sample import GpuSample
+from exporter.sharing import GpuSharing
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +19,7 @@ class GpuState:
     derived: Derived | None  # None while the GPU is down
     totals: Totals
     owners: GpuOwners | None = None  # Kubernetes pod attribution; None where there is none
+    sharing: GpuSharing | None = None  # the fair split among holders; None while sharing is disabled
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,8 @@ H100_CALL_COSTS = {
     "nvmlDeviceGetPcieThroughput": 21e-3,
 }
 GPM_MIN_GAP = 0.1
+PROCESS_SAMPLE_PERIOD = 0.2  # the driver's utilization sample period on an H100 (GPU_FACTS)
+PROCESS_SAMPLE_BUFFER = 100  # samples the driver keeps
 _GPM_NAMES = {value: name.removeprefix("NVML_GPM_METRIC_") for name, value in vars(_real).items() if name.startswith("NVML_GPM_METRIC_") and name != "NVML_GPM_METRIC_MAX"}
 
 
@@ -79,6 +81,8 @@ class FakeGpu:
     ecc_errors: tuple[int, int] = (0, 0)  # volatile (corrected, uncorrected)
     remapped_rows: tuple[int, int, int, int] = (0, 0, 0, 0)  # correctable, uncorrectable, pending, failure
     processes: list[tuple[int, int, str]] = field(default_factory=list)  # (pid, used bytes, process name)
+    # nvmlDeviceGetProcessUtilization: pid -> share of each driver sample period its kernels ran (smUtil / 100)
+    process_duty: dict[int, float] = field(default_factory=dict)
     lost: bool = False
     # MIG: a FakeGpu with mig_of set is a MIG device of the GPU at that position in the list (whose
     # MIG mode is then enabled); it is not counted by nvmlDeviceGetCount, only reached through
@@ -428,6 +432,31 @@ class FakeNvml:
                 if process_id == pid:
                     return name
         raise _real.NVMLError(_real.NVML_ERROR_NOT_FOUND)
+
+    @_api()
+    def nvmlDeviceGetProcessUtilization(self, handle: Any, last_seen_us: int) -> list[Any]:
+        """As NVML documents it: per driver sample period (here 200 ms, the last 100 kept), one sample
+        per process with non-zero utilization, stamped with the CPU time in microseconds; only
+        samples newer than ``last_seen_us`` (0: all kept); NOT_FOUND when there are none (an idle
+        GPU); NOT_SUPPORTED with MIG on."""
+        index = self._index_of(handle)
+        gpu = self.gpus[index]
+        if gpu.mig_of is not None or self._mig_children(index):
+            raise _real.NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
+        last_tick = int((self.clock() - self.started) / PROCESS_SAMPLE_PERIOD)
+        samples = []
+        for tick in range(max(1, last_tick - PROCESS_SAMPLE_BUFFER + 1), last_tick + 1):
+            stamp = int((self.started + tick * PROCESS_SAMPLE_PERIOD) * 1e6)
+            if stamp <= last_seen_us:
+                continue
+            for pid, duty in gpu.process_duty.items():
+                if round(duty * 100) > 0:
+                    sample = _real.c_nvmlProcessUtilizationSample_t()
+                    sample.pid, sample.timeStamp, sample.smUtil, sample.memUtil = pid, stamp, round(duty * 100), round(duty * 50)
+                    samples.append(sample)
+        if not samples:
+            raise _real.NVMLError(_real.NVML_ERROR_NOT_FOUND)
+        return samples
 
     @_api()
     def nvmlDeviceGetPcieThroughput(self, handle: Any, counter: int) -> int:

@@ -58,7 +58,7 @@ def test_holder_counters_add_up_to_the_gpu_counters() -> None:
 
 def test_energy_counter_advances_are_split_by_power_weighted_holding_time() -> None:
     ledger = ShareLedger(max_gap=5.0)
-    none = GpuDelta(None, None, None)
+    none = GpuDelta()
     ledger.add(sample(0, energy=1000.0), {A: 1.0}, none)  # baseline reading: nothing to split yet
     ledger.add(sample(1, power=300.0), {A: 1.0}, none)  # A alone, at 300 W
     ledger.add(sample(2, power=100.0), {A: 0.5, B: 0.5}, none)  # shared, at 100 W
@@ -72,7 +72,7 @@ def test_energy_counter_advances_are_split_by_power_weighted_holding_time() -> N
 
 def test_energy_counter_restart_splits_nothing_and_gaps_are_not_weighted() -> None:
     ledger = ShareLedger(max_gap=5.0)
-    none = GpuDelta(None, None, None)
+    none = GpuDelta()
     ledger.add(sample(0, energy=5000.0), {A: 1.0}, none)
     holders = ledger.add(sample(1, energy=10.0), {A: 1.0}, none)  # driver reloaded
     assert holders[A].energy_joules == 0
@@ -84,10 +84,10 @@ def test_energy_counter_restart_splits_nothing_and_gaps_are_not_weighted() -> No
 
 def test_down_sample_splits_nothing_and_gone_holders_are_forgotten() -> None:
     ledger = ShareLedger(max_gap=5.0)
-    ledger.add(sample(0), {A: 1.0}, GpuDelta(1.0, None, None))
+    ledger.add(sample(0), {A: 1.0}, GpuDelta(1.0))
     down = GpuSample(device=DEVICE, timestamp=1, up=False)
-    assert ledger.add(down, {B: 1.0}, GpuDelta(1.0, None, None))[A].busy_seconds == 1.0
-    holders = ledger.add(sample(FORGET_AFTER_SECONDS + 1), {B: 1.0}, GpuDelta(1.0, None, None))
+    assert ledger.add(down, {B: 1.0}, GpuDelta(1.0))[A].busy_seconds == 1.0
+    holders = ledger.add(sample(FORGET_AFTER_SECONDS + 1), {B: 1.0}, GpuDelta(1.0))
     assert A not in holders and holders[B].busy_seconds == 1.0
     ledger.forget_except(set())
     assert ledger.gpus == {}

@@ -14,6 +14,7 @@ class BackendUnavailable(Exception):
 class Backend(abc.ABC):
     name: str = ""
     replayed: bool = False  # True where samples are recorded data, not live readings
+    process_utilization: bool = False  # read per-process utilization samples where the backend can (NVML; docs/sharing.md)
 
     def __init__(self) -> None:
         self.errors_total = 0  # unexpected read failures, for gpueff_collect_errors_total

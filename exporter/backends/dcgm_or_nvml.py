@@ -89,6 +89,7 @@ class AutoBackend(Backend):
     def collect(self) -> list[GpuSample]:
         if self._chosen is None:
             raise RuntimeError("AutoBackend.collect called before start")
+        self._chosen.process_utilization = self.process_utilization
         return self._chosen.collect()
 
     def close(self) -> None:

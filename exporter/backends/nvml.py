@@ -19,7 +19,7 @@ from typing import Any
 
 from exporter.backends.base import Backend, BackendUnavailable
 from exporter.gpm import GPM_METRICS, to_sample_unit
-from exporter.sample import DeviceInfo, GpuProcess, GpuSample, down_sample
+from exporter.sample import DeviceInfo, GpuProcess, GpuSample, ProcessUtilization, down_sample
 
 log = logging.getLogger(__name__)
 
@@ -65,14 +65,16 @@ class _Gpu:
     slow: dict[str, Any] = field(default_factory=dict)  # the last slow-cadence readings
     slow_time: float | None = None
     parent: _Gpu | None = None  # a MIG device's physical GPU
+    process_samples_seen_us: int = 0  # lastSeenTimeStamp for nvmlDeviceGetProcessUtilization
 
 
 class NvmlBackend(Backend):
     name = "nvml"
 
-    def __init__(self, slow_interval: float = 10.0, nvml: ModuleType | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, slow_interval: float = 10.0, nvml: ModuleType | None = None, clock: Callable[[], float] = time.monotonic, process_utilization: bool = False) -> None:
         super().__init__()
         self.slow_interval = slow_interval
+        self.process_utilization = process_utilization  # read per-process samples (the fair split, docs/sharing.md)
         self.clock = clock
         self._nvml = nvml
         self._gpus: list[_Gpu] = []
@@ -357,12 +359,32 @@ class NvmlBackend(Backend):
             sample.process_count = len(processes)
             sample.process_memory_bytes = float(sum(p.usedGpuMemory or 0 for p in processes))
             sample.processes = tuple(GpuProcess(int(p.pid), self._process_name(p.pid)) for p in processes)
+            if self.process_utilization and processes:
+                sample.process_utilization = self._read_process_utilization(gpu)
         self._read_slow(gpu, now)
         for key, value in gpu.slow.items():
             setattr(sample, key, value)
         with self._xid_lock:
             sample.xid_errors = dict(self._xid_counts.get(gpu.info.uuid, {}))
         return sample
+
+    def _read_process_utilization(self, gpu: _Gpu) -> tuple[ProcessUtilization, ...] | None:
+        """The per-process samples the driver took since the last call (one call per GPU per poll);
+        () when it has none (NOT_FOUND: idle), None where the call is unsupported (MIG devices) or
+        on the first call, whose answer is the driver's whole buffer, older than the poll window."""
+        nvml = self.nvml
+        first = gpu.process_samples_seen_us == 0
+        try:
+            entries = self._optional(gpu, "process_utilization", nvml.nvmlDeviceGetProcessUtilization, gpu.handle, gpu.process_samples_seen_us)
+        except nvml.NVMLError as error:
+            if getattr(error, "value", None) != nvml.NVML_SUCCESS:  # pynvml raises SUCCESS when the driver answers "no samples" without asking for a buffer
+                raise
+            entries = []
+        if entries is None:
+            return None if "process_utilization" in gpu.unsupported else ()
+        samples = tuple(ProcessUtilization(int(e.pid), e.smUtil / 100, e.memUtil / 100, int(e.timeStamp)) for e in entries if e.pid)
+        gpu.process_samples_seen_us = max([gpu.process_samples_seen_us, *(s.timestamp_us for s in samples)])
+        return None if first else samples
 
     def _read_slow(self, gpu: _Gpu, now: float) -> None:
         if gpu.slow_time is not None and now - gpu.slow_time < self.slow_interval:

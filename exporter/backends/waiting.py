@@ -73,7 +73,10 @@ class WaitingBackend(Backend):
     def collect(self) -> list[GpuSample]:
         if self._inner is None and (self.clock() < self._next_try or not self._try()):
             return []
-        return self._inner.collect() if self._inner is not None else []
+        if self._inner is None:
+            return []
+        self._inner.process_utilization = self.process_utilization
+        return self._inner.collect()
 
     def close(self) -> None:
         if self._inner is not None:
