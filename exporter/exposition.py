@@ -248,7 +248,7 @@ def render_sharing(states: Iterable[GpuState], stale: bool) -> list[str]:
     live = [(state, state.sharing) for state in states if state.sharing is not None and state.sample.up and state.derived is not None]
     lines: list[str] = []
     for name, help_text, value, exported in HOLDER_METRICS:
-        body = []
+        body: list[str] = []
         for state, sharing in live:
             if exported(state):
                 device = _device_labels(state)

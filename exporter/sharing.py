@@ -83,7 +83,10 @@ class ShareLedger:
         previous, ledger.last_timestamp = ledger.last_timestamp, (now if sample.up else None)
         if not sample.up:
             return ledger.holders
+        nothing = delta.busy_seconds == delta.sm_active_seconds == delta.busy_idle_sm_seconds == 0
         for holder, share in shares.items():
+            if nothing and holder not in ledger.holders:
+                continue  # no series for a holder until something is attributed to it
             totals = ledger.holders.setdefault(holder, HolderTotals())
             totals.last_seen = now
             totals.busy_seconds += share * delta.busy_seconds

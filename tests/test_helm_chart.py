@@ -100,6 +100,15 @@ def test_switches() -> None:
     assert not exporter_config(off).kubernetes.enabled
 
 
+def test_sharing_and_pod_label_mode() -> None:
+    config = exporter_config(render({"hostPID": True, "sharing": {"enabled": True}, "podResources": {"podLabels": "info_only"}}))
+    assert config.sharing.enabled and config.kubernetes.pod_labels == "info_only"
+    defaults = exporter_config(render())
+    assert not defaults.sharing.enabled and defaults.kubernetes.pod_labels == "every_series"
+    with pytest.raises(helm.HelmError, match="sharing.enabled needs hostPID"):
+        render({"sharing": {"enabled": True}})
+
+
 def test_config_change_rolls_the_pods() -> None:
     annotation = lambda objects: objects["DaemonSet/gpueff-gpu-efficiency-exporter"]["spec"]["template"]["metadata"]["annotations"]["checksum/config"]  # noqa: E731
     assert annotation(render()) != annotation(render({"config": {"collect_interval": "2s"}}))
@@ -110,7 +119,7 @@ def test_servicemonitor_needs_the_service() -> None:
         render({"serviceMonitor": {"enabled": True}, "service": {"enabled": False}})
 
 
-@pytest.mark.parametrize("values", [{"serviceMonitr": {"enabled": True}}, {"hostPID": "yes"}, {"image": {"pullPolicy": "Sometimes"}}, {"podResources": {"refreshInterval": "ten seconds"}}])
+@pytest.mark.parametrize("values", [{"serviceMonitr": {"enabled": True}}, {"hostPID": "yes"}, {"image": {"pullPolicy": "Sometimes"}}, {"podResources": {"refreshInterval": "ten seconds"}}, {"podResources": {"podLabels": "sometimes"}}, {"sharing": {"enabled": "yes"}}])
 def test_schema_rejects_bad_values(values: dict[str, Any]) -> None:
     with pytest.raises(helm.HelmError):
         render(values)

@@ -66,6 +66,7 @@ class _Gpu:
     slow_time: float | None = None
     parent: _Gpu | None = None  # a MIG device's physical GPU
     process_samples_seen_us: int = 0  # lastSeenTimeStamp for nvmlDeviceGetProcessUtilization
+    process_samples_primed: bool = False  # asked once: later answers cover only the time since
 
 
 class NvmlBackend(Backend):
@@ -373,7 +374,7 @@ class NvmlBackend(Backend):
         () when it has none (NOT_FOUND: idle), None where the call is unsupported (MIG devices) or
         on the first call, whose answer is the driver's whole buffer, older than the poll window."""
         nvml = self.nvml
-        first = gpu.process_samples_seen_us == 0
+        first, gpu.process_samples_primed = not gpu.process_samples_primed, True
         try:
             entries = self._optional(gpu, "process_utilization", nvml.nvmlDeviceGetProcessUtilization, gpu.handle, gpu.process_samples_seen_us)
         except nvml.NVMLError as error:

@@ -40,10 +40,14 @@ app.kubernetes.io/part-of: gpu-efficiency-exporter
 {{- end -}}
 {{- end -}}
 
-{{/* The exporter's config.yml: .Values.config with the kubernetes section the chart derives. */}}
+{{/* The exporter's config.yml: .Values.config with the kubernetes and sharing sections the chart derives. */}}
 {{- define "gpueff.config" -}}
-{{- $kubernetes := dict "enabled" .Values.podResources.enabled "refresh_interval" .Values.podResources.refreshInterval "process_attribution" .Values.hostPID -}}
+{{- if and .Values.sharing.enabled (not .Values.hostPID) -}}
+{{- fail "sharing.enabled needs hostPID: true (the fair split reads each GPU process's cgroup in the host's /proc)" -}}
+{{- end -}}
+{{- $kubernetes := dict "enabled" .Values.podResources.enabled "refresh_interval" .Values.podResources.refreshInterval "process_attribution" .Values.hostPID "pod_labels" .Values.podResources.podLabels -}}
 {{- $config := deepCopy .Values.config -}}
 {{- $_ := set $config "kubernetes" (mergeOverwrite $kubernetes (get $config "kubernetes" | default dict)) -}}
+{{- $_ := set $config "sharing" (mergeOverwrite (dict "enabled" .Values.sharing.enabled) (get $config "sharing" | default dict)) -}}
 {{- toYaml $config -}}
 {{- end -}}
