@@ -19,6 +19,7 @@ Run on a GPU machine from a folder holding exporter/ and bench/:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -186,7 +187,8 @@ def main() -> int:
     config = out / "sharing.yaml"
     config.write_text("sharing:\n  enabled: true\n")
     port = free_port()
-    daemon_log = open(out / "daemon.log", "w")
+    logs = contextlib.ExitStack()
+    daemon_log = logs.enter_context(open(out / "daemon.log", "w"))  # noqa: SIM115 (closed by the ExitStack)
     daemon = subprocess.Popen([sys.executable, "-m", "exporter", "--backend", "nvml", "--config", str(config), "--web.listen-address", f"127.0.0.1:{port}"], stdout=daemon_log, stderr=subprocess.STDOUT, env=env)
     for _ in range(100):
         try:
@@ -199,10 +201,10 @@ def main() -> int:
     workers = {}
     for slot, name in enumerate(("duty70", "duty30")):
         plan = [(start, end, PHASES[i][slot][1]) for i, (start, end) in enumerate(bounds)]
-        workers[name] = subprocess.Popen([*me, "--out", str(out), "--worker", name, json.dumps(plan), str(calibration["matmul_seconds"])], stdout=subprocess.PIPE, stderr=open(out / f"{name}.err", "w"), text=True, env=env)
+        workers[name] = subprocess.Popen([*me, "--out", str(out), "--worker", name, json.dumps(plan), str(calibration["matmul_seconds"])], stdout=subprocess.PIPE, stderr=logs.enter_context(open(out / f"{name}.err", "w")), text=True, env=env)  # noqa: SIM115
     scrapes = []
-    for start, end in [(bounds[0][0], None)] + [(b[1], None) for b in bounds]:
-        time.sleep(max(0.0, start - time.time()) + 1.5)  # one poll past the boundary
+    for boundary in [bounds[0][0]] + [end for _, end in bounds]:
+        time.sleep(max(0.0, boundary - time.time()) + 1.5)  # one poll past the boundary
         scrapes.append((time.time(), scrape(port)))
     reports: dict[str, list[dict]] = {}
     for name, process in workers.items():
@@ -211,6 +213,7 @@ def main() -> int:
     sampler.stop.set()
     daemon.terminate()
     daemon.wait(10)
+    logs.close()
     pids = {name: next(r["pid"] for r in lines if "ready" in r) for name, lines in reports.items()}
     result["worker_pids"] = pids
     for index in range(len(PHASES)):

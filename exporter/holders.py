@@ -14,9 +14,9 @@ The exporter must see the host's PIDs (hostPID on Kubernetes) for NVML's PIDs to
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 from exporter.kubernetes.cgroup import owner_of_cgroup_line
 from exporter.slurm import SlurmJob, job_of_cgroup

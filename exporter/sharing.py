@@ -10,9 +10,9 @@ energy goes to ``unattributed``. The method and its limits are in docs/sharing.m
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from exporter.holders import UNATTRIBUTED, Holder, HolderResolver, ProcessIdentity
 from exporter.sample import GpuSample
