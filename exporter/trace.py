@@ -32,6 +32,9 @@ NVML_KEYS: dict[str, tuple[str, float]] = {
     "throttle": ("clock_event_reasons", 1),
 }
 GPM_KEYS = {metric.name: metric for metric in GPM_METRICS}
+# Evidence a recording keeps beside the readings: the mean of the driver's own utilization samples
+# inside each window (nvmlDeviceGetSamples). Replay does not use it; it checks GRAPHICS_UTIL.
+EVIDENCE_KEYS = ("util_gpu_window",)
 _GPU_REQUIRED = {"name": str, "driver": str, "max_sm_clock_mhz": float, "power_limit_mw": float, "sm_count": int}
 _GPU_OPTIONAL = {"uuid": str, "pci_bus_id": str}
 _TOP_KEYS = {"format", "gpu", "workload", "description", "truth", "interval_s", "samples"}
@@ -168,7 +171,7 @@ def parse_trace(data: Any, path: str) -> Trace:
         for key, value in record.items():
             if key == "t":
                 continue
-            if key not in NVML_KEYS and key not in GPM_KEYS:
+            if key not in NVML_KEYS and key not in GPM_KEYS and key not in EVIDENCE_KEYS:
                 raise TraceError(f"{where}: unknown key {key!r}")
             _check_number(value, f"{where}.{key}", integer=key == "throttle", allow_null=True)
     return Trace(path, gpu, data["workload"], description, truth, float(interval), samples)

@@ -376,6 +376,31 @@ class FakeNvml:
 
     # ---- readings every poll -------------------------------------------------------------------
 
+    DRIVER_SAMPLE_PERIOD = 0.2  # the driver takes a utilization sample every 200 ms on an H100
+    DRIVER_SAMPLES_KEPT = 70
+
+    @_api()
+    def nvmlDeviceGetSamples(self, handle: Any, sampling_type: int, last_seen: int) -> tuple[int, list[Any]]:
+        """The driver's utilization samples newer than ``last_seen`` (microseconds), each the trace's
+        util_gpu at its time; NOT_FOUND when there is none, as the real call answers."""
+        index = self._index_of(handle)
+        if sampling_type != _real.NVML_GPU_UTILIZATION_SAMPLES:
+            raise _real.NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
+        newest = int((self.clock() - self.started) / self.DRIVER_SAMPLE_PERIOD)
+        samples = []
+        for number in range(max(0, newest - self.DRIVER_SAMPLES_KEPT + 1), newest + 1):
+            at = self.started + number * self.DRIVER_SAMPLE_PERIOD
+            stamp = round(at * 1e6)
+            if stamp <= last_seen:
+                continue
+            sample = _real.c_nvmlSample_t()
+            sample.timeStamp = stamp
+            sample.sampleValue.uiVal = int(self.record(index, at=at).get("util_gpu") or 0)
+            samples.append(sample)
+        if not samples:
+            raise _real.NVMLError(_real.NVML_ERROR_NOT_FOUND)
+        return _real.NVML_VALUE_TYPE_UNSIGNED_INT, samples
+
     @_api()
     def nvmlDeviceGetUtilizationRates(self, handle: Any) -> Any:
         index = self._index_of(handle)

@@ -154,3 +154,18 @@ def test_record_on_this_gpu_less_machine_points_at_demo(tmp_path):
     assert result.returncode == 2
     assert "cannot initialise NVML" in result.stderr and "--demo" in result.stderr
     assert not (tmp_path / "x.json").exists()
+
+
+def test_a_recording_keeps_the_driver_samples_mean_of_each_window_as_evidence(tmp_path, traces):
+    # The fake driver samples util_gpu every 200 ms; a 1 s window holds five of them.
+    data, readings, fake = recorded([traces["matmul_8192_duty50"]], duration=4.0, interval=1.0)
+    trace = write(tmp_path, data)
+    assert all("util_gpu_window" in record for record in trace.samples)
+    for reading, record in zip(readings, trace.samples):
+        period = fake.DRIVER_SAMPLE_PERIOD
+        stamps = [fake.started + number * period for number in range(int((reading.timestamp - fake.started) / period) + 1)]
+        inside = [fake.record(0, at=at)["util_gpu"] for at in stamps if reading.timestamp - 1.0 < at <= reading.timestamp]
+        assert record["util_gpu_window"] == pytest.approx(sum(inside) / len(inside))
+    replay = ReplayBackend([trace])  # evidence only: replay loads it and does not use it
+    replay.start()
+    assert replay.collect()[0].gpu_utilization == trace.samples[0]["util_gpu"] / 100
