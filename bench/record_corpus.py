@@ -28,12 +28,14 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from exporter.record import format_trace  # noqa: E402
+
 DUTY_PERIODS = {"50ms": 0.05, "140ms": 0.14, "250ms": 0.25, "1s": 1.0, "2s": 2.0}
 MATMUL_N = 8192
 
@@ -150,8 +152,6 @@ def matmul_workloads(torch: Any, out: Path, duration: float, interval: float) ->
             work.add()
 
         record_while(f"matmul_duty_{label}", f"torch bf16 {MATMUL_N}^3 matmuls for {half * 1000:g} ms, then the host sleeps {half * 1000:g} ms (50 % duty, period {label})", duty, out, duration, interval, ("tflops",), lambda period=period: {"period_s": period, "duty": 0.5})
-    del a, b
-    torch.cuda.empty_cache()
 
 
 def graph_decode(torch: Any, out: Path, duration: float, interval: float) -> None:
@@ -193,8 +193,6 @@ def graph_decode(torch: Any, out: Path, duration: float, interval: float) -> Non
         work.add(flop=20 * weight_bytes, nbytes=20 * weight_bytes)  # 2 FLOP per bf16 weight = 1 per byte
 
     record_while("graph_decode_b1", f"batch-1 decode step of a {layers}-layer 8B-shaped stack ({weight_bytes / 1e9:.1f} GB bf16 weights) replayed from one CUDA graph: streams every weight once a step, no launch overhead", step, out, duration, interval, ("tflops", "tbps"))
-    del graph, weights
-    torch.cuda.empty_cache()
 
 
 def llama_workloads(torch: Any, out: Path, duration: float, interval: float, only: set[str] | None) -> None:
@@ -257,7 +255,7 @@ def llama_workloads(torch: Any, out: Path, duration: float, interval: float, onl
 
         if wanted("llama_train_starved"):
             record_while("llama_train_starved", description + f"; the host sleeps {step_time * 1000:.0f} ms before each step (a slow input pipeline): GPU busy about half the time", starved, out, duration, interval, ("tflops",), lambda: {"step_s": round(2 * step_time, 4)})
-        del optimizer
+        optimizer.state.clear()  # the generate runs below need no optimizer state
         model.zero_grad(set_to_none=True)
         torch.cuda.empty_cache()
 
@@ -289,8 +287,6 @@ def llama_workloads(torch: Any, out: Path, duration: float, interval: float, onl
         call_time = time.perf_counter() - started
         say(f"{name}: {call_time:.2f} s a call, {generate_batch * new / call_time:.0f} new tokens/s")
         record_while(name, f"model.generate (eager, dynamic KV cache, greedy) on the same {total / 1e9:.2f} B Llama: batch {generate_batch}, {prompt}-token prompt, {new} new tokens", generate, out, duration, interval, ("tflops", "tbps"), lambda call_time=call_time, generate_batch=generate_batch: {"tokens_per_s": round(generate_batch * new / call_time, 1)})
-    del model
-    torch.cuda.empty_cache()
 
 
 def idle(torch: Any, out: Path, duration: float, interval: float) -> None:

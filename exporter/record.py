@@ -27,7 +27,7 @@ class DriverSamples:
     """
 
     def __init__(self, backend: Backend, gpu: int) -> None:
-        nvml = getattr(backend, "nvml", None)
+        nvml: Any = getattr(backend, "nvml", None)
         self._nvml = nvml
         self._call = getattr(nvml, "nvmlDeviceGetSamples", None) if nvml is not None else None
         self._handle = None
@@ -42,7 +42,7 @@ class DriverSamples:
         """The mean of the samples taken since the last call; {} where the driver cannot tell."""
         if self._call is None:
             return {}
-        nvml = self._nvml
+        nvml: Any = self._nvml
         try:
             _, samples = self._call(self._handle, nvml.NVML_GPU_UTILIZATION_SAMPLES, self._seen or 0)
         except nvml.NVMLError:  # NOT_FOUND: no sample since the last call
