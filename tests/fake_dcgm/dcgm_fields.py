@@ -1,13 +1,17 @@
-"""Fake of DCGM's dcgm_fields module: entity groups, field types, field IDs and their names.
+"""Fake of DCGM's dcgm_fields module (testing/python3/dcgm_fields.py): entity groups, field types, field
+IDs and their names.
 
 Which names exist follows fake_hostengine.CONTROL.naming, as in the real releases:
-"4.6": the names of DCGM's Field Naming Standard, the legacy ones resolved with a DeprecationWarning;
-"3": the legacy names only. DcgmFieldGetById knows the IDs in fake_hostengine.CONTROL.known_field_ids.
+"4.6": the names of DCGM's Field Naming Standard, the legacy ones resolved with a DeprecationWarning
+(the real module's _install_deprecated_alias_resolver); "3": the legacy names only. DcgmFieldGetById
+knows the IDs in fake_hostengine.CONTROL.known_field_ids.
 """
 
 import warnings
 
-import fake_hostengine
+import dcgm_structs
+
+fake_hostengine = dcgm_structs.fake_hostengine
 
 DCGM_FT_BINARY = "b"
 DCGM_FT_DOUBLE = "d"
@@ -21,6 +25,7 @@ DCGM_FE_GPU = 1
 # ID -> (DCGM 4.6 name, legacy name, field type)
 FIELD_NAMES = {
     52: ("DCGM_FI_DEV_NVML_INDEX", "DCGM_FI_DEV_NVML_INDEX", "i"),
+    63: ("DCGM_FI_CUDA_GPU_COMPUTE_CAPABILITY", "DCGM_FI_DEV_CUDA_COMPUTE_CAPABILITY", "i"),
     100: ("DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_SM_CLOCK", "i"),
     101: ("DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK", "i"),
     112: ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "i"),
@@ -83,7 +88,7 @@ class c_dcgm_field_meta_t:
 
 def DcgmFieldGetById(fieldId):
     """Metadata for a field ID, None where this (fake) DCGM version does not know it."""
-    if fieldId not in FIELD_NAMES or fieldId not in fake_hostengine.CONTROL.known_field_ids:
+    if fieldId not in FIELD_NAMES or not fake_hostengine.CONTROL.knows(fieldId, set(FIELD_NAMES)):
         return None
     new, legacy, kind = FIELD_NAMES[fieldId]
     return c_dcgm_field_meta_t(fieldId, kind, (new if fake_hostengine.CONTROL.naming == "4.6" else legacy).lower())

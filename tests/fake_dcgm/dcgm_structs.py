@@ -1,9 +1,12 @@
-"""Fake of DCGM's dcgm_structs module: the status codes, DCGMError and the ctypes structures the
-exporter uses, laid out as in DCGM's bindings. ``_dcgmInit`` loads no library: the engine is
-tests/fake_dcgm/fake_hostengine.py.
+"""Fake of DCGM's dcgm_structs module (testing/python3/dcgm_structs.py): the status codes, DCGMError and
+the ctypes structures the exporter uses, laid out as in DCGM's bindings. ``_dcgmInit`` loads no library:
+the engine is tests/fake_dcgm/fake_hostengine.py, loaded here by its path (the real module imports only
+dcgmvalue and the standard library, and the exporter puts no bindings folder on sys.path).
 """
 
+import importlib.util
 import os
+import sys
 from ctypes import (
     Structure,
     Union,
@@ -18,8 +21,21 @@ from ctypes import (
     c_ushort,
     sizeof,
 )
+from pathlib import Path
 
-import fake_hostengine
+
+def _engine():
+    loaded = sys.modules.get("fake_hostengine")
+    if loaded is not None:
+        return loaded
+    spec = importlib.util.spec_from_file_location("fake_hostengine", Path(__file__).with_name("fake_hostengine.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fake_hostengine"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+fake_hostengine = _engine()
 
 DCGM_MAX_STR_LENGTH = 256
 DCGM_MAX_BLOB_LENGTH = 4096
@@ -37,15 +53,20 @@ DCGM_ST_UNINITIALIZED = -10
 DCGM_ST_TIMEOUT = -11
 DCGM_ST_UNKNOWN_FIELD = -13
 DCGM_ST_NO_DATA = -14
+DCGM_ST_STALE_DATA = -15
 DCGM_ST_NOT_WATCHED = -16
 DCGM_ST_NO_PERMISSION = -17
 DCGM_ST_GPU_IS_LOST = -18
 DCGM_ST_CONNECTION_NOT_VALID = -21
+DCGM_ST_GROUP_INCOMPATIBLE = -23
+DCGM_ST_MAX_LIMIT = -24
 DCGM_ST_LIBRARY_NOT_FOUND = -25
+DCGM_ST_DUPLICATE_KEY = -26
 DCGM_ST_REQUIRES_ROOT = -29
 DCGM_ST_MODULE_NOT_LOADED = -33
 DCGM_ST_IN_USE = -34
 DCGM_ST_PROFILING_NOT_SUPPORTED = -36
+DCGM_ST_PROFILING_LIBRARY_ERROR = -37
 DCGM_ST_PROFILING_MULTI_PASS = -38
 
 DCGM_GROUP_DEFAULT = 0
@@ -145,3 +166,24 @@ class c_dcgmDeviceAttributes_v3(Structure):
 
 
 dcgmDeviceAttributes_version3 = make_dcgm_version(c_dcgmDeviceAttributes_v3, 3)
+
+
+DCGM_PROF_MAX_NUM_GROUPS_V2 = 10
+DCGM_PROF_MAX_FIELD_IDS_PER_GROUP_V2 = 64
+
+
+class c_dcgmProfMetricGroupInfo_v2(Structure):
+    _fields_ = [("majorId", c_ushort), ("minorId", c_ushort), ("numFieldIds", c_uint32), ("fieldIds", c_ushort * DCGM_PROF_MAX_FIELD_IDS_PER_GROUP_V2)]
+
+
+class c_dcgmProfGetMetricGroups_v3(Structure):
+    _fields_ = [
+        ("version", c_uint32),
+        ("unused", c_uint32),
+        ("gpuId", c_uint32),
+        ("numMetricGroups", c_uint32),
+        ("metricGroups", c_dcgmProfMetricGroupInfo_v2 * DCGM_PROF_MAX_NUM_GROUPS_V2),
+    ]
+
+
+dcgmProfGetMetricGroups_version3 = make_dcgm_version(c_dcgmProfGetMetricGroups_v3, 3)

@@ -4,21 +4,22 @@ Not part of DCGM's bindings; the fake dcgm_agent calls it. Tests drive it throug
 (in-process) or environment variables (a daemon subprocess):
 
 - FAKE_DCGM_TRACES: trace files, one per GPU, separated by ``os.pathsep`` (default: the shipped H200 traces)
+- FAKE_DCGM_GPUS: comma-separated GPU kinds, one per GPU (``hopper``, ``ampere``, ``l4``, ``pascal``;
+  default: ``hopper`` for every GPU, as the traces were recorded on H200s)
 - FAKE_DCGM_NAMING: "4.6" (default) or "3": which field names dcgm_fields defines
-- FAKE_DCGM_PROFILING: a DCGM_ST_* name the profiling watch is refused with
+- FAKE_DCGM_PROFILING: a DCGM_ST_* name every profiling watch is refused with
+- FAKE_DCGM_ROOT: "0" runs the embedded engine (the exporter's own process) as non-root
 - FAKE_DCGM_SERVE: an address ("127.0.0.1:5555") where a standalone nv-hostengine answers
 - FAKE_DCGM_STOP_FILE: while this file exists, that standalone engine is stopped; when it goes, the engine restarts
 
-Behaviour modelled on DCGM's documentation: watched fields update every watch interval (their ``ts`` is the
-update time in microseconds since the epoch); profiling fields are blank until the second update; a
-field not in the trace reads blank (DCGM_*_BLANK / NOT_SUPPORTED); a stopped or restarted engine answers
-every call of an old connection with DCGM_ST_CONNECTION_NOT_VALID.
+Each behaviour names the DCGM source file (NVIDIA/DCGM on GitHub, DCGM 4.6) it follows.
 """
 
 from __future__ import annotations
 
 import bisect
 import os
+import random
 import threading
 import time
 from dataclasses import dataclass, field
@@ -28,6 +29,8 @@ from exporter.trace import Trace, demo_trace_paths, load_trace
 
 MIB = 1024 * 1024
 PROFILING_IDS = frozenset(range(1001, 1017))
+XID_ID = 230
+COMPUTE_CAPABILITY_ID = 63
 # DCGM field ID -> (trace key, scale from the trace's unit to DCGM's).
 TRACE_FIELDS = {
     100: ("sm_clock_mhz", 1),
@@ -58,21 +61,71 @@ TRACE_FIELDS = {
 }
 
 
-def _all_known_ids() -> set[int]:
-    import dcgm_fields
+@dataclass(frozen=True)
+class GpuKind:
+    """What the profiling module says about one GPU model.
 
-    return set(dcgm_fields.FIELD_NAMES)
+    ``metric_groups`` is the answer of dcgmProfGetSupportedMetricGroups: (majorId, minorId, field IDs).
+    dcgm_structs.h (dcgmProfMetricGroupInfo_v2): groups with the same majorId cannot be watched
+    concurrently; dcgm_agent.h (dcgmProfGetSupportedMetricGroups): that limit holds for Ampere and older,
+    Hopper and newer read GPM and have none. The group layouts below are illustrative, not copied from a GPU.
+    """
+
+    name: str
+    compute_capability: tuple[int, int]
+    metric_groups: tuple[tuple[int, int, tuple[int, ...]], ...]
+
+    @property
+    def one_pass_limited(self) -> bool:
+        return self.compute_capability < (9, 0)
+
+    @property
+    def supported(self) -> frozenset[int]:
+        return frozenset(f for _major, _minor, fields in self.metric_groups for f in fields)
+
+    def group_of(self, field_id: int) -> tuple[int, int] | None:
+        return next(((major, minor) for major, minor, fields in self.metric_groups if field_id in fields), None)
+
+
+_PRE_HOPPER_GROUPS = (
+    (0, 0, (1001,)),
+    (1, 0, (1002, 1003, 1004, 1007)),
+    (1, 1, (1006,)),
+    (1, 2, (1008,)),
+    (1, 3, (1013, 1014, 1015, 1016)),
+    (2, 0, (1005,)),
+    (3, 0, (1009, 1010)),
+    (4, 0, (1011, 1012)),
+)
+KINDS = {
+    "hopper": GpuKind("", (9, 0), ((0, 0, tuple(sorted(PROFILING_IDS))),)),
+    "ampere": GpuKind("NVIDIA A100-SXM4-80GB", (8, 0), _PRE_HOPPER_GROUPS),
+    # A PCIe card without NVLink nor the per-type tensor pipes: only some profiling fields.
+    "l4": GpuKind("NVIDIA L4", (8, 9), tuple(g for g in _PRE_HOPPER_GROUPS if g[0] != 4 and g[1] != 3)),
+    "pascal": GpuKind("Tesla P100-PCIE-16GB", (6, 0), ()),
+}
+
+
+def _env_kinds() -> list[str]:
+    return [each.strip() for each in os.environ.get("FAKE_DCGM_GPUS", "").split(",") if each.strip()]
 
 
 @dataclass
 class Control:
     naming: str = field(default_factory=lambda: os.environ.get("FAKE_DCGM_NAMING", "4.6"))
-    known_field_ids: set[int] = field(default_factory=_all_known_ids)
+    known_field_ids: set[int] | None = None  # None: every ID in dcgm_fields.FIELD_NAMES
     no_library: bool = False
     profiling_refusal: str | None = field(default_factory=lambda: os.environ.get("FAKE_DCGM_PROFILING") or None)
-    profiling_one_pass_max: int = 16  # more profiling fields in one watch -> DCGM_ST_PROFILING_MULTI_PASS
+    root: bool = field(default_factory=lambda: os.environ.get("FAKE_DCGM_ROOT", "1") != "0")  # the exporter's own user
+    gpu_kinds: list[str] = field(default_factory=_env_kinds)  # per GPU; missing ones are "hopper"
+    refuse_fields: set[int] = field(default_factory=set)  # watched with any of these, a watch fails although the query lists them
+    multi_pass: str = "multiplex"  # "multiplex" (DCGM >= 2.1) or "refuse" (DCGM_ST_PROFILING_MULTI_PASS, older DCGM)
     traces: list[str] = field(default_factory=lambda: [p for p in os.environ.get("FAKE_DCGM_TRACES", "").split(os.pathsep) if p])
     embedded: list[FakeHostEngine] = field(default_factory=list)  # every embedded engine started
+    shuffle_seed: int = 1
+
+    def knows(self, field_id: int, all_ids: set[int]) -> bool:
+        return field_id in (self.known_field_ids if self.known_field_ids is not None else all_ids)
 
 
 CONTROL = Control()
@@ -92,21 +145,33 @@ def _load_traces() -> list[Trace]:
     return [load_trace(path) for path in paths]
 
 
+@dataclass
+class Watch:
+    interval_us: int
+    start_us: int
+    owner: int  # the session (connection) that asked for it
+
+
 class FakeHostEngine:
-    def __init__(self, traces: list[Trace] | None = None) -> None:
+    def __init__(self, traces: list[Trace] | None = None, root: bool = True) -> None:
         self.traces = traces if traces is not None else _load_traces()
+        self.kinds = [KINDS[CONTROL.gpu_kinds[i] if i < len(CONTROL.gpu_kinds) else "hopper"] for i in range(len(self.traces))]
         self.times = [[record["t"] for record in trace.samples] for trace in self.traces]
+        self.root = root
         self.running = True
         self.generation = 0
         self.started_wall_us = int(time.time() * 1e6)
-        self.watches: dict[int, tuple[int, int]] = {}  # field -> (interval us, watch start us)
-        self.groups: dict[int, list[int]] = {}
-        self.field_groups: dict[int, list[int]] = {}
+        self.watches: dict[tuple[int, int], dict[int, Watch]] = {}  # (gpu, field) -> {field group: watch}
+        self.faster_watchers: dict[int, int] = {}  # field -> update interval (us) another client watches it at
+        self.groups: dict[int, tuple[str, list[int], int]] = {}  # id -> (name, GPUs, owner)
+        self.field_groups: dict[int, tuple[str, list[int], int]] = {}  # id -> (name, fields, owner)
         self.values: dict[tuple[int, int], float] = {}  # (gpu, field) -> a value set by a test
         self.blank: set[tuple[int, int]] = set()  # (gpu, field) that read DCGM_*_NOT_SUPPORTED
         self.lost: set[int] = set()
-        self.frozen_us: int | None = None  # while set, DCGM's cache stops updating
+        self.paused = False
+        self.frozen_us: int | None = None  # while set, DCGM's clock (and so its cache) stands still
         self.xid: dict[int, tuple[int, int]] = {}  # gpu -> (last Xid, its ts)
+        self.shuffle = random.Random(CONTROL.shuffle_seed)
         self._next_id = 1
 
     # ---- test controls ---------------------------------------------------------------------
@@ -121,12 +186,17 @@ class FakeHostEngine:
         self.watches.clear()
         self.groups.clear()
         self.field_groups.clear()
+        self.paused = False
 
     def inject_xid(self, gpu: int, code: int) -> None:
         self.xid[gpu] = (code, self.now_us())
 
     def freeze(self) -> None:
         self.frozen_us = self.now_us()
+
+    def watched(self, gpu: int = 0) -> dict[int, int]:
+        """Field -> update interval (us) of what is watched on ``gpu``."""
+        return {f: self.update_period(g, f) for (g, f) in self.watches if g == gpu}
 
     # ---- engine --------------------------------------------------------------------------------
 
@@ -137,6 +207,23 @@ class FakeHostEngine:
         self._next_id += 1
         return self._next_id
 
+    def remove_owner(self, owner: int) -> None:
+        """A client disconnected: its groups, field groups and watches go (DcgmHostEngineHandler.cpp
+        OnConnectionRemove, DcgmFieldGroup.cpp OnConnectionRemove; persistAfterDisconnect is 0)."""
+        for table in (self.groups, self.field_groups):
+            for key in [k for k, (_name, _members, who) in table.items() if who == owner]:
+                del table[key]
+        for key, by_group in list(self.watches.items()):
+            for field_group in [fg for fg, watch in by_group.items() if watch.owner == owner]:
+                del by_group[field_group]
+            if not by_group:
+                del self.watches[key]
+
+    def update_period(self, gpu: int, field_id: int) -> int:
+        """The fastest watcher's interval decides (DcgmCacheManager.cpp UpdateWatchFromWatchers)."""
+        own = min(watch.interval_us for watch in self.watches[(gpu, field_id)].values())
+        return min(own, self.faster_watchers.get(field_id, own))
+
     def record(self, gpu: int, ts_us: int) -> dict:
         trace, times = self.traces[gpu], self.times[gpu]
         position = ((ts_us - self.started_wall_us) / 1e6) % trace.duration
@@ -145,49 +232,115 @@ class FakeHostEngine:
     def device_attributes(self, gpu: int) -> dict:
         trace = self.traces[gpu]
         return {
-            "deviceName": trace.gpu["name"],
+            "deviceName": self.kinds[gpu].name or trace.gpu["name"],
             "uuid": f"GPU-fakedcgm-{gpu}-{trace.workload}",
             "pciBusId": f"00000000:{0x18 + gpu:02X}:00.0",
             "driverVersion": trace.gpu["driver"],
             "enforcedPowerLimit": int(trace.gpu["power_limit_mw"] / 1000),
         }
 
-    def reading(self, gpu: int, field_id: int, live: bool) -> tuple[str, int | None, float | None]:
-        """(status name, ts, value) of one field; value None means blank."""
-        if gpu in self.lost:
-            return "DCGM_ST_GPU_IS_LOST", 0, None
+    def watch(self, gpus: list[int], field_group: int, field_ids: list[int], interval_us: int, owner: int, embedded: bool) -> str:
+        """Watch ``field_ids`` on ``gpus``; the DCGM_ST_* name of the answer. All or nothing: a refused
+        watch leaves nothing watched (DcgmHostEngineHandler.cpp WatchFieldGroup: "Clean up any watches
+        that were established since at least one failed")."""
+        profiling = [f for f in field_ids if f in PROFILING_IDS]
+        if profiling:
+            refusal = self._profiling_refusal(gpus, profiling, embedded)
+            if refusal:
+                return refusal
+        start = self.now_us()
+        for gpu in gpus:
+            for field_id in field_ids:
+                self.watches.setdefault((gpu, field_id), {})[field_group] = Watch(interval_us, start, owner)
+        return "DCGM_ST_OK"
+
+    def _profiling_refusal(self, gpus: list[int], profiling: list[int], embedded: bool) -> str | None:
+        if CONTROL.profiling_refusal:
+            return CONTROL.profiling_refusal
+        # The profiling module needs root: dcgmproftester/DcgmProfTester.cpp and dcgmi/DeviceMonitor.cpp
+        # both handle DCGM_ST_REQUIRES_ROOT from dcgmWatchFields. An embedded engine runs as the exporter.
+        if not (CONTROL.root if embedded else self.root):
+            return "DCGM_ST_REQUIRES_ROOT"
+        kinds = {self.kinds[gpu] for gpu in gpus}
+        if len(kinds) > 1:  # dcgmProfWatchFields_v1 (DCGM 2.0 API docs): the group's GPUs must be identical
+            return "DCGM_ST_GROUP_INCOMPATIBLE"
+        kind = kinds.pop()
+        if not kind.metric_groups:
+            return "DCGM_ST_PROFILING_NOT_SUPPORTED"
+        if any(f not in kind.supported or f in CONTROL.refuse_fields for f in profiling):
+            return "DCGM_ST_NOT_SUPPORTED"
+        if kind.one_pass_limited and CONTROL.multi_pass == "refuse":
+            watched = {kind.group_of(f) for (g, f) in self.watches if g in gpus and f in PROFILING_IDS}
+            wanted = watched | {kind.group_of(f) for f in profiling}
+            majors = [group[0] for group in wanted if group is not None]
+            if len(majors) != len(set(majors)):
+                return "DCGM_ST_PROFILING_MULTI_PASS"
+        return None
+
+    def _multiplexed_out(self, gpu: int, field_id: int, update: int) -> bool:
+        """Whether this update's pass skipped ``field_id``: its metric group shares a majorId with other
+        watched groups, and DCGM samples one of them per update (the "Multiplexing of Profiling Counters"
+        section of DCGM's user guide; DCGM issue 169: such a field then reads 0)."""
+        kind = self.kinds[gpu]
+        if not kind.one_pass_limited:
+            return False
+        mine = kind.group_of(field_id)
+        if mine is None:
+            return False
+        watched = {kind.group_of(f) for (g, f) in self.watches if g == gpu and f in PROFILING_IDS}
+        rivals = sorted(group for group in watched if group is not None and group[0] == mine[0])
+        return len(rivals) > 1 and rivals[update % len(rivals)] != mine
+
+    def reading(self, gpu: int, field_id: int, live: bool) -> tuple[str, int, float | None]:
+        """(status name, ts, value) of one field; value None means blank, "lost" a lost GPU's blank."""
         now = self.now_us()
-        if field_id == 230:
+        if gpu in self.lost:
+            # DcgmCacheManager.cpp BufferOrCacheLatestGpuValue: a lost GPU's fields get
+            # InsertNvmlErrorValue(NVML_ERROR_GPU_IS_LOST) with status OK and the time of the update;
+            # DcgmCMUtils.cpp NvmlErrorToInt64Value/NvmlErrorToDoubleValue turn that error into the plain BLANK.
+            return "DCGM_ST_OK", now, LOST
+        if not live and (gpu, field_id) not in self.watches:
+            # DcgmCacheManager.cpp GetLatestSample: no watch -> DCGM_ST_NOT_WATCHED and a blank value.
+            return "DCGM_ST_NOT_WATCHED", 0, None
+        if field_id == XID_ID:
             code, ts = self.xid.get(gpu, (None, 0))
-            if not live and field_id not in self.watches:
-                return "DCGM_ST_NOT_WATCHED", 0, None
             return "DCGM_ST_OK", ts, None if code is None else float(code)
         if live:
-            ts, updates = now, 2
+            ts, update = now, 1
         else:
-            if field_id not in self.watches:
-                return "DCGM_ST_NOT_WATCHED", 0, None
-            interval, start = self.watches[field_id]
-            updates = (now - start) // interval + 1
-            ts = start + (updates - 1) * interval
+            watch = min(self.watches[(gpu, field_id)].values(), key=lambda w: w.start_us)
+            period = self.update_period(gpu, field_id)
+            update = (now - watch.start_us) // period
+            ts = watch.start_us + update * period
+        if field_id in PROFILING_IDS and self.paused:
+            return "DCGM_ST_OK", ts, LOST  # dcgm_agent.h dcgmProfPause: "DCGM will save BLANK values while profiling is paused"
         if (gpu, field_id) in self.blank:
             return "DCGM_ST_OK", ts, None
         if (gpu, field_id) in self.values:
             return "DCGM_ST_OK", ts, self.values[(gpu, field_id)]
-        if field_id in PROFILING_IDS and updates < 2:
-            return "DCGM_ST_OK", ts, None  # a ratio needs two samples
-        record = self.record(gpu, ts)
+        if field_id in PROFILING_IDS:
+            if update < 1:
+                return "DCGM_ST_OK", ts, None  # a ratio needs two samples
+            if self._multiplexed_out(gpu, field_id, update):
+                return "DCGM_ST_OK", ts, 0.0
         if field_id == 52:
             return "DCGM_ST_OK", ts, float(gpu)
+        if field_id == COMPUTE_CAPABILITY_ID:
+            major, minor = self.kinds[gpu].compute_capability
+            return "DCGM_ST_OK", ts, float(major << 16 | minor)  # dcgm_fields.h DCGM_CUDA_COMPUTE_CAPABILITY_MAJOR/MINOR
         if field_id == 113:
             return "DCGM_ST_OK", ts, float(self.traces[gpu].gpu["max_sm_clock_mhz"])
         if field_id == 156:  # energy in mJ: the trace's mean power integrated since the engine started
             powers = [r["power_mw"] for r in self.traces[gpu].samples if r.get("power_mw") is not None]
             return "DCGM_ST_OK", ts, float(int(sum(powers) / len(powers) * (ts - self.started_wall_us) / 1e6))
         key_scale = TRACE_FIELDS.get(field_id)
+        record = self.record(gpu, ts)
         if key_scale is None or record.get(key_scale[0]) is None:
             return "DCGM_ST_OK", ts, None
         return "DCGM_ST_OK", ts, record[key_scale[0]] * key_scale[1]
+
+
+LOST = float("nan")  # marks "the plain DCGM_*_BLANK value" (a lost GPU, paused profiling) for dcgm_agent
 
 
 def embedded_engine() -> FakeHostEngine:
@@ -196,9 +349,9 @@ def embedded_engine() -> FakeHostEngine:
     return engine
 
 
-def serve(address: str, traces: list[Trace] | None = None) -> FakeHostEngine:
+def serve(address: str, traces: list[Trace] | None = None, root: bool = True) -> FakeHostEngine:
     """Start a standalone fake nv-hostengine answering at ``address``."""
-    engine = FakeHostEngine(traces)
+    engine = FakeHostEngine(traces, root=root)
     ENGINES[normalise(address)] = engine
     return engine
 
