@@ -64,9 +64,10 @@ def test_watches_fields_and_reads_latest_values_in_the_gpm_shape(engine_control,
         assert [d.uuid for d in devices] == ["GPU-fakedcgm-0-matmul_8192", "GPU-fakedcgm-1-idle"]
         assert devices[0].name == "NVIDIA H200" and devices[0].power_limit_watts == 700 and devices[0].max_sm_clock_mhz == 1980
         # Device and profiling fields at the collect interval, costly ones at the slow interval.
-        assert engine.watches[203][0] == engine.watches[1002][0] == 100_000
-        assert engine.watches[156][0] == engine.watches[310][0] == 1_000_000
-        assert set(range(1001, 1017)) <= set(engine.watches)
+        watched = engine.watched(0)
+        assert watched[203] == watched[1002] == 100_000
+        assert watched[156] == watched[310] == 1_000_000
+        assert set(range(1001, 1017)) <= set(watched)  # a Hopper GPU: every supported field, no pass limit
         assert dcgm.profiling_answers(3.0)
         sample = dcgm.collect()[0]
     finally:
@@ -82,7 +83,7 @@ def test_watches_fields_and_reads_latest_values_in_the_gpm_shape(engine_control,
     assert round(sample.power_watts, 6) in trace_values(matmul, "power_mw", 0.001)
     assert sample.memory_total_bytes == load_trace(matmul).samples[0]["mem_total"] // MIB * MIB
     assert sample.energy_joules is not None and sample.energy_joules >= 0
-    assert 0 < sample.window_seconds <= 0.2
+    assert sample.window_seconds == pytest.approx(0.1)  # DCGM updates at our watch interval here
     assert set(sample.profiling) == {
         "graphics_active", "sm_active", "sm_occupancy", "tensor_active", "tensor_hmma_active", "tensor_imma_active", "tensor_dfma_active",
         "dram_active", "fp64_active", "fp32_active", "fp16_active", "integer_active",
@@ -100,7 +101,7 @@ def test_blank_values_are_missing_never_zero(engine_control):
         assert first.profiling == {} and not first.profiling_available
         engine.blank.update({(0, 155), (0, 1004)})
         engine.values[(0, 1002)] = 0.5
-        engine.watches = {field: (1000, start - 2_000_000) for field, (_, start) in engine.watches.items()}  # two updates done
+        engine.frozen_us = engine.now_us() + 2_000_000  # two updates done
         sample = dcgm.collect()[0]
         readings = dcgm.readings()["GPU-fakedcgm-0-matmul_8192"]
     finally:
@@ -144,7 +145,9 @@ def test_without_a_metadata_lookup_the_bindings_names_decide(engine_control, mon
 
 
 def test_a_field_unknown_to_this_dcgm_is_left_out_and_the_rest_works(engine_control):
-    engine_control.CONTROL.known_field_ids -= {1016, 1015}
+    import dcgm_fields
+
+    engine_control.CONTROL.known_field_ids = set(dcgm_fields.FIELD_NAMES) - {1016, 1015}
     dcgm = backend()
     dcgm.start()
     try:
@@ -168,21 +171,8 @@ def test_profiling_refused_leaves_device_fields_working(engine_control, caplog):
     finally:
         dcgm.close()
     assert "DCGM_ST_IN_USE" in dcgm.profiling_refused and "Nsight" in caplog.text
+    assert dcgm.profiling["GPU-fakedcgm-0-matmul_8192"].watched == frozenset()
     assert sample.up and sample.gpu_utilization is not None and sample.profiling == {} and not sample.profiling_available
-
-
-def test_multi_pass_falls_back_to_the_core_profiling_set(engine_control):
-    engine_control.CONTROL.profiling_one_pass_max = 9
-    dcgm = backend()
-    dcgm.start()
-    try:
-        assert dcgm.profiling_answers(3.0)
-        sample = dcgm.collect()[0]
-    finally:
-        dcgm.close()
-    assert dcgm.profiling_refused is None
-    assert {"sm_active", "sm_occupancy", "tensor_active", "dram_active", "pcie_rx_bytes_per_second"} <= set(sample.profiling)
-    assert "fp64_active" not in sample.profiling
 
 
 def test_host_engine_restart_turns_gpus_down_then_reconnects_with_backoff_and_no_stale_values(engine_control, caplog):
@@ -210,7 +200,7 @@ def test_host_engine_restart_turns_gpus_down_then_reconnects_with_backoff_and_no
         back = dcgm.collect()
         assert [s.up for s in back] == [True, True]
         # The new engine's profiling watch has not updated twice yet: nothing from before the restart is served.
-        assert back[0].profiling == {} and 1002 in engine.watches
+        assert back[0].profiling == {} and 1002 in engine.watched(0)
         time.sleep(0.25)
         assert dcgm.collect()[0].profiling_available
     finally:
@@ -236,17 +226,6 @@ def test_values_that_stop_updating_are_not_served(engine_control):
     finally:
         dcgm.close()
     assert [s.up for s in stale] == [False, False]
-
-
-def test_lost_gpu_is_down_alone(engine_control):
-    dcgm = backend()
-    dcgm.start()
-    try:
-        engine_control.CONTROL.embedded[-1].lost.add(1)
-        samples = dcgm.collect()
-    finally:
-        dcgm.close()
-    assert [s.up for s in samples] == [True, False]
 
 
 def test_xid_events_are_counted_once_each(engine_control):
@@ -368,3 +347,280 @@ def test_daemon_serves_dcgm_readings_and_survives_a_host_engine_restart(trace_pa
         assert "gpueff_sm_active_ratio{" not in down and "gpueff_power_watts{" not in down
         os.unlink(stop_file)
         assert "gpueff_sm_active_ratio{" in wait_for(daemon, lambda b: up in b and "gpueff_sm_active_ratio{" in b)
+
+
+# ---- the real DCGM's behaviours (each encoded in tests/fake_dcgm with the DCGM source it follows) ----
+
+
+def step(engine, seconds: float) -> None:
+    """Move DCGM's clock (and so its cache updates) forward."""
+    engine.frozen_us = engine.now_us() + int(seconds * 1_000_000)
+
+
+def test_bindings_folder_never_goes_on_sys_path_so_its_common_package_shadows_nothing(engine_control, tmp_path, monkeypatch):
+    import shutil
+    import sys
+
+    folder = tmp_path / "bindings"
+    shutil.copytree(FAKE, folder, ignore=shutil.ignore_patterns("__pycache__", "fake_hostengine.py"))
+    (folder / "common").mkdir()
+    (folder / "common" / "__init__.py").write_text("SHADOWED = True\n")  # DCGM ships a top-level `common` package
+    for name in ("dcgmvalue", "dcgm_structs", "dcgm_fields", "dcgm_agent"):
+        monkeypatch.delitem(sys.modules, name)
+    before = list(sys.path)
+    bindings = load_bindings(str(folder))
+    assert sys.path == before
+    assert bindings.agent.__file__ == str(folder.resolve() / "dcgm_agent.py")
+    assert "common" not in sys.modules or not getattr(sys.modules["common"], "SHADOWED", False)
+    with pytest.raises(BackendUnavailable, match="dcgmvalue from .* is already imported"):
+        load_bindings(FAKE)
+
+
+def test_only_the_profiling_fields_a_gpu_supports_are_watched(engine_control):
+    """An L4 has no NVLink: watching 1011 there is refused, and a watch is all or nothing (DCGM asks first)."""
+    engine_control.CONTROL.gpu_kinds = ["l4", "l4"]
+    dcgm = backend()
+    dcgm.start()
+    try:
+        support = dcgm.profiling["GPU-fakedcgm-0-matmul_8192"]
+        assert support.supported == frozenset({1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009, 1010})
+        assert support.watched == frozenset({1001, 1002, 1003, 1004, 1005, 1007, 1009, 1010}) and support.refused == {}
+        assert dcgm.profiling_answers(3.0)
+        sample = dcgm.collect()[0]
+    finally:
+        dcgm.close()
+    assert "nvlink_tx_bytes_per_second" not in sample.profiling and sample.profiling["sm_active"] > 0
+
+
+def test_before_hopper_one_pass_is_watched_by_default_so_no_zero_comes_from_multiplexing(engine_control):
+    engine_control.CONTROL.gpu_kinds = ["ampere", "ampere"]
+    dcgm = backend()
+    dcgm.start()
+    try:
+        engine = engine_control.CONTROL.embedded[-1]
+        support = dcgm.profiling["GPU-fakedcgm-0-matmul_8192"]
+        # One metric group per major ID: SM activity's group of major 1, not FP64's, FP16's or the tensor types'.
+        assert support.watched == frozenset({1001, 1002, 1003, 1004, 1005, 1007, 1009, 1010, 1011, 1012})
+        readings = []
+        for _ in range(6):
+            step(engine, 0.1)
+            readings.append(dcgm.collect()[0].profiling.get("sm_active"))
+    finally:
+        dcgm.close()
+    assert all(value is not None and value > 0.5 for value in readings[1:]), readings
+
+
+def test_the_multi_pass_option_watches_every_supported_field_and_then_zeros_can_be_multiplexing(engine_control):
+    """DCGM issue 169: a field whose pass did not run reads 0. The option is there; its cost is documented."""
+    engine_control.CONTROL.gpu_kinds = ["ampere", "ampere"]
+    dcgm = DcgmBackend(FAKE, collect_interval=0.1, slow_interval=1.0, multi_pass=True)
+    dcgm.start()
+    try:
+        engine = engine_control.CONTROL.embedded[-1]
+        assert dcgm.profiling["GPU-fakedcgm-0-matmul_8192"].watched == frozenset(range(1001, 1017))
+        readings = []
+        for _ in range(8):
+            step(engine, 0.1)
+            readings.append(dcgm.collect()[0].profiling.get("sm_active"))
+    finally:
+        dcgm.close()
+    assert 0.0 in readings and any(value and value > 0.5 for value in readings), readings  # a busy GPU "idle" every other pass
+
+
+@pytest.mark.parametrize(("kind", "refused", "kept"), [("hopper", 1003, {1001, 1002, 1004, 1016}), ("ampere", 1007, {1002, 1003, 1004, 1005})])
+def test_a_refused_profiling_watch_retries_smaller_and_never_loses_sm_activity(engine_control, caplog, kind, refused, kept):
+    engine_control.CONTROL.gpu_kinds = [kind, kind]
+    engine_control.CONTROL.refuse_fields = {refused}  # DCGM lists it, yet refuses a watch that holds it
+    dcgm = backend()
+    with caplog.at_level(logging.INFO):
+        dcgm.start()
+    try:
+        support = dcgm.profiling["GPU-fakedcgm-0-matmul_8192"]
+        assert kept <= support.watched and refused not in support.watched
+        assert support.refused[refused].startswith("DCGM_ST_NOT_SUPPORTED")
+        assert dcgm.profiling_refused is None and dcgm.profiling_answers(3.0)
+    finally:
+        dcgm.close()
+    assert "watching them group by group" in caplog.text
+
+
+def test_an_older_dcgm_that_refuses_multi_pass_still_gives_the_first_pass(engine_control):
+    engine_control.CONTROL.gpu_kinds = ["ampere", "ampere"]
+    engine_control.CONTROL.multi_pass = "refuse"  # DCGM_ST_PROFILING_MULTI_PASS instead of multiplexing
+    dcgm = DcgmBackend(FAKE, collect_interval=0.1, slow_interval=1.0, multi_pass=True)
+    dcgm.start()
+    try:
+        support = dcgm.profiling["GPU-fakedcgm-0-matmul_8192"]
+        assert {1001, 1002, 1003, 1004, 1005, 1007} <= support.watched
+        assert support.refused[1006].startswith("DCGM_ST_PROFILING_MULTI_PASS")
+        assert dcgm.profiling_answers(3.0)
+    finally:
+        dcgm.close()
+
+
+def test_different_gpus_get_their_own_profiling_watch(engine_control):
+    """DCGM watches profiling fields only on a group of identical GPUs (else DCGM_ST_GROUP_INCOMPATIBLE)."""
+    engine_control.CONTROL.gpu_kinds = ["hopper", "l4"]
+    dcgm = backend()
+    dcgm.start()
+    try:
+        assert dcgm.profiling["GPU-fakedcgm-0-matmul_8192"].watched == frozenset(range(1001, 1017))
+        assert 1011 not in dcgm.profiling["GPU-fakedcgm-1-idle"].watched and 1002 in dcgm.profiling["GPU-fakedcgm-1-idle"].watched
+        time.sleep(0.25)
+        samples = dcgm.collect()
+    finally:
+        dcgm.close()
+    assert all(s.profiling_available for s in samples)
+    assert "nvlink_tx_bytes_per_second" in samples[0].profiling and "nvlink_tx_bytes_per_second" not in samples[1].profiling
+
+
+def test_a_gpu_without_profiling_says_why_while_the_others_give_it(engine_control, caplog):
+    engine_control.CONTROL.gpu_kinds = ["hopper", "pascal"]
+    dcgm = backend()
+    with caplog.at_level(logging.WARNING):
+        dcgm.start()
+    try:
+        assert dcgm.profiling["GPU-fakedcgm-1-idle"].not_supported.startswith("DCGM_ST_PROFILING_NOT_SUPPORTED")
+        assert dcgm.profiling_refused is None and dcgm.profiling_answers(3.0)
+        assert [s.up for s in dcgm.collect()] == [True, True]
+    finally:
+        dcgm.close()
+    assert "GPU 1 (Tesla P100-PCIE-16GB): no SM activity from DCGM (DCGM_ST_PROFILING_NOT_SUPPORTED" in caplog.text
+
+
+@pytest.mark.parametrize("gpu_status", [True, False], ids=["dcgm4", "dcgm3-no-dcgmGetGpuStatus"])
+def test_a_lost_gpu_reads_blank_with_status_ok_and_is_reported_down_alone(engine_control, monkeypatch, caplog, gpu_status):
+    import dcgm_agent
+
+    if not gpu_status:
+        monkeypatch.delattr(dcgm_agent, "dcgmGetGpuStatus")
+    dcgm = backend()
+    dcgm.start()
+    try:
+        assert all(s.up for s in dcgm.collect())
+        engine_control.CONTROL.embedded[-1].lost.add(1)
+        with caplog.at_level(logging.WARNING):
+            samples = dcgm.collect()
+        readings = dcgm.readings()["GPU-fakedcgm-1-idle"]
+    finally:
+        dcgm.close()
+    assert [s.up for s in samples] == [True, False]
+    assert readings[203].status == "blank" and readings[150].status == "blank"  # status OK, fresh timestamp, DCGM_INT64_BLANK
+    assert ("DCGM reports it lost" if gpu_status else "none of its device fields has a value (blank)") in caplog.text
+
+
+def test_two_exporters_share_one_host_engine_with_their_own_field_group_names(engine_control):
+    """Field-group names are unique per host engine (DUPLICATE_KEY); two containers may both be PID 1."""
+    engine = engine_control.serve("127.0.0.1:5555")
+    first, second = backend(host="127.0.0.1:5555"), backend(host="127.0.0.1:5555")
+    first.start()
+    second.start()
+    try:
+        names = [name for name, _fields, _owner in engine.field_groups.values()]
+        assert len(names) == len(set(names)) >= 6 and not any(str(os.getpid()) in name for name in names)
+        time.sleep(0.25)
+        assert first.collect()[0].profiling_available and second.collect()[0].profiling_available
+    finally:
+        first.close()
+        second.close()
+    assert engine.field_groups == {} and engine.watches == {}  # each one's groups and watches went with it
+
+
+def test_a_taken_name_draws_a_new_one(engine_control):
+    engine_control.serve("127.0.0.1:5555")
+    tokens = iter(["same", "same", "fresh"])
+    first = DcgmBackend(FAKE, "127.0.0.1:5555", 0.1, 1.0, name_token=lambda: next(tokens))
+    second = DcgmBackend(FAKE, "127.0.0.1:5555", 0.1, 1.0, name_token=lambda: next(tokens))
+    first.start()
+    try:
+        second.start()  # its first name clashes with the first exporter's: DCGM_ST_DUPLICATE_KEY, then a new token
+        second.close()
+    finally:
+        first.close()
+
+
+def test_requires_root_says_who_must_be_root_in_embedded_and_standalone_mode(engine_control):
+    engine_control.CONTROL.root = False  # the exporter runs as a normal user
+    embedded = backend()
+    embedded.start()
+    embedded.close()
+    assert "the exporter itself must run as root" in embedded.profiling_refused
+    engine_control.serve("127.0.0.1:5555", root=False)
+    standalone = backend(host="127.0.0.1:5555")
+    standalone.start()
+    standalone.close()
+    assert "DCGM_ST_REQUIRES_ROOT: the nv-hostengine at 127.0.0.1:5555 must run as root" in standalone.profiling_refused
+
+
+def test_a_pause_file_pauses_embedded_profiling_and_values_stay_missing_never_zero(engine_control, tmp_path, caplog):
+    pause = tmp_path / "pause-profiling"
+    dcgm = DcgmBackend(FAKE, collect_interval=0.1, slow_interval=1.0, pause_file=str(pause))
+    dcgm.start()
+    try:
+        engine = engine_control.CONTROL.embedded[-1]
+        step(engine, 0.2)
+        assert dcgm.collect()[0].profiling_available
+        pause.touch()
+        with caplog.at_level(logging.WARNING):
+            paused = dcgm.collect()[0]
+        assert engine.paused and "DCGM profiling paused" in caplog.text
+        assert paused.up and paused.profiling == {} and not paused.profiling_available and paused.gpu_utilization is not None
+        assert dcgm.readings()["GPU-fakedcgm-0-matmul_8192"][1002].status == "paused"
+        pause.unlink()
+        engine.frozen_us = int(time.time() * 1_000_000)  # DCGM's clock (embedded: this machine's) at the resume
+        resumed = dcgm.collect()[0]
+        assert not engine.paused and resumed.profiling == {}  # the value at the resume may cover paused time
+        engine.frozen_us = None  # DCGM's clock runs again: updates after the resume count
+        time.sleep(0.25)
+        assert dcgm.collect()[0].profiling_available
+    finally:
+        dcgm.close()
+
+
+def test_standalone_pause_is_dcgmi_profile_pause_and_reads_missing(engine_control):
+    engine = engine_control.serve("127.0.0.1:5555")
+    with pytest.raises(BackendUnavailable, match="dcgmi profile --pause"):
+        DcgmBackend(FAKE, "127.0.0.1:5555", pause_file="/tmp/whatever").start()
+    dcgm = backend(host="127.0.0.1:5555")
+    dcgm.start()
+    try:
+        time.sleep(0.25)
+        assert dcgm.collect()[0].profiling_available
+        engine.paused = True  # someone ran `dcgmi profile --pause`: DCGM stores blank values
+        sample = dcgm.collect()[0]
+    finally:
+        dcgm.close()
+    assert sample.up and sample.profiling == {}
+
+
+def test_fields_dcgm_stops_watching_read_not_watched_and_the_watches_come_back(engine_control):
+    clock = Clock()
+    dcgm = backend(clock=clock)
+    dcgm.start()
+    try:
+        engine = engine_control.CONTROL.embedded[-1]
+        assert all(s.up for s in dcgm.collect())
+        engine.watches.clear()
+        assert not any(s.up for s in dcgm.collect())
+        clock.now += 1.1
+        assert all(s.up for s in dcgm.collect()) and 203 in engine_control.CONTROL.embedded[-1].watched(0)  # a new embedded engine
+    finally:
+        dcgm.close()
+
+
+def test_the_window_is_dcgms_update_gap_not_the_fallback_interval(engine_control):
+    """A shared host engine updates a field at its fastest client's interval (DcgmCacheManager.cpp)."""
+    dcgm = backend(interval=0.2)
+    dcgm.start()
+    try:
+        engine = engine_control.CONTROL.embedded[-1]
+        engine.faster_watchers[1002] = 50_000  # another client watches SM activity every 50 ms
+        start = min(w.start_us for w in engine.watches[(0, 1002)].values())
+        engine.frozen_us = start + 230_000
+        assert dcgm.collect()[0].window_seconds == pytest.approx(0.2)  # first update seen: only the watch interval is known
+        engine.frozen_us = start + 290_000
+        assert dcgm.collect()[0].window_seconds == pytest.approx(0.05)  # consecutive updates 50 ms apart
+        engine.frozen_us = start + 690_000
+        assert dcgm.collect()[0].window_seconds == pytest.approx(0.2)  # updates missed in between: at most the watch interval
+    finally:
+        dcgm.close()

@@ -1,71 +1,49 @@
 """Live GPUs through DCGM: profiling fields 1001-1016 and the device fields, in the GPM backend's shape.
 
-NOT YET RUN AGAINST A REAL DCGM: written from the documented API of DCGM's Python bindings and tested
-against a fake of them (tests/fake_dcgm). See docs/dcgm.md.
+NOT YET RUN AGAINST A REAL DCGM: written from DCGM's Python bindings and C sources and tested against a
+fake of them (tests/fake_dcgm). See docs/dcgm.md.
 
-One DCGM group holds the GPUs; three field groups are watched: device fields at the collect interval,
-costly ones (energy, ECC, remapped rows) at the slow interval, and profiling fields at the collect
-interval on their own, so a refused profiling watch leaves the rest working. Each poll reads the latest
-cached values of every GPU and field in one dcgmEntitiesGetLatestValues call. Blank values (DCGM's
-*_BLANK / NOT_FOUND / NOT_SUPPORTED / NOT_PERMISSIONED sentinels) and values whose timestamp stopped
-moving are missing, never 0. A lost host engine turns every GPU down and is reconnected with back-off.
+One DCGM group holds the GPUs; device fields are watched at the collect interval, costly ones (energy,
+ECC, remapped rows) at the slow interval, and profiling fields at the collect interval in field groups of
+their own (chosen per GPU by dcgm_profiling), so a refused profiling watch leaves the rest working. Each
+poll reads the latest cached values of every GPU and field in one dcgmEntitiesGetLatestValues call.
+Blank values and values whose timestamp stopped moving are missing, never 0; a GPU none of whose device
+fields has a value (a lost GPU reads blank with status OK) is down. A lost host engine turns every GPU
+down and is reconnected with back-off.
+
+The jobs live in their own modules: dcgm_bindings (loading), dcgm_session (the connection, groups,
+watches), dcgm_resolve (field IDs and names), dcgm_decode (values), dcgm_freshness (staleness and
+windows), dcgm_profiling (which profiling fields to watch), dcgm_xid (Xid events).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import secrets
 import time
-import warnings
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
+from exporter.backends import dcgm_profiling
 from exporter.backends.base import Backend, BackendUnavailable
 from exporter.backends.dcgm_bindings import Bindings, load_bindings
-from exporter.backends.dcgm_field_table import (
-    BOOLEAN_TARGETS,
-    CORE_PROFILING_IDS,
-    EVENT,
-    FAST,
-    FIELDS,
-    INTEGER_TARGETS,
-    PROFILING,
-    SLOW,
-    SM_ACTIVE_ID,
-    STATIC,
-    DcgmField,
-)
+from exporter.backends.dcgm_decode import BLANK, OK, STALE, Decoder, FieldReading, int32_or_none, text
+from exporter.backends.dcgm_field_table import BOOLEAN_TARGETS, EVENT, FAST, INTEGER_TARGETS, PROFILING, SLOW, SM_ACTIVE_ID, STATIC
+from exporter.backends.dcgm_freshness import FieldClocks
+from exporter.backends.dcgm_profiling import GpuProfiling
+from exporter.backends.dcgm_resolve import ResolvedField, resolve_fields
+from exporter.backends.dcgm_session import DcgmSession
+from exporter.backends.dcgm_xid import XidCounter
 from exporter.sample import ACTIVITY_METRICS, DeviceInfo, GpuSample, down_sample
 
 log = logging.getLogger(__name__)
 
 RECONNECT_BACKOFF = (1.0, 60.0)  # first and largest wait between reconnection attempts
-CONNECT_TIMEOUT = 5.0  # standalone mode: how long to wait for nv-hostengine to accept
-PROFILING_REFUSALS = {
-    "DCGM_ST_PROFILING_NOT_SUPPORTED": "this GPU or DCGM build does not support profiling metrics",
-    "DCGM_ST_NOT_SUPPORTED": "this GPU or DCGM build does not support profiling metrics",
-    "DCGM_ST_IN_USE": "another profiler holds the GPU's performance counters (Nsight, or another DCGM client on a pre-Hopper GPU)",
-    "DCGM_ST_REQUIRES_ROOT": "nv-hostengine must run as root for profiling metrics",
-    "DCGM_ST_NO_PERMISSION": "profiling is restricted to admin users (driver option RmProfilingAdminOnly=1)",
-    "DCGM_ST_PROFILING_MULTI_PASS": "the profiling fields cannot be collected in one pass on this GPU",
-    "DCGM_ST_MODULE_NOT_LOADED": "DCGM's profiling module is not loaded",
-}
+PAUSED = "paused"
 
-
-@dataclass(frozen=True)
-class ResolvedField:
-    spec: DcgmField
-    field_id: int
-    name: str  # the name the loaded bindings give this ID (the newest of the table's where they give none)
-
-
-@dataclass
-class FieldReading:
-    """The last raw reading of one field on one GPU, for ``check``."""
-
-    value: float | None
-    status: str  # "ok", "blank", "stale", or why there is no value
+__all__ = ["DcgmBackend", "FieldReading", "ResolvedField"]
 
 
 @dataclass
@@ -73,8 +51,9 @@ class _Gpu:
     gpu_id: int  # DCGM's GPU ID
     info: DeviceInfo
     connected: bool = True
-    last_ts: dict[int, tuple[int, float]] = field(default_factory=dict)  # field -> (DCGM ts, first seen monotonic)
+    clocks: FieldClocks = field(default_factory=FieldClocks)
     readings: dict[int, FieldReading] = field(default_factory=dict)
+    profiling: GpuProfiling = field(default_factory=GpuProfiling)
 
 
 class DcgmBackend(Backend):
@@ -88,6 +67,10 @@ class DcgmBackend(Backend):
         slow_interval: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        multi_pass: bool = False,
+        pause_file: str | None = None,
+        wall_clock: Callable[[], float] = time.time,
+        name_token: Callable[[], str] = lambda: secrets.token_hex(6),
     ) -> None:
         super().__init__()
         self.bindings_path = bindings_path
@@ -96,19 +79,24 @@ class DcgmBackend(Backend):
         self.slow_interval = slow_interval
         self.clock = clock
         self.sleep = sleep
-        self.bindings: Bindings | None = None
+        self.multi_pass = multi_pass
+        self.pause_file = pause_file
+        self.wall_clock = wall_clock
+        self.name_token = name_token
+        self.session: DcgmSession | None = None
         self.fields: list[ResolvedField] = []
-        self.unknown_fields: list[DcgmField] = []  # fields this DCGM does not know at all
-        self.profiling_refused: str | None = None  # why profiling fields are not watched, if so
-        self._handle: Any = None
-        self._group: Any = None
-        self._field_groups: list[Any] = []
-        self._watched: dict[int, ResolvedField] = {}  # field ID -> field, every watched non-static field
+        self.unknown_fields: list[Any] = []  # the table's fields this DCGM does not know at all
+        self.profiling_refused: str | None = None  # why no GPU gives SM activity, if so
+        self._decode: Decoder | None = None
+        self._by_id: dict[int, ResolvedField] = {}  # every field read per poll
+        self._read_ids: list[int] = []
         self._gpus: list[_Gpu] = []
         self._entities: list[Any] = []
-        self._xid_counts: dict[str, dict[int, int]] = {}  # uuid -> Xid -> count since start
+        self._xid = XidCounter()
         self._reconnect_due: float | None = None
         self._backoff = RECONNECT_BACKOFF[0]
+        self._paused = False
+        self._resume_guard_us = 0  # embedded: profiling values older than this came from before the resume
         self._logged: set[str] = set()
 
     @property
@@ -116,122 +104,116 @@ class DcgmBackend(Backend):
         return f"standalone, nv-hostengine at {self.host}" if self.host else "embedded host engine"
 
     @property
-    def _loaded(self) -> Bindings:
-        """The bindings start() loaded: every DCGM call runs after it."""
-        if self.bindings is None:
-            raise BackendUnavailable("the DCGM backend was used before start()")
-        return self.bindings
+    def bindings(self) -> Bindings:
+        """The loaded bindings: there from ``start`` on."""
+        if self.session is None:
+            raise RuntimeError("DcgmBackend.bindings read before start")
+        return self.session.bindings
+
+    @property
+    def profiling(self) -> dict[str, GpuProfiling]:
+        """Per GPU UUID: which profiling fields DCGM supports and which are watched."""
+        return {gpu.info.uuid: gpu.profiling for gpu in self._gpus}
 
     # ---- start, stop, reconnection ----------------------------------------------------------
 
     def start(self) -> list[DeviceInfo]:
-        if self._handle is not None:
+        if self.session is not None and self.session.handle is not None:
             return [gpu.info for gpu in self._gpus]
-        self.bindings = load_bindings(self.bindings_path)
+        if self.pause_file and self.host:
+            raise BackendUnavailable(f"--dcgm.pause-file is for the embedded host engine; to pause profiling on the nv-hostengine at {self.host} run `dcgmi profile --pause` (and `--resume`) there")
+        bindings = load_bindings(self.bindings_path)
+        session = DcgmSession(bindings, self.host, self.name_token)
+        self.session = session
+        self._decode = Decoder(bindings, session.status_name)
+        self.fields, self.unknown_fields = resolve_fields(bindings.fields)
         try:
-            self._connect()
-        except self.bindings.structs.DCGMError as error:
-            self._teardown()
+            self._connect(session)
+        except session.error as error:
+            session.close()
             where = f"nv-hostengine at {self.host}" if self.host else "an embedded DCGM host engine"
-            raise BackendUnavailable(f"cannot use {where} through the bindings in {self.bindings.path}: {self._error_name(error)} ({error})") from None
+            raise BackendUnavailable(f"cannot use {where} through the bindings in {bindings.path}: {session.error_name(error)} ({error})") from None
         if not self._gpus:
-            self._teardown()
+            session.close()
             raise BackendUnavailable("DCGM found no supported GPU on this machine")
         return [gpu.info for gpu in self._gpus]
 
     def close(self) -> None:
-        self._teardown()
-        if self.bindings is not None:
-            try:
-                self.bindings.agent.dcgmShutdown()
-            except self.bindings.structs.DCGMError:
-                pass
+        if self.session is not None:
+            self.session.close()
+            self.session.shutdown()
 
-    def _connect(self) -> None:
-        bindings = self.bindings
-        assert bindings is not None
-        structs, agent = bindings.structs, bindings.agent
-        structs._dcgmInit()
-        agent.dcgmInit()
-        if not self.fields and not self.unknown_fields:
-            self._resolve_fields()
-        if self.host:
-            params = structs.c_dcgmConnectV2Params_v2()
-            params.version = structs.c_dcgmConnectV2Params_version2
-            params.persistAfterDisconnect = 0
-            params.timeoutMs = int(CONNECT_TIMEOUT * 1000)
-            params.addressIsUnixSocket = 0
-            self._handle = agent.dcgmConnect_v2(self.host, params)
-        else:
-            self._handle = agent.dcgmStartEmbedded(structs.DCGM_OPERATION_MODE_AUTO)
-        gpu_ids = list(agent.dcgmGetAllSupportedDevices(self._handle))
-        self._open_gpus(gpu_ids)
-        self._group = agent.dcgmGroupCreate(self._handle, structs.DCGM_GROUP_EMPTY, f"gpueff-{os.getpid()}")
-        self._entities = []
-        for gpu_id in gpu_ids:
-            agent.dcgmGroupAddEntity(self._handle, self._group, bindings.fields.DCGM_FE_GPU, gpu_id)
-            pair = structs.c_dcgmGroupEntityPair_t()
-            pair.entityGroupId = bindings.fields.DCGM_FE_GPU
-            pair.entityId = gpu_id
-            self._entities.append(pair)
-        self._watch()
-        agent.dcgmUpdateAllFields(self._handle, 1)
+    def _connect(self, session: DcgmSession) -> None:
+        session.connect()
+        gpu_ids = session.gpu_ids()
+        self._open_gpus(session, gpu_ids)
+        group = session.group(gpu_ids, "gpus")
+        self._entities = session.entities(gpu_ids)
+        self._by_id = {}
+        for cadence, interval in ((FAST, self.collect_interval), (SLOW, self.slow_interval)):
+            resolved = [f for f in self.fields if f.spec.cadence == cadence or (cadence == FAST and f.spec.cadence == EVENT)]
+            if resolved:
+                session.watch(group, [f.field_id for f in resolved], interval, cadence)
+                self._by_id.update({f.field_id: f for f in resolved})
+        self._watch_profiling(session, group, gpu_ids)
+        self._read_ids = list(self._by_id)
+        if self._paused:
+            session.pause_profiling()  # a new embedded engine starts unpaused
+        session.update_all()
 
-    def _resolve_fields(self) -> None:
-        """Map every field of the table to an ID this DCGM knows: by ID first, by its names as fallback."""
-        fields_module = self._loaded.fields
-        for spec in FIELDS:
-            by_name = {}
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)  # DCGM 4.6 warns on the legacy names
-                for name in spec.names:
-                    value = getattr(fields_module, name, None)
-                    if isinstance(value, int):
-                        by_name[name] = value
-            matching = [name for name, number in by_name.items() if number == spec.field_id]
-            for name, number in by_name.items():
-                if number != spec.field_id:
-                    self._log_once(f"renumbered-{name}", logging.WARNING, "the DCGM bindings define %s as %d, not %d: watching %d (IDs are DCGM's stable interface)", name, number, spec.field_id, spec.field_id)
-            known = self._field_known(spec.field_id)
-            if known is None:  # the bindings have no metadata lookup: their names decide
-                known = bool(matching)
-            if known:
-                self.fields.append(ResolvedField(spec, spec.field_id, matching[0] if matching else spec.names[0]))
-            else:
-                self.unknown_fields.append(spec)
-        if self.unknown_fields:
-            log.info("this DCGM does not know field(s) %s: they are not exported", ", ".join(f"{spec.names[0]} ({spec.field_id})" for spec in self.unknown_fields))
+    def _watch_profiling(self, session: DcgmSession, all_gpus: Any, gpu_ids: list[int]) -> None:
+        assert self._decode is not None
+        profiling = {f.field_id: f for f in self.fields if f.spec.cadence == PROFILING}
+        wanted = frozenset(profiling)
+        live = [gpu for gpu in self._gpus if gpu.connected]
+        for gpu in live:
+            gpu.profiling = dcgm_profiling.plan(session, gpu.gpu_id, wanted, self.multi_pass, self._decode)
+        # DCGM watches profiling fields only on a group of identical GPUs; one group per model and choice.
+        partitions: dict[tuple[str, frozenset[int]], list[_Gpu]] = {}
+        for gpu in live:
+            if gpu.profiling.chosen:
+                partitions.setdefault((gpu.info.name, gpu.profiling.chosen), []).append(gpu)
+        for number, members in enumerate(partitions.values()):
+            ids = [gpu.gpu_id for gpu in members]
+            group = all_gpus if sorted(ids) == sorted(gpu_ids) else session.group(ids, f"prof{number}")
+            dcgm_profiling.watch(session, group, [gpu.profiling for gpu in members], self.collect_interval, str(number))
+            self._by_id.update({f: profiling[f] for gpu in members for f in gpu.profiling.watched})
+        self._report_profiling(live)
 
-    def _field_known(self, field_id: int) -> bool | None:
-        """Whether DCGM has metadata for ``field_id``; None where the bindings cannot say."""
-        lookup = getattr(self._loaded.fields, "DcgmFieldGetById", None)
-        if lookup is None:
-            return None
-        try:
-            return lookup(field_id) is not None
-        except Exception:  # the lookup goes through ctypes into libdcgm; any failure means "cannot say"
-            return None
+    def _report_profiling(self, gpus: list[_Gpu]) -> None:
+        reasons = []
+        for gpu in gpus:
+            state = gpu.profiling
+            label = f"GPU {gpu.info.index} ({gpu.info.name})"
+            if SM_ACTIVE_ID in state.watched:
+                outside, refused = sorted(state.supported - state.chosen), sorted(state.refused)
+                notes = ([f"outside the single pass (--dcgm.multi-pass watches them): {outside}"] if outside else []) + ([f"refused: {refused}"] if refused else [])
+                log.info("%s: DCGM profiling fields watched %s%s", label, sorted(state.watched), "".join(f"; {note}" for note in notes))
+                continue
+            reason = state.not_supported or state.refused.get(SM_ACTIVE_ID) or "DCGM does not list SM activity (1002) for this GPU"
+            reasons.append(reason)
+            self._log_once(f"profiling-{gpu.info.uuid}-{reason}", logging.WARNING, "%s: no SM activity from DCGM (%s): SM activity and the other profiling metrics are missing there; gpueff_profiling_available is 0", label, reason)
+        self.profiling_refused = reasons[0] if reasons and len(reasons) == len(gpus) else None
 
-    def _open_gpus(self, gpu_ids: list[int]) -> None:
-        agent, value_module = self._loaded.agent, self._loaded.value
-        static = self._read_live(gpu_ids, [f for f in self.fields if f.spec.cadence == STATIC])
+    def _open_gpus(self, session: DcgmSession, gpu_ids: list[int]) -> None:
+        value_module = session.bindings.value
+        static = self._read_live(session, gpu_ids, [f for f in self.fields if f.spec.cadence == STATIC])
         known = {gpu.info.uuid: gpu for gpu in self._gpus}
         opened = []
         for gpu_id in gpu_ids:
-            attributes = agent.dcgmGetDeviceAttributes(self._handle, gpu_id)
+            attributes = session.attributes(gpu_id)
             identifiers = attributes.identifiers
             extra: dict[str, Any] = {"index": gpu_id}
             for resolved in (f for f in self.fields if f.spec.cadence == STATIC):
                 value = static.get((gpu_id, resolved.field_id))
                 if value is not None:
                     extra[resolved.spec.target] = int(value) if resolved.spec.target in INTEGER_TARGETS else float(value)
-            power_limit = _number(attributes.powerLimits.enforcedPowerLimit, value_module)
             info = DeviceInfo(
-                uuid=_text(identifiers.uuid),
-                name=_text(identifiers.deviceName),
-                driver=_text(identifiers.driverVersion),
-                pci_bus_id=_text(identifiers.pciBusId),
-                power_limit_watts=power_limit,
+                uuid=text(identifiers.uuid),
+                name=text(identifiers.deviceName),
+                driver=text(identifiers.driverVersion),
+                pci_bus_id=text(identifiers.pciBusId),
+                power_limit_watts=int32_or_none(attributes.powerLimits.enforcedPowerLimit, value_module),
                 **extra,
             )
             previous = known.pop(info.uuid, None)
@@ -239,211 +221,163 @@ class DcgmBackend(Backend):
         # GPUs that did not come back after a reconnect stay listed, down.
         self._gpus = opened + [_Gpu(gpu_id=-1, info=gone.info, connected=False) for gone in known.values()]
 
-    def _read_live(self, gpu_ids: list[int], resolved: list[ResolvedField]) -> dict[tuple[int, int], float]:
+    def _read_live(self, session: DcgmSession, gpu_ids: list[int], resolved: list[ResolvedField]) -> dict[tuple[int, int], float]:
         """Read fields once without a watch (DCGM_FV_FLAG_LIVE_DATA); blank or failed values are left out."""
+        assert self._decode is not None
         if not resolved or not gpu_ids:
             return {}
-        structs, fields_module = self._loaded.structs, self._loaded.fields
-        entities = []
-        for gpu_id in gpu_ids:
-            pair = structs.c_dcgmGroupEntityPair_t()
-            pair.entityGroupId = fields_module.DCGM_FE_GPU
-            pair.entityId = gpu_id
-            entities.append(pair)
         try:
-            values = self._loaded.agent.dcgmEntitiesGetLatestValues(self._handle, entities, [f.field_id for f in resolved], structs.DCGM_FV_FLAG_LIVE_DATA)
-        except structs.DCGMError as error:
+            values = session.latest(session.entities(gpu_ids), [f.field_id for f in resolved], live=True)
+        except session.error as error:
             log.info("cannot read the static DCGM fields (%s): maximum clocks are not exported", error)
             return {}
         out = {}
         for value in values:
             number, status = self._decode(value)
-            if number is not None and status == "ok":
+            if status == OK and number is not None:
                 out[(value.entityId, value.fieldId)] = number
         return out
 
-    def _watch(self) -> None:
-        structs = self._loaded.structs
-        groups = {
-            FAST: [f for f in self.fields if f.spec.cadence in (FAST, EVENT)],
-            SLOW: [f for f in self.fields if f.spec.cadence == SLOW],
-        }
-        self._watched = {}
-        for cadence, resolved in groups.items():
-            interval = self.slow_interval if cadence == SLOW else self.collect_interval
-            self._watch_group(cadence, resolved, interval)
-        profiling = [f for f in self.fields if f.spec.cadence == PROFILING]
-        self.profiling_refused = None
-        for attempt in (profiling, [f for f in profiling if f.field_id in CORE_PROFILING_IDS]):
-            try:
-                self._watch_group(PROFILING, attempt, self.collect_interval)
-            except structs.DCGMError as error:
-                name = self._error_name(error)
-                self.profiling_refused = f"{name}: {PROFILING_REFUSALS.get(name, str(error))}"
-                if name == "DCGM_ST_PROFILING_MULTI_PASS" and len(attempt) > len(CORE_PROFILING_IDS):
-                    log.info("DCGM cannot watch all %d profiling fields in one pass here; watching the core set %s", len(attempt), sorted(CORE_PROFILING_IDS))
-                    continue
-                break
-            self.profiling_refused = None
-            break
-        if self.profiling_refused:
-            self._log_once(f"profiling-{self.profiling_refused}", logging.WARNING, "DCGM refused the profiling fields (%s): SM activity and the other profiling metrics are not exported; gpueff_profiling_available is 0", self.profiling_refused)
-
-    def _watch_group(self, cadence: str, resolved: list[ResolvedField], interval: float) -> None:
-        if not resolved:
-            return
-        agent = self._loaded.agent
-        field_group = agent.dcgmFieldGroupCreate(self._handle, [f.field_id for f in resolved], f"gpueff-{cadence}-{os.getpid()}")
-        try:
-            agent.dcgmWatchFields(self._handle, self._group, field_group, int(interval * 1_000_000), max(3 * interval, 10.0), 2)
-        except self._loaded.structs.DCGMError:
-            agent.dcgmFieldGroupDestroy(self._handle, field_group)
-            raise
-        self._field_groups.append(field_group)
-        for each in resolved:
-            self._watched[each.field_id] = each
-
-    def _teardown(self) -> None:
-        """Drop the connection and everything made on it, ignoring errors (the engine may be gone)."""
-        if self.bindings is None or self._handle is None:
-            self._handle = None
-            return
-        agent, error_type = self._loaded.agent, self._loaded.structs.DCGMError
-        calls: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [(agent.dcgmFieldGroupDestroy, (self._handle, fg)) for fg in self._field_groups]
-        if self._group is not None:
-            calls.append((agent.dcgmGroupDestroy, (self._handle, self._group)))
-        calls.append((agent.dcgmDisconnect if self.host else agent.dcgmStopEmbedded, (self._handle,)))
-        for call, args in calls:
-            try:
-                call(*args)
-            except error_type:
-                pass
-        self._handle, self._group, self._field_groups, self._watched = None, None, [], {}
-
-    def _lost(self, reason: str) -> None:
+    def _lost(self, session: DcgmSession, reason: str) -> None:
         """The host engine stopped answering: every GPU is down until a reconnect works."""
-        self._teardown()
+        session.close()
         for gpu in self._gpus:
             gpu.connected = False
-            gpu.last_ts.clear()
+            gpu.clocks.clear()
             gpu.readings.clear()
+        self._xid.forget_baseline()
         self._reconnect_due = self.clock() + self._backoff
         log.warning("lost DCGM (%s): every GPU is reported down; reconnecting in %.0fs", reason, self._backoff)
 
-    def _try_reconnect(self) -> None:
-        structs = self._loaded.structs
+    def _try_reconnect(self, session: DcgmSession) -> None:
         try:
-            self._connect()
-        except structs.DCGMError as error:
-            self._teardown()
+            self._connect(session)
+        except session.error as error:
+            session.close()
             self._backoff = min(self._backoff * 2, RECONNECT_BACKOFF[1])
             self._reconnect_due = self.clock() + self._backoff
-            log.warning("reconnecting to DCGM failed (%s: %s); next try in %.0fs", self._error_name(error), error, self._backoff)
+            log.warning("reconnecting to DCGM failed (%s: %s); next try in %.0fs", session.error_name(error), error, self._backoff)
             return
         self._reconnect_due = None
         self._backoff = RECONNECT_BACKOFF[0]
         down = [gpu.info.index for gpu in self._gpus if not gpu.connected]
         log.info("reconnected to DCGM (%s): %d GPU(s) readable%s", self.mode, len(self._gpus) - len(down), f", still missing: {down}" if down else "")
 
+    # ---- pausing profiling (embedded mode) -----------------------------------------------------
+
+    def _follow_pause_file(self, session: DcgmSession) -> None:
+        if not self.pause_file:
+            return
+        wanted = os.path.exists(self.pause_file)
+        if wanted == self._paused:
+            return
+        try:
+            session.pause_profiling() if wanted else session.resume_profiling()
+        except session.error as error:
+            self._log_once(f"pause-{wanted}-{error}", logging.WARNING, "cannot %s DCGM profiling (%s)", "pause" if wanted else "resume", session.error_name(error))
+            return
+        self._paused = wanted
+        if wanted:
+            log.warning("DCGM profiling paused (%s exists): profiling metrics are missing until it is removed; Nsight and other profilers can run", self.pause_file)
+        else:
+            self._resume_guard_us = int((self.wall_clock() + self.collect_interval) * 1_000_000)
+            log.info("DCGM profiling resumed (%s removed)", self.pause_file)
+
     # ---- collection ----------------------------------------------------------------------------
 
     def collect(self) -> list[GpuSample]:
+        session = self.session
+        if session is None:
+            raise RuntimeError("DcgmBackend.collect called before start")
         if self._reconnect_due is not None and self.clock() >= self._reconnect_due:
-            self._try_reconnect()
+            self._try_reconnect(session)
         now = self.clock()
-        if self._handle is None:
+        if session.handle is None:
             return [down_sample(gpu.info, now) for gpu in self._gpus]
-        structs = self._loaded.structs
         try:
-            values = self._loaded.agent.dcgmEntitiesGetLatestValues(self._handle, self._entities, list(self._watched), 0)
-        except structs.DCGMError as error:
+            self._follow_pause_file(session)
+            values = session.latest(self._entities, self._read_ids)
+        except session.error as error:
             self.errors_total += 1
-            self._lost(f"{self._error_name(error)}: {error}")
+            self._lost(session, f"{session.error_name(error)}: {error}")
             return [down_sample(gpu.info, now) for gpu in self._gpus]
         by_gpu: dict[int, list[Any]] = {}
-        for value in values:
+        for value in values:  # DCGM does not promise any order
             by_gpu.setdefault(value.entityId, []).append(value)
+        fast = {f for f, resolved in self._by_id.items() if resolved.spec.cadence == FAST}
+        not_watched = session.structs.DCGM_ST_NOT_WATCHED
+        if values and all(v.status == not_watched for v in values if v.fieldId in fast):
+            self.errors_total += 1
+            self._lost(session, "DCGM no longer watches the exporter's fields (DCGM_ST_NOT_WATCHED)")
+            return [down_sample(gpu.info, now) for gpu in self._gpus]
         samples = []
         for gpu in self._gpus:
-            gpu_values = by_gpu.get(gpu.gpu_id, [])
-            if not gpu.connected or (gpu_values and all(v.status == structs.DCGM_ST_GPU_IS_LOST for v in gpu_values)):
-                self._log_once(f"lost-{gpu.info.uuid}", logging.WARNING, "GPU %d (%s): DCGM reports it lost; it is reported down", gpu.info.index, gpu.info.uuid)
+            if not gpu.connected:
                 samples.append(down_sample(gpu.info, now))
                 continue
-            sample = self._sample(gpu, gpu_values, now)
-            statuses = [reading.status for field_id, reading in gpu.readings.items() if field_id in self._watched and self._watched[field_id].spec.cadence == FAST]
-            if "stale" in statuses and "ok" not in statuses:
-                self._log_once(f"stale-{gpu.info.uuid}", logging.WARNING, "GPU %d (%s): DCGM's values stopped updating; it is reported down until they move again", gpu.info.index, gpu.info.uuid)
+            sample = self._sample(gpu, by_gpu.get(gpu.gpu_id, []), now)
+            statuses = {reading.status for field_id, reading in gpu.readings.items() if field_id in fast}
+            if OK not in statuses:
+                self._log_down(session, gpu, statuses)
                 sample = down_sample(gpu.info, now)
+            else:
+                self._logged.discard(f"down-{gpu.info.uuid}")
             samples.append(sample)
         return samples
 
+    def _log_down(self, session: DcgmSession, gpu: _Gpu, statuses: set[str]) -> None:
+        key = f"down-{gpu.info.uuid}"
+        if key in self._logged:
+            return
+        if statuses == {STALE} or statuses == {STALE, BLANK}:
+            why = "DCGM's values stopped updating"
+        elif session.gpu_lost(gpu.gpu_id) or "DCGM_ST_GPU_IS_LOST" in statuses:
+            why = "DCGM reports it lost"
+        else:
+            why = f"none of its device fields has a value ({', '.join(sorted(statuses)) or 'no answer'})"
+        self._log_once(key, logging.WARNING, "GPU %d (%s): %s; it is reported down until its values come back", gpu.info.index, gpu.info.uuid, why)
+
     def _sample(self, gpu: _Gpu, values: list[Any], now: float) -> GpuSample:
+        assert self._decode is not None
         sample = GpuSample(device=gpu.info, timestamp=now)
-        counts = self._xid_counts.setdefault(gpu.info.uuid, {})
         for raw in values:
-            resolved = self._watched.get(raw.fieldId)
+            resolved = self._by_id.get(raw.fieldId)
             if resolved is None:
                 continue
             spec = resolved.spec
             number, status = self._decode(raw)
-            previous = gpu.last_ts.get(raw.fieldId)
             if spec.cadence == EVENT:
-                # The first reading after (re)connecting is the baseline: an Xid counts when its timestamp is new.
-                if number is not None and status == "ok" and previous is not None and raw.ts != previous[0]:
-                    counts[int(number)] = counts.get(int(number), 0) + 1
-                    log.warning("Xid %d on GPU %d (%s)", int(number), gpu.info.index, gpu.info.uuid)
-                if previous is None or raw.ts != previous[0]:
-                    gpu.last_ts[raw.fieldId] = (raw.ts, now)
+                self._xid.observe(gpu.info.uuid, gpu.info.index, number if status == OK else None, raw.ts)
                 gpu.readings[raw.fieldId] = FieldReading(number, status)
                 continue
-            if status == "ok":
-                if previous is None or raw.ts != previous[0]:
-                    gpu.last_ts[raw.fieldId] = (raw.ts, now)
-                elif now - previous[1] > self._stale_limit(spec.cadence):
-                    status = "stale"
-            gpu.readings[raw.fieldId] = FieldReading(number if status == "ok" else None, status)
-            if number is None or status != "ok":
+            if spec.cadence == PROFILING and raw.fieldId not in gpu.profiling.watched:
+                continue  # watched on other GPUs only: DCGM answers DCGM_ST_NOT_WATCHED here
+            if status == OK and not gpu.clocks.observe(raw.fieldId, raw.ts, now) and gpu.clocks.stale(raw.fieldId, now, self._stale_limit(spec.cadence)):
+                status = STALE
+            if spec.cadence == PROFILING and (self._paused or (status == OK and raw.ts < self._resume_guard_us)):
+                status = PAUSED
+            gpu.readings[raw.fieldId] = FieldReading(number if status == OK else None, status)
+            if status != OK or number is None:
                 continue
             if spec.target.startswith("profiling:"):
                 key = spec.target.split(":", 1)[1]
                 scaled = max(0.0, number * spec.scale)
                 sample.profiling[key] = min(scaled, 1.0) if key in ACTIVITY_METRICS else scaled
                 if raw.fieldId == SM_ACTIVE_ID:
-                    sample.window_seconds = self._window(previous, raw.ts)
+                    sample.window_seconds = gpu.clocks.window(SM_ACTIVE_ID, self.collect_interval)
             elif spec.target in BOOLEAN_TARGETS:
                 setattr(sample, spec.target, bool(number))
             elif spec.target in INTEGER_TARGETS:
                 setattr(sample, spec.target, int(number))
             else:
                 setattr(sample, spec.target, number * spec.scale)
-        sample.xid_errors = dict(counts)
+        sample.xid_errors = self._xid.counts(gpu.info.uuid)
         sample.profiling_available = "sm_active" in sample.profiling
         return sample
-
-    def _window(self, previous: tuple[int, float] | None, ts: int) -> float:
-        """The time a profiling ratio covers: the gap between DCGM's last two updates, else the watch interval."""
-        if previous is not None and ts > previous[0]:
-            return (ts - previous[0]) / 1_000_000
-        return self.collect_interval
 
     def _stale_limit(self, cadence: str) -> float:
         interval = self.slow_interval if cadence == SLOW else self.collect_interval
         return 3 * interval + 2.0
-
-    def _decode(self, raw: Any) -> tuple[float | None, str]:
-        """A field value's number and status; DCGM's blank sentinels are "blank", never a number."""
-        structs, value_module = self._loaded.structs, self._loaded.value
-        if raw.status != structs.DCGM_ST_OK:
-            return None, self._status_name(raw.status)
-        kind = chr(raw.fieldType)
-        if kind == self._loaded.fields.DCGM_FT_DOUBLE:
-            number = float(raw.value.dbl)
-            return (None, "blank") if value_module.DCGM_FP64_IS_BLANK(number) else (number, "ok")
-        if kind in (self._loaded.fields.DCGM_FT_INT64, self._loaded.fields.DCGM_FT_TIMESTAMP):
-            number = int(raw.value.i64)
-            return (None, "blank") if value_module.DCGM_INT64_IS_BLANK(number) else (float(number), "ok")
-        return None, f"unexpected field type {kind!r}"
 
     # ---- auto selection and check ----------------------------------------------------------------
 
@@ -460,32 +394,12 @@ class DcgmBackend(Backend):
             self.sleep(min(0.25, self.collect_interval))
 
     def readings(self) -> dict[str, dict[int, FieldReading]]:
-        """The last raw reading of every watched field, by GPU UUID and field ID."""
+        """The last raw reading of every field read, by GPU UUID and field ID."""
         return {gpu.info.uuid: dict(gpu.readings) for gpu in self._gpus}
 
     # ---- helpers -------------------------------------------------------------------------------
-
-    def _error_name(self, error: Exception) -> str:
-        return self._status_name(getattr(error, "value", None))
-
-    def _status_name(self, code: Any) -> str:
-        for name in dir(self._loaded.structs):
-            if name.startswith("DCGM_ST_") and getattr(self._loaded.structs, name) == code:
-                return name
-        return f"DCGM status {code}"
 
     def _log_once(self, key: str, level: int, message: str, *args: Any) -> None:
         if key not in self._logged:
             self._logged.add(key)
             log.log(level, message, *args)
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _number(value: Any, value_module: Any) -> float | None:
-    """A number from a device-attributes struct, None where DCGM left it blank."""
-    if value is None or value_module.DCGM_INT32_IS_BLANK(int(value)):
-        return None
-    return float(value)

@@ -74,9 +74,6 @@ FIELDS: tuple[DcgmField, ...] = (
     _f(1016, "DCGM_FI_PROF_INT_UTIL_RATIO DCGM_FI_PROF_PIPE_INT_ACTIVE", "profiling:integer_active", 1, PROFILING),
 )
 
-# Where the whole profiling set cannot be watched at once (DCGM_ST_PROFILING_MULTI_PASS on pre-Hopper
-# GPUs), this core set is what dcgm-exporter watches by default and fits one pass.
-CORE_PROFILING_IDS = frozenset({1001, 1002, 1003, 1004, 1005, 1009, 1010, 1011, 1012})
 SM_ACTIVE_ID = 1002
 BOOLEAN_TARGETS = frozenset({"remapped_rows_pending", "remapped_rows_failure"})
 INTEGER_TARGETS = frozenset({"clock_event_reasons", "index"})

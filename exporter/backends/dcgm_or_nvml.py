@@ -82,7 +82,7 @@ class AutoBackend(Backend):
         self._devices = devices
         if dcgm.profiling_answers(self.probe_timeout):
             self._chosen = dcgm
-            log.info("backend auto: using DCGM (%s, bindings from %s): profiling fields answer", dcgm.mode, dcgm.bindings.path if dcgm.bindings else "?")
+            log.info("backend auto: using DCGM (%s, bindings from %s): profiling fields answer", dcgm.mode, dcgm.bindings.path)
             return dcgm, ""
         return dcgm, f"DCGM runs but gives no profiling fields ({dcgm.profiling_refused or f'no GPU gave SM activity within {self.probe_timeout:.0f}s'})"
 
@@ -101,7 +101,14 @@ def live_backend(kind: str, args: argparse.Namespace, config: Config) -> Backend
     """The backend for ``--backend dcgm`` or ``--backend auto`` from the daemon's flags and config."""
 
     def make_dcgm() -> DcgmBackend:
-        return DcgmBackend(args.dcgm_bindings_path, args.dcgm_host, config.collect_interval, config.slow_collect_interval)
+        return DcgmBackend(
+            args.dcgm_bindings_path,
+            args.dcgm_host,
+            config.collect_interval,
+            config.slow_collect_interval,
+            multi_pass=args.dcgm_multi_pass,
+            pause_file=args.dcgm_pause_file,
+        )
 
     if kind == "dcgm":
         return make_dcgm()
