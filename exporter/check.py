@@ -19,6 +19,7 @@ from exporter import logs
 from exporter.backends.base import BackendUnavailable
 from exporter.backends.dcgm import DcgmBackend, FieldReading
 from exporter.backends.dcgm_field_table import FIELDS, PROFILING, STATIC
+from exporter.backends.dcgm_profiling import GpuProfiling
 from exporter.backends.nvml import GPM_MIN_SAMPLE_GAP, NvmlBackend
 from exporter.sample import PROFILING_METRICS, GpuSample
 
@@ -39,6 +40,7 @@ class BackendResult:
     readings: dict[str, dict[int, FieldReading]] = dataclasses.field(default_factory=dict)
     field_names: dict[int, str] = dataclasses.field(default_factory=dict)
     profiling_refused: str | None = None
+    profiling_support: dict[str, GpuProfiling] = dataclasses.field(default_factory=dict)  # by GPU UUID
 
 
 def parser() -> argparse.ArgumentParser:
@@ -75,7 +77,7 @@ def check_dcgm(make: Callable[[], DcgmBackend], sleep: Callable[[float], None] =
             how = f"no SM activity within {PROBE_TIMEOUT:.0f}s"
         assert backend.bindings is not None  # start() loaded them
         summary = f"works: {backend.mode}, bindings from {backend.bindings.path}, {len(devices)} GPU(s); {how}"
-        return BackendResult("dcgm", samples, summary, True, profiling, readings, names, backend.profiling_refused)
+        return BackendResult("dcgm", samples, summary, True, profiling, readings, names, backend.profiling_refused, backend.profiling)
     finally:
         backend.close()
 
@@ -121,10 +123,37 @@ def _dcgm_field(result: BackendResult, uuid: str, row: str) -> str:
     if name is None:
         return f"{spec.names[0]} ({spec.field_id}): unknown to this DCGM"
     reading = result.readings.get(uuid, {}).get(spec.field_id)
-    if reading is None and spec.cadence == PROFILING and result.profiling_refused:
-        return f"{name}: not watched, profiling refused"
+    if reading is None and spec.cadence == PROFILING:
+        return f"{name}: {_why_not_watched(result.profiling_support.get(uuid), spec.field_id)}"
     status = "not watched" if reading is None else reading.status
     return name if status == "ok" else f"{name}: {status}"
+
+
+def _why_not_watched(support: GpuProfiling | None, field_id: int) -> str:
+    if support is None or support.not_supported:
+        return f"not watched, no profiling on this GPU ({support.not_supported if support else 'unknown'})"
+    if field_id in support.refused:
+        return f"not watched, refused ({support.refused[field_id]})"
+    if field_id not in support.supported:
+        return "not supported on this GPU"
+    if field_id not in support.chosen:
+        return "not watched: not in the single pass (--dcgm.multi-pass watches it)"
+    return "not watched"
+
+
+def _ids(field_ids: frozenset[int]) -> str:
+    return ",".join(str(each) for each in sorted(field_ids)) or "none"
+
+
+def _profiling_line(support: GpuProfiling | None) -> str:
+    """Which profiling fields DCGM supports on one GPU and which the exporter watches."""
+    if support is None:
+        return "  dcgm profiling fields: unknown"
+    if support.not_supported:
+        return f"  dcgm profiling fields: none ({support.not_supported})"
+    line = f"  dcgm profiling fields: supported {_ids(support.supported)}; watched {_ids(support.watched)}"
+    skipped = support.supported - support.watched
+    return line + (f"; not watched {_ids(skipped)}" if skipped else "")
 
 
 def report(dcgm: BackendResult, nvml: BackendResult, out: TextIO) -> int:
@@ -139,6 +168,8 @@ def report(dcgm: BackendResult, nvml: BackendResult, out: TextIO) -> int:
         sample = dcgm.samples.get(uuid) or nvml.samples[uuid]
         device = sample.device
         out.write(f"\nGPU {device.index}  {device.name}  {uuid}  driver {device.driver or '?'}\n")
+        if dcgm.works:
+            out.write(_profiling_line(dcgm.profiling_support.get(uuid)) + "\n")
         out.write(f"  {'reading':<30} {'nvml':>12} {'dcgm':>12}  dcgm field\n")
         for row in ROWS:
             field_text = _dcgm_field(dcgm, uuid, row) if dcgm.works else ""
@@ -161,6 +192,6 @@ def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     logs.setup(args.log_level)
     return run(
-        lambda: DcgmBackend(args.dcgm_bindings_path, args.dcgm_host, collect_interval=CHECK_INTERVAL, slow_interval=1.0),
+        lambda: DcgmBackend(args.dcgm_bindings_path, args.dcgm_host, collect_interval=CHECK_INTERVAL, slow_interval=1.0, multi_pass=args.dcgm_multi_pass),
         lambda: NvmlBackend(slow_interval=1.0),
     )

@@ -53,6 +53,20 @@ def test_check_lists_backends_and_fields_and_exits_0_with_dcgm_profiling(trace_p
     assert lines["sm_active"].rstrip().endswith("DCGM_FI_PROF_SM_UTIL_RATIO (1002)")
     assert "DCGM_FI_DEV_MEMORY_TEMP_CELSIUS (140): blank" in lines["memory_temperature_celsius"]
     assert "(no DCGM field)" in lines["process_count"]
+    assert "dcgm profiling fields: supported 1001,1002,1003,1004,1005,1006,1007,1008,1009,1010,1011,1012,1013,1014,1015,1016; watched 1001," in output
+
+
+def test_check_reports_per_gpu_which_profiling_fields_dcgm_supports_and_watches(trace_paths):
+    traces = os.pathsep.join(str(trace_paths[name]) for name in ("matmul_8192", "idle", "idle"))
+    code, output, _ = run_check("--dcgm.bindings-path", FAKE, FAKE_DCGM_TRACES=traces, FAKE_DCGM_GPUS="ampere,l4,pascal")
+    gpus = output.split("\nGPU ")[1:]
+    assert "dcgm profiling fields: supported 1001,1002,1003,1004,1005,1006,1007,1008,1009,1010,1011,1012,1013,1014,1015,1016; watched 1001,1002,1003,1004,1005,1007,1009,1010,1011,1012; not watched 1006,1008,1013,1014,1015,1016" in gpus[0]
+    assert "DCGM_FI_PROF_FP64_UTIL_RATIO (1006): not watched: not in the single pass (--dcgm.multi-pass watches it)" in gpus[0]
+    assert "dcgm profiling fields: supported 1001,1002,1003,1004,1005,1006,1007,1008,1009,1010; watched 1001,1002,1003,1004,1005,1007,1009,1010; not watched 1006,1008" in gpus[1]
+    assert "DCGM_FI_PROF_NVLINK_TX_BYTES (1011): not supported on this GPU" in gpus[1]
+    assert "dcgm profiling fields: none (DCGM_ST_PROFILING_NOT_SUPPORTED" in gpus[2]
+    code, output, _ = run_check("--dcgm.bindings-path", FAKE, "--dcgm.multi-pass", FAKE_DCGM_TRACES=traces, FAKE_DCGM_GPUS="ampere,l4,pascal")
+    assert "watched 1001,1002,1003,1004,1005,1006,1007,1008,1009,1010,1011,1012,1013,1014,1015,1016\n" in output.split("\nGPU ")[1]
 
 
 def test_check_exits_1_when_profiling_is_refused(trace_paths):
@@ -60,7 +74,7 @@ def test_check_exits_1_when_profiling_is_refused(trace_paths):
     if not nvml_usable():  # with a GPU here, NVML decides the status
         assert code == 1, output
     assert "profiling fields refused: DCGM_ST_IN_USE" in output
-    assert "DCGM_FI_PROF_SM_UTIL_RATIO (1002): not watched, profiling refused" in output
+    assert "DCGM_FI_PROF_SM_UTIL_RATIO (1002): not watched, refused (DCGM_ST_IN_USE: another profiler" in output
 
 
 def test_check_exits_2_when_no_live_backend_works(tmp_path):
