@@ -22,15 +22,24 @@ import logging
 import os
 import secrets
 import time
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from exporter.backends import dcgm_profiling
 from exporter.backends.base import Backend, BackendUnavailable
 from exporter.backends.dcgm_bindings import Bindings, load_bindings
 from exporter.backends.dcgm_decode import BLANK, OK, STALE, Decoder, FieldReading, int32_or_none, text
-from exporter.backends.dcgm_field_table import BOOLEAN_TARGETS, EVENT, FAST, INTEGER_TARGETS, PROFILING, SLOW, SM_ACTIVE_ID, STATIC
+from exporter.backends.dcgm_field_table import (
+    BOOLEAN_TARGETS,
+    EVENT,
+    FAST,
+    INTEGER_TARGETS,
+    PROFILING,
+    SLOW,
+    SM_ACTIVE_ID,
+    STATIC,
+)
 from exporter.backends.dcgm_freshness import FieldClocks
 from exporter.backends.dcgm_profiling import GpuProfiling
 from exporter.backends.dcgm_resolve import ResolvedField, resolve_fields
