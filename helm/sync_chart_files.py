@@ -3,7 +3,8 @@
 
 Helm can only package files inside the chart, so the chart carries copies:
   dashboards/*.json                          -> gpu-efficiency-exporter/files/dashboards/
-  deploy/prometheus/*rules.yml               -> gpu-efficiency-exporter/files/rules/
+  deploy/prometheus/rules-source.yml         -> gpu-efficiency-exporter/files/rules/
+  (the chart's PrometheusRule template builds the rules from that source and the alert values)
 Run it after changing a dashboard or a rule; tests/test_helm_chart.py fails while the copies differ.
 With --check it changes nothing and exits 1 if a copy is missing, differs or is left over.
 """
@@ -22,8 +23,8 @@ CHART_FILES = ROOT / "helm" / "gpu-efficiency-exporter" / "files"
 def sources() -> dict[Path, Path]:
     """Chart copy -> project original."""
     pairs = {CHART_FILES / "dashboards" / path.name: path for path in sorted((ROOT / "dashboards").glob("*.json"))}
-    rules = sorted((ROOT / "deploy" / "prometheus").glob("*rules.yml"))  # not prometheus.yml, alertmanager.yml, *.test.yml
-    pairs.update({CHART_FILES / "rules" / path.name: path for path in rules})
+    source = ROOT / "deploy" / "prometheus" / "rules-source.yml"
+    pairs[CHART_FILES / "rules" / source.name] = source
     return pairs
 
 

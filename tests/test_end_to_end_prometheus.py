@@ -1,6 +1,8 @@
 """End to end: a real Prometheus scrapes the daemon (replaying the recorded H200 traces) and a real
 text-generation app; every dashboard panel query runs through Prometheus's HTTP API; a real
-Alertmanager delivers the mismatch alert of the replayed 1-thread spin trace to a webhook here.
+Alertmanager running the shipped deploy/prometheus/alertmanager.yml (its receivers' URLs pointed at
+a webhook here) pages on-call with the mismatch alert of the replayed 1-thread spin trace, and
+applies its inhibitions per device uuid.
 
 The live copy of the rules has every ``for:`` shortened to 1s (the real durations are covered by
 ``promtool test rules`` in test_rules.py).
@@ -25,9 +27,11 @@ from typing import Any
 
 import grafana_queries
 import pytest
+import yaml
 from conftest import ROOT, free_port, http_get, running_daemon
 
 RULES = ROOT / "deploy" / "prometheus" / "gpu-efficiency-rules.yml"
+ALERTMANAGER_CONFIG = ROOT / "deploy" / "prometheus" / "alertmanager.yml"
 DASHBOARDS = sorted((ROOT / "dashboards").glob("*.json"))
 SCRAPE_INTERVAL = 1.0
 MISMATCH_DESCRIPTION = "Your GPU shows high utilization but low compute activity. This often indicates a communication or memory bottleneck."
@@ -86,7 +90,7 @@ class Webhook:
     """A real HTTP receiver for Alertmanager's webhook notifications."""
 
     def __init__(self) -> None:
-        self.payloads: list[dict[str, Any]] = []
+        self.payloads: list[tuple[str, dict[str, Any]]] = []
         self.lock = threading.Lock()
         webhook = self
 
@@ -97,19 +101,21 @@ class Webhook:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 with webhook.lock:
-                    webhook.payloads.append(json.loads(body))
+                    webhook.payloads.append((self.path, json.loads(body)))
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/alerts"
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
-    def alerts(self, name: str) -> list[dict[str, Any]]:
+    def alerts(self, name: str, path: str | None = None) -> list[dict[str, Any]]:
+        """Alerts named ``name`` delivered (to the receiver at ``path``, or to any)."""
         with self.lock:
-            return [alert for payload in self.payloads for alert in payload["alerts"] if alert["labels"].get("alertname") == name]
+            return [alert for where, payload in self.payloads for alert in payload["alerts"]
+                    if alert["labels"].get("alertname") == name and path in (None, where)]
 
     def stop(self) -> None:
         self.server.shutdown()
@@ -130,6 +136,18 @@ class Prometheus:
 
     def query(self, expr: str) -> list[dict[str, Any]]:
         return self.api("query", query=expr)["result"]
+
+
+def alertmanager_config(webhook_url: str) -> str:
+    """The shipped alertmanager.yml with each receiver's URL pointed at the test webhook
+    (``/<receiver name>``) and the group timers at 1s; routes and inhibitions as shipped."""
+    config = yaml.safe_load(ALERTMANAGER_CONFIG.read_text())
+    for receiver in config["receivers"]:
+        for hook in receiver["webhook_configs"]:
+            hook["url"] = f"{webhook_url}/{receiver['name']}"
+            hook["send_resolved"] = False
+    config["route"].update(group_wait="1s", group_interval="1s")
+    return yaml.safe_dump(config)
 
 
 def shortened_rules(text: str) -> str:
@@ -170,10 +188,7 @@ def stack(tmp_path_factory) -> Iterator[dict[str, Any]]:
         stack.callback(webhook.stop)
 
         am_port = free_port()
-        (work / "alertmanager.yml").write_text(
-            "route:\n  receiver: test-webhook\n  group_by: [alertname, instance, gpu]\n  group_wait: 1s\n  group_interval: 1s\n  repeat_interval: 1h\n"
-            f"receivers:\n  - name: test-webhook\n    webhook_configs:\n      - url: {webhook.url}\n        send_resolved: false\n"
-        )
+        (work / "alertmanager.yml").write_text(alertmanager_config(webhook.url))
         alertmanager = Process("alertmanager", [binary("prometheus-alertmanager", "alertmanager"), f"--config.file={work / 'alertmanager.yml'}", f"--storage.path={work / 'am'}",
                                                 f"--web.listen-address=127.0.0.1:{am_port}", "--cluster.listen-address="], work / "alertmanager.log")
         stack.callback(alertmanager.stop)
@@ -216,7 +231,8 @@ def stack(tmp_path_factory) -> Iterator[dict[str, Any]]:
         # Enough samples for rate() over $__rate_interval (4 scrapes) and for the recording rules.
         wait_for("the app's token rate", lambda: prom.query("sum(rate(vllm:generation_tokens_total[4s])) > 0"), 20)
         time.sleep(max(0.0, started + 6 - time.time()))
-        yield {"prometheus": prom, "webhook": webhook, "daemon_metrics": daemon.metrics(), "started": started, "work": work, "load": load}
+        yield {"prometheus": prom, "webhook": webhook, "daemon_metrics": daemon.metrics(), "started": started, "work": work, "load": load,
+               "alertmanager": f"http://127.0.0.1:{am_port}"}
 
 
 def _label_values(prom: Prometheus, start: float, end: float) -> Callable[[str | None, str], list[str]]:
@@ -285,21 +301,41 @@ def test_processes_are_really_absent_in_replay(stack):
         assert f"\n{name}{{" not in stack["daemon_metrics"]
 
 
-def test_mismatch_alert_from_spin_trace_reaches_the_webhook(stack):
+def test_mismatch_alert_from_spin_trace_pages_on_call(stack):
     webhook: Webhook = stack["webhook"]
-    alerts = wait_for("the mismatch alert at the webhook", lambda: webhook.alerts("GpuHighUtilizationLowSmActivity"), 40, interval=0.5)
+    alerts = wait_for("the mismatch alert at the on-call webhook", lambda: webhook.alerts("GpuHighUtilizationLowSmActivity", "/gpu-oncall"), 40, interval=0.5)
     alert = alerts[0]
     assert alert["status"] == "firing"
     assert alert["labels"]["uuid"] == SPIN_UUID and alert["labels"]["gpu"] == "4"
-    assert alert["labels"]["severity"] == "warning"
+    assert alert["labels"]["severity"] == "critical"
     assert alert["annotations"]["description"] == MISMATCH_DESCRIPTION
-    # The spin trace's SM activity is 0.757 % (1 SM of 132): the summary carries it.
-    assert re.search(r"GPU 4 on 127\.0\.0\.1:\d+ looks busy but only 0\.75\d*% of its SMs are active\.$", alert["annotations"]["summary"]), alert["annotations"]["summary"]
-    assert "batch size" in alert["annotations"]["runbook"]
+    # The spin trace's SM activity is 0.757 % (1 SM of 132): the summary carries its mean.
+    assert re.search(r"GPU 4 on 127\.0\.0\.1:\d+ looked busy .* only 0\.75\d*% of its SMs were active\.$", alert["annotations"]["summary"]), alert["annotations"]["summary"]
+    assert alert["annotations"]["runbook_url"].endswith("/docs/dashboards-and-alerts.md#gpuhighutilizationlowsmactivity")
     # Only the spin trace is 'busy but not working': the matmul, copy, idle and tiny-kernel GPUs are not.
     assert {a["labels"]["uuid"] for a in webhook.alerts("GpuHighUtilizationLowSmActivity")} == {SPIN_UUID}
+    assert not webhook.alerts("GpuHighUtilizationLowSmActivity", "/gpu-team")
     firing = stack["prometheus"].api("alerts")["alerts"]
     assert {a["labels"]["uuid"] for a in firing if a["labels"]["alertname"] == "GpuHighUtilizationLowSmActivity"} == {SPIN_UUID}
+
+
+def test_shipped_inhibitions_match_on_the_device_uuid(stack):
+    """A lost MIG device silences the efficiency alert of itself, not of its sibling on the same GPU."""
+    webhook: Webhook = stack["webhook"]
+    common = {"job": "gpu-efficiency-exporter", "instance": "node9:9947", "gpu": "7"}
+    alerts = [
+        {"labels": {**common, "alertname": "GpuLost", "uuid": "MIG-x", "severity": "critical"}},
+        {"labels": {**common, "alertname": "GpuLowEfficiency", "uuid": "MIG-x", "severity": "warning"}},
+        {"labels": {**common, "alertname": "GpuLowEfficiency", "uuid": "MIG-y", "severity": "warning"}},
+    ]
+    request = urllib.request.Request(stack["alertmanager"] + "/api/v2/alerts", data=json.dumps(alerts).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=5) as response:
+        assert response.status == 200
+    wait_for("the lost MIG device to page", lambda: [a for a in webhook.alerts("GpuLost", "/gpu-oncall") if a["labels"]["uuid"] == "MIG-x"], 20, interval=0.3)
+    delivered = lambda: {a["labels"]["uuid"] for a in webhook.alerts("GpuLowEfficiency", "/gpu-team") if a["labels"]["instance"] == "node9:9947"}  # noqa: E731
+    wait_for("the sibling's low-efficiency alert", lambda: "MIG-y" in delivered(), 20, interval=0.3)
+    time.sleep(2)  # two more group intervals: the inhibited one must still be missing
+    assert delivered() == {"MIG-y"}
 
 
 def test_recording_rules_in_live_prometheus(stack):

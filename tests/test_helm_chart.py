@@ -149,3 +149,51 @@ def test_servicemonitor_prometheusrule_and_dashboards() -> None:
 def test_chart_copies_of_dashboards_and_rules_are_in_sync() -> None:
     result = subprocess.run([sys.executable, str(ROOT / "helm" / "sync_chart_files.py"), "--check"], capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, f"run helm/sync_chart_files.py: {result.stdout}{result.stderr}"
+
+
+def alert_rules(objects: dict[str, Any]) -> dict[str, Any]:
+    groups = objects["PrometheusRule/gpueff-gpu-efficiency-exporter"]["spec"]["groups"]
+    return {rule["alert"]: rule for group in groups for rule in group["rules"] if "alert" in rule}
+
+
+def test_every_alert_is_tunable_through_values() -> None:
+    defaults = alert_rules(render({"prometheusRule": {"enabled": True}}))
+    tuned = alert_rules(render({"prometheusRule": {"enabled": True, "runbookBaseUrl": "https://wiki.example/gpu", "alerts": {
+        "GpuTemperatureHigh": {"threshold": 80, "for": "1m", "severity": "critical"},
+        "GpuHighUtilizationLowSmActivity": {"threshold": 0.9},
+        "GpuLatencyBound": {"enabled": False},
+    }}}))
+    assert set(defaults) - set(tuned) == {"GpuLatencyBound"}
+    temperature = tuned["GpuTemperatureHigh"]
+    assert temperature["expr"] == "gpueff_temperature_celsius > 80" and defaults["GpuTemperatureHigh"]["expr"] == "gpueff_temperature_celsius > 85"
+    assert temperature["for"] == "1m" and temperature["labels"] == {"severity": "critical"}
+    assert "above 80 °C" in temperature["annotations"]["description"] and "For 1m" in temperature["annotations"]["description"]
+    assert temperature["annotations"]["runbook_url"] == "https://wiki.example/gpu#gputemperaturehigh"
+    assert ">= 0.9" in tuned["GpuHighUtilizationLowSmActivity"]["expr"] and ">= 0.7" in defaults["GpuHighUtilizationLowSmActivity"]["expr"]
+    # Untouched alerts keep their defaults (apart from the runbook base).
+    assert tuned["GpuLost"]["expr"] == defaults["GpuLost"]["expr"] and tuned["GpuLost"]["labels"] == defaults["GpuLost"]["labels"]
+
+
+def test_values_list_every_alert_with_its_defaults() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    source = yaml.safe_load((ROOT / "deploy" / "prometheus" / "rules-source.yml").read_text())
+    names = [rule["alert"] for group in source["alert_groups"] for rule in group["rules"]]
+    assert list(values["prometheusRule"]["alerts"]) == names
+    assert values["prometheusRule"]["runbookBaseUrl"] == source["runbook_base_url"]
+
+
+@pytest.mark.parametrize("alerts", [{"GpuTemperatureHgh": {"threshold": 80}}, {"GpuTemperatureHigh": {"threshold": "hot"}}, {"GpuTemperatureHigh": {"for": "five minutes"}}, {"GpuTemperatureHigh": {"treshold": 80}}])
+def test_a_wrong_alert_setting_fails_the_install(alerts: dict[str, Any]) -> None:
+    with pytest.raises(helm.HelmError):
+        render({"prometheusRule": {"enabled": True, "alerts": alerts}})
+
+
+def test_servicemonitor_limits_and_node_as_instance() -> None:
+    (endpoint,) = render(ALL_ON)["ServiceMonitor/gpueff-gpu-efficiency-exporter"]["spec"]["endpoints"]
+    monitor = render({**ALL_ON, "serviceMonitor": {"enabled": True, "sampleLimit": 5000, "labelLimit": 25}})["ServiceMonitor/gpueff-gpu-efficiency-exporter"]
+    assert monitor["spec"]["sampleLimit"] == 5000 and monitor["spec"]["labelLimit"] == 25
+    assert render(ALL_ON)["ServiceMonitor/gpueff-gpu-efficiency-exporter"]["spec"]["sampleLimit"] == 20000
+    assert {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "instance"} in endpoint["relabelings"]
+    plain = yaml.safe_load((ROOT / "deploy" / "kubernetes" / "servicemonitor.yaml").read_text())
+    assert plain["spec"]["sampleLimit"] == 20000 and plain["spec"]["labelLimit"] == 30
+    assert plain["spec"]["endpoints"][0]["relabelings"] == endpoint["relabelings"]
