@@ -59,7 +59,7 @@ def dump(data: Any) -> str:
 
 
 def load_source() -> dict[str, Any]:
-    source = yaml.safe_load(SOURCE.read_text(encoding="utf-8"))
+    source: dict[str, Any] = yaml.safe_load(SOURCE.read_text(encoding="utf-8"))
     for group in source["alert_groups"]:
         for rule in group["rules"]:
             uses = "$threshold" in rule["expr"]
