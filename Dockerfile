@@ -3,7 +3,8 @@
 #   docker build -t gpu-efficiency-exporter:0.1.0 .
 #   docker run --rm --gpus all -p 9947:9947 gpu-efficiency-exporter:0.1.0
 
-ARG PYTHON_IMAGE=python:3.12-slim-bookworm
+# CPython 3.13, one of the two Pythons tests/run.sh runs the whole suite on.
+ARG PYTHON_IMAGE=python:3.13-slim-trixie
 
 FROM ${PYTHON_IMAGE} AS build
 WORKDIR /src

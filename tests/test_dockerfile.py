@@ -9,6 +9,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -88,3 +89,14 @@ def test_the_build_context_builds_the_package_with_the_kubernetes_code(tmp_path:
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "exporter/kubernetes/podresources_pb2.py" in names
     assert any(name.startswith("exporter/traces/h200/") for name in names)
+
+
+def test_the_image_runs_a_python_the_tests_run_on() -> None:
+    """The image's Python minor is one tests/run.sh runs the whole suite on, and pyproject declares it."""
+    image = next(args for keyword, args in instructions() if keyword == "ARG" and args.startswith("PYTHON_IMAGE="))
+    minor = image.split(":", 1)[1].split("-", 1)[0]
+    assert minor == "3.13", image  # tests/run.sh: the machine's python3 (3.11) and CPython 3.13
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = {c.rsplit(" :: ", 1)[1] for c in pyproject["classifiers"] if c.startswith("Programming Language :: Python :: 3.")}
+    assert {"3.11", "3.12", minor} <= declared
+    assert pyproject["requires-python"] == ">=3.11"
