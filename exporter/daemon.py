@@ -69,7 +69,10 @@ def run(args: argparse.Namespace) -> int:
         else:
             backend = choose_backend(args, config)
         devices = backend.start()
-    except (ListenAddressError, ConfigError, WebConfigError, StartupError, BackendUnavailable) as error:
+    except BackendUnavailable as error:
+        log.error("%s%s", error, "" if args.demo or args.replay else "; run with --demo to replay recorded traces instead")
+        return 2
+    except (ListenAddressError, ConfigError, WebConfigError, StartupError) as error:
         log.error("%s", error)
         return 2
     if backend.replayed:

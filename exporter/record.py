@@ -118,7 +118,7 @@ def record(args: argparse.Namespace) -> int:
     try:
         trace = record_trace(NvmlBackend(slow_interval=args.interval), args.gpu, args.duration, args.interval)
     except BackendUnavailable as error:
-        log.error("%s", error)
+        log.error("%s: record reads a live GPU through NVML; run it where the NVIDIA driver is", error)
         return 2
     truth = {}
     if args.truth_tflops is not None:

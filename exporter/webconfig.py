@@ -12,7 +12,7 @@ The file looks like the one every official Prometheus exporter takes::
       headers:
         X-Content-Type-Options: nosniff
     basic_auth_users:
-      prometheus: $2y$10$...           # bcrypt hash, e.g. from: htpasswd -nBC 10 "" | tr -d ':\\n'
+      prometheus: $2y$10$...           # bcrypt hash, e.g. from: htpasswd -nBC 10 user | cut -d: -f2
 
 Everything is validated when the file is loaded (at start and on SIGHUP): unknown keys, bad values,
 unreadable certificates and malformed hashes raise ``WebConfigError`` naming the file and the key.
@@ -288,7 +288,7 @@ def _users(data: dict, where: str) -> dict[str, bytes]:
         if not isinstance(user, str) or not user or ":" in user:
             raise WebConfigError(f"{key}: a user name must be a non-empty string without ':'")
         if not isinstance(hashed, str) or not _BCRYPT_HASH.fullmatch(hashed):
-            raise WebConfigError(f"{key}: expected a bcrypt hash such as $2y$10$... (htpasswd -nBC 10 \"\" | tr -d ':\\n' makes one), not a plain password")
+            raise WebConfigError(f"{key}: expected a bcrypt hash such as $2y$10$... (htpasswd -nBC 10 user | cut -d: -f2 makes one), not a plain password")
         users[user] = hashed.encode()
     return users
 

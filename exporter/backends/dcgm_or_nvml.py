@@ -49,7 +49,6 @@ class AutoBackend(Backend):
         dcgm, dcgm_reason = self._try_dcgm()
         if self._chosen is not None:
             return self._devices
-        log.info("backend auto: not using DCGM for profiling: %s", dcgm_reason)
         nvml = self.make_nvml()
         try:
             devices = nvml.start()
@@ -64,7 +63,7 @@ class AutoBackend(Backend):
         self._chosen = nvml
         gpm = nvml.gpm_gpus
         if len(gpm) == len(devices):
-            log.info("backend auto: using NVML with GPM profiling metrics on all %d GPU(s)", len(devices))
+            log.info("backend auto: using NVML with GPM profiling metrics on all %d GPU(s); not using DCGM for profiling: %s", len(devices), dcgm_reason)
         elif gpm:
             log.warning("backend auto: using NVML; GPM profiling metrics on GPU(s) %s only: the others are older than Hopper and need DCGM for SM activity (%s)", gpm, dcgm_reason)
         else:

@@ -95,7 +95,7 @@ class NvmlBackend(Backend):
             try:
                 import pynvml
             except ImportError:
-                raise BackendUnavailable("the nvidia-ml-py package (module pynvml) is not installed: pip install nvidia-ml-py, or run with --demo to replay recorded traces") from None
+                raise BackendUnavailable("the nvidia-ml-py package (module pynvml) is not installed: pip install nvidia-ml-py") from None
             self._nvml = pynvml
         return self._nvml
 
@@ -109,10 +109,10 @@ class NvmlBackend(Backend):
         try:
             nvml.nvmlInit()
         except nvml.NVMLError as error:
-            raise BackendUnavailable(f"cannot initialise NVML ({error}): no usable NVIDIA driver on this machine; run with --demo to replay recorded traces instead") from None
+            raise BackendUnavailable(f"cannot initialise NVML ({error}): no usable NVIDIA driver on this machine") from None
         self._open_devices()
         if not self._gpus:
-            raise BackendUnavailable("NVML found no NVIDIA GPU on this machine; run with --demo to replay recorded traces instead")
+            raise BackendUnavailable("NVML found no NVIDIA GPU on this machine")
         self._start_xid_thread()
         return [gpu.info for gpu in self._gpus]
 

@@ -97,8 +97,11 @@ def main(argv: list[str]) -> int:
         lines, readings = from_traces(args.replay) if args.replay else from_gpu(args, names)
         if args.replay and args.workload:
             readings = [reading for reading in readings if reading.workload in names]
-    except (ConfigError, TraceError, SelftestUnavailable, BackendUnavailable) as error:
+    except (ConfigError, TraceError) as error:
         log.error("selftest cannot run: %s", error)
+        return 2
+    except (SelftestUnavailable, BackendUnavailable) as error:
+        log.error("selftest cannot run: %s. Without a GPU, `selftest --replay FILE...` checks recorded traces (such as exporter/traces/h200/*.json)", error)
         return 2
     results = check_readings(readings, config)
     sys.stdout.write(render(results, lines, markdown=args.markdown))
