@@ -34,7 +34,11 @@ def test_every_config_key_is_in_the_readme():
 
 
 def test_the_two_setup_commands_and_ci():
-    assert "pip install . && gpu-efficiency-exporter --demo" in README
-    assert "bash tests/run.sh" in README
+    quick_start = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```sh\n(.*?)```", quick_start, re.S)
+    assert [block.strip() for block in blocks] == [
+        "python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/gpu-efficiency-exporter --demo",
+        "bash tests/run.sh",
+    ]
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "tests/run.sh" in ci
