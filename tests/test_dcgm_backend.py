@@ -624,3 +624,49 @@ def test_the_window_is_dcgms_update_gap_not_the_fallback_interval(engine_control
         assert dcgm.collect()[0].window_seconds == pytest.approx(0.2)  # updates missed in between: at most the watch interval
     finally:
         dcgm.close()
+
+
+def test_daemon_pauses_embedded_profiling_while_the_pause_file_exists(trace_paths, tmp_path):
+    pause = tmp_path / "pause-profiling"
+    env = {"FAKE_DCGM_TRACES": str(trace_paths["matmul_8192"]), "FAKE_DCGM_GPUS": "ampere"}
+    profiling = 'gpueff_profiling_available{gpu="0",uuid="GPU-fakedcgm-0-matmul_8192"}'
+    with running_daemon("--backend", "dcgm", "--dcgm.bindings-path", FAKE, "--dcgm.pause-file", str(pause), "--collect-interval", "100ms", env=env) as daemon:
+        wait_for(daemon, lambda b: "gpueff_sm_active_ratio{" in b and f"{profiling} 1" in b)
+        pause.touch()
+        paused = wait_for(daemon, lambda b: f"{profiling} 0" in b)
+        assert "gpueff_sm_active_ratio{" not in paused and "gpueff_tensor_active_ratio{" not in paused
+        assert 'gpueff_gpu_up{gpu="0",uuid="GPU-fakedcgm-0-matmul_8192"} 1' in paused and "gpueff_power_watts{" in paused
+        pause.unlink()
+        wait_for(daemon, lambda b: "gpueff_sm_active_ratio{" in b and f"{profiling} 1" in b)
+
+
+def test_daemon_as_a_normal_user_serves_device_metrics_without_profiling(trace_paths):
+    env = {"FAKE_DCGM_TRACES": str(trace_paths["matmul_8192"]), "FAKE_DCGM_ROOT": "0"}
+    with running_daemon("--backend", "dcgm", "--dcgm.bindings-path", FAKE, "--collect-interval", "100ms", env=env) as daemon:
+        body = wait_for(daemon, lambda b: "gpueff_power_watts{" in b)
+        daemon.stop()
+        assert 'gpueff_profiling_available{gpu="0",uuid="GPU-fakedcgm-0-matmul_8192"} 0' in body and "gpueff_sm_active_ratio{" not in body
+    assert "the exporter itself must run as root" in daemon.output
+
+
+def test_a_profiling_watch_refused_while_nsight_holds_the_counters_is_tried_again(engine_control):
+    engine_control.CONTROL.profiling_refusal = "DCGM_ST_IN_USE"
+    engine_control.CONTROL.gpu_kinds = ["ampere", "l4"]  # two profiling groups of their own
+    clock = Clock()
+    dcgm = backend(clock=clock)
+    dcgm.start()
+    try:
+        engine = engine_control.CONTROL.embedded[-1]
+        groups = len(engine.groups)
+        assert dcgm.profiling_refused.startswith("DCGM_ST_IN_USE") and not dcgm.collect()[0].profiling_available
+        clock.now += 61
+        dcgm.collect()  # still in use: tried again, refused again, and no DCGM group left behind
+        assert len(engine.groups) == groups and dcgm.profiling_refused.startswith("DCGM_ST_IN_USE")
+        engine_control.CONTROL.profiling_refusal = None  # the profiler is done
+        clock.now += 61
+        dcgm.collect()
+        assert dcgm.profiling_refused is None and 1002 in engine.watched(0) and 1002 in engine.watched(1)
+        time.sleep(0.25)
+        assert all(s.profiling_available for s in dcgm.collect())
+    finally:
+        dcgm.close()

@@ -50,6 +50,7 @@ from exporter.sample import ACTIVITY_METRICS, DeviceInfo, GpuSample, down_sample
 log = logging.getLogger(__name__)
 
 RECONNECT_BACKOFF = (1.0, 60.0)  # first and largest wait between reconnection attempts
+PROFILING_RETRY = 60.0  # seconds between tries of a profiling watch refused as a whole (e.g. DCGM_ST_IN_USE)
 PAUSED = "paused"
 
 __all__ = ["DcgmBackend", "FieldReading", "ResolvedField"]
@@ -105,6 +106,9 @@ class DcgmBackend(Backend):
         self._reconnect_due: float | None = None
         self._backoff = RECONNECT_BACKOFF[0]
         self._paused = False
+        self._all_gpus_group: Any = None
+        self._profiling_groups = 0  # numbers the profiling groups' names
+        self._profiling_retry_due: float | None = None
         self._resume_guard_us = 0  # embedded: profiling values older than this came from before the resume
         self._logged: set[str] = set()
 
@@ -164,30 +168,45 @@ class DcgmBackend(Backend):
             if resolved:
                 session.watch(group, [f.field_id for f in resolved], interval, cadence)
                 self._by_id.update({f.field_id: f for f in resolved})
-        self._watch_profiling(session, group, gpu_ids)
-        self._read_ids = list(self._by_id)
+        self._all_gpus_group = group
+        self._watch_profiling(session, [gpu for gpu in self._gpus if gpu.connected])
         if self._paused:
             session.pause_profiling()  # a new embedded engine starts unpaused
         session.update_all()
 
-    def _watch_profiling(self, session: DcgmSession, all_gpus: Any, gpu_ids: list[int]) -> None:
+    def _watch_profiling(self, session: DcgmSession, gpus: list[_Gpu]) -> None:
+        """Choose and watch the profiling fields of ``gpus``; a refusal that no smaller watch avoids
+        (another profiler holds the counters, say) is tried again every PROFILING_RETRY seconds."""
         assert self._decode is not None
         profiling = {f.field_id: f for f in self.fields if f.spec.cadence == PROFILING}
-        wanted = frozenset(profiling)
-        live = [gpu for gpu in self._gpus if gpu.connected]
-        for gpu in live:
-            gpu.profiling = dcgm_profiling.plan(session, gpu.gpu_id, wanted, self.multi_pass, self._decode)
+        for gpu in gpus:
+            gpu.profiling = dcgm_profiling.plan(session, gpu.gpu_id, frozenset(profiling), self.multi_pass, self._decode)
         # DCGM watches profiling fields only on a group of identical GPUs; one group per model and choice.
         partitions: dict[tuple[str, frozenset[int]], list[_Gpu]] = {}
-        for gpu in live:
+        for gpu in gpus:
             if gpu.profiling.chosen:
                 partitions.setdefault((gpu.info.name, gpu.profiling.chosen), []).append(gpu)
-        for number, members in enumerate(partitions.values()):
+        every_gpu = sorted(gpu.gpu_id for gpu in self._gpus if gpu.connected)
+        for members in partitions.values():
             ids = [gpu.gpu_id for gpu in members]
-            group = all_gpus if sorted(ids) == sorted(gpu_ids) else session.group(ids, f"prof{number}")
-            dcgm_profiling.watch(session, group, [gpu.profiling for gpu in members], self.collect_interval, str(number))
+            self._profiling_groups += 1
+            label = f"prof{self._profiling_groups}"
+            shared = sorted(ids) == every_gpu
+            group = self._all_gpus_group if shared else session.group(ids, label)
+            dcgm_profiling.watch(session, group, [gpu.profiling for gpu in members], self.collect_interval, label)
+            if not members[0].profiling.watched and not shared:
+                session.drop_group(group)  # DCGM allows few groups: none is kept for a refused watch
             self._by_id.update({f: profiling[f] for gpu in members for f in gpu.profiling.watched})
-        self._report_profiling(live)
+        self._read_ids = list(self._by_id)
+        self._report_profiling(gpus)
+        retry = any(SM_ACTIVE_ID in gpu.profiling.chosen and SM_ACTIVE_ID not in gpu.profiling.watched for gpu in gpus)
+        self._profiling_retry_due = self.clock() + PROFILING_RETRY if retry else None
+
+    def _retry_profiling(self, session: DcgmSession) -> None:
+        self._profiling_retry_due = None
+        retry = [gpu for gpu in self._gpus if gpu.connected and SM_ACTIVE_ID in gpu.profiling.chosen and SM_ACTIVE_ID not in gpu.profiling.watched]
+        log.debug("trying the refused DCGM profiling watch again on GPU(s) %s", [gpu.info.index for gpu in retry])
+        self._watch_profiling(session, retry)
 
     def _report_profiling(self, gpus: list[_Gpu]) -> None:
         reasons = []
@@ -202,7 +221,11 @@ class DcgmBackend(Backend):
             reason = state.not_supported or state.refused.get(SM_ACTIVE_ID) or "DCGM does not list SM activity (1002) for this GPU"
             reasons.append(reason)
             self._log_once(f"profiling-{gpu.info.uuid}-{reason}", logging.WARNING, "%s: no SM activity from DCGM (%s): SM activity and the other profiling metrics are missing there; gpueff_profiling_available is 0", label, reason)
-        self.profiling_refused = reasons[0] if reasons and len(reasons) == len(gpus) else None
+        connected = [gpu for gpu in self._gpus if gpu.connected]
+        if any(SM_ACTIVE_ID in gpu.profiling.watched for gpu in connected):
+            self.profiling_refused = None
+        elif reasons:
+            self.profiling_refused = reasons[0]
 
     def _open_gpus(self, session: DcgmSession, gpu_ids: list[int]) -> None:
         value_module = session.bindings.value
@@ -305,6 +328,8 @@ class DcgmBackend(Backend):
             return [down_sample(gpu.info, now) for gpu in self._gpus]
         try:
             self._follow_pause_file(session)
+            if self._profiling_retry_due is not None and now >= self._profiling_retry_due:
+                self._retry_profiling(session)
             values = session.latest(self._entities, self._read_ids)
         except session.error as error:
             self.errors_total += 1
@@ -315,7 +340,8 @@ class DcgmBackend(Backend):
             by_gpu.setdefault(value.entityId, []).append(value)
         fast = {f for f, resolved in self._by_id.items() if resolved.spec.cadence == FAST}
         not_watched = session.structs.DCGM_ST_NOT_WATCHED
-        if values and all(v.status == not_watched for v in values if v.fieldId in fast):
+        fast_statuses = [v.status for v in values if v.fieldId in fast]
+        if fast_statuses and all(status == not_watched for status in fast_statuses):
             self.errors_total += 1
             self._lost(session, "DCGM no longer watches the exporter's fields (DCGM_ST_NOT_WATCHED)")
             return [down_sample(gpu.info, now) for gpu in self._gpus]

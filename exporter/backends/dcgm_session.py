@@ -138,6 +138,13 @@ class DcgmSession:
             self.agent.dcgmGroupAddEntity(self.handle, group, self.bindings.fields.DCGM_FE_GPU, gpu_id)
         return group
 
+    def drop_group(self, group: Any) -> None:
+        try:
+            self.agent.dcgmGroupDestroy(self.handle, group)
+        except self.error:
+            pass
+        self._groups.remove(group)
+
     def watch(self, group: Any, field_ids: list[int], interval: float, purpose: str) -> None:
         """Watch ``field_ids`` on ``group`` every ``interval`` seconds. DCGM watches all of them or none;
         a refusal raises DCGMError and leaves no field group behind."""
