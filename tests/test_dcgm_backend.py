@@ -670,3 +670,20 @@ def test_a_profiling_watch_refused_while_nsight_holds_the_counters_is_tried_agai
         assert all(s.profiling_available for s in dcgm.collect())
     finally:
         dcgm.close()
+
+
+@pytest.mark.parametrize("architecture_call", [True, False], ids=["dcgmGetGpuChipArchitecture", "compute-capability-field"])
+@pytest.mark.parametrize(("kind", "watched"), [("hopper", 16), ("ampere", 10)])
+def test_the_one_pass_rule_applies_before_hopper_told_by_architecture_or_compute_capability(engine_control, monkeypatch, architecture_call, kind, watched):
+    import dcgm_agent
+
+    if not architecture_call:  # DCGM before 4.2.3
+        monkeypatch.delattr(dcgm_agent, "dcgmGetGpuChipArchitecture")
+    engine_control.CONTROL.gpu_kinds = [kind, kind]
+    dcgm = backend()
+    dcgm.start()
+    try:
+        support = dcgm.profiling["GPU-fakedcgm-0-matmul_8192"]
+    finally:
+        dcgm.close()
+    assert len(support.watched) == watched and support.one_pass_limited == (kind != "hopper")

@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 CORE_IDS = (1002, 1003, 1004, 1005, 1001)  # what a single pass keeps first, most important first
 COMPUTE_CAPABILITY_ID = 63  # DCGM_FI_CUDA_GPU_COMPUTE_CAPABILITY: major << 16 | minor
 FIRST_GPM_MAJOR = 9  # Hopper: DCGM reads GPM, whose metrics have no pass limit
+HOPPER_ARCHITECTURE = 9  # dcgm_structs.h DCGM_CHIP_ARCH_HOPPER (Blackwell is 10)
 # Refusals that no smaller watch avoids: they concern the caller or the GPU's profiler, not the fields.
 WHOLE_REFUSALS = {
     "DCGM_ST_REQUIRES_ROOT",
@@ -105,7 +106,11 @@ def plan(session: DcgmSession, gpu_id: int, wanted: frozenset[int], multi_pass: 
 
 
 def _one_pass_limited(session: DcgmSession, gpu_id: int, decode: Decode) -> bool:
-    """Whether the GPU is older than Hopper (unknown counts as older: the safe side)."""
+    """Whether the GPU is older than Hopper: its chip architecture (DCGM 4.2.3+), else its compute
+    capability (field 63); unknown counts as older, the safe side."""
+    architecture = session.chip_architecture(gpu_id)
+    if architecture is not None:
+        return architecture < HOPPER_ARCHITECTURE
     try:
         values = session.latest(session.entities([gpu_id]), [COMPUTE_CAPABILITY_ID], live=True)
     except session.error:

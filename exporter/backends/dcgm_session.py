@@ -110,6 +110,18 @@ class DcgmSession:
         except self.error:
             return None
 
+    def chip_architecture(self, gpu_id: int) -> int | None:
+        """DCGM's DCGM_CHIP_ARCH_* for the GPU; None where this DCGM cannot say (the call is DCGM 4.2.3+)."""
+        query = getattr(self.agent, "dcgmGetGpuChipArchitecture", None)
+        unknown = getattr(self.structs, "DCGM_CHIP_ARCH_UNKNOWN", None)
+        if query is None:
+            return None
+        try:
+            architecture = int(query(self.handle, gpu_id))
+        except self.error:
+            return None
+        return None if architecture == unknown else architecture
+
     def entities(self, gpu_ids: list[int]) -> list[Any]:
         pairs = []
         for gpu_id in gpu_ids:

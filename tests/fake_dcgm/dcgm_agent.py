@@ -121,6 +121,14 @@ def dcgmGetGpuStatus(dcgm_handle, gpuId):
     return DCGM_ENTITY_STATUS_LOST if gpuId in engine.lost else DCGM_ENTITY_STATUS_OK
 
 
+def dcgmGetGpuChipArchitecture(dcgm_handle, gpuId):
+    """DCGM 4.2.3 and newer; a DCGM_CHIP_ARCH_* value (dcgm_structs.h)."""
+    engine = _session(dcgm_handle).engine
+    if not 0 <= gpuId < len(engine.traces):
+        _raise("DCGM_ST_BADPARAM")
+    return engine.kinds[gpuId].chip_architecture
+
+
 def dcgmGroupCreate(dcgm_handle, type, groupName):
     # DcgmGroupManager.cpp does not check group names for uniqueness (field groups' names are checked).
     engine = _session(dcgm_handle).engine

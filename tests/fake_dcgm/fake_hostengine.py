@@ -74,6 +74,7 @@ class GpuKind:
     name: str
     compute_capability: tuple[int, int]
     metric_groups: tuple[tuple[int, int, tuple[int, ...]], ...]
+    chip_architecture: int  # dcgm_structs.h DCGM_CHIP_ARCH_*
 
     @property
     def one_pass_limited(self) -> bool:
@@ -98,11 +99,11 @@ _PRE_HOPPER_GROUPS = (
     (4, 0, (1011, 1012)),
 )
 KINDS = {
-    "hopper": GpuKind("", (9, 0), ((0, 0, tuple(sorted(PROFILING_IDS))),)),
-    "ampere": GpuKind("NVIDIA A100-SXM4-80GB", (8, 0), _PRE_HOPPER_GROUPS),
+    "hopper": GpuKind("", (9, 0), ((0, 0, tuple(sorted(PROFILING_IDS))),), 9),
+    "ampere": GpuKind("NVIDIA A100-SXM4-80GB", (8, 0), _PRE_HOPPER_GROUPS, 7),
     # A PCIe card without NVLink nor the per-type tensor pipes: only some profiling fields.
-    "l4": GpuKind("NVIDIA L4", (8, 9), tuple(g for g in _PRE_HOPPER_GROUPS if g[0] != 4 and g[1] != 3)),
-    "pascal": GpuKind("Tesla P100-PCIE-16GB", (6, 0), ()),
+    "l4": GpuKind("NVIDIA L4", (8, 9), tuple(g for g in _PRE_HOPPER_GROUPS if g[0] != 4 and g[1] != 3), 8),
+    "pascal": GpuKind("Tesla P100-PCIE-16GB", (6, 0), (), 4),
 }
 
 
