@@ -177,7 +177,7 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     me = [sys.executable, os.path.abspath(__file__)]
-    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])))
     result: dict[str, Any] = {"phases": []}
     calibration = json.loads(subprocess.run([*me, "--calibrate", "--out", str(out)], capture_output=True, text=True, check=True, env=env).stdout.strip().splitlines()[-1])
     result["calibration"] = calibration
@@ -195,6 +195,8 @@ def main() -> int:
             scrape(port)
             break
         except OSError:
+            if daemon.poll() is not None:
+                raise SystemExit(f"the daemon exited ({daemon.returncode}): see {out / 'daemon.log'}") from None
             time.sleep(0.2)
     t0 = time.time() + 25  # torch import, CUDA contexts and ballast before the first phase
     bounds = [(t0 + i * args.phase_seconds, t0 + (i + 1) * args.phase_seconds) for i in range(len(PHASES))]
