@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from exporter import __version__, logs
-from exporter.config import MIN_COLLECT_INTERVAL, format_duration, parse_duration
+from exporter.config import MAX_DURATION, MIN_COLLECT_INTERVAL, min_duration, parse_duration
 
 DEFAULT_LISTEN_ADDRESS = ":9947"
 
@@ -20,15 +20,15 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def duration_flag(minimum: float) -> Callable[[str], float]:
+def duration_flag(minimum: float, maximum: float = MAX_DURATION) -> Callable[[str], float]:
+    """A duration flag bounded to [minimum, maximum] (at most 1h unless said otherwise)."""
+    bounded = min_duration(minimum, maximum)
+
     def parse(text: str) -> float:
         try:
-            seconds = parse_duration(text)
+            return bounded(text)
         except ValueError as error:
             raise argparse.ArgumentTypeError(str(error)) from None
-        if seconds < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {format_duration(minimum)}, got {text!r}")
-        return seconds
 
     return parse
 
@@ -57,7 +57,7 @@ def daemon_parser() -> argparse.ArgumentParser:
     parser.add_argument("--web.telemetry-path", dest="telemetry_path", default="/metrics", help="path of the metrics (default /metrics)")
     parser.add_argument("--web.config.file", dest="web_config_file", help="exporter-toolkit web config (TLS, basic auth, headers; reloaded on SIGHUP): see docs/security.md")
     parser.add_argument("--config", help="YAML configuration file (reloaded on SIGHUP)")
-    parser.add_argument("--collect-interval", type=duration_flag(MIN_COLLECT_INTERVAL), help="how often to sample the GPUs, e.g. 500ms or 1s (default 1s, minimum 100ms; overrides the config file)")
+    parser.add_argument("--collect-interval", type=duration_flag(MIN_COLLECT_INTERVAL), help="how often to sample the GPUs, e.g. 500ms or 1s (default 1s, 100ms to 1h; overrides the config file)")
     parser.add_argument("--wait-for-driver", dest="wait_for_driver", action="store_true", help="if no NVIDIA driver answers at start, serve anyway (no GPU) and retry with backoff instead of exiting: see docs/security.md")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--replay", nargs="+", metavar="FILE", help="replay gpu-trace/1 files instead of reading GPUs (one file = one virtual GPU)")
@@ -72,7 +72,7 @@ def record_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="gpu-efficiency-exporter record", description="Record a GPU's readings into a gpu-trace/1 file that --replay plays back.")
     parser.add_argument("--output", "-o", required=True, help="trace file to write")
     parser.add_argument("--gpu", type=int, default=0, help="GPU index (default 0)")
-    parser.add_argument("--duration", type=duration_flag(0.2), default=parse_duration("10s"), help="how long to record (default 10s)")
+    parser.add_argument("--duration", type=duration_flag(0.2, 24 * 3600.0), default=parse_duration("10s"), help="how long to record (default 10s, at most 24h)")
     parser.add_argument("--interval", type=duration_flag(0.1), default=0.5, help="time between samples (default 500ms, minimum 100ms)")
     parser.add_argument("--workload", default="unnamed", help="name of what runs on the GPU")
     parser.add_argument("--description", default="", help="free text about the workload")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import reprlib
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 60480
 def parse_duration(text: Any) -> float:
     """Parse a Prometheus-style duration (``500ms``, ``1s``, ``1m30s``) into seconds."""
     if not isinstance(text, str) or not text:
-        raise ValueError(f"expected a duration such as 500ms, 1s or 1m30s, got {text!r}")
+        raise ValueError(f"expected a duration such as 500ms, 1s or 1m30s, got {shown(text)}")
     position, total = 0, 0.0
     for match in _DURATION_PART.finditer(text):
         if match.start() != position:
@@ -37,40 +38,55 @@ def parse_duration(text: Any) -> float:
         total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
         position = match.end()
     if position != len(text):
-        raise ValueError(f"expected a duration such as 500ms, 1s or 1m30s, got {text!r}")
+        raise ValueError(f"expected a duration such as 500ms, 1s or 1m30s, got {shown(text)}")
     return total
 
 
 def format_duration(seconds: float) -> str:
     if seconds < 1 or seconds != int(seconds):
         return f"{round(seconds * 1000)}ms"
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{int(seconds) // size}{unit}"
     return f"{int(seconds)}s"
+
+
+SHOWN_CHARS = 200  # at most this much of a rejected value is quoted in an error message
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel = 3  # with at most 10 items per level: a nested value is never expanded past 1,000 items
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 10
+_SHORT.maxstring = _SHORT.maxother = SHOWN_CHARS
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` for an error message, at most SHOWN_CHARS characters (cut with an ellipsis)."""
+    return _cut(_SHORT.repr(value))
 
 
 def _number(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"expected a number, got {value!r}")
+        raise ValueError(f"expected a number, got {shown(value)}")
     return float(value)
 
 
 def ratio(value: Any) -> float:
     number = _number(value)
     if not 0 <= number <= 1:
-        raise ValueError(f"expected a ratio between 0 and 1, got {value!r}")
+        raise ValueError(f"expected a ratio between 0 and 1, got {shown(value)}")
     return number
 
 
 def positive(value: Any) -> float:
     number = _number(value)
     if number <= 0:
-        raise ValueError(f"expected a number above 0, got {value!r}")
+        raise ValueError(f"expected a number above 0, got {shown(value)}")
     return number
 
 
 def non_negative(value: Any) -> float:
     number = _number(value)
     if number < 0:
-        raise ValueError(f"expected a number of 0 or more, got {value!r}")
+        raise ValueError(f"expected a number of 0 or more, got {shown(value)}")
     return number
 
 
@@ -78,11 +94,18 @@ def optional(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return lambda value: None if value is None else parse(value)
 
 
-def min_duration(minimum: float) -> Callable[[Any], float]:
+MAX_DURATION = 3600.0  # every interval and timeout: longer ones are typos, and overflow waits
+
+
+def min_duration(minimum: float, maximum: float = MAX_DURATION) -> Callable[[Any], float]:
+    """A duration parser bounded to [minimum, maximum]."""
+
     def parse(value: Any) -> float:
         seconds = parse_duration(value)
         if seconds < minimum:
-            raise ValueError(f"must be at least {format_duration(minimum)}, got {value!r}")
+            raise ValueError(f"must be at least {format_duration(minimum)}, got {shown(value)}")
+        if not seconds <= maximum:
+            raise ValueError(f"must be at most {format_duration(maximum)}, got {shown(value)}")
         return seconds
 
     return parse
@@ -90,7 +113,7 @@ def min_duration(minimum: float) -> Callable[[Any], float]:
 
 def label_value(value: Any) -> str:
     if not isinstance(value, str) or not value or len(value) > 64:
-        raise ValueError(f"expected a non-empty string of at most 64 characters, got {value!r}")
+        raise ValueError(f"expected a non-empty string of at most 64 characters, got {shown(value)}")
     return value
 
 
@@ -120,6 +143,7 @@ class SettingError(ValueError):
 
 
 MIN_COLLECT_INTERVAL = 0.1
+MAX_STALE_AFTER = 4 * 3600.0  # room for the default 3 x collect_interval + 2s at the longest interval
 
 
 @dataclass(frozen=True)
@@ -151,8 +175,8 @@ class PeakOverride:
 
 def _peak_overrides(value: Any) -> dict[str, PeakOverride]:
     if not isinstance(value, dict):
-        raise ValueError(f"expected a mapping of GPU model name to peak figures, got {value!r}")
-    return {str(name): _load_section(PeakOverride, spec, f"peaks.{name}") for name, spec in value.items()}
+        raise ValueError(f"expected a mapping of GPU model name to peak figures, got {shown(value)}")
+    return {str(name): _load_section(PeakOverride, spec, f"peaks.{_cut(str(name))}") for name, spec in value.items()}
 
 
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
@@ -162,62 +186,62 @@ _UNIT = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
 def http_url(value: Any) -> str:
     if not isinstance(value, str) or not re.fullmatch(r"https?://[^/\s]+(/\S*)?", value):
-        raise ValueError(f"expected an http:// or https:// URL such as http://127.0.0.1:8000/metrics, got {value!r}")
+        raise ValueError(f"expected an http:// or https:// URL such as http://127.0.0.1:8000/metrics, got {shown(value)}")
     parts = urllib.parse.urlsplit(value)
     if not parts.hostname:
-        raise ValueError(f"{value!r} names no host: expected a URL such as http://127.0.0.1:8000/metrics")
+        raise ValueError(f"{shown(value)} names no host: expected a URL such as http://127.0.0.1:8000/metrics")
     try:
         port = parts.port
     except ValueError as error:  # not a number, or out of range
-        raise ValueError(f"{value!r}: {error}") from None
+        raise ValueError(f"{shown(value)}: {error}") from None
     if port == 0:
-        raise ValueError(f"{value!r}: port 0 cannot be scraped")
+        raise ValueError(f"{shown(value)}: port 0 cannot be scraped")
     return value
 
 
 def metric_name(value: Any) -> str:
     if not isinstance(value, str) or not _METRIC_NAME.fullmatch(value):
-        raise ValueError(f"expected a Prometheus metric name such as vllm:generation_tokens_total, got {value!r}")
+        raise ValueError(f"expected a Prometheus metric name such as vllm:generation_tokens_total, got {shown(value)}")
     return value
 
 
 def unit_name(value: Any) -> str:
     if not isinstance(value, str) or not _UNIT.fullmatch(value):
-        raise ValueError(f"expected a lowercase word such as tokens, images, samples or requests, got {value!r}")
+        raise ValueError(f"expected a lowercase word such as tokens, images, samples or requests, got {shown(value)}")
     return value
 
 
 def label_matchers(value: Any) -> dict[str, str]:
     if not isinstance(value, dict):
-        raise ValueError(f"expected a mapping of label name to exact value, got {value!r}")
+        raise ValueError(f"expected a mapping of label name to exact value, got {shown(value)}")
     for name, label in value.items():
         if not isinstance(name, str) or not _LABEL_NAME.fullmatch(name) or not isinstance(label, str):
-            raise ValueError(f"expected label name: \"value\" pairs, got {name!r}: {label!r}")
+            raise ValueError(f"expected label name: \"value\" pairs, got {shown(name)}: {shown(label)}")
     return dict(value)
 
 
 def gpu_selectors(value: Any) -> tuple[int | str, ...]:
     if not isinstance(value, list) or not value:
-        raise ValueError(f"expected a non-empty list of GPU indices and/or UUIDs, got {value!r}")
+        raise ValueError(f"expected a non-empty list of GPU indices and/or UUIDs, got {shown(value)}")
     for item in value:
         if isinstance(item, bool) or not (isinstance(item, int) and item >= 0 or isinstance(item, str) and item):
-            raise ValueError(f"expected GPU indices (0, 1, ...) or UUIDs (GPU-...), got {item!r}")
+            raise ValueError(f"expected GPU indices (0, 1, ...) or UUIDs (GPU-...), got {shown(item)}")
     return tuple(value)
 
 
 def regex(value: Any) -> str:
     if not isinstance(value, str) or not value:
-        raise ValueError(f"expected a regular expression, got {value!r}")
+        raise ValueError(f"expected a regular expression, got {shown(value)}")
     try:
         re.compile(value)
     except re.error as error:
-        raise ValueError(f"not a valid regular expression ({error}): {value!r}") from None
+        raise ValueError(f"not a valid regular expression ({error}): {shown(value)}") from None
     return value
 
 
 def positive_int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"expected a whole number above 0, got {value!r}")
+        raise ValueError(f"expected a whole number above 0, got {shown(value)}")
     return value
 
 
@@ -226,6 +250,9 @@ def positive_scientific(value: Any) -> float:
     if isinstance(value, str) and re.fullmatch(r"\d+(\.\d*)?[eE][-+]?\d+", value.strip()):
         value = float(value)
     return positive(value)
+
+
+DEFAULT_SCRAPE_TIMEOUT = 2.0
 
 
 @dataclass(frozen=True)
@@ -243,9 +270,13 @@ class AppConfig:
     pod: str | None = setting(None, optional(regex), "or: the GPUs whose Kubernetes pod, as namespace/pod, matches this regular expression (needs kubernetes.enabled)")
     flops_per_unit: float | None = setting(None, optional(positive_scientific), "FLOP per unit of work, for gpueff_app_model_flops_utilization_ratio")
     price_per_gpu_hour: float | None = setting(None, optional(non_negative), "what one of its GPU-hours costs (default: the top-level price_per_gpu_hour)")
-    scrape_interval: float = setting(5.0, min_duration(MIN_COLLECT_INTERVAL), "how often its endpoint is scraped")
-    scrape_timeout: float = setting(2.0, min_duration(0.01), "a scrape that takes longer fails (at most scrape_interval)")
+    scrape_interval: float = setting(5.0, min_duration(MIN_COLLECT_INTERVAL), "how often its endpoint is scraped (100ms to 1h)")
+    scrape_timeout: float = setting(None, optional(min_duration(0.01)), "the whole scrape (connect, headers, body) must finish within this (default: 2s, or scrape_interval if shorter; at most scrape_interval)")
     max_response_bytes: int = setting(16 * 1024 * 1024, positive_int, "a larger response fails the scrape")
+
+    def __post_init__(self) -> None:
+        if self.scrape_timeout is None:  # Prometheus' own default
+            object.__setattr__(self, "scrape_timeout", min(DEFAULT_SCRAPE_TIMEOUT, self.scrape_interval))
 
     def check(self) -> None:
         for key in ("name", "url", "counter", "unit"):
@@ -260,19 +291,19 @@ class AppConfig:
 
 def boolean(value: Any) -> bool:
     if not isinstance(value, bool):
-        raise ValueError(f"expected true or false, got {value!r}")
+        raise ValueError(f"expected true or false, got {shown(value)}")
     return value
 
 
 def absolute_path(value: Any) -> str:
     if not isinstance(value, str) or not value.startswith("/"):
-        raise ValueError(f"expected an absolute path, got {value!r}")
+        raise ValueError(f"expected an absolute path, got {shown(value)}")
     return value
 
 
 def resource_patterns(value: Any) -> tuple[str, ...]:
     if not isinstance(value, list) or not value or not all(isinstance(item, str) and item for item in value):
-        raise ValueError(f"expected a non-empty list of resource names (shell-style * allowed), got {value!r}")
+        raise ValueError(f"expected a non-empty list of resource names (shell-style * allowed), got {shown(value)}")
     return tuple(value)
 
 
@@ -302,7 +333,7 @@ class KubernetesConfig:
 
     enabled: bool = setting(False, boolean, "label each GPU's series with the pod, namespace and container the kubelet assigned it to")
     pod_resources_socket: str = setting("/var/lib/kubelet/pod-resources/kubelet.sock", absolute_path, "the kubelet pod-resources API socket")
-    refresh_interval: float = setting(10.0, min_duration(1.0), "how often the poller asks the kubelet (never per scrape)")
+    refresh_interval: float = setting(10.0, min_duration(1.0), "how often the kubelet is asked, off the poll thread (1s to 1h; never per scrape)")
     timeout: float = setting(1.0, min_duration(0.01), "a List call that takes longer fails (at most refresh_interval)")
     max_message_bytes: int = setting(16 * 1024 * 1024, positive_int, "a larger List response fails the call")
     resource_names: tuple[str, ...] = setting(("nvidia.com/gpu", "nvidia.com/mig-*"), resource_patterns, "extended resources whose device ids are GPU or MIG UUIDs")
@@ -317,9 +348,9 @@ class KubernetesConfig:
 
 @dataclass(frozen=True)
 class Config:
-    collect_interval: float = setting(1.0, min_duration(MIN_COLLECT_INTERVAL), "how often GPUs are sampled (minimum 100ms)")
-    slow_collect_interval: float = setting(10.0, min_duration(1.0), "how often slow NVML calls (energy, ECC, remapped rows, memory temperature) are made")
-    stale_after: float | None = setting(None, optional(min_duration(MIN_COLLECT_INTERVAL)), "a snapshot older than this is served as down (default: 3 x collect_interval + 2s)")
+    collect_interval: float = setting(1.0, min_duration(MIN_COLLECT_INTERVAL), "how often GPUs are sampled (100ms to 1h)")
+    slow_collect_interval: float = setting(10.0, min_duration(1.0), "how often slow NVML calls (energy, ECC, remapped rows, memory temperature) are made (1s to 1h)")
+    stale_after: float | None = setting(None, optional(min_duration(MIN_COLLECT_INTERVAL, MAX_STALE_AFTER)), "a snapshot older than this is served as down (default: 3 x collect_interval + 2s; at most 4h)")
     price_per_gpu_hour: float | None = setting(None, optional(non_negative), "what one GPU-hour costs, for gpueff_busy_idle_sm_cost_total")
     currency: str = setting("USD", label_value, "the currency label of the cost metrics")
     mismatch: MismatchThresholds = section(MismatchThresholds, "thresholds of gpueff_mismatch")
@@ -349,7 +380,7 @@ def _load_section(cls: type[_Section], data: Any, path: str) -> _Section:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     values = {}
     for key, raw in data.items():
-        key_path = f"{path}.{key}" if path else str(key)
+        key_path = f"{path}.{_cut(str(key))}" if path else _cut(str(key))
         spec = fields.get(key)
         if spec is None:
             known = ", ".join(sorted(fields))
@@ -387,7 +418,7 @@ def _load_section_list(cls: type, data: Any, path: str, unique: str | None) -> t
         for index, item in enumerate(items):
             value = getattr(item, unique)
             if value in first:
-                raise ConfigError(f"'{path}[{index}].{unique}': {value!r} is already used by {path}[{first[value]}]")
+                raise ConfigError(f"'{path}[{index}].{unique}': {shown(value)} is already used by {path}[{first[value]}]")
             first[value] = index
     return items
 
@@ -396,8 +427,64 @@ def parse_config(data: Any) -> Config:
     return _load_section(Config, data, "")
 
 
+MAX_ALIAS_NODES = 10_000  # nodes that aliases may add to a YAML document once expanded
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing duplicate keys and alias bombs ("billion laughs") before they
+    are built: a document whose aliases would add more than MAX_ALIAS_NODES nodes, or that holds
+    itself, fails while it is still a small graph of shared nodes."""
+
+    def get_single_data(self) -> Any:
+        node = self.get_single_node()
+        if node is None:
+            return None
+        sizes: dict[int, int] = {}
+        expanded = _expanded_nodes(node, sizes, set())
+        if expanded - len(sizes) > MAX_ALIAS_NODES:
+            raise yaml.constructor.ConstructorError(None, None, f"its aliases expand {len(sizes)} nodes into {expanded} (at most {MAX_ALIAS_NODES} more are allowed): refused as an alias bomb", node.start_mark)
+        return self.construct_document(node)
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first: dict[Any, yaml.Mark] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # merged keys may be overridden, that is their use
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                seen = first.get(key)
+            except TypeError:  # unhashable: the base class says so
+                continue
+            if seen is not None:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {shown(key)} (first at line {seen.line + 1}); a YAML mapping takes each key once", key_node.start_mark)
+            first[key] = key_node.start_mark
+        return super().construct_mapping(node, deep)
+
+
+def _expanded_nodes(node: yaml.Node, sizes: dict[int, int], open_nodes: set[int]) -> int:
+    """How many nodes ``node`` becomes with every alias copied out; ``sizes`` memoizes by node."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in open_nodes:
+        raise yaml.constructor.ConstructorError(None, None, "an alias refers to a node that contains it (a recursive structure)", node.start_mark)
+    open_nodes.add(key)
+    if isinstance(node, yaml.SequenceNode):
+        children = list(node.value)
+    elif isinstance(node, yaml.MappingNode):
+        children = [child for pair in node.value for child in pair]
+    else:
+        children = []
+    size = 1 + sum(_expanded_nodes(child, sizes, open_nodes) for child in children)
+    open_nodes.discard(key)
+    sizes[key] = size
+    return size
+
+
 def read_yaml(path: str | Path, what: str, error: type[Exception], max_bytes: int | None = None) -> Any:
-    """Read and decode a YAML file; every problem is raised as ``error`` naming ``what`` and the file."""
+    """Read and decode a YAML file; every problem is raised as ``error`` naming ``what`` and the file.
+
+    Duplicate keys, alias bombs and recursive aliases are refused (``_StrictLoader``)."""
     where = f"{what} {path}"
     try:
         raw = Path(path).read_bytes() if max_bytes is None else Path(path).read_bytes()[: max_bytes + 1]
@@ -406,17 +493,24 @@ def read_yaml(path: str | Path, what: str, error: type[Exception], max_bytes: in
     if max_bytes is not None and len(raw) > max_bytes:
         raise error(f"{where}: over the {max_bytes} byte limit")
     try:
-        return yaml.safe_load(raw.decode("utf-8"))
+        return yaml.load(raw.decode("utf-8"), Loader=_StrictLoader)  # noqa: S506 (a SafeLoader)
     except UnicodeDecodeError as problem:
         raise error(f"{where}: not UTF-8 text (byte {problem.start})") from None
     except yaml.YAMLError as problem:
         mark = getattr(problem, "problem_mark", None)
         place = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise error(f"{where}: not valid YAML{place}: {getattr(problem, 'problem', None) or problem}") from None
+        reason = str(getattr(problem, "problem", None) or problem)
+        raise error(f"{where}: not valid YAML{place}: {_cut(reason)}") from None
     except RecursionError:
         raise error(f"{where}: nested too deeply") from None
+    except MemoryError:
+        raise error(f"{where}: too large to load") from None
     except ValueError as problem:  # from the YAML scanner, e.g. an integer of more than 4300 digits
-        raise error(f"{where}: not valid YAML: {problem}") from None
+        raise error(f"{where}: not valid YAML: {_cut(str(problem))}") from None
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
 
 
 def load_config(path: str | Path | None) -> Config:

@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from exporter.config import shown
 from exporter.gpm import GPM_METRICS, to_sample_unit
 from exporter.sample import DeviceInfo, GpuSample
 
@@ -35,6 +36,8 @@ GPM_KEYS = {metric.name: metric for metric in GPM_METRICS}
 # Evidence a recording keeps beside the readings: the mean of the driver's own utilization samples
 # inside each window (nvmlDeviceGetSamples). Replay does not use it; it checks GRAPHICS_UTIL.
 EVIDENCE_KEYS = ("util_gpu_window",)
+# Keys in percent: 0..100 (GPM can read a hair over 100 %, but the recorder writes clamped ratios).
+PERCENT_KEYS = frozenset({"util_gpu", "util_mem", *EVIDENCE_KEYS} | {metric.name for metric in GPM_METRICS if metric.scale == 0.01})
 _GPU_REQUIRED = {"name": str, "driver": str, "max_sm_clock_mhz": float, "power_limit_mw": float, "sm_count": int}
 _GPU_OPTIONAL = {"uuid": str, "pci_bus_id": str}
 _TOP_KEYS = {"format", "gpu", "workload", "description", "truth", "interval_s", "samples"}
@@ -101,15 +104,18 @@ def record_from_sample(sample: GpuSample, t: float) -> dict[str, Any]:
     return record
 
 
-def _check_number(value: Any, where: str, *, integer: bool = False, allow_null: bool = False) -> None:
+def _check_number(value: Any, where: str, *, integer: bool = False, allow_null: bool = False, maximum: float = sys.float_info.max) -> None:
     if value is None and allow_null:
         return
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= sys.float_info.max  # no NaN, inf, or int too big for a float
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= maximum  # no NaN, inf, or int too big for a float
     if ok and integer:
         ok = float(value).is_integer()
     if not ok:
-        kind = "a non-negative integer" if integer else "a non-negative number"
-        raise TraceError(f"{where}: expected {kind}{' or null' if allow_null else ''}, got {value!r}")
+        if maximum < sys.float_info.max:
+            kind = f"a percentage from 0 to {maximum:g}"
+        else:
+            kind = "a non-negative integer" if integer else "a non-negative number"
+        raise TraceError(f"{where}: expected {kind}{' or null' if allow_null else ''}, got {shown(value)}")
 
 
 def parse_trace(data: Any, path: str) -> Trace:
@@ -173,7 +179,7 @@ def parse_trace(data: Any, path: str) -> Trace:
                 continue
             if key not in NVML_KEYS and key not in GPM_KEYS and key not in EVIDENCE_KEYS:
                 raise TraceError(f"{where}: unknown key {key!r}")
-            _check_number(value, f"{where}.{key}", integer=key == "throttle", allow_null=True)
+            _check_number(value, f"{where}.{key}", integer=key == "throttle", allow_null=True, maximum=100.0 if key in PERCENT_KEYS else sys.float_info.max)
     return Trace(path, gpu, data["workload"], description, truth, float(interval), samples)
 
 

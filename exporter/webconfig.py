@@ -35,7 +35,7 @@ from typing import Any
 
 import bcrypt
 
-from exporter.config import read_yaml
+from exporter.config import read_yaml, shown
 
 
 class WebConfigError(Exception):
@@ -206,9 +206,9 @@ def _mapping(value: Any, where: str) -> dict:
 
 def _string(value: Any, where: str, choices: Any = None) -> str:
     if not isinstance(value, str) or not value:
-        raise WebConfigError(f"{where}: expected a non-empty string, got {value!r}")
+        raise WebConfigError(f"{where}: expected a non-empty string, got {shown(value)}")
     if choices is not None and value not in choices:
-        raise WebConfigError(f"{where}: {value!r} is not one of {', '.join(choices)}")
+        raise WebConfigError(f"{where}: {shown(value)} is not one of {', '.join(choices)}")
     return value
 
 
@@ -249,12 +249,12 @@ def _tls(data: dict, base: Path, where: str) -> TlsServerConfig | None:
         raise WebConfigError(f"{key('min_version')}: {versions['min_version']} is above max_version {versions['max_version']}")
     ciphers = data.get("cipher_suites") or []
     if not isinstance(ciphers, list):
-        raise WebConfigError(f"{key('cipher_suites')}: expected a list of cipher suite names, got {ciphers!r}")
+        raise WebConfigError(f"{key('cipher_suites')}: expected a list of cipher suite names, got {shown(ciphers)}")
     for number, name in enumerate(ciphers):
         _string(name, f"{where}: 'tls_server_config.cipher_suites[{number}]'", CIPHER_SUITES)
     prefer = data.get("prefer_server_cipher_suites", True)
     if not isinstance(prefer, bool):
-        raise WebConfigError(f"{key('prefer_server_cipher_suites')}: expected true or false, got {prefer!r}")
+        raise WebConfigError(f"{key('prefer_server_cipher_suites')}: expected true or false, got {shown(prefer)}")
     return TlsServerConfig(path("cert_file"), path("key_file"), auth, client_ca, versions["min_version"], versions["max_version"], tuple(ciphers), prefer)
 
 
@@ -262,7 +262,7 @@ def _headers(data: dict, where: str) -> tuple[tuple[str, str], ...]:
     _check_keys(data, {"http2", "headers"}, "http_server_config.", where)
     # HTTP/2 is never served here (Prometheus scrapes over HTTP/1.1 by default); http2 is accepted for compatibility.
     if not isinstance(data.get("http2", True), bool):
-        raise WebConfigError(f"{where}: 'http_server_config.http2': expected true or false, got {data['http2']!r}")
+        raise WebConfigError(f"{where}: 'http_server_config.http2': expected true or false, got {shown(data['http2'])}")
     headers = _mapping(data.get("headers"), f"{where}: 'http_server_config.headers'")
     out = []
     for name, value in headers.items():
@@ -276,7 +276,7 @@ def _headers(data: dict, where: str) -> tuple[tuple[str, str], ...]:
             raise WebConfigError(f"{key}: the value contains a line break or NUL")
         allowed = HEADERS[name]
         if allowed is not None and value.lower() not in allowed:
-            raise WebConfigError(f"{key}: {value!r} is not one of {', '.join(allowed)}")
+            raise WebConfigError(f"{key}: {shown(value)} is not one of {', '.join(allowed)}")
         out.append((name, value))
     return tuple(out)
 

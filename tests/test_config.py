@@ -130,6 +130,15 @@ def test_explicit_stale_after_wins(tmp_path):
         ("collect_interval: 99ms\n", "'collect_interval'", "at least 100ms"),
         ("slow_collect_interval: 500ms\n", "'slow_collect_interval'", "at least 1s"),
         ("stale_after: 10ms\n", "'stale_after'", "at least 100ms"),
+        ("collect_interval: 1000000y\n", "'collect_interval'", "at most 1h, got '1000000y'"),
+        ("collect_interval: 3601s\n", "'collect_interval'", "at most 1h"),
+        ("collect_interval: 99999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999s\n", "'collect_interval'", "at most 1h"),
+        ("slow_collect_interval: 2h\n", "'slow_collect_interval'", "at most 1h"),
+        ("stale_after: 5h\n", "'stale_after'", "at most 4h"),
+        ("kubernetes:\n  refresh_interval: 1y\n", "'kubernetes.refresh_interval'", "at most 1h"),
+        ("kubernetes:\n  timeout: 2h\n", "'kubernetes.timeout'", "at most 1h"),
+        ("apps:\n  - {name: a, url: 'http://h/m', counter: c, unit: u, scrape_interval: 1000000y}\n", "'apps[0].scrape_interval'", "at most 1h"),
+        ("apps:\n  - {name: a, url: 'http://h/m', counter: c, unit: u, scrape_timeout: 2h}\n", "'apps[0].scrape_timeout'", "at most 1h"),
         ("collect_interval: 1\n", "'collect_interval'", "duration"),
         ("collect_interval: soon\n", "'collect_interval'", "duration"),
         ("mismatch:\n  high_utilization: high\n", "'mismatch.high_utilization'", "expected a number"),
@@ -267,3 +276,62 @@ def test_any_config_document_is_a_config_or_a_config_error(tmp_path, document):
         assert str(error).startswith(f"config file {path}: ")
         return
     assert config.collect_interval >= 0.1 and config.effective_stale_after > 0
+
+
+# ---- hostile YAML: alias bombs, recursion, duplicate keys, huge values ---------------------------
+
+
+def billion_laughs(levels: int = 10, fanout: int = 10) -> str:
+    """The 373-byte shape of issue 14: each level an anchored list of ``fanout`` aliases of the last."""
+    lines = ["a0: &a0 [" + ", ".join(["lol"] * fanout) + "]"]
+    lines += [f"a{n}: &a{n} [" + ", ".join([f"*a{n - 1}"] * fanout) + "]" for n in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("levels", [4, 7, 10])
+def test_an_alias_bomb_is_refused_before_it_is_expanded(tmp_path, levels):
+    path, message = load_error(tmp_path, billion_laughs(levels))
+    assert message.startswith(f"config file {path}: ") and "refused as an alias bomb" in message
+    assert len(message) < 400
+
+
+def test_a_few_aliases_as_real_configs_use_them_are_fine(tmp_path):
+    text = "apps:\n  - &llm {name: a, url: 'http://h:1/m', counter: c_total, unit: tokens, scrape_interval: 10s}\n  - {<<: *llm, name: b, url: 'http://h:2/m'}\n"
+    apps = load_config(write(tmp_path, text)).apps
+    assert [(app.name, app.url, app.scrape_interval) for app in apps] == [("a", "http://h:1/m", 10.0), ("b", "http://h:2/m", 10.0)]
+
+
+def test_a_recursive_alias_is_refused(tmp_path):
+    _, message = load_error(tmp_path, "peaks: &p\n  NVIDIA H200: *p\n")
+    assert "refers to a node that contains it" in message
+
+
+@pytest.mark.parametrize(
+    "text, key, line",
+    [
+        ("collect_interval: 1s\ncurrency: EUR\ncollect_interval: 2s\n", "'collect_interval'", 3),
+        ("mismatch:\n  low_sm_active: 0.2\n  low_sm_active: 0.4\n", "'low_sm_active'", 3),
+        ("apps:\n  - {name: a, url: 'http://h/m', counter: c, unit: u, name: b}\n", "'name'", 2),
+    ],
+)
+def test_duplicate_keys_are_refused_with_the_key_and_line(tmp_path, text, key, line):
+    path, message = load_error(tmp_path, text)
+    assert message.startswith(f"config file {path}: not valid YAML at line {line}")
+    assert f"duplicate key {key}" in message
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["currency: " + "E" * 100_000 + "\n", "collect_interval: [" + ", ".join(["1s"] * 50_000) + "]\n", "X" * 100_000 + ": 1\n"],
+)
+def test_error_messages_quote_at_most_200_characters_of_a_value(tmp_path, text):
+    _, message = load_error(tmp_path, text)
+    assert len(message) < 600
+
+
+def test_scrape_timeout_defaults_like_prometheus(tmp_path):
+    entry = "{name: a, url: 'http://h/m', counter: c, unit: u, scrape_interval: %s}"
+    for interval, timeout in (("1s", 1.0), ("500ms", 0.5), ("5s", 2.0), ("1m", 2.0)):
+        assert load_config(write(tmp_path, f"apps:\n  - {entry % interval}\n")).apps[0].scrape_timeout == timeout
+    _, message = load_error(tmp_path, "apps:\n  - {name: a, url: 'http://h/m', counter: c, unit: u, scrape_interval: 1s, scrape_timeout: 2s}\n")
+    assert "'apps[0].scrape_timeout': must not exceed scrape_interval (1s), got 2s" in message
