@@ -6,12 +6,14 @@ import html
 import logging
 import socket
 import ssl
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from exporter import __version__
 from exporter.exposition import CONTENT_TYPE
+from exporter.logs import one_line
 from exporter.webconfig import WebConfig
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,14 @@ class _Server(ThreadingHTTPServer):
             super().finish_request(tls_socket, client_address)
         finally:
             tls_socket.close()
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """One log line for a connection that failed, never socketserver's traceback on stderr."""
+        error = sys.exc_info()[1]
+        if error is None:
+            return
+        level = logging.DEBUG if isinstance(error, (ConnectionError, TimeoutError)) else logging.WARNING  # a peer's reset is routine
+        log.log(level, "connection from %s failed: %s", client_address, one_line(error))
 
 
 class _Server6(_Server):
