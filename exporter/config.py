@@ -313,7 +313,7 @@ POD_LABEL_MODES = ("every_series", "info_only")
 def one_of(choices: tuple[str, ...]) -> Callable[[Any], str]:
     def parse(value: Any) -> str:
         if value not in choices:
-            raise ValueError(f"expected one of {', '.join(choices)}, got {value!r}")
+            raise ValueError(f"expected one of {', '.join(choices)}, got {shown(value)}")
         return str(value)
 
     return parse

@@ -13,6 +13,7 @@ from exporter.backends.base import Backend, BackendUnavailable
 from exporter.backends.waiting import WaitingBackend
 from exporter.config import Config, ConfigError, load_config
 from exporter.exposition import Exposition
+from exporter.logs import one_line
 from exporter.poller import Poller
 from exporter.trace import TraceError, demo_trace_paths, load_trace
 from exporter.web import ListenAddressError, WebServer, parse_listen_address
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     poller = Poller(backend, config)
     exposition = Exposition(lambda: poller.snapshot)
     try:
-        server = WebServer(args.listen_address, exposition.body, poller.ready.is_set, note, args.telemetry_path, web_config)
+        server = WebServer(args.listen_address, exposition.body, poller.is_ready, note, args.telemetry_path, web_config)
     except (ListenAddressError, OSError) as error:
         log.error("cannot listen on %s: %s", args.listen_address, error)
         backend.close()
@@ -122,7 +123,10 @@ def run(args: argparse.Namespace) -> int:
                 closer.start()
                 closer.join(STOP_TIMEOUT)
                 return 0
-            reload(args, poller, server)
+            try:
+                reload(args, poller, server)
+            except Exception as error:  # MemoryError, RecursionError, a bug: never the end of the daemon
+                log.error("reload failed, keeping the running configuration and web config: %s", one_line(error))
 
 
 def load_web_config_flag(args: argparse.Namespace) -> WebConfig | None:

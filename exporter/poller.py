@@ -13,9 +13,10 @@ from pathlib import Path
 
 from exporter.apps import AppMonitor
 from exporter.backends.base import Backend
-from exporter.config import Config
+from exporter.config import MAX_DURATION, Config
 from exporter.derivations import derive
 from exporter.integrals import Integrator, Totals
+from exporter.logs import one_line
 from exporter.kubernetes.attribution import Attributor
 from exporter.sample import DeviceInfo, GpuSample, down_sample
 from exporter.sharing import GpuDelta, Sharing
@@ -42,6 +43,7 @@ class Poller:
         self._last_error: str | None = None
         self._last_poll_error: str | None = None
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set by stop and set_config
         self._thread: threading.Thread | None = None
         self.apps = AppMonitor(config.apps, clock)  # scrapes apps on their own threads
         self._sharing: Sharing | None = None
@@ -57,6 +59,7 @@ class Poller:
         self._integrator.max_gap = config.effective_stale_after
         self.backend.process_utilization = config.sharing.enabled
         self.apps.configure(config.apps)
+        self._wake.set()  # a wait begun under the old collect_interval ends now
 
     def start(self, devices: list[DeviceInfo]) -> None:
         self._devices = list(devices)
@@ -66,29 +69,48 @@ class Poller:
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
         self.attributor.close()
         self.apps.stop()
 
     def _run(self) -> None:
+        """Poll until stopped. Nothing ends the thread but ``stop``: a failure is logged on one line,
+        counted in gpueff_collect_errors_total, and polling goes on (a reload wakes the wait)."""
         next_tick = self.clock()
         while not self._stop.is_set():
+            wait = 1.0  # after a failure outside the poll itself (a bug), try again in a second
             try:
-                self.poll_once()
-                self._last_poll_error = None
-            except Exception as error:  # a bug must not end polling: the data goes stale and is served as such
-                self._own_errors += 1
-                message = f"{type(error).__name__}: {error}"
-                if message != self._last_poll_error:
-                    log.exception("a poll failed; the served data goes stale until a poll works again")
-                self._last_poll_error = message
-            interval = self.config.collect_interval
-            next_tick += interval
-            now = self.clock()
-            if next_tick < now:  # a poll overran: skip the missed ticks rather than burst
-                next_tick = now + interval
-            self._stop.wait(next_tick - now)
+                try:
+                    self.poll_once()
+                    self._last_poll_error = None
+                except Exception as error:  # the data goes stale and is served as such
+                    self._poll_failed(error)
+                interval = self.config.collect_interval
+                next_tick += interval
+                now = self.clock()
+                if next_tick < now:  # a poll overran: skip the missed ticks rather than burst
+                    next_tick = now + interval
+                wait = next_tick - now
+            except Exception as error:
+                self._poll_failed(error)
+                next_tick = float("-inf")  # start the schedule again from the next poll
+            if self._wake.wait(min(max(wait, 0.0), MAX_DURATION)):  # a reload: poll now, then on its interval
+                self._wake.clear()
+                next_tick = self.clock()
+
+    def _poll_failed(self, error: Exception) -> None:
+        self._own_errors += 1
+        message = f"{type(error).__name__}: {error}"
+        if message != self._last_poll_error:
+            log.error("a poll failed; the served data goes stale until a poll works again: %s", one_line(error))
+        self._last_poll_error = message
+
+    def is_ready(self) -> bool:
+        """/-/ready: a snapshot exists and is not stale (the poller keeps polling)."""
+        snapshot = self._snapshot
+        return snapshot is not None and self.clock() - snapshot.taken_monotonic <= snapshot.config.effective_stale_after
 
     def _collect(self) -> list[GpuSample]:
         try:

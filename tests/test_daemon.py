@@ -189,3 +189,36 @@ def test_without_a_driver_the_daemon_exits_with_a_line_that_mentions_demo():
 def test_without_a_driver_the_nvml_backend_fails_with_one_line_that_mentions_demo():
     status, lines = run_exporter("--backend", "nvml", "--web.listen-address", f"127.0.0.1:{free_port()}")
     assert_one_clear_line(status, lines, "level=error", "NVML", "--demo")
+
+
+BILLION_LAUGHS = "a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"a{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 10)}]\n" for n in range(1, 10)
+)
+
+
+def test_hostile_configs_on_sighup_never_end_the_daemon(trace_paths, tmp_path):
+    """Issue 14: a 570-byte alias bomb (config and web config), a duration that overflows a wait:
+    each reload is refused on one log line, the old config keeps running, a good one recovers."""
+    config = tmp_path / "exporter.yml"
+    web = tmp_path / "web.yml"
+    config.write_text("currency: USD\n")
+    web.write_text("{}\n")
+    with running_daemon("--replay", str(trace_paths["spin_1sm"]), "--config", str(config), "--web.config.file", str(web), "--collect-interval", "100ms") as daemon:
+        for text, web_text in ((BILLION_LAUGHS, BILLION_LAUGHS), ("collect_interval: 1000000y\n", "{}\n"), ("currency: EUR\ncurrency: USD\n", "{}\n")):
+            config.write_text(text)
+            web.write_text(web_text)
+            daemon.process.send_signal(signal.SIGHUP)
+            time.sleep(0.5)
+            assert http_get(daemon.url + "/-/ready")[0] == 200
+        config.write_text("price_per_gpu_hour: 1\ncurrency: EUR\n")
+        daemon.process.send_signal(signal.SIGHUP)
+        wait_for_value(daemon, 'gpueff_busy_idle_sm_cost_total{gpu="0",uuid="GPU-replay-0-spin_1sm",currency="EUR"}', 0, at_least=True)
+        assert daemon.stop() == 0
+        output = daemon.process.stdout.read()
+    errors = [line for line in output.splitlines() if "level=error" in line]
+    assert len(errors) == 4, errors  # bomb (config), bomb (web config), overflow, duplicate key
+    assert sum("refused as an alias bomb" in line for line in errors) == 2
+    assert any("'collect_interval': must be at most 1h" in line for line in errors)
+    assert any("duplicate key 'currency'" in line for line in errors)
+    assert all(len(line) < 1000 for line in output.splitlines())
+    assert "Traceback" not in output

@@ -231,3 +231,48 @@ def test_a_poll_that_raises_does_not_end_polling(trace_paths, caplog):
     assert "TypeError" in caplog.text
     assert snapshot.gpus[0].derived.bottleneck in {"compute", "mixed"}
     assert snapshot.errors_total >= 2  # every failing poll counted
+
+
+def test_an_interval_too_long_for_a_wait_does_not_end_polling_and_a_reload_recovers(trace_paths, caplog):
+    """Config parsing bounds durations to 1h; were one to slip through (1e300 s overflows a wait),
+    the thread still lives, and the next config takes effect at once, not after the old interval."""
+    backend = ReplayBackend([load_trace(trace_paths["spin_1sm"])])
+    poller = Poller(backend, dataclasses.replace(Config(), collect_interval=1e300))
+    poller.start(backend.start())
+    try:
+        assert poller.ready.wait(5.0)
+        time.sleep(0.2)
+        assert poller._thread.is_alive() and poller.snapshot.polls_total == 1
+        poller.set_config(Config(collect_interval=0.1))
+        deadline = time.monotonic() + 5.0
+        while poller.snapshot.polls_total < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert poller.snapshot.polls_total >= 3
+    finally:
+        poller.stop()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_dead_poller_serves_stale_data_as_down_and_is_not_ready(trace_paths):
+    from exporter.exposition import Exposition
+
+    backend = ReplayBackend([load_trace(trace_paths["matmul_8192"])])
+    poller = Poller(backend, Config(collect_interval=0.1, stale_after=0.3))
+    poller.start(backend.start())
+    try:
+        assert poller.ready.wait(5.0)
+        assert poller.is_ready()
+
+        def die() -> None:
+            raise SystemExit  # what no `except Exception` catches: the thread ends
+
+        poller.poll_once = die  # type: ignore[method-assign]
+        poller._thread.join(5.0)
+        assert not poller._thread.is_alive()
+        time.sleep(0.4)
+        body = Exposition(lambda: poller.snapshot).body().decode()
+    finally:
+        poller.stop()
+    assert "gpueff_collect_stale 1" in body
+    assert [line for line in body.splitlines() if line.startswith("gpueff_gpu_up{")][0].endswith(" 0")
+    assert not poller.is_ready()
