@@ -4,6 +4,8 @@ be swapped (an app restart), and misbehaving endpoints (slow, trickling, garbage
 from __future__ import annotations
 
 import contextlib
+import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -91,3 +93,59 @@ def trickle(stop: threading.Event, every: float = 0.05, limit: float = 5.0) -> R
             time.sleep(every)
 
     return respond
+
+
+@contextlib.contextmanager
+def raw_serving(answer: Callable[[socket.socket], None], tls: ssl.SSLContext | None = None) -> Iterator[str]:
+    """A bare TCP server on 127.0.0.1 (TLS with ``tls``): reads each request's head, then ``answer``
+    writes raw bytes, then the server closes. Yields the URL of /metrics."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.05)
+    stop = threading.Event()
+
+    def handle(connection: socket.socket) -> None:
+        with connection:
+            connection.settimeout(10)
+            head = b""
+            try:
+                if tls is not None:
+                    connection = tls.wrap_socket(connection, server_side=True)
+                while b"\r\n\r\n" not in head:
+                    chunk = connection.recv(4096)
+                    if not chunk:
+                        return
+                    head += chunk
+                answer(connection)
+            except OSError:
+                pass
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=handle, args=(connection,), daemon=True).start()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/metrics"
+    finally:
+        stop.set()
+        thread.join(1)
+        listener.close()
+
+
+def dribble(data: bytes, every: float, stop: threading.Event) -> Callable[[socket.socket], None]:
+    """Writes ``data`` one byte every ``every`` seconds until done or ``stop`` is set."""
+
+    def answer(connection: socket.socket) -> None:
+        for byte in data:
+            if stop.wait(every):
+                return
+            connection.sendall(bytes([byte]))
+
+    return answer

@@ -88,7 +88,7 @@ def test_counter_without_total_suffix_and_histogram_sum():
         (b"\xff\xfe\x00garbage", "not UTF-8"),
         (b"vllm:generation_tokens_total NaN\n", "not a counter's"),
         (b"vllm:generation_tokens_total -3\n", "not a counter's"),
-        (b"other_metric_total 5\n", "no series vllm:generation_tokens_total among the 1 metric families"),
+        (b"other_metric_total 5\n", "no series vllm:generation_tokens_total among the 1 lines of the response"),
     ],
 )
 def test_garbage_is_a_failed_scrape(body, reason):
@@ -309,3 +309,24 @@ def test_flops_per_unit_in_yaml_scientific_notation(tmp_path):
     assert load_config(path).apps[0].flops_per_unit == 1.6e10
     with pytest.raises(ConfigError, match=r"'apps\[0\].flops_per_unit': expected a number, got 'lots'"):
         parse_config({"apps": [{**GOOD, "flops_per_unit": "lots"}]})
+
+
+def test_an_absurd_or_infinite_counter_never_reaches_the_totals(trace_paths):
+    """Issue 14 item 5: a counter alternating 1.79e308 and 0 once left units_total and MFU at +Inf."""
+    now = [1000.0]
+    values = iter(["0", "1.79e308", "0", "1.79e308", "0", "5", "1e400", "12"])
+    with serving(lambda handler: send(handler, f"x_total {next(values)}\n".encode())) as url:
+        config = parse_config({"apps": [{**GOOD, "url": url, "counter": "x_total", "flops_per_unit": 1e300, "price_per_gpu_hour": 2}]})
+        backend = ReplayBackend([load_trace(trace_paths["matmul_8192"])], clock=lambda: now[0])
+        backend.start()
+        poller = Poller(backend, config, clock=lambda: now[0])
+        states = []
+        for _ in range(8):
+            poller.apps.scrapers[0].scrape_once()
+            states.append(poller.poll_once().apps[0])
+            now[0] += 5.0
+    assert [state.units_total for state in states] == [0, 0, 0, 0, 0, 5, None, 12]  # the jumps to 1.79e308 are dropped
+    assert not states[6].up  # 1e400 reads as +Inf: not a counter's value, a failed scrape
+    for state in states:
+        for figure in (state.throughput, state.model_flops_utilization, state.units_per_joule, state.cost_per_million_units):
+            assert figure is None or figure < float("inf")

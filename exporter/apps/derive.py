@@ -5,6 +5,7 @@ the app's throughput joined with them. Formulas are in docs/apps.md.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -105,7 +106,12 @@ class Means:
 
 
 def _ratio(numerator: float, denominator: float | None) -> float | None:
-    return numerator / denominator if denominator else None
+    return _finite(numerator / denominator) if denominator else None
+
+
+def _finite(value: float | None) -> float | None:
+    """None for a figure that overflowed (absurd flops_per_unit or price): never export +Inf/NaN."""
+    return value if value is None or math.isfinite(value) else None
 
 
 def derive_app(app: AppConfig, state: AppState, throughput: float, means: Means, price_per_gpu_hour: float | None) -> AppState:
@@ -113,10 +119,10 @@ def derive_app(app: AppConfig, state: AppState, throughput: float, means: Means,
     flops = None if app.flops_per_unit is None else _ratio(throughput * app.flops_per_unit, means.peak_flops)
     cost = None
     if price_per_gpu_hour is not None and throughput > 0 and means.gpus > 0:
-        cost = means.gpus * price_per_gpu_hour / 3600 / throughput * 1e6
+        cost = _finite(means.gpus * price_per_gpu_hour / 3600 / throughput * 1e6)
     return dataclasses.replace(
         state,
-        throughput=throughput,
+        throughput=_finite(throughput),
         units_per_joule=_ratio(throughput, means.power_watts),
         units_per_sm_active_second=_ratio(throughput, means.sm_active),
         model_flops_utilization=flops,

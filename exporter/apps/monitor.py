@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from exporter.apps.counters import CounterIncrease
+from exporter.apps.counters import MAX_UNITS_PER_SECOND, CounterIncrease
 from exporter.apps.derive import AppState, GpuFigures, Means, derive_app, gpu_figures
 from exporter.apps.scrape import ScrapeError, Series, fetch, read_counter
 from exporter.config import AppConfig, Config
@@ -26,6 +26,7 @@ from exporter.sample import GpuSample
 log = logging.getLogger(__name__)
 
 WINDOW_POLLS = 3600  # GPU figures kept per app between readings (an hour at the default 1s poll)
+RETRY_AFTER_BUG = 1.0  # seconds a scraper waits after an unexpected error outside a scrape
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +37,10 @@ class Reading:
     units: Series | None  # None when the scrape failed
     requests: Series | None
     error: str | None
+
+    @property
+    def finished(self) -> float:
+        return self.timestamp + self.duration / 2
 
 
 class Scraper:
@@ -64,14 +69,23 @@ class Scraper:
             self._thread.join(timeout)
 
     def _run(self) -> None:
+        """Scrape until stopped; nothing ends the thread but ``stop``."""
         next_tick = self.clock()
         while not self._stop.is_set():
-            self.scrape_once()
-            next_tick += self.app.scrape_interval
-            now = self.clock()
-            if next_tick < now:
-                next_tick = now + self.app.scrape_interval
-            self._stop.wait(next_tick - now)
+            try:
+                self.scrape_once()
+                interval = self.app.scrape_interval
+                next_tick += interval
+                now = self.clock()
+                if next_tick < now:
+                    next_tick = now + interval
+                wait = next_tick - now
+            except Exception as error:  # the scrape itself catches everything: this is a bug around it
+                self.errors_total += 1
+                log.error('app "%s": the scraper failed (%s: %s); retrying in %gs', self.app.name, type(error).__name__, error, RETRY_AFTER_BUG)
+                wait = RETRY_AFTER_BUG
+                next_tick = self.clock() + wait
+            self._stop.wait(wait)
 
     def scrape_once(self) -> Reading:
         app = self.app
@@ -89,8 +103,7 @@ class Scraper:
         except ScrapeError as problem:
             error = str(problem)
         except Exception as problem:  # a bug here must not end the thread; the app reads as down
-            log.exception('app "%s": scraping %s failed unexpectedly', app.name, app.url)
-            error = f"{type(problem).__name__}: {problem}"
+            error = f"unexpected {type(problem).__name__}: {problem}"
         finished = self.clock()
         self._sequence += 1
         reading = Reading(self._sequence, (started + finished) / 2, finished - started, units, requests, error)
@@ -138,15 +151,25 @@ class AppTracker:
         if reading is not None and reading.sequence != self._seen:
             self._seen = reading.sequence
             self._state = self._take(reading, config)
+        if self._state.up and reading is not None and now - reading.finished > self.stale_after:
+            # The scraper has not finished a scrape for too long (a hung name lookup, a bug): the
+            # last figures are not live any more.
+            self._state = AppState(self.app.name, self.app.unit, up=False)
         return dataclasses.replace(self._state, gpus=figures.gpus, scrape_errors_total=scraper.errors_total)
+
+    @property
+    def stale_after(self) -> float:
+        """Seconds after a reading by which the next one must have come."""
+        return 2 * self.app.scrape_interval + self.app.scrape_timeout
 
     def _take(self, reading: Reading, config: Config) -> AppState:
         app = self.app
         if reading.units is None:
             return AppState(app.name, app.unit, up=False, scrape_duration_seconds=reading.duration)
         requests_primed = self.requests.primed
-        increase = self.units.add(reading.units)
-        requests_increase = None if reading.requests is None else self.requests.add(reading.requests)
+        limit = MAX_UNITS_PER_SECOND * (reading.timestamp - self._last_good) if self._last_good is not None else 0.0
+        increase = self.units.add(reading.units, limit)
+        requests_increase = None if reading.requests is None else self.requests.add(reading.requests, limit)
         state = AppState(
             app.name,
             app.unit,
