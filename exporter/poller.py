@@ -16,8 +16,8 @@ from exporter.backends.base import Backend
 from exporter.config import MAX_DURATION, Config
 from exporter.derivations import derive
 from exporter.integrals import Integrator, Totals
-from exporter.logs import one_line
 from exporter.kubernetes.attribution import Attributor
+from exporter.logs import one_line
 from exporter.sample import DeviceInfo, GpuSample, down_sample
 from exporter.sharing import GpuDelta, Sharing
 from exporter.snapshot import GpuState, Snapshot

@@ -74,9 +74,8 @@ def test_a_real_prometheus_client_endpoint_on_every_python():
     ],
 )
 def test_broken_answers_are_failed_scrapes(response, reason):
-    with raw_serving(answering(response)) as url:
-        with pytest.raises(ScrapeError, match=reason):
-            fetch(url, timeout=2, max_bytes=1 << 20)
+    with raw_serving(answering(response)) as url, pytest.raises(ScrapeError, match=reason):
+        fetch(url, timeout=2, max_bytes=1 << 20)
 
 
 @pytest.mark.parametrize(
@@ -89,9 +88,8 @@ def test_broken_answers_are_failed_scrapes(response, reason):
     ids=["content-length", "until-close", "chunked"],
 )
 def test_oversized_answers_are_cut_at_max_bytes(response):
-    with raw_serving(answering(response)) as url:
-        with pytest.raises(ScrapeError, match=r"over max_response_bytes \(2000000\)"):
-            fetch(url, timeout=5, max_bytes=2_000_000)
+    with raw_serving(answering(response)) as url, pytest.raises(ScrapeError, match=r"over max_response_bytes \(2000000\)"):
+        fetch(url, timeout=5, max_bytes=2_000_000)
 
 
 @pytest.mark.parametrize(
