@@ -152,7 +152,7 @@ class Poller:
             derived = derive(sample, config) if sample.up else None
             before = dataclasses.replace(self._integrator.totals.get(sample.device.uuid) or Totals())
             totals = self._integrator.add(sample, derived, config.price_per_gpu_hour)
-            split = None if sharing is None else sharing.add(sample, identities, _delta(before, totals))
+            split = None if sharing is None or sample.processes is None else sharing.add(sample, identities, _delta(before, totals))
             states.append(GpuState(sample, derived, dataclasses.replace(totals), owners.get(sample.device.uuid), split))
         uuids = {sample.device.uuid for sample in samples}
         self._integrator.forget_except(uuids)

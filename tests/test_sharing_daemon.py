@@ -149,3 +149,16 @@ def test_info_only_mode_keeps_pod_labels_off_gpu_series(trace_paths):
     info = [line for line in texts["info_only"].splitlines() if line.startswith("gpueff_power_watts")]
     assert 'pod="trainer-0"' in every[0] and "pod=" not in info[0]
     assert 'gpueff_gpu_pod_info{' in texts["info_only"] and 'pod="trainer-0"' in texts["info_only"]
+
+
+def test_backends_that_list_no_processes_get_no_holder_series(trace_paths, tmp_path):
+    from exporter.backends.replay import ReplayBackend
+
+    clock = FakeClock()
+    backend = ReplayBackend([load_trace(trace_paths["matmul_8192"])], clock=clock)
+    backend.start()
+    poller = Poller(backend, parse_config({"sharing": {"enabled": True, "proc_root": str(tmp_path)}}), clock=clock)
+    for _ in range(3):
+        snapshot = poller.poll_once()
+        clock.advance(1.0)
+    assert snapshot.gpus[0].sharing is None and b"gpueff_holder_" not in render(snapshot)
