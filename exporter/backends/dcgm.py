@@ -66,6 +66,11 @@ class _Gpu:
     profiling: GpuProfiling = field(default_factory=GpuProfiling)
 
 
+def _refused_whole(gpu: _Gpu) -> bool:
+    """Whether DCGM refused every profiling field chosen for the GPU (so trying again watches nothing twice)."""
+    return bool(gpu.connected and gpu.profiling.chosen and not gpu.profiling.watched)
+
+
 class DcgmBackend(Backend):
     name = "dcgm"
 
@@ -190,7 +195,7 @@ class DcgmBackend(Backend):
         for members in partitions.values():
             ids = [gpu.gpu_id for gpu in members]
             self._profiling_groups += 1
-            label = f"prof{self._profiling_groups}"
+            label = f"prof{self._profiling_groups}"  # names stay unique across retries
             shared = sorted(ids) == every_gpu
             group = self._all_gpus_group if shared else session.group(ids, label)
             dcgm_profiling.watch(session, group, [gpu.profiling for gpu in members], self.collect_interval, label)
@@ -199,12 +204,11 @@ class DcgmBackend(Backend):
             self._by_id.update({f: profiling[f] for gpu in members for f in gpu.profiling.watched})
         self._read_ids = list(self._by_id)
         self._report_profiling(gpus)
-        retry = any(SM_ACTIVE_ID in gpu.profiling.chosen and SM_ACTIVE_ID not in gpu.profiling.watched for gpu in gpus)
-        self._profiling_retry_due = self.clock() + PROFILING_RETRY if retry else None
+        self._profiling_retry_due = self.clock() + PROFILING_RETRY if any(_refused_whole(gpu) for gpu in gpus) else None
 
     def _retry_profiling(self, session: DcgmSession) -> None:
         self._profiling_retry_due = None
-        retry = [gpu for gpu in self._gpus if gpu.connected and SM_ACTIVE_ID in gpu.profiling.chosen and SM_ACTIVE_ID not in gpu.profiling.watched]
+        retry = [gpu for gpu in self._gpus if gpu.connected and _refused_whole(gpu)]
         log.debug("trying the refused DCGM profiling watch again on GPU(s) %s", [gpu.info.index for gpu in retry])
         self._watch_profiling(session, retry)
 

@@ -130,6 +130,7 @@ def watch(session: DcgmSession, group: Any, gpus: list[GpuProfiling], interval: 
     reasons = refusal_reasons(session)
 
     def attempt(field_ids: list[int], purpose: str) -> str | None:
+        """None where DCGM watches ``field_ids``, else why not ("DCGM_ST_...: meaning")."""
         try:
             session.watch(group, field_ids, interval, purpose)
         except session.error as error:
@@ -138,26 +139,29 @@ def watch(session: DcgmSession, group: Any, gpus: list[GpuProfiling], interval: 
         watched.extend(field_ids)
         return None
 
-    refusal = attempt(chosen, f"prof-{label}")
-    if refusal and refusal.split(":")[0] not in WHOLE_REFUSALS:
+    def whole(reason: str | None) -> bool:
+        return reason is not None and reason.split(":")[0] in WHOLE_REFUSALS
+
+    refusal = attempt(chosen, f"{label}-all")
+    if refusal is not None and not whole(refusal):
         log.info("DCGM refused the profiling fields %s together (%s): watching them group by group", chosen, refusal)
-        parts = sorted((sorted(g.field_ids & set(chosen)) for g in gpus[0].groups if g.field_ids & set(chosen)), key=lambda ids: (SM_ACTIVE_ID not in ids, ids))
+        parts = [sorted(g.field_ids & set(chosen)) for g in gpus[0].groups if g.field_ids & set(chosen)]
+        parts.sort(key=lambda ids: (SM_ACTIVE_ID not in ids, ids))  # SM activity's group first
         for number, part in enumerate(parts):
             part = [f for f in part if f not in watched]
-            if not part:
-                continue
-            reason = attempt(part, f"prof-{label}-{number}")
-            if reason is None:
-                continue
-            if reason.split(":")[0] in WHOLE_REFUSALS:
+            reason = attempt(part, f"{label}-{number}") if part else None
+            if whole(reason):
                 refusal = reason
                 break
-            for field_id in part if len(part) > 1 else []:
-                each = attempt([field_id], f"prof-{label}-{number}-{field_id}")
-                if each is not None:
-                    refused[field_id] = each
+            if reason is None:
+                continue
             if len(part) == 1:
                 refused[part[0]] = reason
+                continue
+            for field_id in part:  # the group as a whole was refused: field by field
+                each = attempt([field_id], f"{label}-{number}-{field_id}")
+                if each is not None:
+                    refused[field_id] = each
     for field_id in chosen:
         if field_id not in watched and field_id not in refused:
             refused[field_id] = refusal or "not watched"
