@@ -687,3 +687,20 @@ def test_the_one_pass_rule_applies_before_hopper_told_by_architecture_or_compute
     finally:
         dcgm.close()
     assert len(support.watched) == watched and support.one_pass_limited == (kind != "hopper")
+
+
+def test_answers_in_any_order_land_on_their_gpu_and_field(engine_control, trace_paths):
+    dcgm = backend()
+    dcgm.start()
+    try:
+        time.sleep(0.25)
+        session = dcgm.session
+        orders = [[(v.entityId, v.fieldId) for v in session.latest(session.entities([0, 1]), [203, 1002])] for _ in range(5)]
+        assert all(sorted(order) == [(0, 203), (0, 1002), (1, 203), (1, 1002)] for order in orders)
+        assert any(order != sorted(order) for order in orders)
+        busy, idle = dcgm.collect()
+    finally:
+        dcgm.close()
+    assert round(busy.profiling["sm_active"], 6) in trace_values(trace_paths["matmul_8192"], "SM_UTIL", 0.01)
+    assert round(idle.profiling["sm_active"], 6) in trace_values(trace_paths["idle"], "SM_UTIL", 0.01)
+    assert round(idle.gpu_utilization, 6) in trace_values(trace_paths["idle"], "util_gpu", 0.01)
