@@ -4,9 +4,9 @@
     python dashboards/build.py --check  # exit 1 if a committed file differs from the build
 
 Every panel carries a description and a unit; every query selects GPUs through the same variables
-(instance, gpu, namespace, pod) whose "All" value is ``.*``, so the dashboards work with and
-without the Kubernetes attribution labels. The dashboards read raw exporter metrics only: they
-work without the recording rules.
+(cluster, job, instance, gpu, namespace, pod) whose "All" value is ``.*``, so the dashboards work
+with and without a ``cluster`` external label and the Kubernetes attribution labels. The panels read
+raw exporter metrics; only the "per cluster" panel and the request arrivals read recording rules.
 """
 
 from __future__ import annotations
@@ -22,23 +22,28 @@ sys.path.insert(0, str(HERE.parent))
 from exporter.derivations import BOTTLENECK_CLASSES  # noqa: E402
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
-SEL = 'instance=~"$instance", gpu=~"$gpu", namespace=~"$namespace", pod=~"$pod"'
+NODE_SEL = 'cluster=~"$cluster", job=~"$job", instance=~"$instance"'
+SEL = NODE_SEL + ', gpu=~"$gpu", namespace=~"$namespace", pod=~"$pod"'
+APP_SEL = 'cluster=~"$cluster", namespace=~"$namespace", pod=~"$pod"'
 GPU_LEGEND = "{{instance}} GPU {{gpu}}"
+# Exporter-level series (no gpu/pod labels): selected by node only.
+EXPORTER_METRICS = ("gpueff_collect_errors_total", "gpueff_collect_stale", "gpueff_snapshot_age_seconds", "gpueff_last_collect_success_timestamp_seconds")
 TAGS = ["gpu", "gpu-efficiency"]
 
-# The application-throughput dashboard's expressions: (label, PromQL), first is the default.
+# The application-throughput dashboard's server counters: (label, counter name), first is the default.
+# The variables hold a metric NAME, and the panels put it into rate(...[$__rate_interval]) with the
+# Namespace/Pod matchers: the server's series are filtered like the GPUs' (docs: "Variables").
 THROUGHPUT_CHOICES = (
-    ("vLLM generated tokens/s", "sum(rate(vllm:generation_tokens_total[$__rate_interval]))"),
-    ("SGLang generated tokens/s", "sum(rate(sglang:generation_tokens_total[$__rate_interval]))"),
-    ("TGI generated tokens/s", "sum(rate(tgi_request_generated_tokens_sum[$__rate_interval]))"),
-    ("Triton inferences/s", "sum(rate(nv_inference_count[$__rate_interval]))"),
-    ("Apps joined by this exporter (docs/apps.md)", "sum(gpueff_app_throughput_per_second)"),
+    ("vLLM generated tokens", "vllm:generation_tokens_total"),
+    ("SGLang generated tokens", "sglang:generation_tokens_total"),
+    ("TGI generated tokens", "tgi_request_generated_tokens_sum"),
+    ("Triton inferences", "nv_inference_count"),
+    ("Apps joined by this exporter (docs/apps.md)", "gpueff_app_units_total"),
 )
 REQUEST_CHOICES = (
-    ("vLLM completed requests/s", "sum(rate(vllm:request_success_total[$__rate_interval]))"),
-    ("TGI requests/s", "sum(rate(tgi_request_count[$__rate_interval]))"),
-    ("Triton successful requests/s", "sum(rate(nv_inference_request_success[$__rate_interval]))"),
-    ("Apps joined by this exporter (docs/apps.md)", "sum(gpueff_app_requests_per_second)"),
+    ("vLLM completed requests", "vllm:request_success_total"),
+    ("TGI requests", "tgi_request_count"),
+    ("Triton successful requests", "nv_inference_request_success"),
 )
 
 
@@ -65,7 +70,8 @@ def panel(kind: str, title: str, description: str, targets: list[dict[str, Any]]
           min_: float | None = None, max_: float | None = None, options: dict[str, Any] | None = None,
           custom: dict[str, Any] | None = None, overrides: list[dict[str, Any]] | None = None,
           thresholds_: dict[str, Any] | None = None, mappings: list[dict[str, Any]] | None = None,
-          transformations: list[dict[str, Any]] | None = None, decimals: int | None = None) -> dict[str, Any]:
+          transformations: list[dict[str, Any]] | None = None, decimals: int | None = None,
+          links: list[dict[str, Any]] | None = None, color_by_thresholds: bool = True) -> dict[str, Any]:
     defaults: dict[str, Any] = {"unit": unit}
     if min_ is not None:
         defaults["min"] = min_
@@ -77,9 +83,12 @@ def panel(kind: str, title: str, description: str, targets: list[dict[str, Any]]
         defaults["custom"] = custom
     if thresholds_:
         defaults["thresholds"] = thresholds_
-        defaults["color"] = {"mode": "thresholds"}
+        if color_by_thresholds:
+            defaults["color"] = {"mode": "thresholds"}
     if mappings:
         defaults["mappings"] = mappings
+    if links:
+        defaults["links"] = links
     for index, item in enumerate(targets):
         item["refId"] = chr(ord("A") + index)
     out: dict[str, Any] = {
@@ -98,10 +107,13 @@ def panel(kind: str, title: str, description: str, targets: list[dict[str, Any]]
 
 
 def timeseries(title: str, description: str, targets: list[dict[str, Any]], unit: str, *, w: int = 12, h: int = 8,
-               stack: bool = False, bars: bool = False, **kwargs: Any) -> dict[str, Any]:
-    custom = {"drawStyle": "bars" if bars else "line", "lineWidth": 1, "fillOpacity": 60 if stack else 10, "showPoints": "never", "spanNulls": False}
+               stack: bool = False, bars: bool = False, threshold_lines: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
+    custom: dict[str, Any] = {"drawStyle": "bars" if bars else "line", "lineWidth": 1, "fillOpacity": 60 if stack else 10, "showPoints": "never", "spanNulls": False}
     if stack:
         custom["stacking"] = {"mode": "normal", "group": "A"}
+    if threshold_lines:
+        custom["thresholdsStyle"] = {"mode": "line+area"}
+        kwargs.update(thresholds_=threshold_lines, color_by_thresholds=False)
     options = {"legend": {"displayMode": "table", "placement": "bottom", "calcs": ["mean", "max", "lastNotNull"]}, "tooltip": {"mode": "multi", "sort": "desc"}}
     return panel("timeseries", title, description, targets, unit, w=w, h=h, custom=custom, options=options, **kwargs)
 
@@ -124,6 +136,22 @@ def state_timeline(title: str, description: str, targets: list[dict[str, Any]], 
 def table(title: str, description: str, targets: list[dict[str, Any]], unit: str, *, w: int = 24, h: int = 8, **kwargs: Any) -> dict[str, Any]:
     options = {"showHeader": True, "cellHeight": "sm", "footer": {"show": False, "reducer": ["sum"], "countRows": False}}
     return panel("table", title, description, targets, unit, w=w, h=h, options=options, **kwargs)
+
+
+def heatmap(title: str, description: str, targets: list[dict[str, Any]], unit: str, *, w: int = 12, h: int = 8) -> dict[str, Any]:
+    """How many series sit in each value bucket over time (Grafana computes the buckets)."""
+    options = {"calculate": True, "calculation": {"yBuckets": {"mode": "count", "value": "10"}}, "cellGap": 1,
+               "color": {"mode": "scheme", "scheme": "Oranges", "steps": 64, "exponent": 0.5, "fill": "dark-orange", "reverse": False},
+               "yAxis": {"axisPlacement": "left", "unit": unit, "min": 0, "max": 1}, "tooltip": {"mode": "single", "yHistogram": True},
+               "legend": {"show": True}, "rowsFrame": {"layout": "auto"}, "showValue": "never"}
+    return panel("heatmap", title, description, targets, unit, w=w, h=h, options=options)
+
+
+def detail_link(title: str = "GPU detail") -> list[dict[str, Any]]:
+    """A data link from a per-GPU value to the GPU detail dashboard, keeping time range and data source."""
+    url = ("/d/gpueff-gpu-detail/gpu-efficiency-gpu-detail?${__url_time_range}&${datasource:queryparam}"
+           "&var-cluster=${__field.labels.cluster}&var-instance=${__field.labels.instance}&var-gpu=${__field.labels.gpu}")
+    return [{"title": f"{title}: ${{__field.labels.instance}} GPU ${{__field.labels.gpu}}", "url": url}]
 
 
 def row(title: str) -> dict[str, Any]:
@@ -159,7 +187,9 @@ def datasource_variable() -> dict[str, Any]:
     return {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus", "current": {}, "hide": 0, "refresh": 1, "regex": "", "options": []}
 
 
-def query_variable(name: str, label: str, query: str, description: str) -> dict[str, Any]:
+def query_variable(name: str, label: str, query: str, description: str, *, all_by_default: bool = True) -> dict[str, Any]:
+    """A multi-value variable whose All is ``.*``; without ``all_by_default`` Grafana starts on the
+    first value (an empty ``current``), so a detail dashboard opens on one GPU, not on the fleet."""
     return {
         "name": name,
         "label": label,
@@ -173,20 +203,23 @@ def query_variable(name: str, label: str, query: str, description: str) -> dict[
         "multi": True,
         "includeAll": True,
         "allValue": ".*",
-        "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+        "current": {"selected": True, "text": ["All"], "value": ["$__all"]} if all_by_default else {},
         "options": [],
         "hide": 0,
         "regex": "",
     }
 
 
-def gpu_variables() -> list[dict[str, Any]]:
+def gpu_variables(*, one_gpu: bool = False) -> list[dict[str, Any]]:
+    """The variables every dashboard shares; ``one_gpu`` opens on the first node and GPU instead of All."""
     return [
         datasource_variable(),
-        query_variable("instance", "Node / instance", "label_values(gpueff_gpu_up, instance)", "The exporter instance (one per node)."),
-        query_variable("gpu", "GPU", 'label_values(gpueff_gpu_up{instance=~"$instance"}, gpu)', "GPU index on the node."),
-        query_variable("namespace", "Namespace", 'label_values(gpueff_gpu_up{instance=~"$instance"}, namespace)', "Kubernetes namespace of the pod using the GPU (empty without Kubernetes attribution: keep All)."),
-        query_variable("pod", "Pod", 'label_values(gpueff_gpu_up{instance=~"$instance", namespace=~"$namespace"}, pod)', "Kubernetes pod using the GPU (empty without Kubernetes attribution: keep All)."),
+        query_variable("cluster", "Cluster", "label_values(gpueff_gpu_up, cluster)", "The Prometheus external label cluster (empty where there is none: keep All)."),
+        query_variable("job", "Job", 'label_values(gpueff_gpu_up{cluster=~"$cluster"}, job)', "The scrape job of the exporters."),
+        query_variable("instance", "Node / instance", 'label_values(gpueff_gpu_up{cluster=~"$cluster", job=~"$job"}, instance)', "The exporter instance (one per node).", all_by_default=not one_gpu),
+        query_variable("gpu", "GPU", 'label_values(gpueff_gpu_up{cluster=~"$cluster", job=~"$job", instance=~"$instance"}, gpu)', "GPU index on the node.", all_by_default=not one_gpu),
+        query_variable("namespace", "Namespace", 'label_values(gpueff_gpu_up{cluster=~"$cluster", job=~"$job", instance=~"$instance"}, namespace)', "Kubernetes namespace of the pod using the GPU (empty without Kubernetes attribution: keep All)."),
+        query_variable("pod", "Pod", 'label_values(gpueff_gpu_up{cluster=~"$cluster", job=~"$job", instance=~"$instance", namespace=~"$namespace"}, pod)', "Kubernetes pod using the GPU (empty without Kubernetes attribution: keep All)."),
     ]
 
 
@@ -227,6 +260,15 @@ def lay_out(panels: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return panels
 
 
+def alert_annotation() -> dict[str, Any]:
+    """The rules' firing alerts on every timeline (Prometheus's ALERTS series), per node."""
+    return {
+        "name": "GPU alerts", "datasource": DS, "enable": True, "hide": False, "iconColor": "red",
+        "expr": f'ALERTS{{alertstate="firing", {NODE_SEL}}}', "step": "60s",
+        "titleFormat": "{{alertname}}", "textFormat": "{{instance}} GPU {{gpu}} {{severity}}", "tagKeys": "severity", "useValueForTime": False,
+    }
+
+
 def dashboard(uid: str, title: str, description: str, panels: list[dict[str, Any]], variables: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "uid": uid,
@@ -242,7 +284,10 @@ def dashboard(uid: str, title: str, description: str, panels: list[dict[str, Any
         "timezone": "browser",
         "fiscalYearStartMonth": 0,
         "liveNow": False,
-        "annotations": {"list": [{"builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"}, "enable": True, "hide": True, "iconColor": "rgba(0, 211, 255, 1)", "name": "Annotations & Alerts", "type": "dashboard"}]},
+        "annotations": {"list": [
+            {"builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"}, "enable": True, "hide": True, "iconColor": "rgba(0, 211, 255, 1)", "name": "Annotations & Alerts", "type": "dashboard"},
+            alert_annotation(),
+        ]},
         "links": [{"title": "GPU efficiency", "type": "dashboards", "tags": ["gpu-efficiency"], "asDropdown": True, "includeVars": True, "keepTime": True}],
         "templating": {"list": variables},
         "panels": lay_out(panels),
@@ -251,8 +296,19 @@ def dashboard(uid: str, title: str, description: str, panels: list[dict[str, Any
 
 # Dashboards ------------------------------------------------------------------------------------
 
+def per_pod_share(metric: str, window: str) -> str:
+    """``increase(metric[window])`` per namespace/pod, a GPU held by several pods (time-slicing) split
+    evenly among them through gpueff_gpu_pod_info; GPUs no pod holds as pod "(no pod)"."""
+    s = sel()
+    held = (f"sum by (namespace, pod) (\n  sum by (cluster, instance, uuid) (increase({metric}{{{NODE_SEL}, gpu=~\"$gpu\"}}[{window}]))\n"
+            f"  * on (cluster, instance, uuid) group_right ()\n  (gpueff_gpu_pod_info{s} / on (cluster, instance, uuid) group_left () count by (cluster, instance, uuid) (gpueff_gpu_pod_info{s}))\n)")
+    free = f'label_replace(sum by (namespace, pod) (increase({metric}{s}[{window}]) unless on (cluster, instance, uuid) gpueff_gpu_pod_info{s}), "pod", "(no pod)", "pod", "")'
+    return f"{held}\nor\n{free}"
+
+
 def fleet() -> dict[str, Any]:
     s = sel()
+    waste = thresholds((None, "green"), (0.5, "orange"), (2, "red"))
     panels = [
         row("Fleet now"),
         stat("Fleet efficiency", "SM-active GPU-seconds over busy GPU-seconds across the selected GPUs, over the whole time range. 1 = every second the GPUs counted as busy, their SMs worked; 0.2 = four fifths of the 'busy' time did nothing useful. nvidia-smi's utilization cannot show this.",
@@ -260,40 +316,87 @@ def fleet() -> dict[str, Any]:
              "percentunit", min_=0, max_=1, decimals=1, thresholds_=GOOD_HIGH),
         stat("GPUs in mismatch now", "GPUs that look busy (utilization >= 0.8) while under 30 % of their SMs are active (gpueff_mismatch{rule=\"high_util_low_sm\"}). Anything above 0 is GPU time paid for and not used: open the GPU detail dashboard for those GPUs.",
              [target("sum(gpueff_mismatch" + sel('rule="high_util_low_sm"') + ")", "GPUs", instant=True)], "none", thresholds_=BAD_HIGH, decimals=0),
-        stat("GPUs up / down", "GPUs the exporter reads now, and GPUs it cannot read (lost, unreadable or stale data). A GPU down is usually a driver or hardware fault: see the GpuLost alert.",
-             [target(f"sum(gpueff_gpu_up{s})", "up", instant=True), target(f"sum(1 - gpueff_gpu_up{s})", "down", instant=True)], "none", decimals=0),
+        stat("GPUs up", "GPUs (and MIG devices) the exporter reads now; compare with the GPUs you expect on the selected nodes.", [target(f"sum(gpueff_gpu_up{s})", "up", instant=True)], "none", decimals=0, w=2),
+        stat("GPUs down", "GPUs the exporter cannot read now (lost, unreadable or stale data): red from 1. A GPU down is usually a driver or hardware fault: see the GpuLost alert.",
+             [target(f"sum(1 - gpueff_gpu_up{s})", "down", instant=True)], "none", decimals=0, w=2, thresholds_=BAD_HIGH),
         stat("Busy-but-idle GPU-hours", "GPU-hours in the time range during which the GPUs counted as busy while their SMs were not (integral of max(0, utilization - SM activity)). This is the waste that utilization-based dashboards hide.",
              [target(f"sum(increase(gpueff_busy_idle_sm_seconds_total{s}[$__range])) / 3600", "GPU-hours", instant=True)], "h", decimals=2),
         stat("Busy-but-idle cost", "What the busy-but-idle GPU time of the time range cost at the exporter's price_per_gpu_hour, in the labelled currency. No data means no price is configured on the exporter.",
              [target(f"sum by (currency) (increase(gpueff_busy_idle_sm_cost_total{s}[$__range]))", "{{currency}}", instant=True)], "short", decimals=2),
         stat("Power now", "Power drawn by the selected GPUs now, in watts.", [target(f"sum(gpueff_power_watts{s})", "power", instant=True)], "watt", decimals=0),
-        row("Over time"),
+        row("Over time (scales to thousands of GPUs: distributions and the worst GPUs, not a line per GPU)"),
         timeseries("Coarse utilization vs SM activity", "Fleet average of nvidia-smi's utilization (share of time any kernel ran) against SM activity (share of SMs with work). The gap between the two lines is GPU time that looks busy but is not: one thread on one SM reads 100 % utilization and 0.8 % SM activity.",
                    [target(f"avg(gpueff_gpu_utilization_ratio{s})", "utilization (nvidia-smi)"), target(f"avg(gpueff_sm_active_ratio{s})", "SM activity")], "percentunit", min_=0, max_=1),
-        timeseries("Efficiency per GPU", "SM activity / utilization per GPU (gpueff_efficiency_ratio). Near 1: the busy time is real work. Low while the GPU is busy: the kernels use few SMs (small grids, one stream, launch-bound loops). Absent while a GPU is idle.",
-                   [target(f"gpueff_efficiency_ratio{s}", GPU_LEGEND)], "percentunit", min_=0, max_=1),
+        heatmap("Efficiency across GPUs", "How many GPUs sit at each efficiency (SM activity / utilization, gpueff_efficiency_ratio) over time: a band near the top is a fleet doing real work; a band near the bottom is busy-looking GPUs doing little. Readable at 1,000 GPUs, unlike one line per GPU.",
+                [target(f"gpueff_efficiency_ratio{s}", GPU_LEGEND)], "percentunit"),
+        timeseries("Efficiency: fleet spread and the 5 worst GPUs", "The 10th, 50th and 90th percentile of per-GPU efficiency across the selected GPUs, and the five least efficient busy GPUs at each moment (bottomk). Click a GPU's line for its detail dashboard.",
+                   [target(f"quantile(0.1, gpueff_efficiency_ratio{s})", "p10"), target(f"quantile(0.5, gpueff_efficiency_ratio{s})", "median"), target(f"quantile(0.9, gpueff_efficiency_ratio{s})", "p90"),
+                    target(f"bottomk(5, gpueff_efficiency_ratio{s})", GPU_LEGEND)], "percentunit", min_=0, max_=1, links=detail_link()),
+        timeseries("Efficiency per cluster (recording rule)", "job:gpueff_efficiency:ratio_rate5m from the project's recording rules: SM-active over busy GPU-seconds per cluster and job, the cheap query for a fleet of thousands of GPUs or a global view (Thanos, Mimir). No data without the rules.",
+                   [target('job:gpueff_efficiency:ratio_rate5m{cluster=~"$cluster", job=~"$job"}', "{{cluster}} {{job}}")], "percentunit", min_=0, max_=1),
         timeseries("Bottleneck classes", "How many GPUs are in each bottleneck class over time (gpueff_bottleneck). compute/memory: a pipe or DRAM is the limit (good); host: idle gaps between kernels (input pipeline, launch overhead); underfilled: few SMs have work; latency: warps stall on dependencies; communication: PCIe/NVLink bound.",
                    [target(f"sum by (class) (gpueff_bottleneck{s})", "{{class}}")], "none", stack=True, decimals=0),
-        timeseries("GPUs in mismatch", "GPUs flagged by each mismatch rule over time: high_util_low_sm (utilization >= 0.8 and SM activity < 0.3) and low_efficiency (utilization >= 0.5 and efficiency < 0.3). A rule that stays up for 10 minutes pages through the GpuHighUtilizationLowSmActivity alert.",
+        timeseries("GPUs in mismatch", "GPUs flagged by each mismatch rule over time: high_util_low_sm (utilization >= 0.8 and SM activity < 0.3) and low_efficiency (utilization >= 0.5 and efficiency < 0.3). A GPU in high_util_low_sm for 70 % of 30 minutes pages through the GpuHighUtilizationLowSmActivity alert (red marks on the timelines are firing alerts).",
                    [target(f"sum by (rule) (gpueff_mismatch{s})", "{{rule}}")], "none", decimals=0),
         timeseries("Busy-but-idle GPUs", "GPU-equivalents that count as busy while their SMs idle: the rate of gpueff_busy_idle_sm_seconds_total. 2 means the fleet wastes the equivalent of two whole GPUs at that moment.",
                    [target(f"sum(rate(gpueff_busy_idle_sm_seconds_total{s}[$__rate_interval]))", "busy but idle")], "none"),
-        timeseries("Power per node", "Power drawn per node (sum over its selected GPUs) against the sum of their power limits (dashed).",
+        timeseries("Busy-but-idle cost per hour", "What the busy-but-idle GPU time costs per hour at the exporter's price_per_gpu_hour, over time, in the labelled currency (rate of gpueff_busy_idle_sm_cost_total x 3600). No data means no price is configured.",
+                   [target(f"sum by (currency) (rate(gpueff_busy_idle_sm_cost_total{s}[$__rate_interval])) * 3600", "{{currency}} per hour")], "short", min_=0),
+        timeseries("Power per node", "Power drawn per node (sum over its selected GPUs) against the sum of their power limits (dashed). At 1,000 nodes, narrow Cluster/Job/Node first.",
                    [target(f"sum by (instance) (gpueff_power_watts{s})", "{{instance}}"), target(f"sum by (instance) (gpueff_power_limit_watts{s})", "{{instance}} limit")], "watt", min_=0, overrides=[dashed(".* limit")]),
         row("Who wastes GPU time"),
-        bargauge("Top wasteful GPUs", "The ten GPUs with the most busy-but-idle GPU-hours in the time range. Start optimising at the top: these GPUs are held and reported busy while their SMs sit idle.",
-                 [target(f"topk(10, sum by (instance, gpu, uuid) (increase(gpueff_busy_idle_sm_seconds_total{s}[$__range])) / 3600)", GPU_LEGEND, instant=True)], "h", decimals=2, thresholds_=thresholds((None, "green"), (0.5, "orange"), (2, "red"))),
-        bargauge("Top wasteful pods", "The ten namespace/pod pairs with the most busy-but-idle GPU-hours in the time range (needs the exporter's Kubernetes attribution; without it, all GPUs show as one '/' bar).",
-                 [target(f"topk(10, sum by (namespace, pod) (increase(gpueff_busy_idle_sm_seconds_total{s}[$__range])) / 3600)", "{{namespace}}/{{pod}}", instant=True)], "h", decimals=2, thresholds_=thresholds((None, "green"), (0.5, "orange"), (2, "red"))),
-        table("GPUs now", "Every selected GPU with its model, utilization, SM activity and efficiency now. Sort by efficiency to find GPUs that look busy but do little.",
+        bargauge("Top wasteful GPUs", "The ten GPUs with the most busy-but-idle GPU-hours in the time range. Start optimising at the top: these GPUs are held and reported busy while their SMs sit idle. Click a bar for the GPU's detail dashboard.",
+                 [target(f"topk(10, sum by (cluster, instance, gpu, uuid) (increase(gpueff_busy_idle_sm_seconds_total{s}[$__range])) / 3600)", GPU_LEGEND, instant=True)], "h", decimals=2, thresholds_=waste, links=detail_link()),
+        bargauge("Top wasteful pods", "The ten namespace/pod pairs with the most busy-but-idle GPU-hours in the time range. A GPU time-sliced between several pods (gpueff_gpu_pod_info) counts an equal share to each of them; GPUs no pod holds show as '(no pod)' (the exporter's fair split, gpueff_holder_*, is exact where enabled: docs/sharing.md).",
+                 [target(f"topk(10, {per_pod_share('gpueff_busy_idle_sm_seconds_total', '$__range')}) / 3600", "{{namespace}}/{{pod}}", instant=True)], "h", decimals=2, thresholds_=waste),
+        table("Namespaces: efficiency, waste and cost", "Per namespace over the time range: efficiency (SM-active over busy GPU-seconds), busy GPU-hours, busy-but-idle GPU-hours, what that waste cost (with a price on the exporter) and energy. namespace is empty for GPUs without Kubernetes attribution. Sort by waste to find where to start.",
+              [target(f"clamp_max(sum by (namespace) (increase(gpueff_sm_active_seconds_total{s}[$__range])) / sum by (namespace) (increase(gpueff_gpu_busy_seconds_total{s}[$__range])), 1)", instant=True, table=True),
+               target(f"sum by (namespace) (increase(gpueff_gpu_busy_seconds_total{s}[$__range])) / 3600", instant=True, table=True),
+               target(f"sum by (namespace) (increase(gpueff_busy_idle_sm_seconds_total{s}[$__range])) / 3600", instant=True, table=True),
+               target(f"sum by (namespace) (increase(gpueff_busy_idle_sm_cost_total{s}[$__range]))", instant=True, table=True),
+               target(f"sum by (namespace) (increase(gpueff_energy_joules_total{s}[$__range])) / 3.6e6", instant=True, table=True)],
+              "none", decimals=2,
+              overrides=[{"matcher": {"id": "byName", "options": "efficiency"}, "properties": [{"id": "unit", "value": "percentunit"}]},
+                         {"matcher": {"id": "byRegexp", "options": ".*GPU-hours"}, "properties": [{"id": "unit", "value": "h"}]},
+                         {"matcher": {"id": "byName", "options": "energy"}, "properties": [{"id": "unit", "value": "kwatth"}]}],
+              transformations=[{"id": "merge", "options": {}},
+                               {"id": "organize", "options": {"excludeByName": {"Time": True},
+                                                              "renameByName": {"Value #A": "efficiency", "Value #B": "busy GPU-hours", "Value #C": "busy-but-idle GPU-hours", "Value #D": "busy-but-idle cost", "Value #E": "energy"}}}]),
+        table("GPUs now", "Every selected GPU with its model, utilization, SM activity and efficiency now. Sort by efficiency to find GPUs that look busy but do little. At fleet scale, narrow Cluster/Job/Node first.",
               [target(f"gpueff_gpu_info{s}", instant=True, table=True), target(f"gpueff_gpu_utilization_ratio{s}", instant=True, table=True),
                target(f"gpueff_sm_active_ratio{s}", instant=True, table=True), target(f"gpueff_efficiency_ratio{s}", instant=True, table=True)],
-              "percentunit", decimals=2,
+              "percentunit", decimals=2, links=detail_link(),
               transformations=[{"id": "merge", "options": {}},
                                {"id": "organize", "options": {"excludeByName": {"Time": True, "Value #A": True, "__name__": True, "job": True, "driver": True},
                                                               "renameByName": {"Value #B": "utilization", "Value #C": "SM activity", "Value #D": "efficiency"}}}]),
+        row("Health"),
+        *health_stats(),
     ]
-    return dashboard("gpueff-fleet", "GPU efficiency / Fleet overview", "How much real work the GPU fleet does: efficiency, mismatch, bottlenecks, busy-but-idle GPU time and its cost.", panels, gpu_variables())
+    return dashboard("gpueff-fleet", "GPU efficiency / Fleet overview", "How much real work the GPU fleet does: efficiency, mismatch, bottlenecks, busy-but-idle GPU time and its cost, per namespace, and the GPUs' and exporters' health.", panels, gpu_variables())
+
+
+def health_stats() -> list[dict[str, Any]]:
+    """Stat panels: hardware errors, energy, profiling and the exporter's own health over the range."""
+    s = sel()
+    node = "{" + NODE_SEL + "}"
+    errors = thresholds((None, "green"), (1, "red"))
+    uncorrected = sel('type="uncorrected"')
+    return [
+        stat("Xid errors", "Critical Xid events the driver reported on the selected GPUs in the time range (gpueff_xid_errors_total). Hardware codes (48, 63, 64, 74, 79, 92, 94, 95, 119, 120) page through GpuCriticalXidError.",
+             [target(f"sum(increase(gpueff_xid_errors_total{s}[$__range])) or vector(0)", "Xid", instant=True)], "none", decimals=0, thresholds_=errors),
+        stat("Uncorrectable ECC errors", "Uncorrectable ECC errors on the selected GPUs in the time range: any is a job that read bad data.",
+             [target(f"sum(increase(gpueff_ecc_errors_total{uncorrected}[$__range])) or vector(0)", "ECC", instant=True)], "none", decimals=0, thresholds_=errors),
+        stat("Row remaps pending / failed", "GPUs with a memory row remap pending (needs a GPU reset) or failed (no spare rows left: take the GPU out).",
+             [target(f"sum(gpueff_remapped_rows_pending{s}) or vector(0)", "pending", instant=True), target(f"sum(gpueff_remapped_rows_failure{s}) or vector(0)", "failed", instant=True)], "none", decimals=0, thresholds_=errors),
+        stat("Energy", "Energy the selected GPUs used in the time range, in kWh (gpueff_energy_joules_total).",
+             [target(f"sum(increase(gpueff_energy_joules_total{s}[$__range])) / 3.6e6", "energy", instant=True)], "kwatth", decimals=1),
+        stat("GPUs without profiling", "GPUs whose SM activity the exporter cannot read (gpueff_profiling_available == 0): efficiency, mismatch and the bottleneck class are blind there (GpuProfilingUnavailable).",
+             [target(f"count(gpueff_profiling_available{s} == 0) or vector(0)", "GPUs", instant=True)], "none", decimals=0, thresholds_=errors),
+        stat("Exporter health", "Exporters Prometheus cannot scrape (up == 0), exporters serving stale data, and failed collections in the time range.",
+             [target(f'count(up{{{NODE_SEL}, job=~".*gpu-efficiency.*"}} == 0) or vector(0)', "down", instant=True),
+              target(f"sum(gpueff_collect_stale{node}) or vector(0)", "stale", instant=True),
+              target(f"sum(increase(gpueff_collect_errors_total{node}[$__range])) or vector(0)", "collect errors", instant=True)], "none", decimals=0, thresholds_=errors),
+    ]
 
 
 def gpu_detail() -> dict[str, Any]:
@@ -306,6 +409,9 @@ def gpu_detail() -> dict[str, Any]:
                    [target(f"gpueff_sm_occupancy_ratio{s}", GPU_LEGEND)], "percentunit", min_=0, max_=1),
         timeseries("Tensor and DRAM activity", "Share of cycles the tensor pipes were active, and DRAM bandwidth used over its peak. Tensor high: compute bound (good for matmuls). DRAM near 0.8: memory-bandwidth bound (0.8 is the practical peak).",
                    [target(f"gpueff_tensor_active_ratio{s}", GPU_LEGEND + " tensor"), target(f"gpueff_dram_active_ratio{s}", GPU_LEGEND + " DRAM")], "percentunit", min_=0, max_=1),
+        timeseries("Tensor pipes by precision", "The tensor-pipe activity split by instruction: HMMA (FP16/BF16/TF32/FP8 matrix math), IMMA (integer matrix math) and DFMA (FP64 tensor). Work expected in BF16 that shows in DFMA or not at all is a precision or kernel-choice problem.",
+                   [target(f"gpueff_tensor_hmma_active_ratio{s}", GPU_LEGEND + " HMMA"), target(f"gpueff_tensor_imma_active_ratio{s}", GPU_LEGEND + " IMMA"),
+                    target(f"gpueff_tensor_dfma_active_ratio{s}", GPU_LEGEND + " DFMA")], "percentunit", min_=0, max_=1),
         timeseries("Other pipes", "Activity of the non-tensor FP64, FP32, FP16 and integer pipes. Work that should run on tensor cores but shows here instead (FP32 high, tensor low) is a precision or kernel-choice problem.",
                    [target(f"gpueff_fp64_active_ratio{s}", GPU_LEGEND + " FP64"), target(f"gpueff_fp32_active_ratio{s}", GPU_LEGEND + " FP32"),
                     target(f"gpueff_fp16_active_ratio{s}", GPU_LEGEND + " FP16"), target(f"gpueff_integer_active_ratio{s}", GPU_LEGEND + " integer")], "percentunit", min_=0, max_=1),
@@ -316,11 +422,12 @@ def gpu_detail() -> dict[str, Any]:
                    [target(f"gpueff_power_watts{s}", GPU_LEGEND), target(f"gpueff_power_limit_watts{s}", GPU_LEGEND + " limit")], "watt", min_=0, overrides=[dashed(".* limit")]),
         timeseries("SM clock", "Current SM clock against its maximum (dashed). A clock well below the maximum under load is throttling: see the reasons beside.",
                    [target(f"gpueff_sm_clock_hertz{s}", GPU_LEGEND), target(f"gpueff_sm_clock_max_hertz{s}", GPU_LEGEND + " max")], "hertz", min_=0, overrides=[dashed(".* max")]),
-        state_timeline("Throttle reasons", "Which clock-event reasons hold each GPU's clocks down. gpu_idle is normal when idle; sw_power_cap under heavy load is the power limit at work; thermal and hw_* reasons are node problems (cooling, power supply).",
-                       [target(f"max by (instance, gpu, reason) (gpueff_clock_event_active{s})", GPU_LEGEND + " {{reason}}")],
+        state_timeline("Throttle reasons", "The clock-event reasons that held each GPU's clocks down at some point in the time range (a reason never active has no row). gpu_idle is normal when idle; sw_power_cap under heavy load is the power limit at work; thermal and hw_* reasons are node problems (cooling, power supply).",
+                       [target(f"max by (instance, gpu, reason) (gpueff_clock_event_active{s}) > 0", GPU_LEGEND + " {{reason}}")],
                        mappings=[{"type": "value", "options": {"0": {"text": "-", "color": "transparent", "index": 0}, "1": {"text": "active", "color": "orange", "index": 1}}}]),
-        timeseries("Temperature", "GPU core temperature per GPU. Thermal slowdown starts near the GPU's slowdown temperature (about 85-90 C on data-centre GPUs).",
-                   [target(f"gpueff_temperature_celsius{s}", GPU_LEGEND)], "celsius"),
+        timeseries("Temperature", "GPU core temperature per GPU, and its memory (HBM) temperature where the GPU reports one (dashed). Orange from 80 C, red from 85 C, where GpuTemperatureHigh fires and thermal slowdown starts on data-centre GPUs (about 85-90 C).",
+                   [target(f"gpueff_temperature_celsius{s}", GPU_LEGEND), target(f"gpueff_memory_temperature_celsius{s}", GPU_LEGEND + " memory")], "celsius",
+                   overrides=[dashed(".* memory")], threshold_lines=thresholds((None, "green"), (80, "orange"), (85, "red"))),
         row("Achieved work"),
         timeseries("Estimated tensor FLOP/s", "Estimated achieved tensor FLOP/s (BF16-equivalent; tensor activity x peak x SM clock / max SM clock) against the model's dense peak (dashed). Checked within 3 % of measured on H200 matmuls. Absent for models without a known peak.",
                    [target(f"gpueff_estimated_tensor_flops_per_second{s}", GPU_LEGEND), target(f"gpueff_peak_tensor_flops_per_second{s}", GPU_LEGEND + " peak")], "flops", min_=0, overrides=[dashed(".* peak")]),
@@ -345,34 +452,96 @@ def gpu_detail() -> dict[str, Any]:
         table("Pods holding the GPUs", "Every container the kubelet assigned each GPU (or MIG device) to, from the exporter's Kubernetes attribution; several rows per GPU under time-slicing. Empty outside Kubernetes.",
               [target(f"gpueff_gpu_pod_info{s}", instant=True, table=True)], "none",
               transformations=[{"id": "organize", "options": {"excludeByName": {"Time": True, "Value": True, "__name__": True, "job": True}}}]),
+        row("Health"),
+        timeseries("Xid errors", "Critical Xid events per GPU and code (increase of gpueff_xid_errors_total): each bar is an event. Hardware codes page through GpuCriticalXidError; application codes (13, 31, 43, 45) point at the job.",
+                   [target(f"increase(gpueff_xid_errors_total{s}[$__rate_interval]) > 0", GPU_LEGEND + " Xid {{xid}}")], "none", bars=True, min_=0, decimals=0),
+        timeseries("ECC errors and remapped rows", "ECC errors per GPU by type (since driver load) and memory rows remapped by cause. Rising corrected errors often come before uncorrectable ones and remaps.",
+                   [target(f"gpueff_ecc_errors_total{s}", GPU_LEGEND + " ECC {{type}}"), target(f"gpueff_remapped_rows{s}", GPU_LEGEND + " remapped {{cause}}")], "none", min_=0, decimals=0),
+        state_timeline("Profiling, row remaps and GPU state", "Per GPU over time: whether the exporter reads SM activity (profiling), whether a row remap is pending (needs a reset) or failed, and whether the GPU answers (up).",
+                       [target(f"gpueff_profiling_available{s}", GPU_LEGEND + " profiling"), target(f"gpueff_remapped_rows_pending{s}", GPU_LEGEND + " remap pending"),
+                        target(f"gpueff_remapped_rows_failure{s}", GPU_LEGEND + " remap failed"), target(f"gpueff_gpu_up{s}", GPU_LEGEND + " up")],
+                       mappings=[{"type": "value", "options": {"0": {"text": "no", "color": "transparent", "index": 0}, "1": {"text": "yes", "color": "blue", "index": 1}}}]),
+        bargauge("Energy in the time range", "Energy each GPU used in the time range, in kWh (gpueff_energy_joules_total).",
+                 [target(f"sum by (instance, gpu, uuid) (increase(gpueff_energy_joules_total{s}[$__range])) / 3.6e6", GPU_LEGEND, instant=True)], "kwatth", decimals=2),
+        timeseries("Exporter health", "The exporter on the selected nodes: age of the snapshot it serves (a growing age means the poller is stuck; stale_after makes it serve GPUs as down) and failed collections per second.",
+                   [target(f"gpueff_snapshot_age_seconds{{{NODE_SEL}}}", "{{instance}} snapshot age"), target(f"rate(gpueff_collect_errors_total{{{NODE_SEL}}}[$__rate_interval])", "{{instance}} collect errors/s")], "s", min_=0),
     ]
-    return dashboard("gpueff-gpu-detail", "GPU efficiency / GPU detail", "One or a few GPUs in depth: activity, bottleneck, power, clocks and throttling, achieved FLOP/s and bandwidth, memory and owners.", panels, gpu_variables())
+    return dashboard("gpueff-gpu-detail", "GPU efficiency / GPU detail", "One or a few GPUs in depth: activity, bottleneck, power, clocks and throttling, achieved FLOP/s and bandwidth, memory and owners.", panels, gpu_variables(one_gpu=True))
+
+
+def server_rate(variable: str) -> str:
+    """The per-second rate of the server counter named by a custom variable, filtered like the GPUs."""
+    return f'sum(rate({{__name__="${variable}", {APP_SEL}}}[$__rate_interval]))'
+
+
+def app_gpus() -> str:
+    """The exporter's app-to-GPU join rows of the apps picked, restricted to the selected GPUs."""
+    return f'(gpueff_app_gpu_info{{{NODE_SEL}, app=~"$app"}} and on (cluster, instance, uuid) gpueff_gpu_up{sel()})'
+
+
+def app_metric(name: str) -> str:
+    """A per-app gauge of the exporter for the apps picked that run on at least one selected GPU."""
+    return f'{name}{{{NODE_SEL}, app=~"$app"}} and on (cluster, job, instance, app) {app_gpus()}'
+
+
+def app_units_per_joule() -> str:
+    """Per app: its throughput over the power of ALL its GPUs, for every app on a selected GPU. The
+    figure of an app does not change with the selection (All, or any subset holding one of its GPUs)."""
+    power = (f'sum by (cluster, job, instance, app) (\n  gpueff_power_watts{{{NODE_SEL}}}\n  * on (cluster, instance, uuid) group_right ()\n'
+             f'  (gpueff_app_gpu_info{{{NODE_SEL}, app=~"$app"}} and on (cluster, job, instance, app) {app_gpus()})\n)')
+    work = f'sum by (cluster, job, instance, app, unit) ({app_metric("gpueff_app_throughput_per_second")})'
+    return f"{work}\n/ on (cluster, job, instance, app) group_left ()\n({power} > 0)"
 
 
 def app_throughput() -> dict[str, Any]:
     s = sel()
-    throughput_var = custom_variable("throughput", "Throughput", THROUGHPUT_CHOICES, "PromQL for the application's throughput (one series, e.g. sum(rate(...))). Edit the dashboard variable to add your own server.")
-    requests_var = custom_variable("requests", "Request rate", REQUEST_CHOICES, "PromQL for the application's request rate (one series).")
+    throughput_var = custom_variable("throughput", "Throughput counter", THROUGHPUT_CHOICES, "The application's counter of work done (a metric name; the panels take its rate over $__rate_interval, filtered by Namespace/Pod). Edit the variable to add your own server.")
+    requests_var = custom_variable("requests", "Requests counter", REQUEST_CHOICES, "The application's counter of completed requests (a metric name).")
+    app_var = query_variable("app", "App (exporter join)", 'label_values(gpueff_app_up{cluster=~"$cluster", job=~"$job", instance=~"$instance"}, app)', "Apps the exporter joins with their GPUs (docs/apps.md): the per-app panels.")
+    tput, reqs = server_rate("throughput"), server_rate("requests")
+    vllm = "{" + APP_SEL + "}"
+    per_app = "{{app}} ({{instance}})"
     panels = [
         row("Throughput against the GPU"),
-        timeseries("Throughput vs SM activity", "The application's throughput (left axis, from the Throughput variable) on the same time axis as average SM activity and nvidia-smi utilization of the selected GPUs (right axis). Utilization near 100 % with SM activity low and throughput flat under rising load is a batching or launch problem, not a full GPU.",
-                   [target("$throughput", "throughput"), target(f"avg(gpueff_sm_active_ratio{s})", "SM activity"), target(f"avg(gpueff_gpu_utilization_ratio{s})", "utilization (nvidia-smi)")],
-                   "short", min_=0, overrides=right_axis("SM activity", "utilization (nvidia-smi)", unit="percentunit"), w=24),
-        timeseries("Request rate vs throughput", "Request rate (left) against throughput (right). Both should rise together; a request rate that keeps rising while throughput stays flat means the server is saturated: look at SM and DRAM activity to see why.",
-                   [target("$requests", "requests/s"), target("$throughput", "throughput")], "reqps", min_=0,
+        timeseries("Throughput vs SM activity", "The application's throughput (left axis, from the Throughput counter variable) on the same time axis as the selected GPUs' average SM activity, SM occupancy and nvidia-smi utilization (right axis). Utilization near 100 % with SM activity low and throughput flat under rising load is a batching or launch problem, not a full GPU.",
+                   [target(tput, "throughput"), target(f"avg(gpueff_sm_active_ratio{s})", "SM activity"), target(f"avg(gpueff_sm_occupancy_ratio{s})", "SM occupancy"),
+                    target(f"avg(gpueff_gpu_utilization_ratio{s})", "utilization (nvidia-smi)")],
+                   "short", min_=0, overrides=right_axis("SM activity", "SM occupancy", "utilization (nvidia-smi)", unit="percentunit"), w=24),
+        timeseries("Request arrivals vs completions vs throughput", "Requests arriving (the recording rule namespace:app_requests_arrived:rate5m = completions + growth of the requests waiting and running) and completing per second (left), throughput (right). Arrivals that keep rising while completions and throughput stay flat mean the server is saturated: look at SM and DRAM activity to see why.",
+                   [target('sum(namespace:app_requests_arrived:rate5m{cluster=~"$cluster", namespace=~"$namespace"})', "arrivals/s"), target(reqs, "completions/s"), target(tput, "throughput")], "reqps", min_=0,
                    overrides=[{"matcher": {"id": "byName", "options": "throughput"}, "properties": [{"id": "custom.axisPlacement", "value": "right"}, {"id": "unit", "value": "short"}]}]),
-        timeseries("Throughput per request", "Throughput divided by request rate (e.g. tokens per request). A drop at constant request size means requests wait longer, not that they got smaller.",
-                   [target("($throughput) / scalar($requests)", "per request")], "short", min_=0),
-        timeseries("Throughput per watt", "Throughput divided by the power of the selected GPUs: work per joule (e.g. tokens per joule). Better batching raises it; a larger GPU than the work needs lowers it.",
-                   [target(f"($throughput) / scalar(sum(gpueff_power_watts{s}))", "per joule")], "si:/J", min_=0),
+        timeseries("Throughput per request", "Throughput divided by completed requests (e.g. tokens per request). No data while no request completes. A drop at constant request size means requests wait longer, not that they got smaller.",
+                   [target(f"{tput} / ({reqs} > 0)", "per request")], "short", min_=0),
+        timeseries("Throughput per watt (server counter)", "The server counter's throughput over the power of the GPUs that carry the same namespace/pod as its series (Kubernetes attribution; without it, every selected node's GPUs). The server's metrics name no GPU, so this panel follows Namespace and Pod, not GPU: for per-GPU accuracy read the exporter's per-app figures below.",
+                   [target(f'{tput} / sum(gpueff_power_watts{{{NODE_SEL}, namespace=~"$namespace", pod=~"$pod"}} and on (namespace, pod) {{__name__="$throughput", {APP_SEL}}})', "per joule")], "si:/J", min_=0),
         timeseries("GPU power", "Power drawn by the selected GPUs, on the same time axis.", [target(f"sum(gpueff_power_watts{s})", "power")], "watt", min_=0),
+        row("Per app, joined with its GPUs by the exporter (docs/apps.md)"),
+        timeseries("Units per joule", "Per app: its throughput over the power of all its GPUs, for the apps running on the selected GPUs. An app's figure is the same with All selected and with any subset of GPUs that holds one of its GPUs (computed here from gpueff_app_throughput_per_second and gpueff_power_watts; the exporter's own gpueff_app_units_per_joule is dashed).",
+                   [target(app_units_per_joule(), per_app + " {{unit}}/J"), target(app_metric("gpueff_app_units_per_joule"), per_app + " exporter")], "short", min_=0, overrides=[dashed(".* exporter")]),
+        timeseries("Model FLOPs utilization", "Per app: the share of its GPUs' dense BF16 tensor peak that the model's own math uses (throughput x flops_per_unit / peak). Needs flops_per_unit in the app's configuration.",
+                   [target(app_metric("gpueff_app_model_flops_utilization_ratio"), per_app)], "percentunit", min_=0, max_=1),
+        timeseries("Cost per million units", "Per app: what a million units of its work cost at price_per_gpu_hour (its GPUs x price / throughput). Needs a price on the exporter.",
+                   [target(app_metric("gpueff_app_cost_per_million_units"), per_app + " {{currency}}")], "short", min_=0),
+        timeseries("Units per SM-active second", "Per app: units of work per GPU-second its GPUs' SMs were active. Falling while SM activity holds means the same GPU work yields less output (longer prompts, a slower kernel path).",
+                   [target(app_metric("gpueff_app_units_per_sm_active_second"), per_app + " {{unit}}")], "short", min_=0),
+        row("Serving (vLLM's metrics)"),
+        timeseries("Time to first token", "Median and 95th percentile time from a request's arrival to its first generated token (vllm:time_to_first_token_seconds). Rising with the queue: too few generation slots or KV cache.",
+                   [target(f"histogram_quantile(0.5, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{vllm}[$__rate_interval])))", "p50"),
+                    target(f"histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{vllm}[$__rate_interval])))", "p95")], "s", min_=0, w=6),
+        timeseries("Time per output token", "Median and 95th percentile time between generated tokens (vllm:time_per_output_token_seconds): the decode speed each user sees. Rising with batch size is the batching trade-off; rising alone is a slower GPU path.",
+                   [target(f"histogram_quantile(0.5, sum by (le) (rate(vllm:time_per_output_token_seconds_bucket{vllm}[$__rate_interval])))", "p50"),
+                    target(f"histogram_quantile(0.95, sum by (le) (rate(vllm:time_per_output_token_seconds_bucket{vllm}[$__rate_interval])))", "p95")], "s", min_=0, w=6),
+        timeseries("Queue", "Requests waiting for a generation slot and requests being generated (vllm:num_requests_waiting, vllm:num_requests_running). A growing queue with flat throughput is saturation.",
+                   [target(f"sum(vllm:num_requests_waiting{vllm})", "waiting"), target(f"sum(vllm:num_requests_running{vllm})", "running")], "none", min_=0, w=6),
+        timeseries("KV-cache use", "Share of the KV cache in use (vllm:gpu_cache_usage_perc; vllm:kv_cache_usage_perc in newer vLLM). Near 1 with a queue: the cache, not the GPU's compute, limits the batch.",
+                   [target(f"avg(vllm:gpu_cache_usage_perc{vllm}) or avg(vllm:kv_cache_usage_perc{vllm})", "KV cache")], "percentunit", min_=0, max_=1, w=6),
         row("Why throughput is flat"),
         timeseries("SM, tensor and DRAM activity", "Average SM, tensor-pipe and DRAM activity of the selected GPUs. Throughput flat with DRAM near 0.8: memory-bandwidth ceiling (quantise, fuse attention, add replicas). Flat with SM and DRAM both low: batching limit (raise the batch size / max concurrent sequences).",
                    [target(f"avg(gpueff_sm_active_ratio{s})", "SM activity"), target(f"avg(gpueff_tensor_active_ratio{s})", "tensor"), target(f"avg(gpueff_dram_active_ratio{s})", "DRAM")],
                    "percentunit", min_=0, max_=1, w=24),
     ]
-    variables = gpu_variables() + [throughput_var, requests_var]
-    return dashboard("gpueff-app-throughput", "GPU efficiency / Application throughput", "An application's own throughput (PromQL picked by a variable) on the same time axis as SM activity, request rate and power, with throughput per watt.", panels, variables)
+    variables = gpu_variables() + [app_var, throughput_var, requests_var]
+    return dashboard("gpueff-app-throughput", "GPU efficiency / Application throughput", "An application's own throughput (its server counter, picked by a variable) on the same time axis as SM activity, arrivals and power; per app, units per joule, MFU, cost per million units and units per SM-active second; the serving view (time to first token, time per output token, queue, KV cache).", panels, variables)
 
 
 DASHBOARDS = {

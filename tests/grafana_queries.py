@@ -5,6 +5,16 @@ Implements the parts of Grafana's interpolation the dashboards in dashboards/ us
 values as ``(a|b)``, "All" as the variable's allValue); custom variables; and the built-ins
 ``$__interval``, ``$__rate_interval`` and ``$__range`` (Grafana's rule:
 ``$__rate_interval = max($__interval + scrape interval, 4 x scrape interval)``).
+
+The order follows Grafana's source: the Prometheus data source's ``applyTemplateVariables``
+(public/app/plugins/datasource/prometheus/datasource.ts) fills the dashboard's variables in the
+browser (one regex pass; recent versions run a second pass after adding ad-hoc filters), leaving
+``$__interval`` and ``$__rate_interval`` as text; the backend (pkg/promlib/models/query.go,
+``InterpolateVariables``) then replaces those built-ins with ``strings.ReplaceAll`` over the whole
+expression. So a built-in inside a custom variable's value is filled (it reaches the backend as
+text); a dashboard variable inside another variable's value is filled only where the second pass
+exists, so the dashboards never nest one (their custom variables hold a metric name). A
+single-value custom variable's value is escaped for backslashes and single quotes only.
 """
 
 from __future__ import annotations
@@ -108,6 +118,10 @@ def resolve_variables(dashboard: dict[str, Any], label_values: Callable[[str | N
 
 
 def queries(dashboard: dict[str, Any], values: dict[str, str]) -> Iterator[Query]:
+    """Every panel query, then every Prometheus annotation query (as range queries)."""
     for item in panels(dashboard):
         for target in item["targets"]:
             yield Query(dashboard["uid"], item["title"], target["refId"], interpolate(target["expr"], values), bool(target.get("instant")))
+    for annotation in dashboard["annotations"]["list"]:
+        if "expr" in annotation:
+            yield Query(dashboard["uid"], f"annotation {annotation['name']}", "-", interpolate(annotation["expr"], values), False)

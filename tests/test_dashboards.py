@@ -16,7 +16,8 @@ from exporter.derivations import BOTTLENECK_CLASSES
 
 DASHBOARD_DIR = ROOT / "dashboards"
 PATHS = sorted(DASHBOARD_DIR.glob("*.json"))
-GPU_VARIABLES = ("datasource", "instance", "gpu", "namespace", "pod")
+GPU_VARIABLES = ("datasource", "cluster", "job", "instance", "gpu", "namespace", "pod")
+EXPORTER_METRICS = ("gpueff_collect_errors_total", "gpueff_collect_stale", "gpueff_snapshot_age_seconds")
 
 
 def test_committed_dashboards_equal_the_build():
@@ -68,26 +69,86 @@ def test_every_panel_is_complete(path):
             used = {m.group(1) or m.group(2) for m in grafana_queries.VARIABLE.finditer(expr)}
             assert used <= defined, f"{title}: undefined variables {used - defined}"
             if "gpueff_" in expr:
-                # GPU series are selected through the dashboard's variables, everywhere.
+                # GPU series are selected through the dashboard's variables, everywhere: every
+                # selector by cluster, job and node, and the query by pod somewhere.
                 for selector in re.findall(r"gpueff_\w+\{([^}]*)\}", expr):
-                    assert 'instance=~"$instance"' in selector and 'pod=~"$pod"' in selector, f"{title}: {expr}"
+                    assert 'cluster=~"$cluster"' in selector and 'instance=~"$instance"' in selector, f"{title}: {expr}"
+                if set(re.findall(r"(gpueff_\w+)\{", expr)) - set(EXPORTER_METRICS):
+                    assert 'pod=~"$pod"' in expr, f"{title}: {expr}"
 
 
-def test_application_dashboard_takes_throughput_from_a_variable():
+def test_detail_dashboard_opens_on_one_gpu_and_fleet_on_all():
+    detail = {v["name"]: v for v in grafana_queries.load(DASHBOARD_DIR / "gpu-efficiency-gpu-detail.json")["templating"]["list"]}
+    fleet = {v["name"]: v for v in grafana_queries.load(DASHBOARD_DIR / "gpu-efficiency-fleet.json")["templating"]["list"]}
+    # An empty current makes Grafana select the first value.
+    assert detail["gpu"]["current"] == {} and detail["instance"]["current"] == {}
+    assert fleet["gpu"]["current"]["value"] == ["$__all"]
+
+
+def test_fleet_scales_past_one_line_per_gpu():
+    panels = {p["title"]: p for p in grafana_queries.panels(grafana_queries.load(DASHBOARD_DIR / "gpu-efficiency-fleet.json"))}
+    assert panels["Efficiency across GPUs"]["type"] == "heatmap"
+    spread = [t["expr"] for t in panels["Efficiency: fleet spread and the 5 worst GPUs"]["targets"]]
+    assert any(e.startswith("bottomk(5,") for e in spread) and any(e.startswith("quantile(0.5,") for e in spread)
+    # No panel draws a raw per-GPU series over time on the fleet dashboard.
+    for title, panel in panels.items():
+        if panel["type"] == "timeseries":
+            for target in panel["targets"]:
+                assert re.match(r"^(sum|avg|quantile|bottomk|topk|count|job:)", target["expr"]), f"{title}: {target['expr']}"
+    assert "job:gpueff_efficiency:ratio_rate5m" in panels["Efficiency per cluster (recording rule)"]["targets"][0]["expr"]
+    # Click-through from the wasteful GPUs to the detail dashboard, with that GPU selected.
+    (link,) = panels["Top wasteful GPUs"]["fieldConfig"]["defaults"]["links"]
+    assert link["url"].startswith("/d/gpueff-gpu-detail/") and "var-gpu=${__field.labels.gpu}" in link["url"] and "var-instance=${__field.labels.instance}" in link["url"]
+    # Time-sliced GPUs split among their pods, not one "/" bar.
+    assert "gpueff_gpu_pod_info" in panels["Top wasteful pods"]["targets"][0]["expr"]
+    assert panels["GPUs down"]["fieldConfig"]["defaults"]["thresholds"]["steps"][-1] == {"color": "red", "value": 1}
+    for title in ("Namespaces: efficiency, waste and cost", "Busy-but-idle cost per hour", "Xid errors", "Uncorrectable ECC errors", "Row remaps pending / failed", "Energy", "GPUs without profiling", "Exporter health"):
+        assert title in panels, title
+
+
+def test_detail_dashboard_health_and_only_active_throttle_reasons():
+    panels = {p["title"]: p for p in grafana_queries.panels(grafana_queries.load(DASHBOARD_DIR / "gpu-efficiency-gpu-detail.json"))}
+    assert panels["Throttle reasons"]["targets"][0]["expr"].endswith("> 0")
+    temperature = panels["Temperature"]["fieldConfig"]["defaults"]
+    assert temperature["custom"]["thresholdsStyle"]["mode"] != "off" and [s["value"] for s in temperature["thresholds"]["steps"]] == [None, 80, 85]
+    assert {"gpueff_tensor_hmma_active_ratio", "gpueff_tensor_imma_active_ratio", "gpueff_tensor_dfma_active_ratio"} <= {m for t in panels["Tensor pipes by precision"]["targets"] for m in re.findall(r"gpueff_\w+", t["expr"])}
+    for title in ("Xid errors", "ECC errors and remapped rows", "Profiling, row remaps and GPU state", "Energy in the time range", "Exporter health"):
+        assert title in panels, title
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.stem)
+def test_firing_alerts_annotate_the_timelines(path):
+    annotations = grafana_queries.load(path)["annotations"]["list"]
+    (alerts,) = [a for a in annotations if a.get("expr", "").startswith("ALERTS{")]
+    assert 'alertstate="firing"' in alerts["expr"] and 'instance=~"$instance"' in alerts["expr"] and alerts["enable"]
+
+
+def test_application_dashboard_takes_counters_from_variables_and_filters_them():
     dashboard = grafana_queries.load(DASHBOARD_DIR / "gpu-efficiency-app-throughput.json")
     variables = {v["name"]: v for v in dashboard["templating"]["list"]}
-    assert variables["throughput"]["current"]["value"] == "sum(rate(vllm:generation_tokens_total[$__rate_interval]))"
-    assert variables["requests"]["current"]["value"] == "sum(rate(vllm:request_success_total[$__rate_interval]))"
+    assert variables["throughput"]["current"]["value"] == "vllm:generation_tokens_total"
+    assert variables["requests"]["current"]["value"] == "vllm:request_success_total"
     # Grafana parses a custom variable's options from its query: "text : value" pairs, commas separate.
     for name in ("throughput", "requests"):
         pairs = re.split(r"(?<!\\),", variables[name]["query"])
         assert [p.split(" : ", 1)[1] for p in pairs] == [o["value"] for o in variables[name]["options"]]
+        # Metric names only: nothing Grafana would escape or leave unfilled inside a value.
+        assert all(re.fullmatch(r"[a-zA-Z_:][a-zA-Z0-9_:]*", o["value"]) for o in variables[name]["options"])
     by_title = {p["title"]: [t["expr"] for t in p["targets"]] for p in grafana_queries.panels(dashboard)}
-    throughput_vs_sm = by_title["Throughput vs SM activity"]
-    assert throughput_vs_sm[0] == "$throughput" and "gpueff_sm_active_ratio" in throughput_vs_sm[1]
-    assert by_title["Request rate vs throughput"] == ["$requests", "$throughput"]
-    (per_watt,) = by_title["Throughput per watt"]
-    assert "$throughput" in per_watt and "gpueff_power_watts" in per_watt
+    throughput = 'sum(rate({__name__="$throughput", cluster=~"$cluster", namespace=~"$namespace", pod=~"$pod"}[$__rate_interval]))'
+    assert by_title["Throughput vs SM activity"][0] == throughput and "gpueff_sm_occupancy_ratio" in " ".join(by_title["Throughput vs SM activity"])
+    arrivals, completions, _ = by_title["Request arrivals vs completions vs throughput"]
+    assert "namespace:app_requests_arrived:rate5m" in arrivals and "$requests" in completions
+    (per_request,) = by_title["Throughput per request"]
+    assert per_request.endswith("> 0)"), "no data instead of NaN when nothing completes"
+    (per_watt,) = by_title["Throughput per watt (server counter)"]
+    assert per_watt.startswith(throughput) and 'pod=~"$pod"' in per_watt.split("/", 1)[1]
+    for title, metric in (("Units per joule", "gpueff_app_throughput_per_second"), ("Model FLOPs utilization", "gpueff_app_model_flops_utilization_ratio"),
+                          ("Cost per million units", "gpueff_app_cost_per_million_units"), ("Units per SM-active second", "gpueff_app_units_per_sm_active_second")):
+        assert metric in by_title[title][0] and "gpueff_app_gpu_info" in by_title[title][0], title
+    for title, metric in (("Time to first token", "vllm:time_to_first_token_seconds_bucket"), ("Time per output token", "vllm:time_per_output_token_seconds_bucket"),
+                          ("Queue", "vllm:num_requests_waiting"), ("KV-cache use", "vllm:gpu_cache_usage_perc")):
+        assert metric in " ".join(by_title[title]), title
 
 
 def test_bottleneck_state_timeline_maps_every_class():
@@ -100,6 +161,7 @@ def test_bottleneck_state_timeline_maps_every_class():
 
 
 def test_interpolation_matches_grafana():
+    # A built-in inside a custom variable's value is filled too (Grafana's backend replaces it last).
     values = {"gpu": grafana_queries.format_multi(["0", "4"]), "instance": grafana_queries.format_multi(["10.0.0.1:9947"]),
               "throughput": "sum(rate(x[$__rate_interval]))", **grafana_queries.builtins(3600, 15)}
     expr = grafana_queries.interpolate('$throughput / sum(y{gpu=~"$gpu", instance=~"${instance}"}[$__range])', values)

@@ -39,7 +39,12 @@ SPIN_UUID = "GPU-replay-4-spin_1sm"
 # Metrics that replay outside Kubernetes cannot produce (gpu-trace/1 holds no process list; no
 # kubelet to attribute pods): a panel query reading one of them may come back empty, and only while
 # the daemon really does not export it.
-NOT_IN_REPLAY = ("gpueff_compute_processes", "gpueff_compute_process_memory_bytes", "gpueff_gpu_pod_info")
+NOT_IN_REPLAY = ("gpueff_compute_processes", "gpueff_compute_process_memory_bytes", "gpueff_gpu_pod_info",
+                 # Hardware-health series the recorded traces do not hold (no Xid, ECC, row-remap or
+                 # memory-temperature readings were recorded).
+                 "gpueff_xid_errors_total", "gpueff_ecc_errors_total", "gpueff_remapped_rows", "gpueff_memory_temperature_celsius")
+# The exporter joins the token server with GPUs 0 and 5 (the first and last: the "subset" pick).
+APP_GPUS = ("0", "5")
 
 
 def binary(*names: str) -> str:
@@ -193,14 +198,20 @@ def stack(tmp_path_factory) -> Iterator[dict[str, Any]]:
                                                 f"--web.listen-address=127.0.0.1:{am_port}", "--cluster.listen-address="], work / "alertmanager.log")
         stack.callback(alertmanager.stop)
 
-        (work / "exporter.yml").write_text("price_per_gpu_hour: 2.5\ncurrency: USD\n")
-        daemon = stack.enter_context(running_daemon("--demo", "--collect-interval", "500ms", "--config", str(work / "exporter.yml")))
-
         app_port = free_port()
         app = Process("token_server", [sys.executable, str(ROOT / "tests" / "apps" / "token_server.py"), "--listen", f"127.0.0.1:{app_port}"], work / "app.log")
         stack.callback(app.stop)
         app_url = f"http://127.0.0.1:{app_port}"
         wait_for("the token server", lambda: (app.check_running(), http_get(app_url + "/health", timeout=1)[0] == 200)[1], 15)
+
+        (work / "exporter.yml").write_text(yaml.safe_dump({
+            "price_per_gpu_hour": 2.5, "currency": "USD",
+            "apps": [{"name": "llm", "url": app_url + "/metrics", "counter": "vllm:generation_tokens_total", "unit": "tokens",
+                      "requests_counter": "vllm:request_success_total", "gpus": [int(gpu) for gpu in APP_GPUS], "flops_per_unit": 1.6e10,
+                      "scrape_interval": "500ms", "scrape_timeout": "500ms"}],
+        }))
+        daemon = stack.enter_context(running_daemon("--demo", "--collect-interval", "500ms", "--config", str(work / "exporter.yml")))
+
         load = LoadDriver(app_url)
         stack.callback(load.stop)
 
@@ -230,6 +241,7 @@ def stack(tmp_path_factory) -> Iterator[dict[str, Any]]:
         started = time.time()
         # Enough samples for rate() over $__rate_interval (4 scrapes) and for the recording rules.
         wait_for("the app's token rate", lambda: prom.query("sum(rate(vllm:generation_tokens_total[4s])) > 0"), 20)
+        wait_for("the exporter's app join", lambda: prom.query("gpueff_app_units_per_joule > 0"), 20)
         time.sleep(max(0.0, started + 6 - time.time()))
         yield {"prometheus": prom, "webhook": webhook, "daemon_metrics": daemon.metrics(), "started": started, "work": work, "load": load,
                "alertmanager": f"http://127.0.0.1:{am_port}"}
@@ -256,6 +268,15 @@ def pick_first_and_last(variable: dict[str, Any], options: list[str]) -> str:
     return grafana_queries.format_multi(sorted({options[0], options[-1]}))
 
 
+def active_clock_events(metrics: str, expr: str) -> list[str]:
+    """The daemon's clock-event reasons at 1 on the GPUs the query's gpu=~"..." selects: "Throttle
+    reasons" draws only active ones, so it is empty exactly when there are none (the copy and
+    tiny-kernel traces, GPUs 0 and 5, are never throttled; idle and the matmuls are)."""
+    selected = re.compile(re.search(r'gpu=~"([^"]*)"', expr).group(1))
+    lines = re.findall(r'^gpueff_clock_event_active\{gpu="(\d+)",[^}]*\} 1$', metrics, flags=re.M)
+    return [gpu for gpu in lines if selected.fullmatch(gpu)]
+
+
 def run_dashboard_queries(stack: dict[str, Any], pick: Callable[[dict[str, Any], list[str]], str]) -> tuple[int, list[str]]:
     prom: Prometheus = stack["prometheus"]
     end = time.time()
@@ -279,6 +300,8 @@ def run_dashboard_queries(stack: dict[str, Any], pick: Callable[[dict[str, Any],
                 continue
             if not result:
                 missing = [name for name in NOT_IN_REPLAY if name in query.expr and f"\n{name}{{" not in stack["daemon_metrics"]]
+                if query.panel == "Throttle reasons" and not active_clock_events(stack["daemon_metrics"], query.expr):
+                    missing.append("an active clock-event reason on the selected GPUs")
                 if not missing:
                     failures.append(f"{where}: empty result for {query.expr}")
     return count, failures
@@ -295,10 +318,47 @@ def test_every_dashboard_panel_query_returns_data_with_some_gpus_selected(stack)
     assert not failures, "\n".join(failures)
 
 
+def test_per_watt_of_an_app_is_the_same_with_all_and_with_its_gpus_selected(stack):
+    """The app dashboard's units-per-joule query gives an app the same figure whatever GPU
+    selection holds one of its GPUs: All, both of its GPUs, or just one of them."""
+    prom: Prometheus = stack["prometheus"]
+    dashboard = grafana_queries.load(ROOT / "dashboards" / "gpu-efficiency-app-throughput.json")
+    (panel,) = [p for p in grafana_queries.panels(dashboard) if p["title"] == "Units per joule"]
+    now = time.time()
+    builtins = grafana_queries.builtins(60, SCRAPE_INTERVAL)
+    label_values = _label_values(prom, now - 60, now)
+
+    def per_joule(gpus: list[str] | None) -> float:
+        def pick(variable: dict[str, Any], options: list[str]) -> str:
+            if variable["name"] == "gpu" and gpus is not None:
+                return grafana_queries.format_multi(gpus)
+            return variable["allValue"]
+
+        values = {**grafana_queries.resolve_variables(dashboard, label_values, pick), **builtins}
+        expr = grafana_queries.interpolate(panel["targets"][0]["expr"], values)
+        (sample,) = prom.api("query", query=expr, time=now)["result"]
+        assert sample["metric"]["app"] == "llm" and sample["metric"]["unit"] == "tokens"
+        return float(sample["value"][1])
+
+    everything = per_joule(None)
+    assert everything > 0
+    assert per_joule(list(APP_GPUS)) == pytest.approx(everything, rel=1e-9)
+    assert per_joule([APP_GPUS[0]]) == pytest.approx(everything, rel=1e-9)
+    # Against the power of the app's two GPUs only, not of all six.
+    power = sum(float(s["value"][1]) for s in prom.api("query", query=f'gpueff_power_watts{{gpu=~"{"|".join(APP_GPUS)}"}}', time=now)["result"])
+    (tput,) = prom.api("query", query='gpueff_app_throughput_per_second{app="llm"}', time=now)["result"]
+    assert everything == pytest.approx(float(tput["value"][1]) / power, rel=1e-9)
+    # A selection without the app's GPUs has no figure for it.
+    values = {**grafana_queries.resolve_variables(dashboard, label_values, lambda v, o: "(1|2)" if v["name"] == "gpu" else v["allValue"]), **builtins}
+    assert not prom.api("query", query=grafana_queries.interpolate(panel["targets"][0]["expr"], values), time=now)["result"]
+
+
 def test_processes_are_really_absent_in_replay(stack):
-    """The exemption above holds only because this daemon exports no process or pod metrics."""
+    """The exemptions above hold only because this daemon exports no such metrics, and because the
+    "Throttle reasons" panel is empty only for GPUs that have none active."""
     for name in NOT_IN_REPLAY:
         assert f"\n{name}{{" not in stack["daemon_metrics"]
+    assert active_clock_events(stack["daemon_metrics"], 'gpu=~".*"') and not active_clock_events(stack["daemon_metrics"], 'gpu=~"(0|5)"')
 
 
 def test_mismatch_alert_from_spin_trace_pages_on_call(stack):

@@ -5,7 +5,9 @@ generates N words, one per ``--token-delay``, and answers them as JSON. Its ``/m
 (prometheus_client) carries vLLM's metric names, so the application-throughput dashboard's
 default expressions and the ``gpu-efficiency.application`` recording rules read it unchanged:
 ``vllm:generation_tokens_total``, ``vllm:prompt_tokens_total``, ``vllm:request_success_total``,
-``vllm:num_requests_running`` and ``vllm:num_requests_waiting``.
+``vllm:num_requests_running``, ``vllm:num_requests_waiting``, the latency histograms
+``vllm:time_to_first_token_seconds`` and ``vllm:time_per_output_token_seconds``, and
+``vllm:gpu_cache_usage_perc`` (here: the share of generation slots in use).
 
     python tests/apps/token_server.py --listen 127.0.0.1:8000 [--max-concurrency 4]
 """
@@ -20,7 +22,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 WORDS = ("the", "gpu", "is", "busy", "but", "are", "its", "sms", "working", "today")
 MAX_TOKENS = 4096
@@ -35,6 +37,9 @@ class Metrics:
         self.request_success = Counter("vllm:request_success", "Requests finished.", ["finished_reason"], registry=self.registry)
         self.running = Gauge("vllm:num_requests_running", "Requests being generated now.", registry=self.registry)
         self.waiting = Gauge("vllm:num_requests_waiting", "Requests waiting for a generation slot.", registry=self.registry)
+        self.time_to_first_token = Histogram("vllm:time_to_first_token_seconds", "Time from arrival to the first generated token.", registry=self.registry)
+        self.time_per_output_token = Histogram("vllm:time_per_output_token_seconds", "Time between generated tokens.", registry=self.registry)
+        self.cache_usage = Gauge("vllm:gpu_cache_usage_perc", "Share of the KV cache in use, 0..1 (here: of the generation slots).", registry=self.registry)
         self.request_success.labels(finished_reason="length")
 
 
@@ -44,24 +49,39 @@ class Generator:
     def __init__(self, metrics: Metrics, max_concurrency: int, token_delay: float) -> None:
         self.metrics = metrics
         self.slots = threading.BoundedSemaphore(max_concurrency)
+        self.max_concurrency = max_concurrency
         self.token_delay = token_delay
+        self.in_use = 0
+        self.lock = threading.Lock()
+
+    def _hold(self, delta: int) -> None:
+        with self.lock:
+            self.in_use += delta
+            self.metrics.cache_usage.set(self.in_use / self.max_concurrency)
 
     def generate(self, prompt: str, max_tokens: int) -> str:
+        arrived = time.monotonic()
         self.metrics.waiting.inc()
         with self.slots:
             self.metrics.waiting.dec()
             self.metrics.running.inc()
+            self._hold(1)
             try:
                 self.metrics.prompt_tokens.inc(len(prompt.split()))
                 words = []
+                last = arrived
                 for index in range(max_tokens):
                     if self.token_delay:
                         time.sleep(self.token_delay)
                     words.append(WORDS[(len(prompt) + index) % len(WORDS)])
                     self.metrics.generation_tokens.inc()
+                    now = time.monotonic()
+                    (self.metrics.time_per_output_token if index else self.metrics.time_to_first_token).observe(now - last)
+                    last = now
                 self.metrics.request_success.labels(finished_reason="length").inc()
                 return " ".join(words)
             finally:
+                self._hold(-1)
                 self.metrics.running.dec()
 
 
