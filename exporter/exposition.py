@@ -386,8 +386,9 @@ class Exposition:
         self._key: tuple[int, bool] | None = None
         self._body = b""
 
-    def body(self) -> bytes | None:
-        """The metrics text, or None before the first poll."""
+    def parts(self) -> tuple[bytes, bytes] | None:
+        """The cached text and the snapshot-age lines, apart (the server writes both without joining
+        them), or None before the first poll."""
         snapshot = self.current()
         if snapshot is None:
             return None
@@ -399,5 +400,12 @@ class Exposition:
                 self._body = render(snapshot, stale)
                 self._key = key
             body = self._body
-        tail = f"# HELP gpueff_snapshot_age_seconds Age of the served data: seconds since the last poll finished.\n# TYPE gpueff_snapshot_age_seconds gauge\ngpueff_snapshot_age_seconds {age:.3f}\n"
-        return body + tail.encode()
+        return body, b"%sgpueff_snapshot_age_seconds %.3f\n" % (_AGE_HEAD, age)
+
+    def body(self) -> bytes | None:
+        """The metrics text, or None before the first poll."""
+        parts = self.parts()
+        return None if parts is None else parts[0] + parts[1]
+
+
+_AGE_HEAD = b"# HELP gpueff_snapshot_age_seconds Age of the served data: seconds since the last poll finished.\n# TYPE gpueff_snapshot_age_seconds gauge\n"

@@ -1,24 +1,32 @@
-"""The HTTP side: /metrics (the cached exposition), a landing page, /-/healthy and /-/ready."""
+"""The HTTP side: /metrics (the prepared exposition), a landing page, /-/healthy and /-/ready.
+
+Connections, time limits and TLS are the event loop's (``exporter.webloop``); this module answers
+requests. Every answer goes out in one write: a head built from pieces prepared per web config,
+followed by the body's chunks as they are (the exposition's cached text is never copied).
+"""
 
 from __future__ import annotations
 
 import html
-import logging
 import socket
-import ssl
-import sys
-import threading
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from exporter import __version__
 from exporter.exposition import CONTENT_TYPE
-from exporter.logs import one_line
-from exporter.webconfig import WebConfig
+from exporter.webloop import Connection, EventLoop, Limits, Reply
+from exporter.webrequest import REASONS, Request
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    import ssl
 
-CONNECTION_TIMEOUT = 60.0  # seconds a connection may sit idle or half-sent before it is closed
+    from exporter.weblogin import LoginGuard
+    from exporter.webconfig import WebConfig
+
+Body = bytes | Sequence[bytes]  # what ``metrics`` returns: the text, or its pieces in order
+_WWW_AUTHENTICATE = b'WWW-Authenticate: Basic realm="gpu-efficiency-exporter", charset="UTF-8"\r\n'
+_TEXT = b"text/plain; charset=utf-8"
 
 
 class ListenAddressError(ValueError):
@@ -34,71 +42,132 @@ def parse_listen_address(address: str) -> tuple[str, int]:
     return host, int(port_text)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 128
-    web_config: WebConfig | None = None  # read per connection, so a SIGHUP reload applies to the next one
-
-    def finish_request(self, request: socket.socket | tuple[bytes, socket.socket], client_address: object) -> None:
-        """The TLS handshake happens here, in the connection's own thread, never in the accept loop."""
-        config = self.web_config
-        if config is None or config.ssl_context is None or not isinstance(request, socket.socket):
-            super().finish_request(request, client_address)
-            return
-        request.settimeout(CONNECTION_TIMEOUT)
-        try:
-            if request.recv(1, socket.MSG_PEEK).isalpha():  # "GET ..." where a TLS record (0x16) belongs
-                request.sendall(b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
-                return
-            tls_socket = config.ssl_context.wrap_socket(request, server_side=True)
-        except (ssl.SSLError, OSError) as error:
-            log.debug("TLS handshake with %s failed: %s", client_address, error)
-            return
-        try:
-            super().finish_request(tls_socket, client_address)
-        finally:
-            tls_socket.close()
-
-    def handle_error(self, request: object, client_address: object) -> None:
-        """One log line for a connection that failed, never socketserver's traceback on stderr."""
-        error = sys.exc_info()[1]
-        if error is None:
-            return
-        level = logging.DEBUG if isinstance(error, (ConnectionError, TimeoutError)) else logging.WARNING  # a peer's reset is routine
-        log.log(level, "connection from %s failed: %s", client_address, one_line(error))
-
-
-class _Server6(_Server):
-    address_family = socket.AF_INET6
+def listen(address: str, backlog: int) -> socket.socket:
+    host, port = parse_listen_address(address)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host or "0.0.0.0", port))
+        sock.listen(backlog)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 class WebServer:
     """Serves in a background thread; ``close`` stops it."""
 
-    def __init__(self, address: str, metrics: Callable[[], bytes | None], ready: Callable[[], bool], landing_note: str, telemetry_path: str = "/metrics", web_config: WebConfig | None = None) -> None:
-        host, port = parse_listen_address(address)
-        handler = _handler(metrics, ready, landing_note, telemetry_path)
-        server_class = _Server
-        if ":" in host:
-            server_class = _Server6
-        elif host == "":
-            host = "0.0.0.0"
-        self.server = server_class((host, port), handler)
-        self.server.web_config = web_config
-        self.port = self.server.server_address[1]
-        self._thread = threading.Thread(target=self.server.serve_forever, name="http", daemon=True)
+    def __init__(self, address: str, metrics: Callable[[], Body | None], ready: Callable[[], bool], landing_note: str, telemetry_path: str = "/metrics", web_config: WebConfig | None = None, limits: Limits = Limits()) -> None:
+        self.metrics = metrics
+        self.ready = ready
+        self.telemetry_path = telemetry_path
+        self._landing = _landing_page(landing_note, telemetry_path)
+        self._date_second = -1
+        self._date = b""
+        self._login: LoginGuard | None = None
+        self.set_web_config(web_config)
+        self._loop = EventLoop(listen(address, limits.listen_backlog), self, limits)
+        self.port = self._loop.listener.getsockname()[1]
 
     def start(self) -> None:
-        self._thread.start()
+        self._loop.start()
 
     def set_web_config(self, web_config: WebConfig | None) -> None:
         """Take a reloaded --web.config.file; new connections and requests use it."""
-        self.server.web_config = web_config
+        common = f"Server: gpu-efficiency-exporter/{__version__}\r\n".encode()
+        for name, value in web_config.headers if web_config else ():
+            common += f"{name}: {value}\r\n".encode("latin-1")
+        old = getattr(self, "web_config", None)
+        if old is not None and old.auth is not None and web_config is not None and web_config.auth is not None:
+            web_config.auth.keep_cache_of(old.auth)  # Prometheus needs no new bcrypt check after a reload
+        self._common = common
+        self.web_config = web_config
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self._loop.close()
+        if self._login is not None:
+            self._login.close()
+
+    # --- the event loop's handler --------------------------------------------------------------
+
+    def tls_context(self) -> ssl.SSLContext | None:
+        config = self.web_config
+        return config.ssl_context if config is not None else None
+
+    def error(self, status: int, message: str) -> Reply:
+        return Reply(self._response(status, _TEXT, (f"{message}\n".encode(),), close=True), close=True)
+
+    def respond(self, request: Request, connection: Connection) -> Reply | None:
+        if request.method not in ("GET", "HEAD"):
+            return Reply(self._response(405, _TEXT, (b"Only GET and HEAD are served here.\n",), extra=b"Allow: GET, HEAD\r\n", close=True), close=True)
+        auth = self.web_config.auth if self.web_config is not None else None
+        if auth is None:
+            return self._route(request)
+        if self._login is None:
+            from exporter.weblogin import LoginGuard
+
+            self._login = LoginGuard()
+        from exporter.weblogin import ALLOWED, BUSY, FAILED_LOGIN_DELAY, MISSING, THROTTLED
+
+        received = time.monotonic()
+
+        def done(ok: bool) -> None:
+            reply = self._route(request) if ok else self._unauthorized(request, not_before=received + FAILED_LOGIN_DELAY)
+            self._loop.complete(connection, reply)
+
+        verdict = self._login.check(auth, request.headers.get("authorization"), connection.client, done)
+        if verdict == ALLOWED:
+            return self._route(request)
+        if verdict == MISSING:
+            return self._unauthorized(request)
+        if verdict in (THROTTLED, BUSY):
+            message = b"Too many failed logins from this address; try again later.\n" if verdict == THROTTLED else b"Too many logins being checked; try again shortly.\n"
+            return Reply(self._response(429, _TEXT, (message,), extra=b"Retry-After: 5\r\n", request=request), close=not request.keep_alive)
+        return None
+
+    # --- answers -------------------------------------------------------------------------------
+
+    def _unauthorized(self, request: Request, not_before: float = 0.0) -> Reply:
+        return Reply(self._response(401, _TEXT, (b"Unauthorized.\n",), extra=_WWW_AUTHENTICATE, request=request), close=not request.keep_alive, not_before=not_before)
+
+    def _route(self, request: Request) -> Reply:
+        path = request.path
+        if path == self.telemetry_path:
+            body = self.metrics()
+            if body is None:
+                return self._text(request, 503, b"no data yet: the first poll has not finished\n")
+            chunks = (body,) if isinstance(body, bytes) else body
+            return Reply(self._response(200, CONTENT_TYPE.encode(), chunks, request=request), close=not request.keep_alive)
+        if path == "/":
+            return Reply(self._response(200, b"text/html; charset=utf-8", (self._landing,), request=request), close=not request.keep_alive)
+        if path == "/-/healthy":
+            return self._text(request, 200, b"Healthy.\n")
+        if path == "/-/ready":
+            return self._text(request, 200, b"Ready.\n") if self.ready() else self._text(request, 503, b"Not ready: the first poll has not finished.\n")
+        return self._text(request, 404, b"Not found.\n")
+
+    def _text(self, request: Request, status: int, body: bytes) -> Reply:
+        return Reply(self._response(status, _TEXT, (body,), request=request), close=not request.keep_alive)
+
+    def _response(self, status: int, content_type: bytes, chunks: Sequence[bytes], extra: bytes = b"", request: Request | None = None, close: bool = False) -> list[bytes]:
+        """The head and, unless the request is HEAD, the body's chunks: one write's worth."""
+        if request is not None and not request.keep_alive:
+            close = True
+        connection = b"Connection: close\r\n" if close else b"Connection: keep-alive\r\n" if request is not None and request.version == "HTTP/1.0" else b""
+        length = sum(len(chunk) for chunk in chunks)
+        head = b"".join((b"HTTP/1.1 %d %s\r\nContent-Type: " % (status, REASONS[status].encode()), content_type, b"\r\nContent-Length: %d\r\n" % length, self._date_line(), self._common, extra, connection, b"\r\n"))
+        if request is not None and request.method == "HEAD":
+            return [head]
+        return [head, *chunks]
+
+    def _date_line(self) -> bytes:
+        second = int(time.time())
+        if second != self._date_second:
+            self._date = time.strftime("Date: %a, %d %b %Y %H:%M:%S GMT\r\n", time.gmtime(second)).encode()
+            self._date_second = second
+        return self._date
 
 
 def _landing_page(note: str, telemetry_path: str) -> bytes:
@@ -116,58 +185,3 @@ coarse utilization, with efficiency, mismatch and bottleneck derived from them.<
 </ul>
 </body></html>
 """.encode()
-
-
-def _handler(metrics: Callable[[], bytes | None], ready: Callable[[], bool], note: str, telemetry_path: str) -> type[BaseHTTPRequestHandler]:
-    landing = _landing_page(note, telemetry_path)
-
-    class Handler(BaseHTTPRequestHandler):
-        server: _Server
-        protocol_version = "HTTP/1.1"
-        # Headers and body go out in two writes: with Nagle on, a keep-alive client's delayed ACK
-        # holds the body back ~40 ms on every scrape after the first (bench/scrape_latency.py).
-        disable_nagle_algorithm = True
-        server_version = f"gpu-efficiency-exporter/{__version__}"
-        timeout = CONNECTION_TIMEOUT
-
-        def _send(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8", extra_headers: tuple[tuple[str, str], ...] = ()) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            config = self.server.web_config
-            for name, value in (config.headers if config else ()) + extra_headers:
-                self.send_header(name, value)
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(body)
-
-        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-            config = self.server.web_config
-            if config is not None and not config.authorized(self.headers.get("Authorization")):
-                self._send(401, b"Unauthorized.\n", extra_headers=(("WWW-Authenticate", 'Basic realm="gpu-efficiency-exporter", charset="UTF-8"'),))
-                return
-            path = self.path.split("?", 1)[0]
-            if path == telemetry_path:
-                body = metrics()
-                if body is None:
-                    self._send(503, b"no data yet: the first poll has not finished\n")
-                else:
-                    self._send(200, body, CONTENT_TYPE)
-            elif path == "/":
-                self._send(200, landing, "text/html; charset=utf-8")
-            elif path == "/-/healthy":
-                self._send(200, b"Healthy.\n")
-            elif path == "/-/ready":
-                if ready():
-                    self._send(200, b"Ready.\n")
-                else:
-                    self._send(503, b"Not ready: the first poll has not finished.\n")
-            else:
-                self._send(404, b"Not found.\n")
-
-        do_HEAD = do_GET
-
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-            log.debug("http %s %s", self.address_string(), format % args)
-
-    return Handler

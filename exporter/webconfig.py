@@ -27,34 +27,27 @@ import binascii
 import hashlib
 import re
 import secrets
-import ssl
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import bcrypt
+from typing import TYPE_CHECKING, Any
 
 from exporter.config import read_yaml, shown
+
+if TYPE_CHECKING:
+    import ssl
 
 
 class WebConfigError(Exception):
     """A web config problem, phrased for the user: names the file, the key and the reason."""
 
 
-TLS_VERSIONS = {
-    "TLS10": ssl.TLSVersion.TLSv1,
-    "TLS11": ssl.TLSVersion.TLSv1_1,
-    "TLS12": ssl.TLSVersion.TLSv1_2,
-    "TLS13": ssl.TLSVersion.TLSv1_3,
-}
+# Names -> ssl.TLSVersion member names, oldest first (ssl is imported only where TLS is configured).
+TLS_VERSIONS = {"TLS10": "TLSv1", "TLS11": "TLSv1_1", "TLS12": "TLSv1_2", "TLS13": "TLSv1_3"}
 # client_auth_type -> ssl verify mode. Go's RequestClientCert and RequireAnyClientCert ask for a
 # certificate without verifying it, which Python's ssl module cannot do: they are rejected.
-CLIENT_AUTH_TYPES = {
-    "NoClientCert": ssl.CERT_NONE,
-    "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
-    "RequireAndVerifyClientCert": ssl.CERT_REQUIRED,
-}
+# Weakest first: a reload may not move down this list (see WebConfig.weakened_by).
+CLIENT_AUTH_TYPES = {"NoClientCert": "CERT_NONE", "VerifyClientCertIfGiven": "CERT_OPTIONAL", "RequireAndVerifyClientCert": "CERT_REQUIRED"}
 UNVERIFIED_CLIENT_AUTH = ("RequestClientCert", "RequireAnyClientCert")
 # Go cipher suite names (TLS 1.2 and older; TLS 1.3 suites are not configurable) -> OpenSSL names.
 CIPHER_SUITES = {
@@ -108,54 +101,87 @@ class TlsServerConfig:
 
     def context(self) -> ssl.SSLContext:
         """A server-side SSLContext; raises ``ssl.SSLError``/``OSError`` on unusable files."""
+        import ssl
+
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.minimum_version = TLS_VERSIONS[self.min_version]
-        context.maximum_version = TLS_VERSIONS[self.max_version]
+        context.minimum_version = ssl.TLSVersion[TLS_VERSIONS[self.min_version]]
+        context.maximum_version = ssl.TLSVersion[TLS_VERSIONS[self.max_version]]
         if self.cipher_suites:
             context.set_ciphers(":".join(CIPHER_SUITES[name] for name in self.cipher_suites))
         if self.prefer_server_cipher_suites:
             context.options |= ssl.OP_CIPHER_SERVER_PREFERENCE
         context.load_cert_chain(self.cert_file, self.key_file)
-        context.verify_mode = CLIENT_AUTH_TYPES[self.client_auth_type]
+        context.verify_mode = ssl.VerifyMode[CLIENT_AUTH_TYPES[self.client_auth_type]]
         if self.client_ca_file is not None:
             context.load_verify_locations(cafile=self.client_ca_file)
         return context
 
 
 class BasicAuth:
-    """Checks ``Authorization: Basic`` headers against bcrypt hashes.
+    """Checks ``Authorization: Basic`` credentials against bcrypt hashes.
 
     bcrypt is slow on purpose (~70 ms at cost 10), so successful checks are cached (keyed by a
     SHA-256 of user, password and hash; at most 1024 entries). An unknown user is checked against a
-    throwaway hash of the same cost, so the answer takes as long as a wrong password does.
+    throwaway hash of the users' typical (median) cost, so it costs what a wrong password costs.
+    ``cached`` is the cheap part, ``verify`` the bcrypt check (the server runs it off its thread).
     """
 
     def __init__(self, users: dict[str, bytes]) -> None:
         self.users = users
-        cost = max(int(hashed.split(b"$")[2]) for hashed in users.values())  # $2b$<cost>$..., checked by the loader
-        self._decoy = bcrypt.hashpw(secrets.token_bytes(16), bcrypt.gensalt(cost))
+        costs = sorted(int(hashed.split(b"$")[2]) for hashed in users.values())  # $2b$<cost>$..., checked by the loader
+        self.decoy_cost = costs[(len(costs) - 1) // 2]
+        self._decoy: bytes | None = None  # made on the first unknown user
         self._cache: dict[bytes, None] = {}
         self._lock = threading.Lock()
+
+    @staticmethod
+    def credentials(header: str | None) -> tuple[str, bytes] | None:
+        """(user, password) from an ``Authorization: Basic`` header, or None where it is not one."""
+        return _basic_credentials(header)
+
+    def _key(self, user: str, password: bytes) -> bytes:
+        return hashlib.sha256(b"\0".join((user.encode(), password, self.users.get(user, b"")))).digest()
+
+    def cached(self, user: str, password: bytes) -> bool:
+        """True where these credentials passed a bcrypt check before."""
+        if user not in self.users:
+            return False
+        key = self._key(user, password)
+        with self._lock:
+            return key in self._cache
+
+    def verify(self, user: str, password: bytes) -> bool:
+        """The bcrypt check (slow); a success is cached."""
+        import bcrypt
+
+        hashed = self.users.get(user)
+        if hashed is None:
+            if self._decoy is None:
+                self._decoy = bcrypt.hashpw(secrets.token_bytes(16), bcrypt.gensalt(self.decoy_cost))
+            hashed = self._decoy
+        # bcrypt reads at most 72 bytes of a password; newer bcrypt packages refuse longer ones.
+        if not bcrypt.checkpw(password[:72], hashed) or user not in self.users:
+            return False
+        key = self._key(user, password)
+        with self._lock:
+            if len(self._cache) >= _AUTH_CACHE_SIZE:
+                self._cache.clear()
+            self._cache[key] = None
+        return True
+
+    def keep_cache_of(self, old: BasicAuth) -> None:
+        """Take over the successes ``old`` has cached (after a reload): entries are keyed by the
+        hash too, so those of changed or removed users never match again."""
+        with old._lock:
+            cache = dict(old._cache)
+        with self._lock:
+            self._cache.update(cache)
 
     def check(self, header: str | None) -> bool:
         credentials = _basic_credentials(header)
         if credentials is None:
             return False
-        user, password = credentials
-        hashed = self.users.get(user)
-        key = hashlib.sha256(b"\0".join((user.encode(), password, hashed or b""))).digest()
-        with self._lock:
-            if hashed is not None and key in self._cache:
-                return True
-        # bcrypt reads at most 72 bytes of a password; newer bcrypt packages refuse longer ones.
-        matches = bcrypt.checkpw(password[:72], hashed if hashed is not None else self._decoy)
-        if matches and hashed is not None:
-            with self._lock:
-                if len(self._cache) >= _AUTH_CACHE_SIZE:
-                    self._cache.clear()
-                self._cache[key] = None
-            return True
-        return False
+        return self.cached(*credentials) or self.verify(*credentials)
 
 
 def _basic_credentials(header: str | None) -> tuple[str, bytes] | None:
@@ -194,6 +220,21 @@ class WebConfig:
         parts = [f"TLS {self.tls.min_version}..{self.tls.max_version}, client certificates: {self.tls.client_auth_type}" if self.tls else "no TLS"]
         parts.append(f"basic auth for {len(self.users)} user(s)" if self.users else "no basic auth")
         return ", ".join(parts)
+
+    def weakened_by(self, new: WebConfig) -> str | None:
+        """What ``new`` would turn off of what this config enforces (TLS, client certificate
+        verification, basic auth), or None where it keeps all of it. Certificates, users and
+        headers may change freely."""
+        lost = []
+        if self.tls is not None and new.tls is None:
+            lost.append("TLS")
+        elif self.tls is not None and new.tls is not None:
+            levels = list(CLIENT_AUTH_TYPES)
+            if levels.index(new.tls.client_auth_type) < levels.index(self.tls.client_auth_type):
+                lost.append(f"client certificate verification ({self.tls.client_auth_type} -> {new.tls.client_auth_type})")
+        if self.users and not new.users:
+            lost.append("basic auth")
+        return " and ".join(lost) or None
 
 
 def _mapping(value: Any, where: str) -> dict:
@@ -245,7 +286,8 @@ def _tls(data: dict, base: Path, where: str) -> TlsServerConfig | None:
     if client_ca is None and auth != "NoClientCert":
         raise WebConfigError(f"{key('client_auth_type')}: {auth} needs client_ca_file, the CA that signs the client certificates")
     versions = {name: _string(data.get(name, default), key(name), TLS_VERSIONS) for name, default in (("min_version", "TLS12"), ("max_version", "TLS13"))}
-    if TLS_VERSIONS[versions["min_version"]] > TLS_VERSIONS[versions["max_version"]]:
+    order = list(TLS_VERSIONS)
+    if order.index(versions["min_version"]) > order.index(versions["max_version"]):
         raise WebConfigError(f"{key('min_version')}: {versions['min_version']} is above max_version {versions['max_version']}")
     ciphers = data.get("cipher_suites") or []
     if not isinstance(ciphers, list):
@@ -309,7 +351,7 @@ def parse_web_config(data: Any, path: str, base: Path) -> WebConfig:
                 raise WebConfigError(f"{where}: 'tls_server_config.{name}': cannot read {file}: no such file")
         try:
             context = tls.context()
-        except (ssl.SSLError, OSError) as error:
+        except OSError as error:  # ssl.SSLError is an OSError
             raise WebConfigError(f"{where}: 'tls_server_config': cannot use the certificate, key or client CA ({tls.cert_file}, {tls.key_file}, {tls.client_ca_file}): {error}") from None
     return WebConfig(path, tls, headers, users, context, BasicAuth(users) if users else None)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import http.client
 import socket
+import struct
+import time
 
 import pytest
 from conftest import http_get, running_daemon
@@ -32,7 +34,7 @@ def start_server(trace_paths) -> tuple[WebServer, Poller]:
     backend.start()
     poller = Poller(backend, Config())
     exposition = Exposition(lambda: poller.snapshot)
-    web = WebServer("127.0.0.1:0", exposition.body, poller.ready.is_set, "REPLAYED DATA: a note for the page")
+    web = WebServer("127.0.0.1:0", exposition.parts, poller.ready.is_set, "REPLAYED DATA: a note for the page")
     web.start()
     return web, poller
 
@@ -172,3 +174,116 @@ def test_the_daemon_serves_a_custom_telemetry_path():
         assert http_get(daemon.url + "/gpu-metrics")[0] == 200
         assert http_get(daemon.url + "/metrics")[0] == 404
         assert b'href="/gpu-metrics"' in request(daemon.port, "GET", "/")[2]
+
+
+# --- the protocol: raw bytes on a socket -------------------------------------------------------
+
+
+def raw_exchange(port: int, data: bytes, timeout: float = 5.0) -> bytes:
+    """Send ``data``, half-close, and read everything until the server closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+        return received
+
+
+def responses(data: bytes) -> list[tuple[str, dict[str, str], bytes]]:
+    """Split a byte stream of HTTP responses (each with Content-Length) into (status line, headers, body)."""
+    out = []
+    while data:
+        head, _, rest = data.partition(b"\r\n\r\n")
+        status_line, *lines = head.decode("latin-1").split("\r\n")
+        headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in lines)}
+        length = int(headers["content-length"])
+        out.append((status_line, headers, rest[:length]))
+        data = rest[length:]
+    return out
+
+
+def test_a_get_with_a_body_has_the_body_discarded_not_served_as_a_request(server):
+    web, _ = server
+    smuggled = b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n"
+    stream = b"GET /-/healthy HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(smuggled), smuggled) + b"GET /-/ready HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    answers = responses(raw_exchange(web.port, stream))
+    assert [(status, body) for status, _, body in answers] == [("HTTP/1.1 200 OK", b"Healthy.\n"), ("HTTP/1.1 200 OK", b"Ready.\n")]
+
+
+def test_a_request_body_over_the_bound_gets_413_and_a_closed_connection(server):
+    web, _ = server
+    answers = responses(raw_exchange(web.port, b"GET /-/healthy HTTP/1.1\r\nContent-Length: 10000000\r\n\r\n" + b"x" * 1000))
+    assert len(answers) == 1
+    status, headers, body = answers[0]
+    assert status == "HTTP/1.1 413 Content Too Large" and headers["connection"] == "close" and b"not accepted" in body
+
+
+@pytest.mark.parametrize(("request_bytes", "status"), [
+    (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03garbage\r\n\r\n", "HTTP/1.1 400 Bad Request"),
+    (b"GET\r\n\r\n", "HTTP/1.1 400 Bad Request"),
+    (b"GET / HTTP/1.1 extra\r\n\r\n", "HTTP/1.1 400 Bad Request"),
+    (b"GET nope HTTP/1.1\r\n\r\n", "HTTP/1.1 400 Bad Request"),
+    (b"GET / HTTP/1.1\r\nno colon here\r\n\r\n", "HTTP/1.1 400 Bad Request"),
+    (b"GET / HTTP/1.1\r\n folded: header\r\n\r\n", "HTTP/1.1 400 Bad Request"),
+    (b"GET / HTTP/1.1\r\nContent-Length: 5, 6\r\n\r\n", "HTTP/1.1 400 Bad Request"),
+    (b"GET / HTTP/1.1\r\nContent-Length: " + b"9" * 5000 + b"\r\n\r\n", "HTTP/1.1 413 Content Too Large"),
+    (b"GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "HTTP/1.1 400 Bad Request"),
+    (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "HTTP/1.1 505 HTTP Version Not Supported"),
+    (b"GET / HTTP/1.1\r\nX-Long: " + b"a" * 20000 + b"\r\n\r\n", "HTTP/1.1 431 Request Header Fields Too Large"),
+    (b"POST /metrics HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi", "HTTP/1.1 405 Method Not Allowed"),
+])
+def test_bad_requests_get_a_plain_text_status_and_a_closed_connection(server, request_bytes, status):
+    web, _ = server
+    answers = responses(raw_exchange(web.port, request_bytes))
+    assert len(answers) == 1, answers
+    status_line, headers, body = answers[0]
+    assert status_line == status
+    assert headers["content-type"] == "text/plain; charset=utf-8" and headers["connection"] == "close"
+    assert body.endswith(b".\n") and b"<" not in body  # a sentence, not an HTML page
+
+
+def test_pipelined_requests_are_answered_in_order_and_http_1_0_closes(server):
+    web, _ = server
+    stream = b"GET /-/healthy HTTP/1.1\r\n\r\nGET /nope HTTP/1.1\r\n\r\n\r\nGET /-/ready HTTP/1.0\r\n\r\nGET /-/healthy HTTP/1.1\r\n\r\n"
+    answers = responses(raw_exchange(web.port, stream))
+    assert [status for status, _, _ in answers] == ["HTTP/1.1 200 OK", "HTTP/1.1 404 Not Found", "HTTP/1.1 200 OK"]  # 1.0 without keep-alive: closed after it
+    assert answers[2][1]["connection"] == "close"
+    answers = responses(raw_exchange(web.port, b"GET /-/healthy HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /-/ready HTTP/1.0\r\n\r\n"))
+    assert [headers.get("connection") for _, headers, _ in answers] == ["keep-alive", "close"]
+
+
+def test_metrics_head_and_body_come_in_one_write(server, monkeypatch):
+    """One sendmsg per answer: the head and the cached body are not sent (or joined) apart."""
+    web, poller = server
+    poller.poll_once()
+    calls = []
+    real_sendmsg = socket.socket.sendmsg
+
+    def counting_sendmsg(self, buffers, *args):
+        buffers = list(buffers)
+        calls.append([len(buffer) for buffer in buffers])
+        return real_sendmsg(self, buffers, *args)
+
+    monkeypatch.setattr(socket.socket, "sendmsg", counting_sendmsg)
+    status, _, body = request(web.port, "GET", "/metrics")
+    assert status == 200
+    assert len(calls) == 1 and len(calls[0]) == 3  # head, the cached text, the age line
+    assert sum(calls[0][1:]) == len(body)
+
+
+def test_client_resets_leave_one_line_at_most_never_a_traceback():
+    """Connections reset mid-request, mid-answer (50 pipelined scrapes, none read) and mid-handshake."""
+    with running_daemon("--demo") as daemon:
+        for number in range(30):
+            sock = socket.create_connection(("127.0.0.1", daemon.port), timeout=5)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close sends a reset
+            if number % 3 == 0:
+                sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            elif number % 3 == 1:
+                sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 50)
+                time.sleep(0.01)
+            sock.close()
+        assert b"gpueff_gpu_up" in request(daemon.port, "GET", "/metrics")[2]
+        assert daemon.stop() == 0
+    assert "Traceback" not in daemon.output and "Exception" not in daemon.output, daemon.output

@@ -141,3 +141,28 @@ def test_successful_checks_are_cached_and_unknown_users_cost_a_full_check():
     assert ok_first and ok_again and not unknown
     assert again < first / 10
     assert unknown_time > first / 4  # the decoy hash has the same cost as the real ones
+
+
+def test_weakened_by_names_what_a_new_config_would_turn_off(pki):
+    tls = {"cert_file": "server.crt", "key_file": "server.key"}
+    required = {**tls, "client_auth_type": "RequireAndVerifyClientCert", "client_ca_file": "client-ca.crt"}
+    users = {"alice": fast_hash("pw")}
+
+    def config(data) -> object:
+        return parse_web_config(data, "web.yml", pki.folder)
+
+    strong = config({"tls_server_config": required, "basic_auth_users": users})
+    assert strong.weakened_by(config({"tls_server_config": required, "basic_auth_users": {"bob": fast_hash("pw")}})) is None
+    assert strong.weakened_by(config({})) == "TLS and basic auth"
+    assert strong.weakened_by(config({"tls_server_config": tls, "basic_auth_users": users})) == "client certificate verification (RequireAndVerifyClientCert -> NoClientCert)"
+    assert config({}).weakened_by(strong) is None  # turning things on is always taken
+    assert config({"basic_auth_users": users}).weakened_by(config({"tls_server_config": tls})) == "basic auth"
+
+
+def test_unknown_users_are_checked_against_a_decoy_of_the_median_cost():
+    cheap, costly = bcrypt.hashpw(b"a", bcrypt.gensalt(4)), bcrypt.hashpw(b"b", bcrypt.gensalt(6))
+    assert BasicAuth({"a": cheap, "b": cheap, "c": costly}).decoy_cost == 4
+    auth = BasicAuth({"a": cheap, "c": costly})
+    assert auth.decoy_cost == 4
+    assert not auth.verify("mallory", b"a")
+    assert auth._decoy is not None and auth._decoy.startswith(b"$2b$04$")

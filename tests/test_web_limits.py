@@ -1,0 +1,196 @@
+"""Bounds on connections (issue 14 item 3), with real sockets on loopback: the header deadline
+against slowloris, a flood of idle connections at the cap, a burst past the old backlog of 128,
+running out of file descriptors, and the thread count. Counts and durations are kept small; the
+only time bounds asserted are generous multiples of the configured deadlines."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import resource
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, http_get, running_daemon
+
+from exporter.web import WebServer
+from exporter.webloop import Limits
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@contextlib.contextmanager
+def limited_server(**limits: float):
+    web = WebServer("127.0.0.1:0", lambda: b"# a metric\nm 1\n", lambda: True, "limits", limits=Limits(**limits))
+    web.start()
+    try:
+        yield web
+    finally:
+        web.close()
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def closed_by_server(sock: socket.socket) -> bool:
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except ConnectionError:
+        return True
+
+
+def test_slowloris_connections_are_closed_at_the_header_deadline(caplog):
+    """20 clients each send a header byte every 0.2 s: all are cut at the 1 s header deadline,
+    though every single read is far quicker than any per-read timeout."""
+    caplog.set_level(logging.WARNING, logger="exporter.web")
+    with limited_server(header_timeout=1.0) as web:
+        slow = [socket.create_connection(("127.0.0.1", web.port), timeout=5) for _ in range(20)]
+        for sock in slow:
+            sock.sendall(b"GET /metrics HTTP/1.1\r\nX-Slow: ")
+        started = time.monotonic()
+        open_ones = list(slow)
+        while open_ones and time.monotonic() - started < 8:
+            for sock in list(open_ones):
+                if closed_by_server(sock):
+                    open_ones.remove(sock)
+                    continue
+                with contextlib.suppress(OSError):
+                    sock.send(b"a")
+            time.sleep(0.2)
+        elapsed = time.monotonic() - started
+        assert http_get(f"http://127.0.0.1:{web.port}/-/healthy")[0] == 200
+        for sock in slow:
+            sock.close()
+    assert not open_ones, f"{len(open_ones)} slowloris connection(s) still open after {elapsed:.1f} s"
+    assert elapsed < 4  # the deadline is 1 s; a per-read timeout would never fire
+    assert any("did not send a complete request" in record.getMessage() for record in caplog.records)
+
+
+def test_an_idle_flood_past_the_cap_keeps_metrics_answering_with_no_thread_per_connection(caplog):
+    caplog.set_level(logging.WARNING, logger="exporter.web")
+    with limited_server(max_connections=64) as web:
+        threads = threading.active_count()
+        flood = [socket.create_connection(("127.0.0.1", web.port), timeout=5) for _ in range(300)]
+        try:
+            for _ in range(5):
+                status, body = http_get(f"http://127.0.0.1:{web.port}/metrics")
+                assert status == 200 and "m 1" in body
+            assert len(web._loop.connections) <= 64
+            assert threading.active_count() == threads  # no thread per connection
+            assert sum(closed_by_server(sock) for sock in flood) >= 300 - 64  # the longest waiting made room
+        finally:
+            for sock in flood:
+                sock.close()
+    limit_lines = [record.getMessage() for record in caplog.records if "at the connection limit (64)" in record.getMessage()]
+    assert len(limit_lines) == 1  # rate-limited: one line per minute
+
+
+def test_a_burst_of_200_connections_is_all_taken_by_the_listen_backlog():
+    """All 200 connect while the server is not yet accepting (the kernel's backlog holds them;
+    the old backlog of 128 refused the rest), then every one gets its answer."""
+    web = WebServer("127.0.0.1:0", lambda: b"m 1\n", lambda: True, "burst")
+    burst = []
+    try:
+        for _ in range(200):
+            sock = socket.create_connection(("127.0.0.1", web.port), timeout=3)
+            sock.sendall(b"GET /-/healthy HTTP/1.1\r\nConnection: close\r\n\r\n")
+            burst.append(sock)
+        web.start()
+        for sock in burst:
+            answer = b""
+            while chunk := sock.recv(4096):
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and answer.endswith(b"Healthy.\n")
+    finally:
+        for sock in burst:
+            sock.close()
+        web.close()
+
+
+OUT_OF_FDS = r"""
+import logging, os, resource, sys
+logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
+from exporter.web import WebServer
+from exporter.webloop import Limits
+web = WebServer("127.0.0.1:0", lambda: b"m 1\n", lambda: True, "", limits=Limits(accept_backoff=0.2, max_connections=400))
+web.start()
+hog = []
+try:
+    while True:
+        hog.append(os.open("/dev/null", os.O_RDONLY))
+except OSError:
+    pass
+print(web.port, flush=True)
+for line in sys.stdin:  # each line: free that many descriptors
+    for _ in range(int(line)):
+        os.close(hog.pop())
+    print("freed", flush=True)
+"""
+
+
+def test_out_of_file_descriptors_backs_off_without_spinning_and_makes_room_from_idle_connections():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (200, hard))
+
+    process = subprocess.Popen([sys.executable, "-c", OUT_OF_FDS], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=low_limit)
+    waiting = []
+    try:
+        port = int(process.stdout.readline())
+        # No descriptor left and no connection to close: accepting pauses instead of spinning.
+        waiting = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(5)]
+        before = cpu_seconds(process.pid)
+        time.sleep(2)
+        assert cpu_seconds(process.pid) - before < 0.5  # a loop spinning on the listening socket burns all 2 s
+        # Three descriptors come free: three waiting connections get in, then a new scrape makes room
+        # by closing the one that has waited longest.
+        process.stdin.write("3\n")
+        process.stdin.flush()
+        assert process.stdout.readline() == "freed\n"
+        status, body = http_get(f"http://127.0.0.1:{port}/-/healthy", timeout=10)
+        assert status == 200 and body == "Healthy.\n"
+    finally:
+        for sock in waiting:
+            sock.close()
+        process.kill()
+        _, errors = process.communicate(timeout=10)
+    assert errors.count("cannot accept connections: Too many open files") == 1, errors  # once per interval
+    assert "at the open-file limit" in errors
+    assert "Traceback" not in errors
+
+
+@pytest.mark.skipif(resource.getrlimit(resource.RLIMIT_NOFILE)[0] < 2500, reason="the test opens 1,100 connections")
+def test_the_daemon_under_1100_idle_connections_with_1024_descriptors_keeps_answering():
+    """The issue's case: an open-file limit of 1,024 and 1,100 idle connections. /metrics answers,
+    the daemon keeps a handful of threads and does not spin."""
+    with running_daemon("--demo") as daemon:
+        pid = daemon.process.pid
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (1024, resource.prlimit(pid, resource.RLIMIT_NOFILE)[1]))
+        flood = []
+        try:
+            for _ in range(1100):
+                flood.append(socket.create_connection(("127.0.0.1", daemon.port), timeout=5))
+            for _ in range(3):
+                assert daemon.metrics().count("gpueff_gpu_up{") == 6
+            assert len(os.listdir(f"/proc/{pid}/task")) <= 6
+            before = cpu_seconds(pid)
+            time.sleep(2)
+            assert cpu_seconds(pid) - before < 1.0  # at rest but for polling; spinning would be 2 s
+        finally:
+            for sock in flood:
+                sock.close()
+        assert daemon.stop() == 0
+    assert "at the connection limit" in daemon.output
+    assert "Traceback" not in daemon.output

@@ -1,0 +1,131 @@
+"""Failed logins (issue 14 item 6): throttled per client, checked one at a time off the serving
+thread, answered no sooner than a floor so that timing tells nothing, and logged without passwords."""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import logging
+import threading
+import time
+from pathlib import Path
+
+import bcrypt
+
+from exporter.web import WebServer
+from exporter.webconfig import BasicAuth, parse_web_config
+from exporter.weblogin import ALLOWED, FAILED_LOGIN_BURST, FAILED_LOGIN_DELAY, FAILED_LOGIN_REFILL, MISSING, THROTTLED, LoginGuard, client_key
+
+
+def basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_client_gets_a_burst_of_failures_then_one_per_refill_and_a_success_gives_its_try_back():
+    auth = BasicAuth({"alice": bcrypt.hashpw(b"right", bcrypt.gensalt(4))})
+    clock = FakeClock()
+    guard = LoginGuard(clock=clock)
+    results: list[bool] = []
+    finished = threading.Semaphore(0)
+
+    def done(ok: bool) -> None:
+        results.append(ok)
+        finished.release()
+
+    def attempt(password: str, client: str = "10.0.0.1") -> str | None:
+        verdict = guard.check(auth, basic("alice", password), client, done)
+        if verdict is None:
+            assert finished.acquire(timeout=10)
+        return verdict
+
+    assert guard.check(auth, None, "10.0.0.1", done) == MISSING
+    assert [attempt("wrong") for _ in range(FAILED_LOGIN_BURST)] == [None] * FAILED_LOGIN_BURST
+    assert attempt("wrong") == THROTTLED and attempt("right") == THROTTLED  # no check at all, right or wrong
+    assert attempt("wrong", client="10.0.0.2") is None  # other clients are not held up
+    clock.now += FAILED_LOGIN_REFILL
+    assert attempt("right") is None and results[-1] is True  # one try earned back, and given back on success
+    assert attempt("right") == ALLOWED  # cached now
+    assert attempt("wrong") is None and attempt("wrong") == THROTTLED
+    guard.close()
+    assert client_key("2001:db8::1") == client_key("2001:db8::ffff") == "2001:db8::/64"
+
+
+def server_with_users(users: dict[str, bytes]) -> WebServer:
+    config = parse_web_config({"basic_auth_users": {user: hashed.decode() for user, hashed in users.items()}}, "web.yml", Path("."))
+    web = WebServer("127.0.0.1:0", lambda: b"m 1\n", lambda: True, "login", web_config=config)
+    web.start()
+    return web
+
+
+def get(port: int, authorization: str | None, connection: http.client.HTTPConnection | None = None) -> int:
+    own = connection is None
+    connection = connection or http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.request("GET", "/metrics", headers={"Authorization": authorization} if authorization else {})
+        response = connection.getresponse()
+        response.read()
+        return response.status
+    finally:
+        if own:
+            connection.close()
+
+
+def test_scrapes_keep_answering_while_wrong_passwords_are_hammered(caplog):
+    caplog.set_level(logging.WARNING, logger="exporter.web")
+    web = server_with_users({"prometheus": bcrypt.hashpw(b"right-password", bcrypt.gensalt(10))})
+    try:
+        scraper = http.client.HTTPConnection("127.0.0.1", web.port, timeout=30)
+        assert get(web.port, basic("prometheus", "right-password"), scraper) == 200  # checked once, then cached
+        stop = threading.Event()
+        hammered: list[int] = []
+
+        def hammer() -> None:
+            while not stop.is_set():
+                hammered.append(get(web.port, basic("prometheus", "guess-" + str(len(hammered)))))
+
+        attackers = [threading.Thread(target=hammer) for _ in range(4)]
+        for thread in attackers:
+            thread.start()
+        scrapes = []
+        for _ in range(100):
+            scrapes.append(get(web.port, basic("prometheus", "right-password"), scraper))
+            time.sleep(0.01)
+        stop.set()
+        for thread in attackers:
+            thread.join(30)
+        scraper.close()
+        checkers = [thread for thread in threading.enumerate() if thread.name == "login-check"]
+    finally:
+        web.close()
+    assert scrapes == [200] * 100
+    assert hammered.count(401) <= FAILED_LOGIN_BURST + 2 and hammered.count(429) > 0  # the rest were refused without bcrypt
+    assert len(checkers) == 1  # one bcrypt check at a time, never on the serving thread
+    failed_lines = [record.getMessage() for record in caplog.records if "failed basic-auth login" in record.getMessage()]
+    assert 1 <= len(failed_lines) <= 2 and "'prometheus': wrong password" in failed_lines[0]  # rate-limited
+    assert not any("guess-" in record.getMessage() for record in caplog.records)  # never a password
+    assert any("logins get 429 without a check" in record.getMessage() for record in caplog.records)
+
+
+def test_unknown_users_and_wrong_passwords_of_cheap_and_costly_hashes_take_as_long():
+    """Before: a cost-4 user's wrong password took ~1 ms, an unknown user ~250 ms (a decoy of the
+    highest cost). Now each failed check is answered after the same floor."""
+    web = server_with_users({"cheap": bcrypt.hashpw(b"x", bcrypt.gensalt(4)), "costly": bcrypt.hashpw(b"x", bcrypt.gensalt(9))})
+    try:
+        timings: dict[str, list[float]] = {}
+        for user in ("cheap", "costly", "nobody") * 2:
+            started = time.perf_counter()
+            assert get(web.port, basic(user, "wrong")) == 401
+            timings.setdefault(user, []).append(time.perf_counter() - started)
+    finally:
+        web.close()
+    fastest = {user: min(times) for user, times in timings.items()}
+    assert all(value >= FAILED_LOGIN_DELAY * 0.9 for value in fastest.values()), fastest
+    assert max(fastest.values()) / min(fastest.values()) < 2, fastest
