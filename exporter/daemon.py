@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import os
+import select
 import signal
 import threading
 from pathlib import Path
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from exporter.backends.base import Backend, BackendUnavailable
 from exporter.backends.waiting import WaitingBackend
@@ -17,10 +21,11 @@ from exporter.logs import one_line
 from exporter.poller import Poller
 from exporter.trace import TraceError, demo_trace_paths, load_trace
 from exporter.web import ListenAddressError, WebServer, parse_listen_address
-from exporter.webconfig import WebConfig, WebConfigError, load_web_config
+
+if TYPE_CHECKING:
+    from exporter.webconfig import WebConfig
 
 log = logging.getLogger("exporter")
-SIGNAL_CHECK_INTERVAL = 0.25  # seconds; the longest a SIGHUP/SIGTERM waits to be handled
 STOP_TIMEOUT = 2.0  # seconds each for the poller and the backend to stop before the daemon exits anyway
 
 
@@ -73,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     except BackendUnavailable as error:
         log.error("%s%s", error, "" if args.demo or args.replay else "; run with --demo to replay recorded traces instead")
         return 2
-    except (ListenAddressError, ConfigError, WebConfigError, StartupError) as error:
+    except (ListenAddressError, ConfigError, StartupError) as error:
         log.error("%s", error)
         return 2
     if backend.replayed:
@@ -89,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     poller = Poller(backend, config)
     exposition = Exposition(lambda: poller.snapshot)
     try:
-        server = WebServer(args.listen_address, exposition.body, poller.is_ready, note, args.telemetry_path, web_config)
+        server = WebServer(args.listen_address, exposition.parts, poller.is_ready, note, args.telemetry_path, web_config)
     except (ListenAddressError, OSError) as error:
         log.error("cannot listen on %s: %s", args.listen_address, error)
         backend.close()
@@ -99,54 +104,81 @@ def run(args: argparse.Namespace) -> int:
     server.start()
     log.info("listening on %s (port %d), collecting every %ss", args.listen_address, server.port, config.collect_interval)
 
-    wake = threading.Event()
-    requests: list[str] = []
+    for number in signals():
+        if number != signal.SIGHUP:
+            log.info("stopping")
+            server.close()
+            poller.stop(STOP_TIMEOUT)
+            # A backend call that hangs (a wedged driver) must not hold the exit: close on the side.
+            closer = threading.Thread(target=backend.close, name="backend-close", daemon=True)
+            closer.start()
+            closer.join(STOP_TIMEOUT)
+            return 0
+        try:
+            web_config = reload(args, poller, server, web_config)
+        except Exception as error:  # MemoryError, RecursionError, a bug: never the end of the daemon
+            log.error("reload failed, keeping the running configuration and web config: %s", one_line(error))
+    return 0
 
-    def on_signal(number: int, _frame: object) -> None:
-        requests.append("reload" if number == signal.SIGHUP else "stop")
-        wake.set()
 
+def signals() -> Iterator[int]:
+    """SIGHUP, SIGTERM and SIGINT as they arrive, in order. The main thread sleeps in ``select``
+    on the signal wake-up fd, with no timeout: the kernel may deliver a signal to any thread, and
+    the wake-up byte reaches this one all the same, so nothing needs to poll."""
+    reader, writer = os.pipe()
+    os.set_blocking(reader, False)
+    os.set_blocking(writer, False)
+    signal.set_wakeup_fd(writer, warn_on_full_buffer=False)
     for number in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
-        signal.signal(number, on_signal)
-    while True:
-        # Python runs signal handlers in the main thread, but the kernel may deliver the signal to
-        # another thread and leave an untimed wait asleep: wake up now and then to run them.
-        wake.wait(SIGNAL_CHECK_INTERVAL)
-        wake.clear()
-        while requests:
-            if requests.pop(0) == "stop":
-                log.info("stopping")
-                server.close()
-                poller.stop(STOP_TIMEOUT)
-                # A backend call that hangs (a wedged driver) must not hold the exit: close on the side.
-                closer = threading.Thread(target=backend.close, name="backend-close", daemon=True)
-                closer.start()
-                closer.join(STOP_TIMEOUT)
-                return 0
+        signal.signal(number, lambda _number, _frame: None)  # the wake-up fd carries the number
+    try:
+        while True:
+            select.select([reader], [], [])
             try:
-                reload(args, poller, server)
-            except Exception as error:  # MemoryError, RecursionError, a bug: never the end of the daemon
-                log.error("reload failed, keeping the running configuration and web config: %s", one_line(error))
+                received = os.read(reader, 64)
+            except BlockingIOError:
+                continue
+            yield from received
+    finally:
+        signal.set_wakeup_fd(-1)
+        os.close(reader)
+        os.close(writer)
 
 
 def load_web_config_flag(args: argparse.Namespace) -> WebConfig | None:
+    """The --web.config.file, loaded and logged; a problem is a StartupError naming file and key."""
     if not args.web_config_file:
         return None
-    web_config = load_web_config(args.web_config_file)
+    from exporter.webconfig import WebConfigError, load_web_config
+
+    try:
+        web_config = load_web_config(args.web_config_file)
+    except WebConfigError as error:
+        raise StartupError(str(error)) from None
     log.info("web config %s: %s", args.web_config_file, web_config.describe())
     return web_config
 
 
-def reload(args: argparse.Namespace, poller: Poller, server: WebServer) -> None:
-    """SIGHUP: take the new config and web config if valid; otherwise keep running on the old ones."""
+def reload(args: argparse.Namespace, poller: Poller, server: WebServer, web_config: WebConfig | None) -> WebConfig | None:
+    """SIGHUP: take the new config and web config if valid; otherwise keep running on the old ones.
+    A web config that would turn off TLS, client certificate verification or basic auth is refused:
+    that takes a restart (docs/security.md). Returns the web config now in force."""
     try:
-        server.set_web_config(load_web_config_flag(args))
-    except WebConfigError as error:
+        new_web_config = load_web_config_flag(args)
+    except StartupError as error:
         log.error("web config reload failed, keeping the running TLS and auth settings: %s", error)
+    else:
+        weakened = web_config.weakened_by(new_web_config) if web_config is not None and new_web_config is not None else None
+        if weakened:
+            log.error("web config reload refused: %s would turn off %s; keeping the running TLS and auth settings (to turn them off on purpose, restart the exporter with the new file or without --web.config.file)", args.web_config_file, weakened)
+        else:
+            server.set_web_config(new_web_config)
+            web_config = new_web_config
     try:
         config = effective_config(args)
     except ConfigError as error:
         log.error("reload failed, keeping the running configuration: %s", error)
-        return
+        return web_config
     poller.set_config(config)
     log.info("configuration reloaded from %s", args.config or "defaults")
+    return web_config

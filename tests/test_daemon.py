@@ -222,3 +222,25 @@ def test_hostile_configs_on_sighup_never_end_the_daemon(trace_paths, tmp_path):
     assert any("duplicate key 'currency'" in line for line in errors)
     assert all(len(line) < 1000 for line in output.splitlines())
     assert "Traceback" not in output
+
+
+def thread_context_switches(pid: int) -> list[int]:
+    counts = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        status = Path(f"/proc/{pid}/task/{task}/status").read_text()
+        counts.append(sum(int(line.split()[1]) for line in status.splitlines() if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"))))
+    return counts
+
+
+def test_at_rest_only_the_poller_wakes_up():
+    """The main thread sleeps on the signal wake-up fd and the HTTP thread on its selector, both
+    without a timeout: at rest, with nobody scraping, neither wakes up (before: 4 and 2 times a second)."""
+    with running_daemon("--demo", "--collect-interval", "1s") as daemon:
+        time.sleep(1)  # the readiness probe's connection is gone
+        before = thread_context_switches(daemon.process.pid)
+        time.sleep(3)
+        after = thread_context_switches(daemon.process.pid)
+        assert daemon.stop() == 0  # still answers signals
+    assert len(before) == len(after) == 3  # main, poller, http
+    asleep = [b == a for b, a in zip(before, after)]
+    assert asleep.count(True) == 2, (before, after)

@@ -166,3 +166,46 @@ def test_bad_web_config_stops_the_start_with_a_clear_error(tmp_path):
     result = subprocess.run([sys.executable, "-m", "exporter", "--demo", "--web.listen-address", f"127.0.0.1:{free_port()}", "--web.config.file", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert result.returncode == 2
     assert f"web config file {path}: 'tls_server_config.cert_file': cannot read {tmp_path / 'nope.crt'}: no such file" in result.stderr + result.stdout
+
+
+def wait_until(condition, what: str, process, seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            process.kill()
+            raise AssertionError(f"{what}: {process.stdout.read()}")
+        time.sleep(0.1)
+
+
+def test_a_reload_never_turns_tls_auth_or_client_certificates_off(pki):
+    """An empty file (a config tool writing it in place), a file without TLS, without users, or
+    with weaker client certificate checks: each SIGHUP is refused with one line, and TLS and auth
+    stay on. Rotating users is still taken."""
+    path = write_config(pki.folder, {"tls_server_config": {**TLS, "client_auth_type": "RequireAndVerifyClientCert", "client_ca_file": "client-ca.crt"}, "basic_auth_users": {"alice": HASH}})
+    context = client_context(pki, cert=pki.client)
+    alice = basic("alice", "right-password")
+    with tls_daemon(path, context, alice) as daemon:
+        port, process = daemon.port, daemon.process
+        weaker = [
+            "",
+            yaml.safe_dump({"basic_auth_users": {"alice": HASH}}),
+            yaml.safe_dump({"tls_server_config": {**TLS, "client_auth_type": "RequireAndVerifyClientCert", "client_ca_file": "client-ca.crt"}}),
+            yaml.safe_dump({"tls_server_config": {**TLS, "client_auth_type": "VerifyClientCertIfGiven", "client_ca_file": "client-ca.crt"}, "basic_auth_users": {"alice": HASH}}),
+        ]
+        for text in weaker:
+            path.write_text(text)
+            process.send_signal(signal.SIGHUP)
+            time.sleep(0.5)
+            assert get(port, "/metrics", context)[0] == 401  # auth still on
+            assert get(port, "/metrics", context, alice)[0] == 200  # over TLS, with the client certificate
+            with pytest.raises((ssl.SSLError, ConnectionError)):
+                get(port, "/metrics", client_context(pki), alice)  # still required
+            assert get(port, "/metrics", None, alice)[0] == 400  # plain HTTP is still refused
+        write_config(pki.folder, {"tls_server_config": {**TLS, "client_auth_type": "RequireAndVerifyClientCert", "client_ca_file": "client-ca.crt"}, "basic_auth_users": {"bob": HASH}})
+        process.send_signal(signal.SIGHUP)
+        wait_until(lambda: get(port, "/metrics", context, basic("bob", "right-password"))[0] == 200, "the valid reload was not taken", process)
+    refusals = [line for line in daemon.output.splitlines() if "web config reload refused" in line]
+    assert len(refusals) == len(weaker)
+    assert "would turn off TLS and basic auth" in refusals[0] and "restart" in refusals[0]
+    assert "would turn off TLS" in refusals[1] and "would turn off basic auth" in refusals[2]
+    assert "client certificate verification (RequireAndVerifyClientCert -> VerifyClientCertIfGiven)" in refusals[3]
