@@ -24,10 +24,10 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
-from harness import ROOT, Daemon, daemon, free_port, percentile, replay_daemon_command
+from harness import Daemon, daemon, free_port, percentile, replay_daemon_command
 
 BARE_SERVER = r"""
 import sys

@@ -9,8 +9,8 @@ import os
 import select
 import signal
 import threading
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from exporter.backends.base import Backend, BackendUnavailable

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING
 
 from exporter import __version__
 from exporter.exposition import CONTENT_TYPE
-from exporter.webloop import Connection, EventLoop, Limits, Reply
+from exporter.webloop import DEFAULT_LIMITS, Connection, EventLoop, Limits, Reply
 from exporter.webrequest import REASONS, Request
 
 if TYPE_CHECKING:
     import ssl
 
-    from exporter.weblogin import LoginGuard
     from exporter.webconfig import WebConfig
+    from exporter.weblogin import LoginGuard
 
 Body = bytes | Sequence[bytes]  # what ``metrics`` returns: the text, or its pieces in order
 _WWW_AUTHENTICATE = b'WWW-Authenticate: Basic realm="gpu-efficiency-exporter", charset="UTF-8"\r\n'
@@ -59,7 +59,7 @@ def listen(address: str, backlog: int) -> socket.socket:
 class WebServer:
     """Serves in a background thread; ``close`` stops it."""
 
-    def __init__(self, address: str, metrics: Callable[[], Body | None], ready: Callable[[], bool], landing_note: str, telemetry_path: str = "/metrics", web_config: WebConfig | None = None, limits: Limits = Limits()) -> None:
+    def __init__(self, address: str, metrics: Callable[[], Body | None], ready: Callable[[], bool], landing_note: str, telemetry_path: str = "/metrics", web_config: WebConfig | None = None, limits: Limits = DEFAULT_LIMITS) -> None:
         self.metrics = metrics
         self.ready = ready
         self.telemetry_path = telemetry_path

@@ -28,8 +28,8 @@ import selectors
 import socket
 import threading
 import time
-from dataclasses import dataclass
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from exporter.logs import one_line
@@ -62,6 +62,9 @@ class Limits:
     listen_backlog: int = 1024
     accept_backoff: float = 0.5
     log_interval: float = 60.0
+
+
+DEFAULT_LIMITS = Limits()
 
 
 class Reply:
