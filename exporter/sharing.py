@@ -19,6 +19,7 @@ from exporter.sample import GpuSample
 from exporter.slurm import SlurmJob
 
 FORGET_AFTER_SECONDS = 300.0  # a holder not seen on a GPU for this long has its counters dropped
+MAX_HOLDERS_PER_GPU = 64  # beyond this many holders on one GPU, new ones are counted as unattributed
 
 
 def window_shares(sample: GpuSample, identities: Mapping[int, ProcessIdentity]) -> dict[Holder, float]:
@@ -79,6 +80,7 @@ class ShareLedger:
 
     def add(self, sample: GpuSample, shares: Mapping[Holder, float], delta: GpuDelta) -> dict[Holder, HolderTotals]:
         ledger = self.gpus.setdefault(sample.device.uuid, _GpuLedger())
+        shares = _capped(shares, ledger.holders)
         now = sample.timestamp
         previous, ledger.last_timestamp = ledger.last_timestamp, (now if sample.up else None)
         if not sample.up:
@@ -124,6 +126,21 @@ class ShareLedger:
     def forget_except(self, uuids: set[str]) -> None:
         for uuid in set(self.gpus) - uuids:
             del self.gpus[uuid]
+
+
+def _capped(shares: Mapping[Holder, float], known: Mapping[Holder, HolderTotals]) -> dict[Holder, float]:
+    """The shares with holders beyond MAX_HOLDERS_PER_GPU folded into unattributed, so that many
+    differently named processes cannot grow the series without bound."""
+    room = MAX_HOLDERS_PER_GPU - len(known) - (UNATTRIBUTED not in known)
+    capped: dict[Holder, float] = {}
+    for holder, share in sorted(shares.items(), key=lambda item: -item[1]):
+        if holder not in known and holder != UNATTRIBUTED:
+            if room <= 0:
+                holder = UNATTRIBUTED
+            else:
+                room -= 1
+        capped[holder] = capped.get(holder, 0.0) + share
+    return capped
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ import pytest
 
 from exporter.holders import UNATTRIBUTED, Holder, ProcessIdentity
 from exporter.sample import DeviceInfo, GpuProcess, GpuSample, ProcessUtilization
-from exporter.sharing import FORGET_AFTER_SECONDS, GpuDelta, ShareLedger, window_shares
+from exporter.sharing import FORGET_AFTER_SECONDS, MAX_HOLDERS_PER_GPU, GpuDelta, ShareLedger, window_shares
 
 DEVICE = DeviceInfo(index=0, uuid="GPU-0", name="NVIDIA H100 80GB HBM3")
 A, B = Holder("pod", "uid-a"), Holder("slurm_job", "42")
@@ -91,3 +91,13 @@ def test_down_sample_splits_nothing_and_gone_holders_are_forgotten() -> None:
     assert A not in holders and holders[B].busy_seconds == 1.0
     ledger.forget_except(set())
     assert ledger.gpus == {}
+
+
+def test_holders_beyond_the_cap_are_unattributed_and_the_total_is_kept() -> None:
+    ledger = ShareLedger(max_gap=5.0)
+    many = {Holder("process", f"p{n}"): 1 / (MAX_HOLDERS_PER_GPU + 10) for n in range(MAX_HOLDERS_PER_GPU + 10)}
+    holders = ledger.add(sample(0), many, GpuDelta(busy_seconds=1.0))
+    assert len(holders) == MAX_HOLDERS_PER_GPU and UNATTRIBUTED in holders
+    assert sum(t.busy_seconds for t in holders.values()) == pytest.approx(1.0)
+    holders = ledger.add(sample(1), {Holder("process", "late"): 1.0}, GpuDelta(busy_seconds=1.0))
+    assert Holder("process", "late") not in holders and holders[UNATTRIBUTED].busy_seconds == pytest.approx(1.0 + 11 / (MAX_HOLDERS_PER_GPU + 10))
