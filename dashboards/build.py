@@ -369,10 +369,40 @@ def fleet() -> dict[str, Any]:
               transformations=[{"id": "merge", "options": {}},
                                {"id": "organize", "options": {"excludeByName": {"Time": True, "Value #A": True, "__name__": True, "job": True, "driver": True},
                                                               "renameByName": {"Value #B": "utilization", "Value #C": "SM activity", "Value #D": "efficiency"}}}]),
+        row("Slurm jobs and other holders of shared GPUs (sharing.enabled: docs/sharing.md)"),
+        table("Holders: efficiency, waste, energy and cost", "Per holder of a GPU share (holder_kind slurm_job: the Slurm job id; pod: the pod UID; process: the program name) over the time range, from the exporter's fair split: efficiency (SM-active over busy GPU-seconds), busy GPU-hours, busy-but-idle GPU-hours, what that waste cost at its GPUs' price, and energy. Set the time range to a job's life for its totals. Empty without sharing.enabled.",
+              holder_targets(), "none", decimals=2,
+              overrides=[{"matcher": {"id": "byName", "options": "efficiency"}, "properties": [{"id": "unit", "value": "percentunit"}]},
+                         {"matcher": {"id": "byRegexp", "options": ".*GPU-hours"}, "properties": [{"id": "unit", "value": "h"}]},
+                         {"matcher": {"id": "byName", "options": "energy"}, "properties": [{"id": "unit", "value": "kwatth"}]}],
+              transformations=[{"id": "merge", "options": {}},
+                               {"id": "organize", "options": {"excludeByName": {"Time": True},
+                                                              "renameByName": {"Value #A": "efficiency", "Value #B": "busy GPU-hours", "Value #C": "busy-but-idle GPU-hours", "Value #D": "busy-but-idle cost", "Value #E": "energy"}}}]),
+        timeseries("Least efficient holders", "The ten holders (jobs, pods, programs) with the lowest efficiency at each moment among those busy on the selected GPUs: SM-active over busy seconds of their share.",
+                   [target(f"bottomk(10, sum by (holder_kind, holder) (rate(gpueff_holder_sm_active_seconds_total{s}[$__rate_interval])) / (sum by (holder_kind, holder) (rate(gpueff_holder_busy_seconds_total{s}[$__rate_interval])) > 0))", "{{holder_kind}} {{holder}}")],
+                   "percentunit", min_=0, max_=1),
+        table("Slurm jobs on the selected GPUs", "Which Slurm job runs on which GPU now, with its user id (cgroup v1 only), from gpueff_gpu_job_info.",
+              [target(f"gpueff_gpu_job_info{s}", instant=True, table=True)], "none", w=12,
+              transformations=[{"id": "organize", "options": {"excludeByName": {"Time": True, "Value": True, "__name__": True}}}]),
         row("Health"),
         *health_stats(),
     ]
     return dashboard("gpueff-fleet", "GPU efficiency / Fleet overview", "How much real work the GPU fleet does: efficiency, mismatch, bottlenecks, busy-but-idle GPU time and its cost, per namespace, and the GPUs' and exporters' health.", panels, gpu_variables())
+
+
+def holder_targets() -> list[dict[str, Any]]:
+    """Per holder over the range: efficiency, busy and busy-but-idle GPU-hours, waste cost, energy."""
+    s = sel()
+    by = "sum by (holder_kind, holder)"
+    price = (f"(\n  sum by (cluster, job, instance, uuid, currency) (increase(gpueff_busy_idle_sm_cost_total{s}[$__range]))\n"
+             f"  / on (cluster, job, instance, uuid) group_left ()\n  (sum by (cluster, job, instance, uuid) (increase(gpueff_busy_idle_sm_seconds_total{s}[$__range])) > 0)\n)")
+    return [
+        target(f"clamp_max({by} (increase(gpueff_holder_sm_active_seconds_total{s}[$__range])) / {by} (increase(gpueff_holder_busy_seconds_total{s}[$__range])), 1)", instant=True, table=True),
+        target(f"{by} (increase(gpueff_holder_busy_seconds_total{s}[$__range])) / 3600", instant=True, table=True),
+        target(f"{by} (increase(gpueff_holder_busy_idle_sm_seconds_total{s}[$__range])) / 3600", instant=True, table=True),
+        target(f"sum by (holder_kind, holder, currency) (\n  increase(gpueff_holder_busy_idle_sm_seconds_total{s}[$__range])\n  * on (cluster, job, instance, uuid) group_left (currency)\n  {price}\n)", instant=True, table=True),
+        target(f"{by} (increase(gpueff_holder_energy_joules_total{s}[$__range])) / 3.6e6", instant=True, table=True),
+    ]
 
 
 def health_stats() -> list[dict[str, Any]]:

@@ -5,11 +5,13 @@ Prometheus in test_end_to_end_prometheus.py."""
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 
 import grafana_queries
 import pytest
+import yaml
 from conftest import ROOT
 
 from exporter.derivations import BOTTLENECK_CLASSES
@@ -169,3 +171,41 @@ def test_interpolation_matches_grafana():
     assert expr == 'sum(rate(x[60s])) / sum(y{gpu=~"(0|4)", instance=~"10\\\\.0\\\\.0\\\\.1:9947"}[3600s])'
     with pytest.raises(KeyError):
         grafana_queries.interpolate("$nope", values)
+
+
+HOLDER_SERIES = {
+    # Two Slurm jobs time-share GPU 0 (per minute): job 101 holds it 40 s, SMs active 30 s, 10 s
+    # wasted, 400 W; job 202 holds it 20 s, 2 s active, 18 s wasted, 200 W. The GPU's waste costs
+    # 0.0186667 USD a minute (28 wasted seconds at 2.4 USD per GPU-hour).
+    'gpueff_holder_{}_total{{job="gpu-efficiency-exporter",instance="node1:9947",gpu="0",uuid="GPU-a",holder_kind="slurm_job",holder="101"}}':
+        {"busy_seconds": 40, "sm_active_seconds": 30, "busy_idle_sm_seconds": 10, "energy_joules": 24000},
+    'gpueff_holder_{}_total{{job="gpu-efficiency-exporter",instance="node1:9947",gpu="0",uuid="GPU-a",holder_kind="slurm_job",holder="202"}}':
+        {"busy_seconds": 20, "sm_active_seconds": 2, "busy_idle_sm_seconds": 18, "energy_joules": 12000},
+    'gpueff_{}{{job="gpu-efficiency-exporter",instance="node1:9947",gpu="0",uuid="GPU-a"}}': {"busy_idle_sm_seconds_total": 28},
+    'gpueff_{}{{job="gpu-efficiency-exporter",instance="node1:9947",gpu="0",uuid="GPU-a",currency="USD"}}': {"busy_idle_sm_cost_total": 0.0186666666666667},
+}
+
+
+def test_holder_table_computes_each_jobs_figures_over_the_range(tmp_path):
+    """The fleet dashboard's per-holder queries (no holders under replay) evaluated by promtool on
+    two jobs sharing a GPU, with everything at All and a 1h range."""
+    promtool = shutil.which("promtool")
+    assert promtool, "tests/run.sh installs the Debian package prometheus"
+    dashboard = grafana_queries.load(DASHBOARD_DIR / "gpu-efficiency-fleet.json")
+    (panel,) = [p for p in grafana_queries.panels(dashboard) if p["title"] == "Holders: efficiency, waste, energy and cost"]
+    values = {v["name"]: v.get("allValue", "") for v in dashboard["templating"]["list"]} | grafana_queries.builtins(3600, 60)
+    series = [{"series": name.format(metric), "values": f"0+{per_minute!r}x70"} for name, metrics in HOLDER_SERIES.items() for metric, per_minute in metrics.items()]
+    expected = [  # efficiency, busy GPU-hours, busy-but-idle GPU-hours, cost, kWh: per job 101, 202
+        (0.75, 0.1), (40 / 60, 20 / 60), (10 / 60, 18 / 60), (0.4, 0.72), (0.4, 0.2),
+    ]
+    tests = []
+    for target, (job_101, job_202) in zip(panel["targets"], expected, strict=True):
+        labels = 'currency="USD",holder_kind="slurm_job",holder="{}"' if "currency" in target["expr"] else 'holder_kind="slurm_job",holder="{}"'
+        # In millionths, rounded: promtool compares floats exactly.
+        tests.append({"expr": f"round(({grafana_queries.interpolate(target['expr'], values)}) * 1e6)", "eval_time": "65m",
+                      "exp_samples": [{"labels": "{" + labels.format(job) + "}", "value": round(value * 1e6)} for job, value in (("101", job_101), ("202", job_202))]})
+    (tmp_path / "empty.yml").write_text("groups: []\n")
+    (tmp_path / "holders.test.yml").write_text(yaml.safe_dump({"rule_files": ["empty.yml"], "evaluation_interval": "1m",
+                                                                "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": tests}]}))
+    result = subprocess.run([promtool, "test", "rules", "holders.test.yml"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr

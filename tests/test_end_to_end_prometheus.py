@@ -42,7 +42,11 @@ SPIN_UUID = "GPU-replay-4-spin_1sm"
 NOT_IN_REPLAY = ("gpueff_compute_processes", "gpueff_compute_process_memory_bytes", "gpueff_gpu_pod_info",
                  # Hardware-health series the recorded traces do not hold (no Xid, ECC, row-remap or
                  # memory-temperature readings were recorded).
-                 "gpueff_xid_errors_total", "gpueff_ecc_errors_total", "gpueff_remapped_rows", "gpueff_memory_temperature_celsius")
+                 "gpueff_xid_errors_total", "gpueff_ecc_errors_total", "gpueff_remapped_rows", "gpueff_memory_temperature_celsius",
+                 # The fair split of shared GPUs needs NVML's process list: none under replay (its
+                 # dashboard queries are checked with promtool in test_dashboards.py).
+                 "gpueff_holder_busy_seconds_total", "gpueff_holder_sm_active_seconds_total", "gpueff_holder_busy_idle_sm_seconds_total",
+                 "gpueff_holder_energy_joules_total", "gpueff_gpu_job_info")
 # The exporter joins the token server with GPUs 0 and 5 (the first and last: the "subset" pick).
 APP_GPUS = ("0", "5")
 

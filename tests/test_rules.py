@@ -210,6 +210,6 @@ def test_remote_write_allow_list_is_valid_and_names_real_series(tmp_path):
     groups = yaml.safe_load(RULES.read_text())["groups"]
     records = {rule["record"] for group in groups for rule in group["rules"] if "record" in rule}
     kept = {name for name in records if allow.match(name)}
-    assert {name for name in records if name.startswith(("job:", "namespace:"))} == kept
+    assert {name for name in records if name.startswith(("job:", "namespace:", "holder:"))} == kept
     assert all(allow.match(name) for name in ("gpueff_energy_joules_total", "gpueff_gpu_pod_info", "up"))
     assert not any(allow.match(name) for name in ("gpueff_gpu_utilization_ratio", "gpueff_power_watts", "instance_gpu:gpueff_efficiency:ratio_rate5m"))
