@@ -50,8 +50,7 @@ H100_CALL_COSTS = {
     "nvmlDeviceGetPcieThroughput": 21e-3,
 }
 GPM_MIN_GAP = 0.1
-PROCESS_SAMPLE_PERIOD = 0.2  # the driver's utilization sample period on an H100 (GPU_FACTS)
-PROCESS_SAMPLE_BUFFER = 100  # samples the driver keeps
+PROCESS_SAMPLE_PERIOD = 1.0  # one per-process utilization sample a second per process, as seen on an H100
 _GPM_NAMES = {value: name.removeprefix("NVML_GPM_METRIC_") for name, value in vars(_real).items() if name.startswith("NVML_GPM_METRIC_") and name != "NVML_GPM_METRIC_MAX"}
 
 
@@ -460,25 +459,25 @@ class FakeNvml:
 
     @_api()
     def nvmlDeviceGetProcessUtilization(self, handle: Any, last_seen_us: int) -> list[Any]:
-        """As NVML documents it: per driver sample period (here 200 ms, the last 100 kept), one sample
-        per process with non-zero utilization, stamped with the CPU time in microseconds; only
-        samples newer than ``last_seen_us`` (0: all kept); NOT_FOUND when there are none (an idle
-        GPU); NOT_SUPPORTED with MIG on."""
+        """As the driver answered on an H100 (docs/real-gpu/2026-11-25-h100/sharing.md): one entry
+        per process that ran since ``last_seen_us`` (0: ever), stamped with that process's latest
+        sample time (CPU time in microseconds; one sample a second per process, each process at its
+        own phase), ``smUtil`` its utilization over that time; NOT_FOUND when no process has a
+        newer sample (an idle GPU); NOT_SUPPORTED with MIG on."""
         index = self._index_of(handle)
         gpu = self.gpus[index]
         if gpu.mig_of is not None or self._mig_children(index):
             raise _real.NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
-        last_tick = int((self.clock() - self.started) / PROCESS_SAMPLE_PERIOD)
+        elapsed = self.clock() - self.started
         samples = []
-        for tick in range(max(1, last_tick - PROCESS_SAMPLE_BUFFER + 1), last_tick + 1):
-            stamp = int((self.started + tick * PROCESS_SAMPLE_PERIOD) * 1e6)
-            if stamp <= last_seen_us:
-                continue
-            for pid, duty in gpu.process_duty.items():
-                if round(duty * 100) > 0:
-                    sample = _real.c_nvmlProcessUtilizationSample_t()
-                    sample.pid, sample.timeStamp, sample.smUtil, sample.memUtil = pid, stamp, round(duty * 100), round(duty * 50)
-                    samples.append(sample)
+        for pid, duty in gpu.process_duty.items():
+            phase = (pid % 10) / 10 * PROCESS_SAMPLE_PERIOD
+            ticks = int((elapsed - phase) // PROCESS_SAMPLE_PERIOD)
+            stamp = int((self.started + phase + ticks * PROCESS_SAMPLE_PERIOD) * 1e6)
+            if ticks >= 1 and stamp > last_seen_us and round(duty * 100) > 0:
+                sample = _real.c_nvmlProcessUtilizationSample_t()
+                sample.pid, sample.timeStamp, sample.smUtil, sample.memUtil = pid, stamp, round(duty * 100), round(duty * 30)
+                samples.append(sample)
         if not samples:
             raise _real.NVMLError(_real.NVML_ERROR_NOT_FOUND)
         return samples

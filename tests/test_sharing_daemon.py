@@ -79,7 +79,7 @@ def test_plain_processes_are_held_by_name_and_an_idle_gpu_makes_no_call(trace_pa
     idle_gpu = FakeGpu(load_trace(trace_paths["idle"]))
     values, fake, _ = run(trace_paths, proc, [busy_gpu, idle_gpu])
     busy = holder_values(values, "gpueff_holder_busy_seconds_total")
-    assert busy[("process", "duty70")] / sum(busy.values()) == pytest.approx(0.7, abs=0.01)
+    assert busy[("process", "duty70")] / sum(busy.values()) == pytest.approx(0.7, abs=0.02)  # duty30's first sample comes a poll later
     assert set(holder_values(values, "gpueff_holder_energy_joules_total", gpu="1")) == {("unattributed", "")}  # idle power: nobody's
     assert fake.device_calls["nvmlDeviceGetProcessUtilization", 1] == 0
     assert "gpueff_gpu_job_info" not in values
@@ -117,8 +117,7 @@ def test_process_utilization_errors(trace_paths):
     assert backend.collect()[0].process_utilization is None  # the first answer is the whole buffer: not this window
     clock.advance(1.0)
     samples = backend.collect()[0].process_utilization
-    assert samples and {s.pid for s in samples} == {10} and all(s.sm == 0.5 for s in samples)
-    assert len(samples) == 5  # the driver's 200 ms samples of the last second
+    assert samples and [(s.pid, s.sm) for s in samples] == [(10, 0.5)]  # one entry per process
     fake.fail("nvmlDeviceGetProcessUtilization", pynvml.NVML_ERROR_NOT_FOUND, times=1)
     clock.advance(1.0)
     assert backend.collect()[0].process_utilization == ()
