@@ -370,9 +370,31 @@ def render_self(snapshot: Snapshot, stale: bool) -> list[str]:
     return lines
 
 
+def render_attribution(snapshot: Snapshot) -> list[str]:
+    """The kubelet pod-resources calls' health (docs/kubernetes.md); nothing while kubernetes is disabled."""
+    health = snapshot.attribution
+    if health is None:
+        return []
+    lines = [
+        "# HELP gpueff_kubernetes_attribution_up 1 if the last kubelet pod-resources List call answered; 0 if it failed (the last good pod assignment is kept for 3 refresh intervals).",
+        "# TYPE gpueff_kubernetes_attribution_up gauge",
+        f"gpueff_kubernetes_attribution_up {int(health.up)}",
+        "# HELP gpueff_kubernetes_attribution_errors_total Kubelet pod-resources List calls that failed or could not be made (no socket, no grpcio).",
+        "# TYPE gpueff_kubernetes_attribution_errors_total counter",
+        f"gpueff_kubernetes_attribution_errors_total {health.errors_total}",
+    ]
+    if health.last_success_wall is not None:
+        lines += [
+            "# HELP gpueff_kubernetes_attribution_last_success_timestamp_seconds Unix time of the last kubelet pod-resources List answer.",
+            "# TYPE gpueff_kubernetes_attribution_last_success_timestamp_seconds gauge",
+            f"gpueff_kubernetes_attribution_last_success_timestamp_seconds {number(health.last_success_wall)}",
+        ]
+    return lines
+
+
 def render(snapshot: Snapshot, stale: bool = False) -> bytes:
     lines = render_gpus(snapshot.gpus, snapshot, stale) + render_pods(snapshot.gpus, stale) + render_sharing(snapshot.gpus, stale) + render_self(snapshot, stale)
-    lines += render_apps(snapshot, stale)
+    lines += render_attribution(snapshot) + render_apps(snapshot, stale)
     return ("\n".join(lines) + "\n").encode()
 
 

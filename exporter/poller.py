@@ -32,7 +32,7 @@ class Poller:
         self.clock = clock
         self.wall_clock = wall_clock
         self.ready = threading.Event()
-        self.attributor = Attributor()  # Kubernetes pod attribution, on its own cadence
+        self.attributor = Attributor(clock, wall_clock)  # Kubernetes pod attribution, on its own thread
         self._devices: list[DeviceInfo] = []
         self._integrator = Integrator(max_gap=config.effective_stale_after)
         self._snapshot: Snapshot | None = None
@@ -175,6 +175,7 @@ class Poller:
             errors_total=self._own_errors + self.backend.errors_total,
             last_success_wall=self._last_success,
             apps=self.apps.update(samples, self.clock(), config, owners),
+            attribution=self.attributor.health(),
         )
         self._snapshot = snapshot
         self.ready.set()

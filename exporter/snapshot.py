@@ -8,7 +8,7 @@ from exporter.apps import AppState
 from exporter.config import Config
 from exporter.derivations import Derived
 from exporter.integrals import Totals
-from exporter.kubernetes.owners import GpuOwners
+from exporter.kubernetes.owners import AttributionHealth, GpuOwners
 from exporter.sample import GpuSample
 from exporter.sharing import GpuSharing
 
@@ -35,3 +35,4 @@ class Snapshot:
     errors_total: int
     last_success_wall: float | None
     apps: tuple[AppState, ...] = ()  # the configured apps' latest states (exporter/apps)
+    attribution: AttributionHealth | None = None  # the kubelet calls' health; None while kubernetes is disabled

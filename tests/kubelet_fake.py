@@ -33,6 +33,7 @@ class FakeKubelet:
         self.socket_path = socket_path
         self.pods = pods
         self.delay = delay
+        self.failing = False  # answer UNAVAILABLE, as a restarting kubelet does
         self.calls = 0
         self._lock = threading.Lock()
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
@@ -48,6 +49,8 @@ class FakeKubelet:
             self.calls += 1
         if self.delay:
             threading.Event().wait(self.delay)
+        if self.failing:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "kubelet restarting")
         return pb.ListPodResourcesResponse(pod_resources=self.pods)
 
     def __enter__(self) -> FakeKubelet:

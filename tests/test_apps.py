@@ -248,6 +248,9 @@ def test_the_poller_hands_pod_owners_to_the_apps(trace_paths):
         def owners(self, *_):
             return {busy_uuid: GpuOwners(pods=(PodOwner("serving", "llm-0", "engine"),))}
 
+        def health(self):
+            return None
+
         def close(self):
             pass
 

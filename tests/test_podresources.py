@@ -13,9 +13,9 @@ import pytest
 from conftest import running_daemon
 from kubelet_fake import FakeKubelet, pod
 
-from exporter.config import parse_config
+from exporter.config import KubernetesConfig, parse_config
 from exporter.kubernetes.attribution import Attributor
-from exporter.kubernetes.owners import PodOwner
+from exporter.kubernetes.owners import AttributionHealth, PodOwner
 from exporter.kubernetes.podresources import PodResourcesClient, PodResourcesError, gpu_owners
 from exporter.sample import DeviceInfo, GpuSample
 
@@ -85,26 +85,84 @@ def _samples(*uuids: str) -> list[GpuSample]:
     return [GpuSample(device=DeviceInfo(index=i, uuid=uuid, name="NVIDIA H100 80GB HBM3"), timestamp=0.0) for i, uuid in enumerate(uuids)]
 
 
-def test_attributor_refreshes_on_its_cadence_only(socket_dir: Path) -> None:
+def _settings(socket_path: Path, **changes: str) -> KubernetesConfig:
+    return parse_config({"kubernetes": {"enabled": True, "pod_resources_socket": str(socket_path), "refresh_interval": "10s", **changes}}).kubernetes
+
+
+def _wait_until(condition, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
+
+
+def test_attributor_reads_the_refresher_and_never_calls_from_the_poll(socket_dir: Path) -> None:
     socket_path = socket_dir / "kubelet.sock"
-    settings = parse_config({"kubernetes": {"enabled": True, "pod_resources_socket": str(socket_path), "refresh_interval": "10s"}}).kubernetes
     attributor = Attributor()
     samples = _samples(GPU_A, GPU_B, "GPU-unassigned")
     with FakeKubelet(socket_path, PODS) as kubelet:
         try:
-            first = attributor.owners(settings, samples, now=100.0)
-            for now in (100.5, 105.0, 109.9):
-                assert attributor.owners(settings, samples, now) == first
-            assert kubelet.calls == 1
+            first = attributor.owners(_settings(socket_path), samples, time.monotonic())  # the first answer is waited for
+            for _ in range(20):
+                assert attributor.owners(_settings(socket_path), samples, time.monotonic()) == first
+            assert kubelet.calls == 1  # polls read the kept answer; the thread asks every refresh_interval
             kubelet.pods = PODS[:1]
-            second = attributor.owners(settings, samples, now=110.0)
-            assert kubelet.calls == 2
+            attributor._refresher.refresh()  # what the thread does at the next interval
+            second = attributor.owners(_settings(socket_path), samples, time.monotonic())
         finally:
             attributor.close()
     assert first[GPU_A].single_pod == PodOwner("ml", "trainer-0", "main")
     assert first[GPU_B].single_pod is None and len(first[GPU_B].pods) == 2
     assert "GPU-unassigned" not in first
     assert set(second) == {GPU_A}
+
+
+def test_a_failed_call_keeps_the_last_assignment_for_three_intervals(socket_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 14: one failed List call emptied the pod map and every pod-assigned GPU's series lost
+    its pod labels (a new identity, rate() broken) for a whole refresh interval."""
+    socket_path = socket_dir / "kubelet.sock"
+    now = [1000.0]
+    attributor = Attributor(clock=lambda: now[0], wall_clock=lambda: 1.7e9 + now[0])
+    samples = _samples(GPU_A)
+    caplog.set_level(logging.INFO, logger="exporter.kubernetes")
+    with FakeKubelet(socket_path, PODS) as kubelet:
+        try:
+            assert attributor.owners(_settings(socket_path), samples, now[0])[GPU_A].single_pod.pod == "trainer-0"
+            assert attributor.health() == AttributionHealth(up=True, errors_total=0, last_success_wall=1.7e9 + 1000.0)
+            kubelet.failing = True
+            for _ in range(3):  # three failed refreshes, 10 s apart: the assignment stays
+                now[0] += 10.0
+                attributor._refresher.refresh()
+                assert attributor.owners(_settings(socket_path), samples, now[0])[GPU_A].single_pod.pod == "trainer-0"
+            assert attributor.health() == AttributionHealth(up=False, errors_total=3, last_success_wall=1.7e9 + 1000.0)
+            now[0] += 0.5  # past 3 x refresh_interval since the last answer: dropped
+            assert attributor.owners(_settings(socket_path), samples, now[0]) == {}
+            kubelet.failing = False
+            attributor._refresher.refresh()
+            assert attributor.owners(_settings(socket_path), samples, now[0])[GPU_A].single_pod.pod == "trainer-0"
+            assert attributor.health().up
+        finally:
+            attributor.close()
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert len(warnings) == 2, warnings  # the failure (once, not per call) and the expiry
+    assert "UNAVAILABLE" in warnings[0] and "kept for 3 refresh intervals" in warnings[0]
+    assert any("works again" in record.getMessage() for record in caplog.records)
+
+
+def test_a_slow_kubelet_never_delays_a_poll(socket_dir: Path) -> None:
+    socket_path = socket_dir / "kubelet.sock"
+    attributor = Attributor()
+    with FakeKubelet(socket_path, PODS, delay=3.0) as kubelet:
+        try:
+            started = time.monotonic()
+            for _ in range(10):
+                assert attributor.owners(_settings(socket_path, timeout="5s"), _samples(GPU_A), time.monotonic()) == {}
+            took = time.monotonic() - started
+            _wait_until(lambda: attributor.owners(_settings(socket_path, timeout="5s"), _samples(GPU_A), time.monotonic()) != {})
+        finally:
+            attributor.close()
+    assert took < 2.5  # the first answer is waited for at most 1 s; the 3 s call then runs on its own thread
+    assert kubelet.calls == 1
 
 
 def test_disabled_attribution_never_calls(socket_dir: Path) -> None:
@@ -117,18 +175,22 @@ def test_disabled_attribution_never_calls(socket_dir: Path) -> None:
 
 def test_missing_socket_logs_one_line_and_recovers(socket_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
     socket_path = socket_dir / "kubelet.sock"
-    settings = parse_config({"kubernetes": {"enabled": True, "pod_resources_socket": str(socket_path), "refresh_interval": "1s"}}).kubernetes
     attributor = Attributor()
     caplog.set_level(logging.INFO, logger="exporter.kubernetes")
-    for now in range(5):
-        assert attributor.owners(settings, _samples(GPU_A), float(now)) == {}
-    warnings = [record for record in caplog.records if record.levelno == logging.WARNING]
-    assert len(warnings) == 1 and str(socket_path) in warnings[0].getMessage()
-    with FakeKubelet(socket_path, PODS):
-        try:
-            owners = attributor.owners(settings, _samples(GPU_A), now=10.0)
-        finally:
-            attributor.close()
+    settings = _settings(socket_path, refresh_interval="1s")
+    try:
+        assert attributor.owners(settings, _samples(GPU_A), time.monotonic()) == {}
+        for _ in range(3):
+            attributor._refresher.refresh()
+            assert attributor.owners(settings, _samples(GPU_A), time.monotonic()) == {}
+        warnings = [record for record in caplog.records if record.levelno == logging.WARNING]
+        assert len(warnings) == 1 and str(socket_path) in warnings[0].getMessage()
+        assert attributor.health().errors_total >= 4 and not attributor.health().up
+        with FakeKubelet(socket_path, PODS):
+            _wait_until(lambda: attributor.owners(settings, _samples(GPU_A), time.monotonic()) != {})  # the thread retries every second
+            owners = attributor.owners(settings, _samples(GPU_A), time.monotonic())
+    finally:
+        attributor.close()
     assert owners[GPU_A].single_pod == PodOwner("ml", "trainer-0", "main")
     assert any("works again" in record.getMessage() for record in caplog.records)
 
@@ -165,6 +227,8 @@ def test_daemon_labels_gpu_series_with_their_pod(socket_dir: Path, tmp_path: Pat
         'gpueff_gpu_pod_info{gpu="2",uuid="GPU-replay-2-matmul_8192",namespace="ml",pod="trainer-0",container="main"}',
     ]
     assert calls == 1, "the kubelet is asked on the refresh cadence, never per scrape or per poll"
+    assert "gpueff_kubernetes_attribution_up 1" in body and "gpueff_kubernetes_attribution_errors_total 0" in body
+    assert "gpueff_kubernetes_attribution_last_success_timestamp_seconds " in body
 
 
 def test_daemon_without_the_socket_logs_once_and_serves(socket_dir: Path, tmp_path: Path) -> None:

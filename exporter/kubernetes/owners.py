@@ -33,3 +33,12 @@ class GpuOwners:
     def single_pod(self) -> PodOwner | None:
         """The one container holding the GPU; None when unassigned or shared (time-slicing)."""
         return self.pods[0] if len(self.pods) == 1 else None
+
+
+@dataclass(frozen=True, slots=True)
+class AttributionHealth:
+    """How the kubelet pod-resources calls fare, for gpueff_kubernetes_attribution_*."""
+
+    up: bool  # the last List call answered
+    errors_total: int  # List calls that failed (or could not be made: no socket, no grpcio)
+    last_success_wall: float | None  # Unix time of the last answer; None before the first
