@@ -185,6 +185,8 @@ def test_soak_with_pod_and_process_churn_drops_gone_series_and_keeps_memory_flat
                 gpu.processes = processes
             kubelet.pods = pods
             clock.advance(1.0)
+            if poller.attributor._refresher is not None:  # what its thread does every refresh_interval
+                poller.attributor._refresher.refresh()
             poller.poll_once()
             body = exposition.body().decode()
             series = [line for line in body.splitlines() if line and not line.startswith("#")]
