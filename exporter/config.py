@@ -111,6 +111,12 @@ def min_duration(minimum: float, maximum: float = MAX_DURATION) -> Callable[[Any
     return parse
 
 
+def positive_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"expected a whole number above 0, got {shown(value)}")
+    return value
+
+
 def label_value(value: Any) -> str:
     if not isinstance(value, str) or not value or len(value) > 64:
         raise ValueError(f"expected a non-empty string of at most 64 characters, got {shown(value)}")
@@ -156,13 +162,16 @@ class MismatchThresholds:
 
 @dataclass(frozen=True)
 class BottleneckThresholds:
-    idle_utilization: float = setting(0.05, ratio, "idle below this coarse utilization")
-    host_utilization: float = setting(0.85, ratio, "host: busy but utilization below this (idle gaps between kernels)")
-    busy_pipe: float = setting(0.5, ratio, "compute: a tensor/FP/integer pipe at least this active; memory: DRAM at least this active")
+    idle_utilization: float = setting(0.05, ratio, "idle below this utilization (the window's engine activity)")
+    host_utilization: float = setting(0.85, ratio, "host: busy but utilization below this (the GPU waits on the host)")
+    memory_dram: float = setting(0.6, ratio, "memory: DRAM at least this active (its practical roof is about 0.8) and busier than any math pipe")
+    compute_pipe: float = setting(0.2, ratio, "compute: a tensor/FP/integer pipe at least this active, with SM activity at least underfilled_sm_active")
     communication_link: float = setting(0.3, ratio, "communication: PCIe or NVLink at least this share of its peak ...")
     underfilled_sm_active: float = setting(0.5, ratio, "underfilled: SM activity below this while the GPU is busy")
     latency_occupancy: float = setting(0.1, ratio, "latency: SM occupancy below this ...")
     latency_work: float = setting(0.2, ratio, "... and every pipe and DRAM below this")
+    window: float = setting(5.0, min_duration(0.0), "the class is judged from the readings' time-weighted mean over this much recent time (at least the last poll's window)")
+    hold_polls: int = setting(2, positive_int, "a new class is reported only once it has won this many polls in a row (2: no single poll flips it)")
 
 
 @dataclass(frozen=True)
@@ -236,12 +245,6 @@ def regex(value: Any) -> str:
         re.compile(value)
     except re.error as error:
         raise ValueError(f"not a valid regular expression ({error}): {shown(value)}") from None
-    return value
-
-
-def positive_int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"expected a whole number above 0, got {shown(value)}")
     return value
 
 

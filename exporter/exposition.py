@@ -17,6 +17,7 @@ from exporter.derivations import BOTTLENECK_CLASSES, MISMATCH_RULES
 from exporter.kubernetes.owners import PodOwner
 from exporter.sharing import HolderTotals
 from exporter.snapshot import GpuState, Snapshot
+from exporter.taxonomy import CLASSES, COUNTER_CHECKS
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -141,6 +142,13 @@ def _bottleneck(state: GpuState) -> Iterable[tuple[str, float]]:
     return [(f',class="{name}"', float(name == current)) for name in BOTTLENECK_CLASSES]
 
 
+def _implausible(state: GpuState) -> Iterable[tuple[str, float]]:
+    if state.derived is None:
+        return []
+    checks = state.derived.implausible
+    return [(f',check="{check}"', float(checks[check])) for check in COUNTER_CHECKS if check in checks]
+
+
 def _peak(attribute: str) -> Values:
     return one(lambda state: None if state.derived is None or state.derived.peak is None else getattr(state.derived.peak, attribute))
 
@@ -161,7 +169,8 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
     GpuMetric("gpueff_mig_device_info", "gauge", "A MIG device, exported like a GPU under its own MIG uuid (gpu is its physical GPU's index): the physical GPU's uuid and the GPU instance id. Always 1.", _mig_info, when_down=True),
     GpuMetric("gpueff_profiling_available", "gauge", "1 if SM activity and the other profiling metrics (GPM or DCGM) are read on this GPU, 0 if not (pre-Hopper without DCGM, or profiling restricted to admin).", one(lambda s: float(s.sample.profiling_available))),
     # Coarse NVML counters.
-    GpuMetric("gpueff_gpu_utilization_ratio", "gauge", "Coarse NVML utilization: share of time any kernel ran (one thread on one SM reads 1). Not SM activity.", sample_field("gpu_utilization")),
+    GpuMetric("gpueff_gpu_utilization_ratio", "gauge", "Coarse utilization over the poll window: share of the window any kernel ran (one thread on one SM reads 1; not SM activity). The engine activity GPM GRAPHICS_UTIL / DCGM 1001 where profiling is read (nvidia-smi's quantity, averaged over the window every other figure covers); NVML's figure where it is not. Every derived figure uses this one.", derived_field("busy")),
+    GpuMetric("gpueff_gpu_utilization_instant_ratio", "gauge", "NVML utilization as nvidia-smi shows it: the driver's latest ~200 ms sample at the poll, not a mean over the poll window (under a duty-cycled load it swings while the window's figure holds).", sample_field("gpu_utilization")),
     GpuMetric("gpueff_memory_utilization_ratio", "gauge", "Coarse NVML memory utilization: share of time device memory was read or written.", sample_field("memory_utilization")),
     GpuMetric("gpueff_power_watts", "gauge", "Power draw in watts.", sample_field("power_watts")),
     GpuMetric("gpueff_power_limit_watts", "gauge", "Enforced power limit in watts.", one(lambda s: s.sample.device.power_limit_watts)),
@@ -201,17 +210,18 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
     _profiling_metric("nvlink_tx_bytes_per_second", "gpueff_nvlink_tx_bytes_per_second", "NVLink traffic sent over all links, bytes per second over the last window."),
     _profiling_metric("nvlink_rx_bytes_per_second", "gpueff_nvlink_rx_bytes_per_second", "NVLink traffic received over all links, bytes per second over the last window."),
     # Derived.
-    GpuMetric("gpueff_efficiency_ratio", "gauge", "SM activity / coarse utilization, 0..1: how much of the 'busy' time the SMs really worked. Absent when utilization is 0.", derived_field("efficiency")),
-    GpuMetric("gpueff_mismatch", "gauge", "1 while the GPU is 'busy but not working' by this rule: high_util_low_sm (utilization >= 0.8, SM activity < 0.3), low_efficiency (utilization >= 0.5, efficiency < 0.3).", _mismatch),
-    GpuMetric("gpueff_bottleneck", "gauge", "Roofline-style bottleneck class, a state set: exactly one class is 1 per GPU.", _bottleneck),
-    GpuMetric("gpueff_estimated_tensor_flops_per_second", "gauge", "Estimated achieved tensor FLOP/s, BF16-equivalent: tensor activity x peak x SM clock / max SM clock. Absent for models without a known peak.", derived_field("tensor_flops")),
+    GpuMetric("gpueff_efficiency_ratio", "gauge", "SM activity / utilization over the same window, 0..1: how much of the 'busy' time the SMs really worked. Absent when utilization is 0.", derived_field("efficiency")),
+    GpuMetric("gpueff_mismatch", "gauge", "1 while the GPU is 'busy but not working' by this rule: high_util_low_sm (utilization >= 0.8, SM activity < 0.3), low_efficiency (utilization >= 0.5, efficiency < 0.3). Never 1 while gpueff_readings_implausible is.", _mismatch),
+    GpuMetric("gpueff_bottleneck", "gauge", "Roofline-style bottleneck class, a state set: exactly one class is 1 per GPU. Judged from the last bottleneck.window of readings; a new class must win bottleneck.hold_polls polls in a row. What to try: gpueff_bottleneck_class_info.", _bottleneck),
+    GpuMetric("gpueff_readings_implausible", "gauge", "1 while this counter-health check finds the window's profiling readings physically impossible (the README says what each check means); the GPU's class is then unknown and it raises no mismatch or busy-but-idle time.", _implausible),
+    GpuMetric("gpueff_estimated_tensor_flops_per_second", "gauge", "Estimated achieved tensor FLOP/s, BF16-equivalent: tensor activity x peak x SM clock / max SM clock, the clock being the mean of its readings at both ends of the window. Absent for models without a known peak.", derived_field("tensor_flops")),
     GpuMetric("gpueff_estimated_dram_bytes_per_second", "gauge", "Estimated achieved DRAM bandwidth: DRAM activity x peak bandwidth. Absent for models without a known peak.", derived_field("dram_bytes_per_second")),
     GpuMetric("gpueff_estimated_tensor_flop_per_joule", "gauge", "Estimated achieved tensor FLOP per joule (FLOP/s per watt).", derived_field("tensor_flop_per_joule")),
     GpuMetric("gpueff_peak_tensor_flops_per_second", "gauge", "Dense BF16 tensor peak FLOP/s of this model at its maximum clock.", _peak("tensor_flops")),
     GpuMetric("gpueff_peak_dram_bytes_per_second", "gauge", "Peak DRAM bandwidth of this model, bytes per second.", _peak("dram_bytes_per_second")),
-    GpuMetric("gpueff_gpu_busy_seconds_total", "counter", "Integral of coarse utilization over time: seconds the GPU counted as busy.", one(lambda s: s.totals.busy_seconds if s.derived is not None and s.derived.busy is not None else None)),
+    GpuMetric("gpueff_gpu_busy_seconds_total", "counter", "Integral of utilization (gpueff_gpu_utilization_ratio) over time: seconds the GPU counted as busy.", one(lambda s: s.totals.busy_seconds if s.derived is not None and s.derived.busy is not None else None)),
     GpuMetric("gpueff_sm_active_seconds_total", "counter", "Integral of SM activity over time: SM-active GPU-seconds.", one(lambda s: s.totals.sm_active_seconds if s.sample.profiling.get("sm_active") is not None else None)),
-    GpuMetric("gpueff_busy_idle_sm_seconds_total", "counter", "Integral of max(0, utilization - SM activity): seconds the GPU looked busy while its SMs were not.", one(lambda s: s.totals.busy_idle_sm_seconds if s.sample.profiling.get("sm_active") is not None and s.derived is not None and s.derived.busy is not None else None)),
+    GpuMetric("gpueff_busy_idle_sm_seconds_total", "counter", "Integral of max(0, utilization - SM activity) over windows whose counters are plausible: seconds the GPU looked busy while its SMs were not.", one(lambda s: s.totals.busy_idle_sm_seconds if s.sample.profiling.get("sm_active") is not None and s.derived is not None and s.derived.busy is not None else None)),
 )
 
 
@@ -350,6 +360,9 @@ def render_self(snapshot: Snapshot, stale: bool) -> list[str]:
         "# HELP gpueff_exporter_build_info The exporter's version and the backend it reads from (replayed=true: recorded traces, not live GPUs). Always 1.",
         "# TYPE gpueff_exporter_build_info gauge",
         f'gpueff_exporter_build_info{{version="{__version__}",backend="{snapshot.backend_name}",replayed="{str(snapshot.replayed).lower()}"}} 1',
+        "# HELP gpueff_bottleneck_class_info What each gpueff_bottleneck class means and what to try, for joins and alert annotations. Always 1.",
+        "# TYPE gpueff_bottleneck_class_info gauge",
+        *(f'gpueff_bottleneck_class_info{{class="{each.name}",meaning="{escape(each.meaning)}",what_to_try="{escape(each.what_to_try)}"}} 1' for each in CLASSES),
         "# HELP gpueff_collect_duration_seconds Time one poll of all GPUs took.",
         "# TYPE gpueff_collect_duration_seconds summary",
         f"gpueff_collect_duration_seconds_sum {number(snapshot.collect_duration_sum_seconds)}",

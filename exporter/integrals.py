@@ -14,7 +14,7 @@ class Totals:
 
     busy_seconds: float = 0.0  # integral of coarse utilization
     sm_active_seconds: float = 0.0  # integral of SM activity
-    busy_idle_sm_seconds: float = 0.0  # integral of max(0, utilization - SM activity)
+    busy_idle_sm_seconds: float = 0.0  # integral of max(0, utilization - SM activity), not while the counters are implausible
     busy_idle_sm_cost: float = 0.0  # the same in money, at the price in force at the time
     last_timestamp: float | None = None
 
@@ -46,7 +46,7 @@ class Integrator:
             totals.busy_seconds += derived.busy * elapsed
         if sm_active is not None:
             totals.sm_active_seconds += sm_active * elapsed
-        if derived.busy is not None and sm_active is not None:
+        if derived.busy is not None and sm_active is not None and not derived.counters_implausible:
             wasted = max(0.0, derived.busy - sm_active) * elapsed
             totals.busy_idle_sm_seconds += wasted
             if price_per_gpu_hour is not None:

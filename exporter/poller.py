@@ -21,6 +21,7 @@ from exporter.logs import one_line
 from exporter.sample import DeviceInfo, GpuSample, down_sample
 from exporter.sharing import GpuDelta, Sharing
 from exporter.snapshot import GpuState, Snapshot
+from exporter.window import WindowStates
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ class Poller:
         self.attributor = Attributor(clock, wall_clock)  # Kubernetes pod attribution, on its own thread
         self._devices: list[DeviceInfo] = []
         self._integrator = Integrator(max_gap=config.effective_stale_after)
+        self._windows = WindowStates()  # per-GPU window state: window-mean clock and power, the smoothed class
         self._snapshot: Snapshot | None = None
         self._polls = 0
         self._duration_sum = 0.0
@@ -149,7 +151,8 @@ class Poller:
         identities = sharing.identities(samples) if sharing is not None else {}
         states = []
         for sample in samples:
-            derived = derive(sample, config) if sample.up else None
+            state = self._windows.of(sample)
+            derived = derive(sample, config, state) if sample.up else None
             before = dataclasses.replace(self._integrator.totals.get(sample.device.uuid) or Totals())
             totals = self._integrator.add(sample, derived, config.price_per_gpu_hour)
             split = None if sharing is None or sample.processes is None else sharing.add(sample, identities, _delta(before, totals))

@@ -40,7 +40,7 @@ EVIDENCE_KEYS = ("util_gpu_window",)
 PERCENT_KEYS = frozenset({"util_gpu", "util_mem", *EVIDENCE_KEYS} | {metric.name for metric in GPM_METRICS if metric.scale == 0.01})
 _GPU_REQUIRED = {"name": str, "driver": str, "max_sm_clock_mhz": float, "power_limit_mw": float, "sm_count": int}
 _GPU_OPTIONAL = {"uuid": str, "pci_bus_id": str}
-_TOP_KEYS = {"format", "gpu", "workload", "description", "truth", "interval_s", "samples"}
+_TOP_KEYS = {"format", "gpu", "workload", "description", "truth", "interval_s", "samples", "warmup_samples"}
 
 
 class TraceError(Exception):
@@ -56,11 +56,27 @@ class Trace:
     truth: dict[str, float]
     interval_s: float
     samples: list[dict[str, Any]]
+    warmup_samples: int = 0  # the first samples, taken while the workload was still starting
 
     @property
     def duration(self) -> float:
-        """One loop of the trace: the last sample's time plus one interval."""
+        """The recording's length: the last sample's time plus one interval."""
         return float(self.samples[-1]["t"]) + self.interval_s
+
+    @property
+    def steady_samples(self) -> list[dict[str, Any]]:
+        """The samples a replay loops over: all but the warm-up ones."""
+        return self.samples[self.warmup_samples :]
+
+    @property
+    def loop_start(self) -> float:
+        """Where the replayed loop starts in the trace's time: the first steady sample's window start."""
+        return max(0.0, float(self.steady_samples[0]["t"]) - self.interval_s)
+
+    @property
+    def loop_seconds(self) -> float:
+        """One replayed loop: from ``loop_start`` to the last sample's time."""
+        return float(self.samples[-1]["t"]) - self.loop_start
 
     def device(self, index: int) -> DeviceInfo:
         gpu = self.gpu
@@ -180,7 +196,10 @@ def parse_trace(data: Any, path: str) -> Trace:
             if key not in NVML_KEYS and key not in GPM_KEYS and key not in EVIDENCE_KEYS:
                 raise TraceError(f"{where}: unknown key {key!r}")
             _check_number(value, f"{where}.{key}", integer=key == "throttle", allow_null=True, maximum=100.0 if key in PERCENT_KEYS else sys.float_info.max)
-    return Trace(path, gpu, data["workload"], description, truth, float(interval), samples)
+    warmup = data.get("warmup_samples", 0)
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or not 0 <= warmup < len(samples):
+        raise TraceError(f"trace {path}: 'warmup_samples' must be a whole number from 0 to {len(samples) - 1} (fewer than the samples), got {warmup!r}")
+    return Trace(path, gpu, data["workload"], description, truth, float(interval), samples, warmup)
 
 
 def load_trace(path: str | Path) -> Trace:

@@ -85,7 +85,9 @@ mismatch:
   low_sm_active: 0.2
 bottleneck:
   idle_utilization: 0.1
-  busy_pipe: 0.6
+  memory_dram: 0.7
+  window: 3s
+  hold_polls: 3
 peaks:
   NVIDIA Future GPU:
     tensor_tflops: 2000
@@ -100,7 +102,8 @@ peaks:
     assert config.currency == "EUR"
     assert config.mismatch.high_utilization == 0.9 and config.mismatch.low_sm_active == 0.2
     assert config.mismatch.low_efficiency_ratio == 0.3  # untouched keys keep their default
-    assert config.bottleneck.idle_utilization == 0.1 and config.bottleneck.busy_pipe == 0.6
+    assert config.bottleneck.idle_utilization == 0.1 and config.bottleneck.memory_dram == 0.7
+    assert config.bottleneck.window == 3.0 and config.bottleneck.hold_polls == 3
     assert config.bottleneck.host_utilization == 0.85
     assert config.peaks == {"NVIDIA Future GPU": PeakOverride(tensor_tflops=2000.0, dram_tbps=8.0)}
 
@@ -125,7 +128,8 @@ def test_explicit_stale_after_wins(tmp_path):
         ("bottleneck:\n  idle: 0.5\n", "'bottleneck.idle'", "unknown key"),
         ("peaks:\n  NVIDIA H200:\n    tflops: 1\n", "'peaks.NVIDIA H200.tflops'", "unknown key"),
         ("mismatch:\n  high_utilization: 1.5\n", "'mismatch.high_utilization'", "between 0 and 1"),
-        ("bottleneck:\n  busy_pipe: -0.1\n", "'bottleneck.busy_pipe'", "between 0 and 1"),
+        ("bottleneck:\n  compute_pipe: -0.1\n", "'bottleneck.compute_pipe'", "between 0 and 1"),
+        ("bottleneck:\n  hold_polls: 0\n", "'bottleneck.hold_polls'", "above 0"),
         ("collect_interval: 50ms\n", "'collect_interval'", "at least 100ms"),
         ("collect_interval: 99ms\n", "'collect_interval'", "at least 100ms"),
         ("slow_collect_interval: 500ms\n", "'slow_collect_interval'", "at least 1s"),
@@ -249,7 +253,7 @@ def test_reference_documents_every_key():
 yaml_values = st.recursive(
     st.none() | st.booleans() | st.integers(min_value=-(10**6), max_value=10**6) | st.floats(allow_nan=True, allow_infinity=True)
     | st.sampled_from(["1s", "50ms", "1m30s", "x", "", "0.5", "USD"]),
-    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.sampled_from(["high_utilization", "busy_pipe", "tensor_tflops", "NVIDIA H200", "bogus"]), children, max_size=3),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.sampled_from(["high_utilization", "compute_pipe", "tensor_tflops", "NVIDIA H200", "bogus"]), children, max_size=3),
     max_leaves=5,
 )
 known_keys = st.sampled_from([key for key, _, _ in reference()] + ["mismatch", "bottleneck", "peaks", "bogus"])

@@ -22,6 +22,7 @@ from exporter.trace import load_trace
 PROMTOOL = "/usr/bin/promtool"
 SELF_METRICS = {
     "gpueff_exporter_build_info",
+    "gpueff_bottleneck_class_info",
     "gpueff_collect_duration_seconds_sum",
     "gpueff_collect_duration_seconds_count",
     "gpueff_collect_errors_total",

@@ -79,7 +79,9 @@ def test_mig_devices_exported_with_their_pods_and_graphics_based_efficiency(fake
     assert f'gpueff_mig_device_info{{{busy},parent_uuid="{PARENT}",gpu_instance="2"}} 1' in text
     assert f'gpueff_mig_device_info{{gpu="0",uuid="{MIG_IDLE}",parent_uuid="{PARENT}",gpu_instance="9"}} 1' in text
     assert f'gpueff_gpu_pod_info{{gpu="0",uuid="{MIG_BUSY}",namespace="research",pod="finetune-7",container="trainer"}} 1' in text
-    assert not [line for line in text.splitlines() if line.startswith("gpueff_gpu_utilization_ratio{") and "MIG-" in line]
+    # MIG has no NVML utilization; the window's engine activity stands in.
+    assert not [line for line in text.splitlines() if line.startswith("gpueff_gpu_utilization_instant_ratio{") and "MIG-" in line]
+    assert f"gpueff_gpu_utilization_ratio{{{busy}}}" in text
     (state,) = [s for s in snapshot.gpus if s.sample.device.uuid == MIG_BUSY]
     record = nvml.record(1)
     expected = min(1.0, record["SM_UTIL"] / record["GRAPHICS_UTIL"])

@@ -329,7 +329,8 @@ def test_derivations_and_exposition_over_nvml_reproduce_the_planted_mismatch(tra
 
     assert 'backend="nvml",replayed="false"' in body
     spin = 1
-    assert value("gpueff_gpu_utilization_ratio", spin) == 1
+    assert value("gpueff_gpu_utilization_instant_ratio", spin) == 1  # nvidia-smi's figure
+    assert value("gpueff_gpu_utilization_ratio", spin) == pytest.approx(1, abs=0.001)  # the window's engine activity
     assert value("gpueff_sm_active_ratio", spin) == pytest.approx(0.0076, abs=0.0005)
     assert value("gpueff_mismatch", spin, ',rule="high_util_low_sm"') == 1
     assert value("gpueff_bottleneck", spin, ',class="underfilled"') == 1
@@ -338,8 +339,9 @@ def test_derivations_and_exposition_over_nvml_reproduce_the_planted_mismatch(tra
     assert value("gpueff_bottleneck", 3, ',class="memory"') == 1
     assert value("gpueff_bottleneck", 0, ',class="idle"') == 1
     assert value("gpueff_profiling_available", 4) == 1
-    # The matmul's estimated FLOP/s: tensor activity x 989.4 TFLOP/s x SM clock / max clock (GPU_FACTS).
-    record = fake.record(2, at=clock.now - 1)  # the last poll's reading
-    expected = record["ANY_TENSOR_UTIL"] / 100 * 989.4e12 * record["sm_clock_mhz"] / 1980
+    # The matmul's estimated FLOP/s: tensor activity x 989.4 TFLOP/s x SM clock / max clock (GPU_FACTS),
+    # the clock being the mean of its readings at both ends of the window.
+    record, start = fake.record(2, at=clock.now - 1), fake.record(2, at=clock.now - 2)  # the last poll's reading, and the one before
+    expected = record["ANY_TENSOR_UTIL"] / 100 * 989.4e12 * (record["sm_clock_mhz"] + start["sm_clock_mhz"]) / 2 / 1980
     assert value("gpueff_estimated_tensor_flops_per_second", 2) == pytest.approx(expected, rel=1e-6)
     assert value("gpueff_busy_idle_sm_seconds_total", spin) == pytest.approx(2 * (1 - 0.0076), abs=0.01)

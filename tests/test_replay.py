@@ -58,7 +58,6 @@ def test_the_sample_is_chosen_by_time(trace_paths, clock):
             assert sample.power_watts == pytest.approx(record["power_mw"] / 1000), (number, offset)
             assert sample.sm_clock_mhz == record["sm_clock_mhz"]
             assert sample.timestamp == clock.now
-            assert sample.window_seconds == trace.interval_s
 
 
 def test_the_first_sample_is_served_right_after_start(trace_paths, clock):
@@ -79,7 +78,7 @@ def test_replay_loops_after_the_trace_duration(trace_paths, clock):
         first_loop.append(backend.collect()[0].power_watts)
     for loop in (1, 2, 7):
         for record, power in zip(trace.samples, first_loop):
-            clock.now = 1000.0 + loop * trace.duration + record["t"] - 0.1
+            clock.now = 1000.0 + loop * trace.loop_seconds + record["t"] - 0.1
             assert backend.collect()[0].power_watts == power
     assert first_loop[0] != first_loop[1]  # the trace really changes over time
 
@@ -93,10 +92,10 @@ def test_traces_of_different_lengths_loop_independently(trace_paths, clock, tmp_
     long_trace, short_trace = load_trace(trace_paths["spin_1sm"]), load_trace(path)
     backend = ReplayBackend([long_trace, short_trace], clock=clock)
     backend.start()
-    clock.now = 1000.0 + short_trace.duration + 0.2  # the short trace has wrapped, the long one has not
+    clock.now = 1000.0 + short_trace.loop_seconds + 0.2  # the short trace has wrapped, the long one has not
     spin, idle = backend.collect()
     assert idle.power_watts == pytest.approx(short["samples"][0]["power_mw"] / 1000)
-    index = next(i for i, r in enumerate(long_trace.samples) if r["t"] >= short_trace.duration + 0.2)
+    index = next(i for i, r in enumerate(long_trace.samples) if r["t"] >= short_trace.loop_seconds + 0.2)
     assert spin.power_watts == pytest.approx(long_trace.samples[index]["power_mw"] / 1000)
 
 
@@ -160,7 +159,7 @@ def test_recordings_of_the_same_gpu_replay_as_distinct_gpus(trace_paths, clock, 
         clock.now += 0.5
         snapshot = poller.poll_once()
     spin, idle = snapshot.gpus
-    assert spin.totals.busy_seconds == pytest.approx(1.0)
+    assert spin.totals.busy_seconds == pytest.approx(1.0, abs=0.001)  # the engine active 99.95 % of the time
     assert idle.totals.busy_seconds == 0.0
 
 

@@ -1,0 +1,167 @@
+"""The bottleneck taxonomy: each class, the rule that picks it from one window's activity, and what
+to try; and the counter-health checks that say when a window's readings cannot be physically true.
+
+The rules come from what the counters mean on the hardware, not from fitting a few traces:
+- busy (the graphics/compute engine's share of the window) says whether the GPU had work at all;
+  below ``host_utilization`` it sat with nothing queued for a large share of the time, and what it
+  waits on is the host (input pipeline, Python launch overhead, synchronisation).
+- DRAM activity is the share of peak bandwidth; about 0.8 is its practical roof (DCGM's guide),
+  so at ``memory_dram`` or more, with DRAM busier than any math pipe, bandwidth is the limit.
+- a math pipe's activity is the share of cycles it issues: at ``compute_pipe`` (20 % of the tensor
+  peak is already ~200 TFLOP/s on an H100) the SMs spend their time on math, and the GPU's own
+  throughput is the limit, judged by MFU. Large-batch training sits here (tensor ~0.33, DRAM ~0.47).
+- SM activity below ``underfilled_sm_active`` while busy means most SMs have no block to run.
+- low occupancy with nothing near a roof means the resident warps cannot hide latency.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from exporter.config import BottleneckThresholds
+
+
+@dataclass(frozen=True, slots=True)
+class BottleneckClass:
+    name: str
+    meaning: str
+    what_to_try: str
+
+
+CLASSES: tuple[BottleneckClass, ...] = (
+    BottleneckClass("idle", "nothing runs on the GPU", "Nothing runs: release the GPU or give it work (look for jobs that hold a GPU they do not use)."),
+    BottleneckClass(
+        "host",
+        "the GPU has no work queued for a large share of the time: it waits on the host",
+        "Feed the GPU faster: more DataLoader workers, pinned memory and prefetch, fewer host syncs (.item(), .cpu()), CUDA graphs or torch.compile against launch overhead, larger batches.",
+    ),
+    BottleneckClass(
+        "compute",
+        "the SMs are busy and a meaningful share of their cycles go to math pipes: the GPU's own throughput is the limit",
+        "Raise MFU: fused kernels, flash attention, bf16/FP8 tensor cores, larger matmul tiles; then scale out.",
+    ),
+    BottleneckClass(
+        "memory",
+        "DRAM bandwidth is near its practical roof and busier than any math pipe",
+        "Move fewer bytes: more work per byte read (larger batches per weight read), quantized weights or KV cache, kernel fusion.",
+    ),
+    BottleneckClass(
+        "communication",
+        "PCIe or NVLink traffic is near its peak while the SMs wait",
+        "Overlap communication with compute, batch or compress transfers, keep data resident on the GPU.",
+    ),
+    BottleneckClass(
+        "underfilled",
+        "the GPU is busy but most SMs have no block to run",
+        "Give each kernel more parallel work (larger batches, more blocks), or share the GPU (MIG, MPS).",
+    ),
+    BottleneckClass(
+        "latency",
+        "SMs are active but hold too few warps to hide latency, and no unit is near its roof",
+        "Raise occupancy (more threads and blocks, fewer registers per thread) or batch dependent work.",
+    ),
+    BottleneckClass(
+        "mixed",
+        "the GPU is fed and its SMs active, yet no unit the counters see is near its roof (on-chip memory, instruction issue or synchronisation)",
+        "No single unit is the limit: profile a step with Nsight Compute to see which on-chip resource is.",
+    ),
+    BottleneckClass(
+        "unknown",
+        "the readings needed are missing, or the counters read something physically impossible (gpueff_readings_implausible)",
+        "Enable profiling (GPM on Hopper and newer, or DCGM), or fix the counters that gpueff_readings_implausible names.",
+    ),
+)
+CLASS_NAMES = tuple(each.name for each in CLASSES)
+WHAT_TO_TRY = {each.name: each.what_to_try for each in CLASSES}
+
+
+@dataclass(frozen=True, slots=True)
+class Activity:
+    """The window readings a class is judged from; all cover the same interval. None: not read."""
+
+    busy: float | None = None  # the engine's share of the window (GRAPHICS_UTIL / DCGM 1001), or NVML's utilization without profiling
+    sm_active: float | None = None
+    sm_occupancy: float | None = None
+    pipes: float | None = None  # the busiest math pipe (tensor, FP64/32/16, integer)
+    dram: float | None = None
+    link: float | None = None  # the busiest interconnect direction as a share of its peak
+
+
+def mean_activity(windows: list[tuple[float, Activity]]) -> Activity:
+    """Time-weighted mean of (seconds, activity) windows, each reading over the windows that hold it."""
+    values: dict[str, float | None] = {}
+    for name in (each.name for each in fields(Activity)):
+        readings = [(seconds, value) for seconds, activity in windows if (value := getattr(activity, name)) is not None]
+        total = sum(seconds for seconds, _ in readings)
+        values[name] = sum(seconds * value for seconds, value in readings) / total if total > 0 else None
+    return Activity(**values)
+
+
+def classify(activity: Activity, limits: BottleneckThresholds) -> str:
+    """The class of one (possibly smoothed) window; the rules are checked in order."""
+    busy = activity.busy
+    if busy is None:
+        return "unknown"
+    if busy < limits.idle_utilization:
+        return "idle"
+    if busy < limits.host_utilization:
+        return "host"
+    sm_active = activity.sm_active
+    if sm_active is None:
+        return "unknown"
+    pipes = activity.pipes or 0.0
+    dram = activity.dram or 0.0
+    if activity.link is not None and activity.link >= limits.communication_link and sm_active < limits.underfilled_sm_active:
+        return "communication"
+    if dram >= limits.memory_dram and dram >= pipes:
+        return "memory"
+    if pipes >= limits.compute_pipe and sm_active >= limits.underfilled_sm_active:
+        return "compute"
+    if sm_active < limits.underfilled_sm_active:
+        return "underfilled"
+    occupancy = activity.sm_occupancy
+    if occupancy is not None and occupancy < limits.latency_occupancy and max(pipes, dram) < limits.latency_work:
+        return "latency"
+    return "mixed"
+
+
+# ---- counter health ---------------------------------------------------------------------------
+
+IMPLAUSIBLE_MARGIN = 0.05  # two means over one window can differ by sampling skew; 5 points cannot
+COUNTER_CHECKS: dict[str, str] = {
+    "sm_above_engine": "SM activity exceeds the graphics/compute engine's activity by more than 5 points: an SM is only active while the engine is",
+    "pipe_above_sm": "a math pipe (tensor, FP64/32/16, integer) is active more than SM activity allows (by more than 5 points): a pipe only issues on an active SM",
+    "occupancy_above_sm": "SM occupancy exceeds SM activity by more than 5 points: a resident warp makes its SM active",
+    "sm_zero_while_busy": "SM activity reads exactly 0 while the engine was active at least half the window: any kernel makes some SM active (one thread on one SM of 132 reads 0.0076)",
+    "profiling_zero_under_load": "every profiling activity reads exactly 0 while NVML's utilization reads at least 0.5: the profiling counters are not counting",
+}
+
+
+def implausible_checks(readings: dict[str, float], nvml_utilization: float | None) -> dict[str, bool]:
+    """Each counter-health check that can be judged from this window's profiling readings.
+
+    ``readings``: the profiling activities by name (sm_active, graphics_active, sm_occupancy,
+    tensor_active, ...); ``nvml_utilization``: NVML's own utilization figure, where read.
+    """
+    sm = readings.get("sm_active")
+    if sm is None:
+        return {}
+    checks: dict[str, bool] = {}
+    engine = readings.get("graphics_active")
+    if engine is not None:
+        checks["sm_above_engine"] = sm > engine + IMPLAUSIBLE_MARGIN
+        checks["sm_zero_while_busy"] = sm == 0 and engine >= 0.5
+    pipes = [readings[name] for name in PIPE_READINGS if name in readings]
+    if pipes:
+        checks["pipe_above_sm"] = max(pipes) > sm + IMPLAUSIBLE_MARGIN
+    occupancy = readings.get("sm_occupancy")
+    if occupancy is not None:
+        checks["occupancy_above_sm"] = occupancy > sm + IMPLAUSIBLE_MARGIN
+    if nvml_utilization is not None:
+        activities = [value for name, value in readings.items() if name in ACTIVITY_READINGS]
+        checks["profiling_zero_under_load"] = nvml_utilization >= 0.5 and all(value == 0 for value in activities)
+    return checks
+
+
+PIPE_READINGS = ("tensor_active", "fp64_active", "fp32_active", "fp16_active", "integer_active")
+ACTIVITY_READINGS = ("sm_active", "sm_occupancy", "graphics_active", "dram_active", *PIPE_READINGS)

@@ -1,0 +1,83 @@
+"""Every recorded trace, replayed through the poller as the daemon runs it, reads the class an
+expert gives it (exporter/traces/README.md says why) on at least 90 % of polls, and raises no
+mismatch where the workload wastes nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from exporter.backends.replay import ReplayBackend
+from exporter.config import Config
+from exporter.poller import Poller
+from exporter.trace import load_trace
+
+TRACES = Path(__file__).resolve().parent.parent / "exporter" / "traces"
+EXPERT_LABEL = {
+    "h100/idle": "idle",
+    "h100/matmul_8192": "compute",
+    "h100/llama_train": "compute",
+    "h100/llama_train_starved": "host",
+    "h100/llama_generate_b1": "host",
+    "h100/llama_generate_b64": "host",
+    "h100/graph_decode_b1": "memory",
+    "h100/matmul_duty_50ms": "host",
+    "h100/matmul_duty_140ms": "host",
+    "h100/matmul_duty_250ms": "host",
+    "h100/matmul_duty_1s": "host",
+    "h100/matmul_duty_2s": "host",
+    "h200/idle": "idle",
+    "h200/spin_1sm": "underfilled",
+    "h200/matmul_8192": "compute",
+    "h200/matmul_8192_duty50": "host",
+    "h200/copy_2GB": "memory",
+    "h200/tiny_kernels": "host",
+}
+WASTING = {"h200/spin_1sm"}  # one thread on one SM: busy, and 131 SMs idle
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def replayed(name: str, interval: float, loops: int = 3):
+    """The poller's GPU state at every poll of ``loops`` replays of the trace, polled every ``interval``."""
+    trace = load_trace(TRACES / f"{name}.json")
+    clock = Clock()
+    backend = ReplayBackend([trace], clock=clock)
+    poller = Poller(backend, Config(collect_interval=interval), clock=clock)
+    poller._devices = backend.start()
+    states = []
+    for _ in range(round(loops * trace.loop_seconds / interval)):
+        clock.now += interval
+        states.append(poller.poll_once().gpus[0])
+    return states
+
+
+def test_every_shipped_trace_has_an_expert_label():
+    assert {f"{path.parent.name}/{path.stem}" for path in TRACES.glob("*/*.json")} == set(EXPERT_LABEL)
+
+
+@pytest.mark.parametrize("interval", [1.0, 0.5])
+@pytest.mark.parametrize("name", sorted(EXPERT_LABEL))
+def test_the_class_is_the_experts_on_90_percent_of_polls(name, interval):
+    states = replayed(name, interval)
+    classes = [state.derived.bottleneck for state in states]
+    agreeing = classes.count(EXPERT_LABEL[name]) / len(classes)
+    assert agreeing >= 0.9, (name, {each: classes.count(each) for each in set(classes)})
+
+
+@pytest.mark.parametrize("name", sorted(set(EXPERT_LABEL) - WASTING))
+def test_no_mismatch_where_nothing_is_wasted(name):
+    for state in replayed(name, 1.0):
+        assert not any(state.derived.mismatch.values()), (name, state.derived)
+        assert not state.derived.counters_implausible, (name, state.derived.implausible)
+
+
+def test_one_thread_on_one_sm_is_flagged_on_every_poll():
+    assert all(state.derived.mismatch == {"high_util_low_sm": True, "low_efficiency": True} for state in replayed("h200/spin_1sm", 1.0))

@@ -1,0 +1,115 @@
+"""One window for every derived figure: the window's utilization, the SM clock and power at both
+ends of it, the smoothed class with hysteresis, and the counter-health checks."""
+
+from __future__ import annotations
+
+import pytest
+
+from exporter.config import BottleneckThresholds, Config
+from exporter.derivations import derive
+from exporter.sample import DeviceInfo, GpuSample
+from exporter.taxonomy import CLASS_NAMES, COUNTER_CHECKS, WHAT_TO_TRY, implausible_checks
+from exporter.window import WindowState, WindowStates
+
+H100 = DeviceInfo(index=0, uuid="GPU-h100", name="NVIDIA H100 80GB HBM3", sm_count=132, max_sm_clock_mhz=1980, power_limit_watts=700)
+MATMUL = {"graphics_active": 0.98, "sm_active": 0.95, "sm_occupancy": 0.14, "tensor_active": 0.92, "dram_active": 0.25}
+IDLE = {"graphics_active": 0.0, "sm_active": 0.0, "sm_occupancy": 0.0, "tensor_active": 0.0, "dram_active": 0.0}
+
+
+def window(t: float, utilization: float | None = 1.0, clock: float = 1980, power: float = 500, seconds: float = 1.0, **profiling: float) -> GpuSample:
+    return GpuSample(device=H100, timestamp=t, window_seconds=seconds, gpu_utilization=utilization, sm_clock_mhz=clock, power_watts=power, profiling=dict(profiling), profiling_available="sm_active" in profiling)
+
+
+def test_utilization_is_the_windows_engine_activity_and_nvidia_smis_figure_is_kept_apart():
+    # The end of a burst: the driver's latest sample reads 0.99, the window was busy 0.48 of the time.
+    derived = derive(window(1.0, utilization=0.99, graphics_active=0.48, sm_active=0.13, sm_occupancy=0.02, tensor_active=0.12, dram_active=0.04), Config())
+    assert derived.busy == 0.48 and derived.utilization_instant == 0.99
+    assert derived.efficiency == pytest.approx(0.13 / 0.48)
+    assert derived.mismatch == {"high_util_low_sm": False, "low_efficiency": False}  # the instant figure would have fired both
+
+
+def test_without_profiling_nvmls_figure_is_the_utilization():
+    assert derive(window(1.0, utilization=0.7), Config()).busy == 0.7
+
+
+def test_the_sm_clock_of_the_flops_estimate_is_the_mean_of_both_ends_of_the_window():
+    state = WindowState()
+    derive(window(1.0, clock=1980, **MATMUL), Config(), state)
+    derived = derive(window(2.0, clock=1380, power=700, **MATMUL), Config(), state)
+    assert derived.sm_clock_mhz == 1680
+    assert derived.tensor_flops == pytest.approx(0.92 * 989.4e12 * 1680 / 1980)
+    assert derived.tensor_flop_per_joule == pytest.approx(derived.tensor_flops / 600)  # power at both ends: 500 and 700
+    # A window the previous reading did not open (a gap): this poll's own clock.
+    assert derive(window(5.0, clock=1500, **MATMUL), Config(), state).sm_clock_mhz == 1500
+
+
+def test_a_single_poll_never_flips_the_class():
+    state = WindowState()
+    limits = Config(bottleneck=BottleneckThresholds(window=0.0))  # no smoothing: hysteresis alone
+    assert derive(window(1.0, **MATMUL), limits, state).bottleneck == "compute"
+    assert derive(window(2.0, **IDLE, utilization=0.0), limits, state).bottleneck == "compute"  # one idle window
+    assert derive(window(3.0, **MATMUL), limits, state).bottleneck == "compute"
+    assert derive(window(4.0, **IDLE, utilization=0.0), limits, state).bottleneck == "compute"
+    assert derive(window(5.0, **IDLE, utilization=0.0), limits, state).bottleneck == "idle"  # two in a row
+
+
+def test_windows_that_swing_between_busy_and_idle_read_host_steadily():
+    """A loop busy half the time in ~1 s bursts, polled every 500 ms: each window alone reads compute or idle."""
+    state, classes, alone = WindowState(), [], []
+    for number in range(40):
+        busy = number % 4 < 2
+        derived = derive(window(0.5 * number, utilization=1.0 if busy else 0.0, seconds=0.5, **(MATMUL if busy else IDLE)), Config(), state)
+        classes.append(derived.bottleneck)
+        alone.append(derived.window_bottleneck)
+    assert set(alone) == {"compute", "idle"}
+    assert classes[6:] == ["host"] * 34
+
+
+def test_the_class_follows_a_real_change_within_the_window_and_hold():
+    state = WindowState()
+    classes = [derive(window(float(t), utilization=1.0 if t < 10 else 0.0, **(MATMUL if t < 10 else IDLE)), Config(), state).bottleneck for t in range(20)]
+    assert classes[:10] == ["compute"] * 10 and classes[-5:] == ["idle"] * 5
+
+
+def test_a_down_gpu_starts_its_window_state_afresh():
+    states = WindowStates()
+    state = states.of(window(1.0, **MATMUL))
+    derive(window(1.0, **MATMUL), Config(), state)
+    assert state.reported == "compute"
+    states.of(GpuSample(device=H100, timestamp=2.0, up=False))
+    assert state.reported is None and not state.windows and state.previous is None
+    states.forget_except(set())
+    assert not states.states
+
+
+@pytest.mark.parametrize(
+    ("readings", "nvml", "check"),
+    [
+        ({"sm_active": 0.9, "graphics_active": 0.5}, None, "sm_above_engine"),
+        ({"sm_active": 0.3, "tensor_active": 0.6}, None, "pipe_above_sm"),
+        ({"sm_active": 0.2, "sm_occupancy": 0.5}, None, "occupancy_above_sm"),
+        ({"sm_active": 0.0, "graphics_active": 0.97}, None, "sm_zero_while_busy"),
+        ({"sm_active": 0.0, "graphics_active": 0.0, "tensor_active": 0.0, "dram_active": 0.0}, 0.99, "profiling_zero_under_load"),
+    ],
+)
+def test_each_counter_health_check_fires_on_its_impossible_reading_alone(readings, nvml, check):
+    checks = implausible_checks(readings, nvml)
+    assert checks[check] and [name for name, fired in checks.items() if fired] == [check]
+    assert set(checks) <= set(COUNTER_CHECKS)
+
+
+def test_implausible_readings_raise_no_waste_and_read_unknown():
+    broken = window(1.0, utilization=0.99, graphics_active=0.99, sm_active=0.0, sm_occupancy=0.0, tensor_active=0.0, dram_active=0.0)
+    derived = derive(broken, Config())
+    assert derived.implausible["sm_zero_while_busy"] and derived.counters_implausible
+    assert derived.mismatch == {"high_util_low_sm": False, "low_efficiency": False}
+    assert derived.bottleneck == "unknown"
+
+
+def test_plausible_readings_of_real_workloads_pass_every_check():
+    for readings in (MATMUL, IDLE, {"graphics_active": 1.0, "sm_active": 0.0076, "sm_occupancy": 0.0001, "tensor_active": 0.0}):
+        assert not any(implausible_checks(readings, 1.0 if readings["graphics_active"] else 0.0).values())
+
+
+def test_every_class_has_a_what_to_try_line():
+    assert set(WHAT_TO_TRY) == set(CLASS_NAMES) and all(len(line) > 20 for line in WHAT_TO_TRY.values())
