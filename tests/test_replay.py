@@ -50,10 +50,12 @@ def test_the_sample_is_chosen_by_time(trace_paths, clock):
     clock.now = 0.0  # so that elapsed time is exactly the trace's t at the window's end
     backend = ReplayBackend([trace], clock=clock)
     backend.start()
-    for number, record in enumerate(trace.samples):
-        # Anywhere inside a sample's window (t - interval, t] replays that sample.
+    assert trace.warmup_samples == 1 and trace.steady_samples == trace.samples[1:]
+    for number, record in enumerate(trace.steady_samples):
+        # Anywhere inside a steady sample's window (t - interval, t] replays that sample; the loop
+        # starts where the warm-up sample ends.
         for offset in (-0.45, -0.01, 0.0):
-            clock.now = record["t"] + offset
+            clock.now = record["t"] - trace.loop_start + offset
             [sample] = backend.collect()
             assert sample.power_watts == pytest.approx(record["power_mw"] / 1000), (number, offset)
             assert sample.sm_clock_mhz == record["sm_clock_mhz"]
@@ -65,7 +67,7 @@ def test_the_first_sample_is_served_right_after_start(trace_paths, clock):
     backend = ReplayBackend([trace], clock=clock)
     backend.start()
     [sample] = backend.collect()
-    assert sample.profiling["sm_active"] == pytest.approx(trace.samples[0]["SM_UTIL"] / 100)
+    assert sample.profiling["sm_active"] == pytest.approx(trace.steady_samples[0]["SM_UTIL"] / 100)  # the warm-up sample is skipped
 
 
 def test_replay_loops_after_the_trace_duration(trace_paths, clock):
