@@ -7,6 +7,7 @@ the field's value or raises ``ValueError`` with the reason. Unknown keys are rej
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 import reprlib
@@ -15,8 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
-
-import yaml
 
 
 class ConfigError(Exception):
@@ -369,6 +368,7 @@ class Config:
 
 
 if TYPE_CHECKING:
+    import yaml
     from _typeshed import DataclassInstance
 
 _Section = TypeVar("_Section", bound="DataclassInstance")
@@ -433,39 +433,47 @@ def parse_config(data: Any) -> Config:
 MAX_ALIAS_NODES = 10_000  # nodes that aliases may add to a YAML document once expanded
 
 
-class _StrictLoader(yaml.SafeLoader):
+@functools.cache
+def _strict_loader() -> type[Any]:
     """PyYAML's safe loader, refusing duplicate keys and alias bombs ("billion laughs") before they
     are built: a document whose aliases would add more than MAX_ALIAS_NODES nodes, or that holds
-    itself, fails while it is still a small graph of shared nodes."""
+    itself, fails while it is still a small graph of shared nodes. Made on the first YAML file
+    read, so a daemon without one never loads yaml."""
+    import yaml
 
-    def get_single_data(self) -> Any:
-        node = self.get_single_node()
-        if node is None:
-            return None
-        sizes: dict[int, int] = {}
-        expanded = _expanded_nodes(node, sizes, set())
-        if expanded - len(sizes) > MAX_ALIAS_NODES:
-            raise yaml.constructor.ConstructorError(None, None, f"its aliases expand {len(sizes)} nodes into {expanded} (at most {MAX_ALIAS_NODES} more are allowed): refused as an alias bomb", node.start_mark)
-        return self.construct_document(node)
+    class StrictLoader(yaml.SafeLoader):
+        def get_single_data(self) -> Any:
+            node = self.get_single_node()
+            if node is None:
+                return None
+            sizes: dict[int, int] = {}
+            expanded = _expanded_nodes(node, sizes, set())
+            if expanded - len(sizes) > MAX_ALIAS_NODES:
+                raise yaml.constructor.ConstructorError(None, None, f"its aliases expand {len(sizes)} nodes into {expanded} (at most {MAX_ALIAS_NODES} more are allowed): refused as an alias bomb", node.start_mark)
+            return self.construct_document(node)
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        first: dict[Any, yaml.Mark] = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # merged keys may be overridden, that is their use
-                continue
-            key = self.construct_object(key_node, deep=True)
-            try:
-                seen = first.get(key)
-            except TypeError:  # unhashable: the base class says so
-                continue
-            if seen is not None:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {shown(key)} (first at line {seen.line + 1}); a YAML mapping takes each key once", key_node.start_mark)
-            first[key] = key_node.start_mark
-        return super().construct_mapping(node, deep)
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+            first: dict[Any, yaml.Mark] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":  # merged keys may be overridden, that is their use
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    seen = first.get(key)
+                except TypeError:  # unhashable: the base class says so
+                    continue
+                if seen is not None:
+                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key {shown(key)} (first at line {seen.line + 1}); a YAML mapping takes each key once", key_node.start_mark)
+                first[key] = key_node.start_mark
+            return super().construct_mapping(node, deep)
+
+    return StrictLoader
 
 
 def _expanded_nodes(node: yaml.Node, sizes: dict[int, int], open_nodes: set[int]) -> int:
     """How many nodes ``node`` becomes with every alias copied out; ``sizes`` memoizes by node."""
+    import yaml
+
     key = id(node)
     if key in sizes:
         return sizes[key]
@@ -487,7 +495,7 @@ def _expanded_nodes(node: yaml.Node, sizes: dict[int, int], open_nodes: set[int]
 def read_yaml(path: str | Path, what: str, error: type[Exception], max_bytes: int | None = None) -> Any:
     """Read and decode a YAML file; every problem is raised as ``error`` naming ``what`` and the file.
 
-    Duplicate keys, alias bombs and recursive aliases are refused (``_StrictLoader``)."""
+    Duplicate keys, alias bombs and recursive aliases are refused (``_strict_loader``)."""
     where = f"{what} {path}"
     try:
         raw = Path(path).read_bytes() if max_bytes is None else Path(path).read_bytes()[: max_bytes + 1]
@@ -495,8 +503,10 @@ def read_yaml(path: str | Path, what: str, error: type[Exception], max_bytes: in
         raise error(f"{where}: cannot read it: {problem.strerror or problem}") from None
     if max_bytes is not None and len(raw) > max_bytes:
         raise error(f"{where}: over the {max_bytes} byte limit")
+    import yaml
+
     try:
-        return yaml.load(raw.decode("utf-8"), Loader=_StrictLoader)  # noqa: S506 (a SafeLoader)
+        return yaml.load(raw.decode("utf-8"), Loader=_strict_loader())  # noqa: S506 (a SafeLoader)
     except UnicodeDecodeError as problem:
         raise error(f"{where}: not UTF-8 text (byte {problem.start})") from None
     except yaml.YAMLError as problem:

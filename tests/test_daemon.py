@@ -244,3 +244,33 @@ def test_at_rest_only_the_poller_wakes_up():
     assert len(before) == len(after) == 3  # main, poller, http
     asleep = [b == a for b, a in zip(before, after)]
     assert asleep.count(True) == 2, (before, after)
+
+
+LOADED_MODULES = r"""
+import os, runpy, socket, sys, threading, time
+port = int(sys.argv[1])
+def report():
+    for _ in range(200):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+                sock.sendall(b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n")
+                if sock.recv(12) == b"HTTP/1.1 200":
+                    break
+        except OSError:
+            pass
+        time.sleep(0.05)
+    print(" ".join(sorted(sys.modules)), flush=True)
+    os._exit(0)
+threading.Thread(target=report, daemon=True).start()
+sys.argv = ["exporter", "--demo", "--web.listen-address", f"127.0.0.1:{port}"]
+runpy.run_module("exporter", run_name="__main__")
+"""
+
+
+def test_a_daemon_without_tls_users_config_or_apps_loads_none_of_their_modules():
+    """Issue 15: ssl, http.client and email (http.server pulled them in), yaml, bcrypt and
+    prometheus_client (the apps' parser) cost about 8 MB of RSS where nothing uses them."""
+    result = subprocess.run([sys.executable, "-c", LOADED_MODULES, str(free_port())], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    loaded = {name.split(".")[0] for name in result.stdout.split()}
+    assert "exporter" in loaded, result.stderr
+    assert loaded.isdisjoint({"ssl", "http", "email", "yaml", "bcrypt", "prometheus_client", "socketserver"}), sorted(loaded & {"ssl", "http", "email", "yaml", "bcrypt", "prometheus_client", "socketserver"})

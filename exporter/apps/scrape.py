@@ -19,12 +19,9 @@ from __future__ import annotations
 import math
 import re
 import socket
-import ssl
 import time
 import urllib.parse
 from collections.abc import Iterable
-
-from prometheus_client.parser import text_string_to_metric_families
 
 from exporter import __version__
 
@@ -68,6 +65,8 @@ class _Connection:
         if self.position > CHUNK_BYTES and self.position * 2 > len(self.buffer):
             del self.buffer[: self.position]
             self.position = 0
+        import ssl  # here and below, not at the top: a daemon without apps never loads ssl (issue 15)
+
         self.sock.settimeout(self.left())
         try:
             chunk = self.sock.recv(CHUNK_BYTES)
@@ -114,6 +113,8 @@ class _Connection:
 
 def fetch(url: str, timeout: float, max_bytes: int) -> str:
     """GET ``url``: the body as text. The whole exchange must finish within ``timeout`` seconds."""
+    import ssl
+
     deadline = time.monotonic() + timeout
     parts = urllib.parse.urlsplit(url)
     host = parts.hostname
@@ -256,6 +257,8 @@ def read_counter(text: str, name: str, labels: dict[str, str]) -> Series:
     Only the lines of ``name`` (and its ``_total`` twin) are parsed; the rest of the response is
     not checked, except to tell why it holds none of them.
     """
+    from prometheus_client.parser import text_string_to_metric_families  # 12 MB: loaded with the first app scrape
+
     found: Series = {}
     try:
         for family in text_string_to_metric_families(wanted_lines(text, [name])):
@@ -283,6 +286,8 @@ def read_counter(text: str, name: str, labels: dict[str, str]) -> Series:
 
 def _diagnose(text: str) -> None:
     """Raise 'not Prometheus text format' where the first lines of ``text`` do not parse."""
+    from prometheus_client.parser import text_string_to_metric_families
+
     head = "\n".join(text.split("\n", DIAGNOSE_LINES)[:DIAGNOSE_LINES]) + "\n"
     try:
         for _ in text_string_to_metric_families(head):
