@@ -102,4 +102,6 @@ def test_pod_labels_survive_the_servicemonitor_and_exporter_pod_labels_do_not(tm
     assert not {"namespace", "pod", "container"} & set(shared), shared  # two holders: see gpueff_gpu_pod_info
     free = labels["GPU-replay-1-idle"]
     assert free["node"] == "gpu-node-1"
+    # The node is the instance: a replaced exporter pod (new IP) keeps the node's series.
+    assert {item["metric"]["instance"] for item in series} == {"gpu-node-1"}
     assert not {"namespace", "pod", "container"} & set(free), free
