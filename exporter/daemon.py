@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     poller = Poller(backend, config)
     exposition = Exposition(lambda: poller.snapshot)
     try:
-        server = WebServer(args.listen_address, exposition.parts, poller.is_ready, note, args.telemetry_path, web_config)
+        server = WebServer(args.listen_address, exposition.payload, poller.is_ready, note, args.telemetry_path, web_config)
     except (ListenAddressError, OSError) as error:
         log.error("cannot listen on %s: %s", args.listen_address, error)
         backend.close()

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from exporter import __version__
 from exporter.apps import AppState
@@ -421,9 +422,10 @@ class Exposition:
         self._key: tuple[int, bool] | None = None
         self._body = b""
 
-    def parts(self) -> tuple[bytes, bytes] | None:
-        """The cached text and the snapshot-age lines, apart (the server writes both without joining
-        them), or None before the first poll."""
+    def payload(self, gzip: bool = False) -> Payload | None:
+        """The metrics for one scrape, or None before the first poll: the cached text and the
+        snapshot-age lines apart (the server writes both without joining them). ``gzip`` (the
+        scraper accepts it) is not acted on yet: the body goes out uncompressed."""
         snapshot = self.current()
         if snapshot is None:
             return None
@@ -435,12 +437,24 @@ class Exposition:
                 self._body = render(snapshot, stale)
                 self._key = key
             body = self._body
-        return body, b"%sgpueff_snapshot_age_seconds %.3f\n" % (_AGE_HEAD, age)
+        return Payload((body, b"%sgpueff_snapshot_age_seconds %.3f\n" % (_AGE_HEAD, age)), None)
+
+    def parts(self) -> tuple[bytes, ...] | None:
+        """The text and the age lines, apart, or None before the first poll."""
+        payload = self.payload()
+        return None if payload is None else payload.parts
 
     def body(self) -> bytes | None:
         """The metrics text, or None before the first poll."""
-        parts = self.parts()
-        return None if parts is None else parts[0] + parts[1]
+        payload = self.payload()
+        return None if payload is None else b"".join(payload.parts)
+
+
+class Payload(NamedTuple):
+    """What a scrape sends: ``parts`` joined are the body (one write), ``encoding`` its Content-Encoding."""
+
+    parts: tuple[bytes, ...]
+    encoding: str | None  # "gzip" or None
 
 
 _AGE_HEAD = b"# HELP gpueff_snapshot_age_seconds Age of the served data: seconds since the last poll finished.\n# TYPE gpueff_snapshot_age_seconds gauge\n"

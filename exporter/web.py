@@ -11,7 +11,7 @@ import html
 import socket
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from exporter import __version__
 from exporter.exposition import CONTENT_TYPE
@@ -24,9 +24,22 @@ if TYPE_CHECKING:
     from exporter.webconfig import WebConfig
     from exporter.weblogin import LoginGuard
 
-Body = bytes | Sequence[bytes]  # what ``metrics`` returns: the text, or its pieces in order
+
+
+class Payload(Protocol):
+    """What ``metrics(gzip)`` returns (exposition.Payload): the body's pieces, written as they are
+    after the head, and its Content-Encoding ("gzip" or None)."""
+
+    @property
+    def parts(self) -> Sequence[bytes]: ...
+
+    @property
+    def encoding(self) -> str | None: ...
+
+
 _WWW_AUTHENTICATE = b'WWW-Authenticate: Basic realm="gpu-efficiency-exporter", charset="UTF-8"\r\n'
 _TEXT = b"text/plain; charset=utf-8"
+_VARY = b"Vary: Accept-Encoding\r\n"
 
 
 class ListenAddressError(ValueError):
@@ -59,7 +72,7 @@ def listen(address: str, backlog: int) -> socket.socket:
 class WebServer:
     """Serves in a background thread; ``close`` stops it."""
 
-    def __init__(self, address: str, metrics: Callable[[], Body | None], ready: Callable[[], bool], landing_note: str, telemetry_path: str = "/metrics", web_config: WebConfig | None = None, limits: Limits = DEFAULT_LIMITS) -> None:
+    def __init__(self, address: str, metrics: Callable[[bool], Payload | None], ready: Callable[[], bool], landing_note: str, telemetry_path: str = "/metrics", web_config: WebConfig | None = None, limits: Limits = DEFAULT_LIMITS) -> None:
         self.metrics = metrics
         self.ready = ready
         self.telemetry_path = telemetry_path
@@ -135,11 +148,11 @@ class WebServer:
     def _route(self, request: Request) -> Reply:
         path = request.path
         if path == self.telemetry_path:
-            body = self.metrics()
-            if body is None:
+            payload = self.metrics(accepts_gzip(request.headers.get("accept-encoding")))
+            if payload is None:
                 return self._text(request, 503, b"no data yet: the first poll has not finished\n")
-            chunks = (body,) if isinstance(body, bytes) else body
-            return Reply(self._response(200, CONTENT_TYPE.encode(), chunks, request=request), close=not request.keep_alive)
+            extra = _VARY + (b"Content-Encoding: %s\r\n" % payload.encoding.encode() if payload.encoding else b"")
+            return Reply(self._response(200, CONTENT_TYPE.encode(), payload.parts, extra=extra, request=request), close=not request.keep_alive)
         if path == "/":
             return Reply(self._response(200, b"text/html; charset=utf-8", (self._landing,), request=request), close=not request.keep_alive)
         if path == "/-/healthy":
@@ -168,6 +181,19 @@ class WebServer:
             self._date = time.strftime("Date: %a, %d %b %Y %H:%M:%S GMT\r\n", time.gmtime(second)).encode()
             self._date_second = second
         return self._date
+
+
+def accepts_gzip(accept_encoding: str | None) -> bool:
+    """Whether an Accept-Encoding header allows gzip (``gzip``, ``x-gzip`` or ``*``, not at q=0)."""
+    for item in (accept_encoding or "").lower().split(","):
+        coding, _, parameters = item.partition(";")
+        if coding.strip() in ("gzip", "x-gzip", "*"):
+            name, _, quality = parameters.strip().partition("=")
+            try:
+                return name.strip() != "q" or float(quality) > 0
+            except ValueError:
+                return False
+    return False
 
 
 def _landing_page(note: str, telemetry_path: str) -> bytes:

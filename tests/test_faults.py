@@ -93,7 +93,7 @@ def wired(fake: FakeNvml, **config):
     backend = NvmlBackend(slow_interval=1.0, nvml=fake)
     devices = backend.start()
     poller = Poller(backend, Config(collect_interval=0.1, **config))
-    server = WebServer(f"127.0.0.1:{free_port()}", Exposition(lambda: poller.snapshot).body, poller.ready.is_set, "faults")
+    server = WebServer(f"127.0.0.1:{free_port()}", Exposition(lambda: poller.snapshot).payload, poller.ready.is_set, "faults")
     poller.start(devices)
     server.start()
     try:

@@ -32,7 +32,7 @@ def test_a_huge_exception_message_is_cut():
 
 
 def test_a_client_reset_logs_one_line_and_no_traceback(caplog, capfd):
-    server = WebServer("127.0.0.1:0", lambda: b"", lambda: True, "note")
+    server = WebServer("127.0.0.1:0", lambda gzip: None, lambda: True, "note")
     server.start()
     try:
         with caplog.at_level(logging.DEBUG, logger="exporter.web"):

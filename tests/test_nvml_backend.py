@@ -310,7 +310,7 @@ def test_derivations_and_exposition_over_nvml_reproduce_the_planted_mismatch(tra
     backend, fake, clock = started([traces[name] for name in workloads])
     poller = Poller(backend, load_config(None), clock=clock)
     exposition = Exposition(lambda: poller.snapshot, clock=clock)
-    server = WebServer("127.0.0.1:0", exposition.body, poller.ready.is_set, "fake NVML")
+    server = WebServer("127.0.0.1:0", exposition.payload, poller.ready.is_set, "fake NVML")
     server.start()
     try:
         for _ in range(3):

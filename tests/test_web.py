@@ -12,7 +12,7 @@ from conftest import http_get, running_daemon
 
 from exporter.backends.replay import ReplayBackend
 from exporter.config import Config
-from exporter.exposition import CONTENT_TYPE, Exposition
+from exporter.exposition import CONTENT_TYPE, Exposition, Payload
 from exporter.poller import Poller
 from exporter.trace import load_trace
 from exporter.web import ListenAddressError, WebServer, parse_listen_address
@@ -34,7 +34,7 @@ def start_server(trace_paths) -> tuple[WebServer, Poller]:
     backend.start()
     poller = Poller(backend, Config())
     exposition = Exposition(lambda: poller.snapshot)
-    web = WebServer("127.0.0.1:0", exposition.parts, poller.ready.is_set, "REPLAYED DATA: a note for the page")
+    web = WebServer("127.0.0.1:0", exposition.payload, poller.ready.is_set, "REPLAYED DATA: a note for the page")
     web.start()
     return web, poller
 
@@ -141,7 +141,7 @@ def test_a_port_in_use_raises_oserror():
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         with pytest.raises(OSError):
-            WebServer(f"127.0.0.1:{taken.getsockname()[1]}", lambda: b"", lambda: True, "")
+            WebServer(f"127.0.0.1:{taken.getsockname()[1]}", lambda gzip: None, lambda: True, "")
 
 
 @pytest.mark.parametrize(("address", "expected"), [("127.0.0.1:9947", ("127.0.0.1", 9947)), (":9947", ("", 9947)), ("[::1]:80", ("::1", 80)), ("localhost:0", ("localhost", 0))])
@@ -287,3 +287,29 @@ def test_client_resets_leave_one_line_at_most_never_a_traceback():
         assert b"gpueff_gpu_up" in request(daemon.port, "GET", "/metrics")[2]
         assert daemon.stop() == 0
     assert "Traceback" not in daemon.output and "Exception" not in daemon.output, daemon.output
+
+
+def test_metrics_ask_for_gzip_when_the_scraper_accepts_it_and_say_how_they_are_encoded():
+    asked: list[bool] = []
+
+    def metrics(gzip: bool) -> Payload:
+        asked.append(gzip)
+        return Payload((b"\x1f\x8b-compressed", b"-tail"), "gzip") if gzip else Payload((b"m 1\n",), None)
+
+    web = WebServer("127.0.0.1:0", metrics, lambda: True, "gzip")
+    web.start()
+    try:
+        for accept in ("gzip", "deflate, gzip;q=0.5", "*", "gzip;q=0", "identity", None):
+            connection = http.client.HTTPConnection("127.0.0.1", web.port, timeout=5)
+            connection.request("GET", "/metrics", headers={"Accept-Encoding": accept} if accept else {"Accept-Encoding": ""})
+            response = connection.getresponse()
+            body = response.read()
+            connection.close()
+            assert response.getheader("Vary") == "Accept-Encoding"
+            if asked[-1]:
+                assert response.getheader("Content-Encoding") == "gzip" and body == b"\x1f\x8b-compressed-tail"
+            else:
+                assert response.getheader("Content-Encoding") is None and body == b"m 1\n"
+    finally:
+        web.close()
+    assert asked == [True, True, True, False, False, False]

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, http_get, running_daemon
 
+from exporter.exposition import Payload
 from exporter.web import WebServer
 from exporter.webloop import Limits
 
@@ -27,7 +28,7 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 @contextlib.contextmanager
 def limited_server(**limits: float):
-    web = WebServer("127.0.0.1:0", lambda: b"# a metric\nm 1\n", lambda: True, "limits", limits=Limits(**limits))
+    web = WebServer("127.0.0.1:0", lambda gzip: Payload((b"# a metric\nm 1\n",), None), lambda: True, "limits", limits=Limits(**limits))
     web.start()
     try:
         yield web
@@ -99,7 +100,7 @@ def test_an_idle_flood_past_the_cap_keeps_metrics_answering_with_no_thread_per_c
 def test_a_burst_of_200_connections_is_all_taken_by_the_listen_backlog():
     """All 200 connect while the server is not yet accepting (the kernel's backlog holds them;
     the old backlog of 128 refused the rest), then every one gets its answer."""
-    web = WebServer("127.0.0.1:0", lambda: b"m 1\n", lambda: True, "burst")
+    web = WebServer("127.0.0.1:0", lambda gzip: Payload((b"m 1\n",), None), lambda: True, "burst")
     burst = []
     try:
         for _ in range(200):
@@ -121,9 +122,11 @@ def test_a_burst_of_200_connections_is_all_taken_by_the_listen_backlog():
 OUT_OF_FDS = r"""
 import logging, os, resource, sys
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
+from exporter.exposition import Payload
+from exporter.exposition import Payload
 from exporter.web import WebServer
 from exporter.webloop import Limits
-web = WebServer("127.0.0.1:0", lambda: b"m 1\n", lambda: True, "", limits=Limits(accept_backoff=0.2, max_connections=400))
+web = WebServer("127.0.0.1:0", lambda gzip: Payload((b"m 1\n",), None), lambda: True, "", limits=Limits(accept_backoff=0.2, max_connections=400))
 web.start()
 hog = []
 try:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import bcrypt
 
+from exporter.exposition import Payload
 from exporter.web import WebServer
 from exporter.webconfig import BasicAuth, parse_web_config
 from exporter.weblogin import (
@@ -69,7 +70,7 @@ def test_a_client_gets_a_burst_of_failures_then_one_per_refill_and_a_success_giv
 
 def server_with_users(users: dict[str, bytes]) -> WebServer:
     config = parse_web_config({"basic_auth_users": {user: hashed.decode() for user, hashed in users.items()}}, "web.yml", Path("."))
-    web = WebServer("127.0.0.1:0", lambda: b"m 1\n", lambda: True, "login", web_config=config)
+    web = WebServer("127.0.0.1:0", lambda gzip: Payload((b"m 1\n",), None), lambda: True, "login", web_config=config)
     web.start()
     return web
 
