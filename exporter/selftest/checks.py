@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 from exporter.config import Config
 from exporter.derivations import MISMATCH_RULES, Derived, derive
 from exporter.sample import GpuSample
-from exporter.selftest.expectations import EXPECTATIONS, ONE_SM_TOLERANCE, THROUGHPUT_TOLERANCE, Expectation
+from exporter.selftest.expectations import (
+    CLASS_STABILITY,
+    EXPECTATIONS,
+    HOLD_SETTLE,
+    ONE_SM_TOLERANCE,
+    THROUGHPUT_TOLERANCE,
+    Expectation,
+)
+from exporter.window import WindowState
 
 UNITS = {"tflops": ("TFLOP/s", "tensor_flops", 1e12), "tbps": ("TB/s", "dram_bytes_per_second", 1e12)}
 
@@ -58,8 +66,9 @@ def check_reading(reading: Reading, config: Config) -> list[CheckResult]:
     samples = [sample for sample in reading.samples if sample.up]
     if not samples:
         return [CheckResult(name, "readings", "at least one sample while it ran", "none", False)]
-    derived = [derive(sample, config) for sample in samples]
-    results = [_check_class(expectation, derived), _check_mismatch(expectation, derived)]
+    state = WindowState()  # as the daemon derives: window-mean clock, smoothed class with hysteresis
+    derived = [derive(sample, config, state) for sample in samples]
+    results = [_check_class(expectation, derived), _check_stability(expectation, derived), _check_mismatch(expectation, derived)]
     if expectation.one_sm:
         results.append(_check_one_sm(expectation, samples))
     if expectation.throughput:
@@ -75,6 +84,15 @@ def _check_class(expectation: Expectation, derived: list[Derived]) -> CheckResul
     value, count = _majority([each.bottleneck for each in derived])
     measured = f"{value} ({count}/{len(derived)} samples)"
     return CheckResult(expectation.workload, "bottleneck class", expectation.bottleneck, measured, value == expectation.bottleneck)
+
+
+def _check_stability(expectation: Expectation, derived: list[Derived]) -> CheckResult:
+    """The class holds: the expected one on CLASS_STABILITY of the samples once the hysteresis settled."""
+    settled = [each.bottleneck for each in derived[HOLD_SETTLE:]] or [each.bottleneck for each in derived[-1:]]
+    share = settled.count(expectation.bottleneck) / len(settled)
+    changes = sum(a != b for a, b in zip(settled, settled[1:]))
+    measured = f"{share:.0%} of {len(settled)} samples, {changes} change{'s' * (changes != 1)}"
+    return CheckResult(expectation.workload, "class stability", f"{expectation.bottleneck} on >= {CLASS_STABILITY:.0%}", measured, share >= CLASS_STABILITY)
 
 
 def _rules_text(rules: tuple[str, ...]) -> str:

@@ -45,7 +45,7 @@ def selftest_parser() -> argparse.ArgumentParser:
 
 def readings_from_trace(trace: Trace) -> Reading:
     device = trace.device(0)
-    samples = [sample_from_record(device, record, record["t"], trace.interval_s) for record in trace.samples]
+    samples = [sample_from_record(device, record, record["t"], trace.interval_s) for record in trace.steady_samples]
     return Reading(trace.workload, samples, dict(trace.truth))
 
 

@@ -29,8 +29,14 @@ EXPECTATIONS: dict[str, Expectation] = {
         Expectation("matmul_8192_duty50", "the same matmuls for 50 ms, then 50 ms of host sleep", "host", throughput="tflops"),
         Expectation("copy_2GB", "device-to-device copy of a 2 GiB buffer", "memory", throughput="tbps"),
         Expectation("tiny_kernels", "1000 tiny kernels per synchronize", "host"),
+        Expectation("matmul_duty_1s", "the matmuls for 500 ms, then 500 ms of host sleep: a period that aliases with the 500 ms sampling, so windows alternate busy and idle", "host", throughput="tflops"),
+        Expectation("train_step", "a transformer training step (PyTorch, bf16, AdamW, 8 x 1024 tokens): large-batch training, judged by MFU", "compute", throughput="tflops"),
     )
 }
+# The reported class must be the expected one on at least this share of the samples after the first
+# HOLD_SETTLE ones (the class needs bottleneck.hold_polls polls to leave the first window's verdict).
+CLASS_STABILITY = 0.9
+HOLD_SETTLE = 2
 
 # Throughput estimates must be within this share of the workload's own figure.
 THROUGHPUT_TOLERANCE = 0.10

@@ -20,6 +20,9 @@ COPY_BYTES = 2 * 1024**3
 TINY_ELEMENTS = 16
 TINY_KERNELS_PER_SYNC = 1000
 DUTY_PHASE_SECONDS = 0.05  # matmuls for this long, then host sleep for as long
+ALIASED_PHASE_SECONDS = 0.5  # the same with a 1 s period: 500 ms sampling sees whole busy and idle windows
+TRAIN_LAYERS, TRAIN_WIDTH, TRAIN_VOCAB = 8, 2048, 32000  # a ~0.5 B parameter transformer
+TRAIN_BATCH, TRAIN_SEQUENCE = 8, 1024
 SPIN_LAUNCH_SECONDS = 0.05  # one spin kernel runs this long at the maximum SM clock
 
 SPIN_SOURCE = r"""
@@ -56,6 +59,7 @@ class TorchEngine:
     def __init__(self, torch: Any, cupy: Any | None, gpu: int) -> None:
         self.torch, self.cupy = torch, cupy
         self.device = torch.device("cuda", gpu)
+        self.kept: dict[str, Any] = {}  # what a workload builds once and reuses across its runs
         torch.cuda.set_device(self.device)
         self._kernel = _spin_kernel(cupy, gpu) if cupy is not None else None
         if cupy is not None:
@@ -239,16 +243,72 @@ def matmul(engine: Engine, seconds: float, device: DeviceInfo, n: int = MATMUL_N
     return {"tflops": 2 * n**3 * count / elapsed / 1e12}
 
 
-def matmul_duty50(engine: Engine, seconds: float, device: DeviceInfo, n: int = MATMUL_N) -> dict[str, float]:
+def _matmul_duty(engine: Engine, seconds: float, phase: float, n: int = MATMUL_N) -> dict[str, float]:
+    """Matmuls for ``phase`` seconds, then host sleep for as long; FLOP/s over the whole time."""
     a, b = engine.matmul_operands(n)
     engine.synchronize()
     count = 0
     started = time.perf_counter()
     while time.perf_counter() - started < seconds:
-        count += _matmul_loop(engine, a, b, DUTY_PHASE_SECONDS, batch=1)
-        time.sleep(DUTY_PHASE_SECONDS)
+        count += _matmul_loop(engine, a, b, phase, batch=1)
+        time.sleep(phase)
     elapsed = time.perf_counter() - started
     return {"tflops": 2 * n**3 * count / elapsed / 1e12}
+
+
+def matmul_duty50(engine: Engine, seconds: float, device: DeviceInfo) -> dict[str, float]:
+    return _matmul_duty(engine, seconds, DUTY_PHASE_SECONDS)
+
+
+def matmul_duty_1s(engine: Engine, seconds: float, device: DeviceInfo) -> dict[str, float]:
+    return _matmul_duty(engine, seconds, ALIASED_PHASE_SECONDS)
+
+
+def train_step(engine: Engine, seconds: float, device: DeviceInfo) -> dict[str, float]:
+    """Training steps of a pre-norm transformer in bf16 with AdamW, one loss.item() a step; the
+    FLOP count is the usual 6 x parameters x tokens + 12 x layers x width x sequence x tokens."""
+    torch = getattr(engine, "torch", None)
+    if torch is None:
+        raise SelftestUnavailable("needs PyTorch (the training step is a PyTorch model)")
+    kept = engine.kept  # type: ignore[attr-defined]
+    if "training" not in kept:  # built once (in the warm-up run), kept for the measured run
+        kept["training"] = _training_setup(torch, engine.device)  # type: ignore[attr-defined]
+    step, step_flop = kept["training"]
+    engine.synchronize()
+    count = 0
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        step()
+        count += 1
+    elapsed = time.perf_counter() - started
+    return {"tflops": step_flop * count / elapsed / 1e12}
+
+
+def _training_setup(torch: Any, device: Any) -> tuple[Callable[[], None], float]:
+    nn = torch.nn
+    torch.manual_seed(0)
+    layer = lambda: nn.TransformerEncoderLayer(TRAIN_WIDTH, TRAIN_WIDTH // 128, 4 * TRAIN_WIDTH, dropout=0.0, activation="gelu", batch_first=True, norm_first=True)  # noqa: E731
+    model = nn.ModuleDict({"embed": nn.Embedding(TRAIN_VOCAB, TRAIN_WIDTH), "layers": nn.ModuleList(layer() for _ in range(TRAIN_LAYERS)), "head": nn.Linear(TRAIN_WIDTH, TRAIN_VOCAB, bias=False)})
+    model = model.to(device=device, dtype=torch.bfloat16)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)
+    tokens = torch.randint(0, TRAIN_VOCAB, (TRAIN_BATCH, TRAIN_SEQUENCE), device=device)
+    mask = nn.Transformer.generate_square_subsequent_mask(TRAIN_SEQUENCE, device=device, dtype=torch.bfloat16)
+
+    def step() -> None:
+        hidden = model["embed"](tokens)
+        for each in model["layers"]:
+            hidden = each(hidden, src_mask=mask, is_causal=True)
+        logits = model["head"](hidden)
+        loss = nn.functional.cross_entropy(logits.view(-1, TRAIN_VOCAB).float(), tokens.view(-1))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        loss.item()
+
+    matmul_parameters = sum(p.numel() for p in model.parameters()) - model["embed"].weight.numel()
+    token_count = TRAIN_BATCH * TRAIN_SEQUENCE
+    step_flop = 6.0 * matmul_parameters * token_count + 12.0 * TRAIN_LAYERS * TRAIN_WIDTH * TRAIN_SEQUENCE * token_count
+    return step, step_flop
 
 
 def copy(engine: Engine, seconds: float, device: DeviceInfo, nbytes: int = COPY_BYTES) -> dict[str, float]:
@@ -284,4 +344,6 @@ WORKLOADS: dict[str, Workload] = {
     "matmul_8192_duty50": matmul_duty50,
     "copy_2GB": copy,
     "tiny_kernels": tiny_kernels,
+    "matmul_duty_1s": matmul_duty_1s,
+    "train_step": train_step,
 }
