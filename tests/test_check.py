@@ -64,7 +64,7 @@ def test_check_reports_per_gpu_which_profiling_fields_dcgm_supports_and_watches(
     assert "DCGM_FI_PROF_FP64_UTIL_RATIO (1006): not watched: not in the single pass (--dcgm.multi-pass watches it)" in gpus[0]
     assert "dcgm profiling fields: supported 1001,1002,1003,1004,1005,1006,1007,1008,1009,1010; watched 1001,1002,1003,1004,1005,1007,1009,1010; not watched 1006,1008" in gpus[1]
     assert "DCGM_FI_PROF_NVLINK_TX_BYTES (1011): not supported on this GPU" in gpus[1]
-    assert "dcgm profiling fields: none (DCGM_ST_PROFILING_NOT_SUPPORTED" in gpus[2]
+    assert "dcgm profiling fields: none (DCGM_ST_NOT_SUPPORTED: this GPU does not support profiling metrics" in gpus[2]
     code, output, _ = run_check("--dcgm.bindings-path", FAKE, "--dcgm.multi-pass", FAKE_DCGM_TRACES=traces, FAKE_DCGM_GPUS="ampere,l4,pascal")
     assert "watched 1001,1002,1003,1004,1005,1006,1007,1008,1009,1010,1011,1012,1013,1014,1015,1016\n" in output.split("\nGPU ")[1]
 

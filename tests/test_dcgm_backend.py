@@ -480,12 +480,12 @@ def test_a_gpu_without_profiling_says_why_while_the_others_give_it(engine_contro
     with caplog.at_level(logging.WARNING):
         dcgm.start()
     try:
-        assert dcgm.profiling["GPU-fakedcgm-1-idle"].not_supported.startswith("DCGM_ST_PROFILING_NOT_SUPPORTED")
+        assert dcgm.profiling["GPU-fakedcgm-1-idle"].not_supported.startswith("DCGM_ST_NOT_SUPPORTED")
         assert dcgm.profiling_refused is None and dcgm.profiling_answers(3.0)
         assert [s.up for s in dcgm.collect()] == [True, True]
     finally:
         dcgm.close()
-    assert "GPU 1 (Tesla P100-PCIE-16GB): no SM activity from DCGM (DCGM_ST_PROFILING_NOT_SUPPORTED" in caplog.text
+    assert "GPU 1 (Tesla P100-PCIE-16GB): no SM activity from DCGM (DCGM_ST_NOT_SUPPORTED: this GPU does not support profiling metrics" in caplog.text
 
 
 @pytest.mark.parametrize("gpu_status", [True, False], ids=["dcgm4", "dcgm3-no-dcgmGetGpuStatus"])

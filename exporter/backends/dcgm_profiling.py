@@ -96,7 +96,8 @@ def plan(session: DcgmSession, gpu_id: int, wanted: frozenset[int], multi_pass: 
         groups = session.metric_groups(gpu_id)
     except session.error as error:
         name = session.error_name(error)
-        return GpuProfiling(not_supported=f"{name}: {refusal_reasons(session).get(name, str(error))}")
+        why = "this GPU does not support profiling metrics" if name == "DCGM_ST_NOT_SUPPORTED" else refusal_reasons(session).get(name, str(error))
+        return GpuProfiling(not_supported=f"{name}: {why}")
     supported = frozenset().union(*(g.field_ids for g in groups)) & wanted if groups else frozenset()
     if not supported:
         return GpuProfiling(groups=groups, not_supported="DCGM lists none of the exporter's profiling fields for this GPU")

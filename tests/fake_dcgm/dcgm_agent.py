@@ -200,7 +200,7 @@ def dcgmProfGetSupportedMetricGroups(dcgmHandle, gpuId):
         _raise("DCGM_ST_BADPARAM")
     kind = engine.kinds[gpuId]
     if not kind.metric_groups:
-        _raise("DCGM_ST_PROFILING_NOT_SUPPORTED")  # dcgm_agent.h: profiling metrics not supported for this GPU
+        _raise("DCGM_ST_NOT_SUPPORTED")  # dcgm_agent.h: "if profiling metrics are not supported for the given GPU group"
     msg = dcgm_structs.c_dcgmProfGetMetricGroups_v3()
     msg.version = dcgm_structs.dcgmProfGetMetricGroups_version3
     msg.gpuId = gpuId
