@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exporter.apps.scrape import ScrapeError, read_counter
+from exporter.apps.scrape import ScrapeError, fetch, read_counter
 from exporter.config import ConfigError, load_config, parse_config, reference
 from exporter.trace import TraceError, load_trace, parse_trace
 from exporter.webconfig import WebConfigError, load_web_config, parse_web_config
@@ -182,6 +182,39 @@ def test_app_metrics_parser_raises_only_scrape_error(text, name, labels):
     except ScrapeError:
         return
     assert series and all(value >= 0 for value in series.values())
+
+
+response_parts = st.one_of(
+    st.binary(max_size=40),
+    st.sampled_from([
+        b"HTTP/1.1 200 OK\r\n", b"HTTP/1.0 404 Nope\r\n", b"HTTP/2 200\r\n", b"HTTP/1.1 20 OK\r\n", b"\r\n", b"\n",
+        b"Content-Length: 10\r\n", b"Content-Length: -1\r\n", b"Content-Length: 99999999999999999999\r\n", b"Content-Length: 1, 2\r\n",
+        b"Transfer-Encoding: chunked\r\n", b"Transfer-Encoding: gzip, chunked\r\n", b"Content-Encoding: gzip\r\n", b"X: " + b"y" * 300 + b"\r\n",
+        b"5\r\nx_tot\r\n", b"0\r\n\r\n", b"fffffffffffffffff\r\n", b"-1\r\n", b"a;ext\r\n", b"x_total 1\n", b"\xff\xfe",
+    ]),
+)
+
+
+@fuzz
+@given(st.lists(response_parts, max_size=10).map(b"".join))
+def test_the_app_fetch_answers_any_bytes_with_a_body_or_a_scrape_error(http_peer, response):
+    """Whatever a peer sends before closing, the fetch returns text or raises ScrapeError, within its deadline."""
+    url, answers = http_peer
+    answers[:] = [response]
+    try:
+        text = fetch(url, timeout=1.0, max_bytes=1000)
+    except ScrapeError:
+        return
+    assert isinstance(text, str) and len(text.encode()) <= 1000
+
+
+@pytest.fixture(scope="module")
+def http_peer():
+    from apps_servers import raw_serving
+
+    answers: list[bytes] = [b""]
+    with raw_serving(lambda connection: connection.sendall(answers[0])) as url:
+        yield url, answers
 
 
 def test_deeply_nested_yaml_and_json_are_clear_errors(tmp_path):
