@@ -213,3 +213,12 @@ def test_remote_write_allow_list_is_valid_and_names_real_series(tmp_path):
     assert {name for name in records if name.startswith(("job:", "namespace:", "holder:"))} == kept
     assert all(allow.match(name) for name in ("gpueff_energy_joules_total", "gpueff_gpu_pod_info", "up"))
     assert not any(allow.match(name) for name in ("gpueff_gpu_utilization_ratio", "gpueff_power_watts", "instance_gpu:gpueff_efficiency:ratio_rate5m"))
+
+
+def test_every_alert_routes_by_its_severity():
+    """amtool's routing test: every critical alert reaches on-call, the others the team."""
+    for name, rule in alerts().items():
+        severity = rule["labels"]["severity"]
+        receiver = run(tool("amtool"), "config", "routes", "test", "--config.file=alertmanager.yml", f"alertname={name}", f"severity={severity}").strip()
+        assert receiver == ("gpu-oncall" if severity == "critical" else "gpu-team"), f"{name} ({severity}) goes to {receiver}"
+    assert alerts()["GpuHighUtilizationLowSmActivity"]["labels"]["severity"] == "critical"
