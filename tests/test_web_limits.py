@@ -197,3 +197,55 @@ def test_the_daemon_under_1100_idle_connections_with_1024_descriptors_keeps_answ
         assert daemon.stop() == 0
     assert "at the connection limit" in daemon.output
     assert "Traceback" not in daemon.output
+
+
+def test_a_tls_handshake_that_never_finishes_is_closed_at_the_header_deadline(tmp_path):
+    """A client that sends half a ClientHello holds no thread and is closed at the deadline, while
+    a real TLS client gets its answer meanwhile."""
+    import ssl
+
+    from tls_certs import make_pki
+
+    from exporter.webconfig import parse_web_config
+
+    pki = make_pki(tmp_path)
+    config = parse_web_config({"tls_server_config": {"cert_file": "server.crt", "key_file": "server.key"}}, "web.yml", pki.folder)
+    web = WebServer("127.0.0.1:0", lambda gzip: Payload((b"m 1\n",), None), lambda: True, "tls", web_config=config, limits=Limits(header_timeout=1.0))
+    web.start()
+    stalled = []
+    try:
+        for _ in range(10):
+            sock = socket.create_connection(("127.0.0.1", web.port), timeout=5)
+            sock.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")  # the start of a ClientHello, no more
+            stalled.append(sock)
+        context = ssl.create_default_context(cafile=str(pki.server_ca.cert))
+        with socket.create_connection(("127.0.0.1", web.port), timeout=5) as raw, context.wrap_socket(raw, server_hostname="localhost") as tls:
+            tls.sendall(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            assert tls.recv(65536).startswith(b"HTTP/1.1 200 OK")
+        started = time.monotonic()
+        while not all(closed_by_server(sock) for sock in stalled) and time.monotonic() - started < 8:
+            time.sleep(0.1)
+        assert all(closed_by_server(sock) for sock in stalled)
+    finally:
+        for sock in stalled:
+            sock.close()
+        web.close()
+
+
+def test_a_client_that_never_reads_its_answer_is_closed_at_the_write_deadline():
+    body = b"# a big body\n" + b"m 1\n" * 4_000_000  # 16 MB: more than the socket buffers hold
+    web = WebServer("127.0.0.1:0", lambda gzip: Payload((body,), None), lambda: True, "slow reader", limits=Limits(write_timeout=1.0))
+    web.start()
+    try:
+        with socket.create_connection(("127.0.0.1", web.port), timeout=5) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            time.sleep(0.3)
+            assert len(web._loop.connections) == 1
+            started = time.monotonic()
+            while web._loop.connections and time.monotonic() - started < 8:
+                time.sleep(0.1)
+            assert not web._loop.connections  # closed, never answered in full
+        assert http_get(f"http://127.0.0.1:{web.port}/-/healthy")[0] == 200
+    finally:
+        web.close()
