@@ -439,11 +439,6 @@ class Exposition:
             body = self._body
         return Payload((body, b"%sgpueff_snapshot_age_seconds %.3f\n" % (_AGE_HEAD, age)), None)
 
-    def parts(self) -> tuple[bytes, ...] | None:
-        """The text and the age lines, apart, or None before the first poll."""
-        payload = self.payload()
-        return None if payload is None else payload.parts
-
     def body(self) -> bytes | None:
         """The metrics text, or None before the first poll."""
         payload = self.payload()

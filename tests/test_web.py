@@ -9,6 +9,8 @@ import time
 
 import pytest
 from conftest import http_get, running_daemon
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from exporter.backends.replay import ReplayBackend
 from exporter.config import Config
@@ -16,6 +18,7 @@ from exporter.exposition import CONTENT_TYPE, Exposition, Payload
 from exporter.poller import Poller
 from exporter.trace import load_trace
 from exporter.web import ListenAddressError, WebServer, parse_listen_address
+from exporter.webrequest import REASONS, HttpError, head_end, parse_head
 
 
 def request(port: int, method: str, path: str) -> tuple[int, dict[str, str], bytes]:
@@ -313,3 +316,31 @@ def test_metrics_ask_for_gzip_when_the_scraper_accepts_it_and_say_how_they_are_e
     finally:
         web.close()
     assert asked == [True, True, True, False, False, False]
+
+
+REQUEST_PIECES = [b"GET ", b"HEAD ", b"POST ", b"/metrics", b"/", b"?x=1", b" HTTP/1.1", b" HTTP/1.0", b" HTTP/2.0", b"\r\n", b"\n", b"\r\n\r\n",
+                  b"Host: x", b"Connection: close", b"Connection: keep-alive", b"Content-Length: 3", b"Content-Length: -1", b"Content-Length: 99999999999999999999",
+                  b"Transfer-Encoding: chunked", b"Authorization: Basic Zm9vOmJhcg==", b": ", b" ", b"\t", b"\x00", b"\xff", b"abc"]
+request_bytes = st.one_of(st.binary(max_size=300), st.lists(st.sampled_from(REQUEST_PIECES), max_size=30).map(b"".join))
+
+
+@settings(max_examples=300, deadline=2000, derandomize=True)
+@given(request_bytes)
+def test_the_request_parser_answers_a_request_or_an_http_error_for_any_bytes(data):
+    found = head_end(data)
+    head = data[: found[0]] if found else data
+    try:
+        parsed = parse_head(head)
+    except HttpError as error:
+        assert error.status in REASONS and error.message.endswith(".")
+    else:
+        assert parsed.method and parsed.path.startswith("/") and parsed.content_length >= 0
+
+
+@settings(max_examples=60, deadline=5000, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=request_bytes)
+def test_the_server_answers_any_bytes_with_a_status_line_or_a_close_and_keeps_serving(server, data):
+    web, _ = server
+    answer = raw_exchange(web.port, data)
+    assert answer == b"" or answer.startswith(b"HTTP/1.1 ") or answer.startswith(b"HTTP/1.0 400"), answer[:100]
+    assert request(web.port, "GET", "/-/healthy")[0] == 200
