@@ -40,6 +40,7 @@ DUTY_PERIODS = {"50ms": 0.05, "140ms": 0.14, "250ms": 0.25, "1s": 1.0, "2s": 2.0
 MATMUL_N = 8192
 
 LOG: list[str] = []
+LIVE = [False]  # --live: the daemon's verdicts at every poll instead of a trace
 DEADLINE = [math.inf]  # no workload starts a recording it cannot finish before this (perf_counter)
 
 
@@ -84,6 +85,9 @@ def record_while(name: str, description: str, step: Callable[[Work], None], out:
         return
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     command = [sys.executable, "-m", "exporter", "record", "-o", str(output), "--duration", f"{duration}s", "--interval", f"{int(interval * 1000)}ms", "--workload", name, "--description", description]
+    if LIVE[0]:  # the daemon's own poller at its default 1 s interval instead of a recording
+        output = out / f"{name}.verdicts.jsonl"
+        command = [sys.executable, str(ROOT / "bench" / "live_verdicts.py"), "--output", str(output), "--duration", str(duration), "--interval", "1"]
     work = Work()
     launched = time.perf_counter()
     recorder = subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -97,6 +101,17 @@ def record_while(name: str, description: str, step: Callable[[Work], None], out:
     # The recorder spends about a second starting up before its first window opens.
     flops, bps = work.rates(max(launched + 1.5, ended - duration), ended)
     truth: dict[str, float] = {}
+    if LIVE[0]:
+        verdicts = [json.loads(line) for line in output.read_text().splitlines()]
+        classes = [each.get("class") for each in verdicts]
+        summary = {"workload": name, "polls": len(verdicts), "classes": {c: classes.count(c) for c in set(classes)}, "truth_tflops": round(flops / 1e12, 3), "truth_tbps": round(bps / 1e12, 4)}
+        for key in ("util", "util_instant", "sm", "tensor", "dram", "tflops", "tbps"):
+            values = [each[key] for each in verdicts[1:] if each.get(key) is not None]
+            summary[key] = round(sum(values) / len(values), 4) if values else None
+        summary["mismatch_polls"] = sum(bool(each.get("mismatch")) for each in verdicts)
+        summary["implausible_polls"] = sum(bool(each.get("implausible")) for each in verdicts)
+        say(f"LIVE {json.dumps(summary)}")
+        return
     if "tflops" in truth_keys:
         truth["tflops"] = round(flops / 1e12, 3)
     if "tbps" in truth_keys:
@@ -314,6 +329,7 @@ def main() -> int:
     parser.add_argument("--only", help="comma-separated workload names (default: all)")
     parser.add_argument("--duration", type=float, default=24.0, help="seconds recorded per workload (default 24)")
     parser.add_argument("--interval", type=float, default=0.5, help="seconds between samples (default 0.5, record's default)")
+    parser.add_argument("--live", action="store_true", help="run the daemon's own poller (bench/live_verdicts.py, 1 s interval) beside each workload and write its verdicts at every poll instead of a trace")
     parser.add_argument("--compact", nargs="+", type=Path, metavar="TRACE", help="only rewrite these recorded traces compactly (rounded, one sample a line) and exit")
     parser.add_argument("--budget", type=float, default=540.0, help="start no recording that would end later than this many seconds after the start (default 540)")
     args = parser.parse_args()
@@ -322,6 +338,7 @@ def main() -> int:
             (args.out / path.name).write_text(format_trace(compact(json.loads(path.read_text()))))
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
+    LIVE[0] = args.live
     only = set(args.only.split(",")) if args.only else None
     started = time.perf_counter()
     DEADLINE[0] = started + args.budget

@@ -220,7 +220,16 @@ def load_trace(path: str | Path) -> Trace:
     return parse_trace(data, str(path))
 
 
+def _shipped(folder: str) -> list[Path]:
+    entries = (resources.files("exporter") / "traces" / folder).iterdir()
+    return sorted(Path(str(entry)) for entry in entries if entry.name.endswith(".json"))
+
+
+def planted_trace_paths() -> list[Path]:
+    """The six planted-workload H200 traces shipped with the package, in a stable order."""
+    return _shipped("h200")
+
+
 def demo_trace_paths() -> list[Path]:
-    """The recorded H200 traces shipped with the package, in a stable order."""
-    folder = resources.files("exporter") / "traces" / "h200"
-    return sorted(Path(str(entry)) for entry in folder.iterdir() if entry.name.endswith(".json"))
+    """Every shipped trace: the planted H200 ones first (GPUs 0-5), then the H100 real-workload corpus."""
+    return planted_trace_paths() + _shipped("h100")

@@ -6,7 +6,8 @@
 - The bottleneck class is judged from the time-weighted mean of the windows of the last
   ``bottleneck.window`` seconds (at least this poll's), and a new class is reported only once it
   has won ``bottleneck.hold_polls`` polls in a row: a duty-cycled or data-starved job whose
-  windows swing between busy and idle reads ``host`` steadily instead of flapping.
+  windows swing between busy and idle reads ``host`` steadily instead of flapping. Leaving
+  ``unknown`` (the first poll has no profiling window yet) needs no hold.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class WindowState:
             self.windows.append((seconds, window))
             candidate = classify(self.smoothed(limits.window), limits)
         self.previous = sample
-        if self.reported is None or candidate == self.reported:
+        if self.reported in (None, "unknown") or candidate == self.reported:  # a first verdict needs no hold
             self.reported, self.challenger, self.wins = candidate, None, 0
         elif candidate == self.challenger:
             self.wins += 1

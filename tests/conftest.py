@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.trace import demo_trace_paths
+from exporter.trace import planted_trace_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="session")
 def trace_paths() -> dict[str, Path]:
     """The six recorded H200 traces by workload name (file stem)."""
-    return {path.stem: path for path in demo_trace_paths()}
+    return {path.stem: path for path in planted_trace_paths()}
 
 
 def free_port() -> int:

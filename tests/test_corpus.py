@@ -81,3 +81,19 @@ def test_no_mismatch_where_nothing_is_wasted(name):
 
 def test_one_thread_on_one_sm_is_flagged_on_every_poll():
     assert all(state.derived.mismatch == {"high_util_low_sm": True, "low_efficiency": True} for state in replayed("h200/spin_1sm", 1.0))
+
+
+@pytest.mark.parametrize(("name", "label"), [("h200/matmul_8192", "compute"), ("h200/tiny_kernels", "host")])
+def test_the_demo_loop_has_no_seam(name, label):
+    """Each recording began with a warm-up sample; replay skips it, so no poll at a loop seam changes the class."""
+    for interval in (1.0, 0.5, 0.2):
+        states = replayed(name, interval, loops=4)
+        assert [state.derived.bottleneck for state in states] == [label] * len(states), interval
+        assert [state.derived.window_bottleneck for state in states] == [label] * len(states), interval
+
+
+def test_the_demo_replays_every_shipped_trace():
+    from exporter.trace import demo_trace_paths, planted_trace_paths
+
+    demo = demo_trace_paths()
+    assert demo[:6] == planted_trace_paths() and len(demo) == len(EXPERT_LABEL)

@@ -113,3 +113,10 @@ def test_plausible_readings_of_real_workloads_pass_every_check():
 
 def test_every_class_has_a_what_to_try_line():
     assert set(WHAT_TO_TRY) == set(CLASS_NAMES) and all(len(line) > 20 for line in WHAT_TO_TRY.values())
+
+
+def test_the_first_real_verdict_after_the_priming_poll_needs_no_hold():
+    """GPM's first poll only primes its sample pair: no profiling, so unknown; the next window decides at once."""
+    state = WindowState()
+    assert derive(window(1.0, seconds=None), Config(), state).bottleneck == "unknown"
+    assert derive(window(2.0, **MATMUL), Config(), state).bottleneck == "compute"

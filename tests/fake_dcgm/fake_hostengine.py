@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from exporter.trace import Trace, demo_trace_paths, load_trace
+from exporter.trace import Trace, load_trace, planted_trace_paths
 
 MIB = 1024 * 1024
 PROFILING_IDS = frozenset(range(1001, 1017))
@@ -142,7 +142,7 @@ def reset() -> None:
 
 
 def _load_traces() -> list[Trace]:
-    paths = [Path(p) for p in CONTROL.traces] or demo_trace_paths()
+    paths = [Path(p) for p in CONTROL.traces] or planted_trace_paths()
     return [load_trace(path) for path in paths]
 
 
