@@ -165,6 +165,7 @@ class BottleneckThresholds:
     host_utilization: float = setting(0.85, ratio, "host: busy but utilization below this (the GPU waits on the host)")
     memory_dram: float = setting(0.6, ratio, "memory: DRAM at least this active (its practical roof is about 0.8) and busier than any math pipe")
     compute_pipe: float = setting(0.2, ratio, "compute: a tensor/FP/integer pipe at least this active, with SM activity at least underfilled_sm_active")
+    memory_dram_without_math: float = setting(0.4, ratio, "memory also: DRAM at least this active while every math pipe is below compute_pipe (the job streams bytes)")
     communication_link: float = setting(0.3, ratio, "communication: PCIe or NVLink at least this share of its peak ...")
     underfilled_sm_active: float = setting(0.5, ratio, "underfilled: SM activity below this while the GPU is busy")
     latency_occupancy: float = setting(0.1, ratio, "latency: SM occupancy below this ...")

@@ -6,7 +6,10 @@ The rules come from what the counters mean on the hardware, not from fitting a f
   below ``host_utilization`` it sat with nothing queued for a large share of the time, and what it
   waits on is the host (input pipeline, Python launch overhead, synchronisation).
 - DRAM activity is the share of peak bandwidth; about 0.8 is its practical roof (DCGM's guide),
-  so at ``memory_dram`` or more, with DRAM busier than any math pipe, bandwidth is the limit.
+  so at ``memory_dram`` or more, with DRAM busier than any math pipe, bandwidth is the limit; and
+  at half the roof (``memory_dram_without_math``) with no math pipe doing meaningful work the job
+  streams bytes (elementwise, normalisation, embedding, optimizer kernels): far below the roofline's
+  ridge, memory-side.
 - a math pipe's activity is the share of cycles it issues: at ``compute_pipe`` (20 % of the tensor
   peak is already ~200 TFLOP/s on an H100) the SMs spend their time on math, and the GPU's own
   throughput is the limit, judged by MFU. Large-batch training sits here (tensor ~0.33, DRAM ~0.47).
@@ -114,6 +117,8 @@ def classify(activity: Activity, limits: BottleneckThresholds) -> str:
     if activity.link is not None and activity.link >= limits.communication_link and sm_active < limits.underfilled_sm_active:
         return "communication"
     if dram >= limits.memory_dram and dram >= pipes:
+        return "memory"
+    if dram >= limits.memory_dram_without_math and pipes < limits.compute_pipe:
         return "memory"
     if pipes >= limits.compute_pipe and sm_active >= limits.underfilled_sm_active:
         return "compute"

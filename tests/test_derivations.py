@@ -196,8 +196,16 @@ def test_link_traffic_of_an_unknown_model_cannot_be_judged():
 
 
 def test_mixed_is_fed_and_active_with_no_unit_near_its_roof():
-    sample = synthetic(1.0, sm_active=0.9, sm_occupancy=0.3, tensor_active=0.1, fp32_active=0.15, dram_active=0.4)
+    sample = synthetic(1.0, sm_active=0.9, sm_occupancy=0.3, tensor_active=0.1, fp32_active=0.15, dram_active=0.3)
     assert derive(sample, Config()).bottleneck == "mixed"
+
+
+def test_a_job_that_streams_bytes_without_math_is_memory_bound_below_the_dram_roof():
+    """Elementwise/optimizer-like kernels: DRAM 0.5 (under the 0.6 roof rule), no meaningful math."""
+    sample = synthetic(1.0, graphics_active=1.0, sm_active=0.9, sm_occupancy=0.5, tensor_active=0.0, fp32_active=0.08, dram_active=0.5)
+    assert derive(sample, Config()).bottleneck == "memory"
+    lower_dram = synthetic(1.0, graphics_active=1.0, sm_active=0.9, sm_occupancy=0.5, tensor_active=0.0, fp32_active=0.08, dram_active=0.3)
+    assert derive(lower_dram, Config()).bottleneck == "mixed"
 
 
 def test_large_batch_training_is_compute_though_dram_is_busier_than_the_tensor_pipe():
