@@ -333,3 +333,32 @@ def test_an_absurd_or_infinite_counter_never_reaches_the_totals(trace_paths):
     for state in states:
         for figure in (state.throughput, state.model_flops_utilization, state.units_per_joule, state.cost_per_million_units):
             assert figure is None or figure < float("inf")
+
+
+def test_a_scraper_thread_survives_any_exception(caplog):
+    app = App(vllm_like)
+    app.metrics[0].labels("llama").inc(5)
+    with serving(app.respond) as url:
+        scraper = Scraper(app_config(url, scrape_interval="100ms", scrape_timeout="100ms"))
+        real = scraper.scrape_once
+        failures = iter([MemoryError("no room"), OverflowError("timeout value is too large")])
+
+        def flaky():
+            failure = next(failures, None)
+            if failure is not None:
+                raise failure
+            return real()
+
+        scraper.scrape_once = flaky
+        caplog.set_level(logging.ERROR, logger="exporter.apps")
+        scraper.start()
+        try:
+            deadline = time.monotonic() + 10
+            while scraper.latest is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            scraper.stop()
+            scraper.join(5)
+    assert scraper.latest is not None and scraper.latest.units == {(("model_name", "llama"),): 5.0}
+    assert scraper.errors_total == 2
+    assert [record.getMessage().split(" (")[0] for record in caplog.records] == ['app "llm": the scraper failed'] * 2
