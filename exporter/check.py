@@ -21,12 +21,13 @@ from exporter.backends.dcgm import DcgmBackend, FieldReading
 from exporter.backends.dcgm_field_table import FIELDS, PROFILING, STATIC
 from exporter.backends.dcgm_profiling import GpuProfiling
 from exporter.backends.nvml import GPM_MIN_SAMPLE_GAP, NvmlBackend
-from exporter.sample import PROFILING_METRICS, GpuSample
+from exporter.metrics import PROFILING_FIELDS
+from exporter.sample import GpuSample
 
 PROBE_TIMEOUT = 6.0  # seconds to wait for DCGM's first profiling values
 CHECK_INTERVAL = 0.5  # DCGM watch interval during the check
-SKIPPED = {"device", "timestamp", "up", "window_seconds", "profiling", "profiling_available", "processes"}
-ROWS = [f.name for f in dataclasses.fields(GpuSample) if f.name not in SKIPPED] + list(PROFILING_METRICS)
+SKIPPED = {"device", "timestamp", "up", "window_seconds", "profiling", "processes"}
+ROWS = [f.name for f in dataclasses.fields(GpuSample) if f.name not in SKIPPED] + list(PROFILING_FIELDS)
 DCGM_FIELD_OF_ROW = {spec.target.removeprefix("profiling:"): spec for spec in FIELDS if spec.cadence != STATIC}
 
 
@@ -103,7 +104,7 @@ def check_nvml(make: Callable[[], NvmlBackend], sleep: Callable[[float], None] =
 def _value(sample: GpuSample | None, row: str) -> str:
     if sample is None or not sample.up:
         return "-"
-    value = sample.profiling.get(row) if row in PROFILING_METRICS else getattr(sample, row)
+    value = getattr(sample.profiling, row) if row in PROFILING_FIELDS else getattr(sample, row)
     if value is None or value == {}:
         return "-"
     if isinstance(value, dict):

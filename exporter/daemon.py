@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         note = f"Live data from {len(devices)} GPU(s) through the {backend.name} backend."
         level, announcement = logging.INFO, f"reading {len(devices)} GPU(s) through the {backend.name} backend"
     poller = Poller(backend, config)
-    exposition = Exposition(lambda: poller.snapshot)
+    exposition = Exposition(lambda: poller.snapshot, on_gzip=poller.compress_bodies)
     try:
         server = WebServer(args.listen_address, exposition.payload, poller.is_ready, note, args.telemetry_path, web_config)
     except (ListenAddressError, OSError) as error:

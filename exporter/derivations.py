@@ -48,8 +48,9 @@ class Derived:
 
 
 def reading(sample: GpuSample, name: str) -> float | None:
-    """One profiling reading of the window, or None."""
-    return sample.profiling.get(name)
+    """One profiling reading of the window (a field of sample.Profiling), or None."""
+    value: float | None = getattr(sample.profiling, name)
+    return value
 
 
 def busy_ratio(sample: GpuSample) -> float | None:

@@ -41,7 +41,7 @@ class Integrator:
         elapsed = sample.timestamp - previous
         if not 0 < elapsed <= self.max_gap:
             return totals
-        sm_active = sample.profiling.get("sm_active")
+        sm_active = sample.profiling.sm_active
         if derived.busy is not None:
             totals.busy_seconds += derived.busy * elapsed
         if sm_active is not None:

@@ -1,5 +1,6 @@
-"""The background poller: samples the backend every collect interval, derives, and publishes an
-immutable Snapshot. Scrapes only ever read the latest Snapshot; they never call the backend.
+"""The background poller: samples the backend every collect interval, derives, renders, and publishes
+an immutable Snapshot with its metrics text. Scrapes only ever read the latest Snapshot; they never
+call the backend and, while it is fresh, never render.
 """
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ from exporter.apps import AppMonitor
 from exporter.backends.base import Backend
 from exporter.config import MAX_DURATION, Config
 from exporter.derivations import derive
+from exporter.exposition import render
+from exporter.gzip_body import GzipBody
 from exporter.integrals import Integrator, Totals
 from exporter.kubernetes.attribution import Attributor
 from exporter.logs import one_line
+from exporter.process import read_process_stats
 from exporter.sample import DeviceInfo, GpuSample, down_sample
 from exporter.sharing import GpuDelta, Sharing
 from exporter.snapshot import GpuState, Snapshot
@@ -47,6 +51,7 @@ class Poller:
         self._stop = threading.Event()
         self._wake = threading.Event()  # set by stop and set_config
         self._thread: threading.Thread | None = None
+        self._gzip = False  # set once a scrape asks for gzip: then each poll compresses its body too
         self.apps = AppMonitor(config.apps, clock)  # scrapes apps on their own threads
         self._sharing: Sharing | None = None
         self.backend.process_utilization = config.sharing.enabled
@@ -54,6 +59,10 @@ class Poller:
     @property
     def snapshot(self) -> Snapshot | None:
         return self._snapshot
+
+    def compress_bodies(self) -> None:
+        """A scrape asked for gzip: from the next poll on, publish a gzip body beside the text."""
+        self._gzip = True
 
     def set_config(self, config: Config) -> None:
         """Take a reloaded config; the next poll uses it."""
@@ -179,7 +188,10 @@ class Poller:
             last_success_wall=self._last_success,
             apps=self.apps.update(samples, self.clock(), config, owners),
             attribution=self.attributor.health(),
+            process=read_process_stats(),
         )
+        body = render(snapshot)
+        snapshot = dataclasses.replace(snapshot, body=body, body_gzip=GzipBody.of(body) if self._gzip else None)
         self._snapshot = snapshot
         self.ready.set()
         return snapshot

@@ -10,29 +10,37 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-# Profiling (GPM / DCGM) activity readings, each a ratio 0..1 over the sample window.
-ACTIVITY_METRICS = (
-    "sm_active",
-    "sm_occupancy",
-    "graphics_active",
-    "tensor_active",
-    "tensor_hmma_active",
-    "tensor_imma_active",
-    "tensor_dfma_active",
-    "dram_active",
-    "fp64_active",
-    "fp32_active",
-    "fp16_active",
-    "integer_active",
-)
-# Profiling interconnect readings, bytes per second over the sample window.
-INTERCONNECT_METRICS = (
-    "pcie_tx_bytes_per_second",
-    "pcie_rx_bytes_per_second",
-    "nvlink_tx_bytes_per_second",
-    "nvlink_rx_bytes_per_second",
-)
-PROFILING_METRICS = ACTIVITY_METRICS + INTERCONNECT_METRICS
+
+@dataclass(frozen=True, slots=True)
+class Profiling:
+    """The profiling readings (GPM / DCGM) over the sample window, one field per catalogue row
+    (exporter/metrics.py; tests/test_metrics.py checks the two agree). None: not read."""
+
+    # Activities, ratios 0..1.
+    sm_active: float | None = None
+    sm_occupancy: float | None = None
+    graphics_active: float | None = None
+    tensor_active: float | None = None
+    tensor_hmma_active: float | None = None
+    tensor_imma_active: float | None = None
+    tensor_dfma_active: float | None = None
+    dram_active: float | None = None
+    fp64_active: float | None = None
+    fp32_active: float | None = None
+    fp16_active: float | None = None
+    integer_active: float | None = None
+    # Interconnect, bytes per second.
+    pcie_tx_bytes_per_second: float | None = None
+    pcie_rx_bytes_per_second: float | None = None
+    nvlink_tx_bytes_per_second: float | None = None
+    nvlink_rx_bytes_per_second: float | None = None
+
+    def readings(self) -> dict[str, float]:
+        """The readings that exist, by field name (for traces, checks and tests)."""
+        return {name: value for name in self.__slots__ if (value := getattr(self, name)) is not None}
+
+
+NO_PROFILING = Profiling()
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +90,7 @@ class GpuSample:
     timestamp: float  # time.monotonic() of the reading
     up: bool = True
     window_seconds: float | None = None  # the time the profiling ratios cover
-    # Coarse NVML counters (ratios 0..1, SI units).
+    # Coarse device readings: ratios 0..1, bytes, watts, joules, degrees Celsius; clocks in MHz.
     gpu_utilization: float | None = None
     memory_utilization: float | None = None
     power_watts: float | None = None
@@ -107,9 +115,12 @@ class GpuSample:
     processes: tuple[GpuProcess, ...] | None = None  # None where the backend cannot list them (replay)
     # Per-process samples since the last poll; () when NVML had none (idle), None where not read.
     process_utilization: tuple[ProcessUtilization, ...] | None = None
-    # Profiling: keys from PROFILING_METRICS; a key absent means that metric is unavailable.
-    profiling: dict[str, float] = field(default_factory=dict)
-    profiling_available: bool = False
+    profiling: Profiling = NO_PROFILING
+
+    @property
+    def profiling_available(self) -> bool:
+        """SM activity (and with it the other profiling readings) was read this poll."""
+        return self.profiling.sm_active is not None
 
     def replace(self, **changes: Any) -> GpuSample:
         return dataclasses.replace(self, **changes)

@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from exporter.apps import AppState
 from exporter.config import Config
 from exporter.derivations import Derived
+from exporter.gzip_body import GzipBody
 from exporter.integrals import Totals
 from exporter.kubernetes.owners import AttributionHealth, GpuOwners
+from exporter.process import ProcessStats
 from exporter.sample import GpuSample
 from exporter.sharing import GpuSharing
 
@@ -36,3 +38,8 @@ class Snapshot:
     last_success_wall: float | None
     apps: tuple[AppState, ...] = ()  # the configured apps' latest states (exporter/apps)
     attribution: AttributionHealth | None = None  # the kubelet calls' health; None while kubernetes is disabled
+    process: ProcessStats | None = None  # the daemon's own CPU, memory and file descriptors at the poll
+    # Rendered by the poller right after the poll (exporter/exposition.py): the text without the
+    # age line, and the same gzipped where scrapes asked for gzip. Empty/None until rendered.
+    body: bytes = b""
+    body_gzip: GzipBody | None = None

@@ -15,23 +15,14 @@ from typing import Any
 
 from exporter.config import shown
 from exporter.gpm import GPM_METRICS, to_sample_unit
-from exporter.sample import DeviceInfo, GpuSample
+from exporter.metrics import READINGS
+from exporter.sample import DeviceInfo, GpuSample, Profiling
 
 FORMAT = "gpu-trace/1"
 MAX_TRACE_BYTES = 64 * 1024 * 1024
 
-# NVML sample keys: trace key -> (GpuSample field, scale from the trace's unit).
-NVML_KEYS: dict[str, tuple[str, float]] = {
-    "util_gpu": ("gpu_utilization", 0.01),
-    "util_mem": ("memory_utilization", 0.01),
-    "power_mw": ("power_watts", 0.001),
-    "temp_c": ("temperature_celsius", 1),
-    "sm_clock_mhz": ("sm_clock_mhz", 1),
-    "mem_clock_mhz": ("memory_clock_mhz", 1),
-    "mem_used": ("memory_used_bytes", 1),
-    "mem_total": ("memory_total_bytes", 1),
-    "throttle": ("clock_event_reasons", 1),
-}
+# NVML sample keys, from the catalogue: trace key -> (GpuSample field, scale from the trace's unit).
+NVML_KEYS: dict[str, tuple[str, float]] = {reading.trace[0]: (reading.field, reading.trace[1]) for _, reading in READINGS if reading.trace is not None}
 GPM_KEYS = {metric.name: metric for metric in GPM_METRICS}
 # Evidence a recording keeps beside the readings: the mean of the driver's own utilization samples
 # inside each window (nvmlDeviceGetSamples). Replay does not use it; it checks GRAPHICS_UTIL.
@@ -100,11 +91,12 @@ def sample_from_record(device: DeviceInfo, record: dict[str, Any], timestamp: fl
         value = record.get(key)
         if value is not None:
             setattr(sample, attribute, int(value) if attribute == "clock_event_reasons" else value * scale)
+    profiling = {}
     for name, metric in GPM_KEYS.items():
         value = record.get(name)
         if value is not None:
-            sample.profiling[metric.key] = to_sample_unit(metric, value)
-    sample.profiling_available = "sm_active" in sample.profiling
+            profiling[metric.key] = to_sample_unit(metric, value)
+    sample.profiling = Profiling(**profiling)
     return sample
 
 
@@ -115,7 +107,7 @@ def record_from_sample(sample: GpuSample, t: float) -> dict[str, Any]:
         value = getattr(sample, attribute)
         record[key] = None if value is None else (value if scale == 1 else round(value / scale, 6))
     for name, metric in GPM_KEYS.items():
-        value = sample.profiling.get(metric.key)
+        value = getattr(sample.profiling, metric.key)
         record[name] = None if value is None else value / metric.scale
     return record
 

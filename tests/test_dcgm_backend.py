@@ -74,17 +74,17 @@ def test_watches_fields_and_reads_latest_values_in_the_gpm_shape(engine_control,
         dcgm.close()
     matmul = trace_paths["matmul_8192"]
     assert sample.up and sample.profiling_available
-    assert round(sample.profiling["sm_active"], 6) in trace_values(matmul, "SM_UTIL", 0.01)
-    assert round(sample.profiling["tensor_active"], 6) in trace_values(matmul, "ANY_TENSOR_UTIL", 0.01)
-    assert round(sample.profiling["dram_active"], 6) in trace_values(matmul, "DRAM_BW_UTIL", 0.01)
+    assert round(sample.profiling.sm_active, 6) in trace_values(matmul, "SM_UTIL", 0.01)
+    assert round(sample.profiling.tensor_active, 6) in trace_values(matmul, "ANY_TENSOR_UTIL", 0.01)
+    assert round(sample.profiling.dram_active, 6) in trace_values(matmul, "DRAM_BW_UTIL", 0.01)
     # Bytes per second: DCGM's unit already; the trace holds MiB/s (integer bytes in DCGM).
-    assert any(abs(sample.profiling["pcie_tx_bytes_per_second"] - v) <= 1 for v in trace_values(matmul, "PCIE_TX_PER_SEC", MIB))
+    assert any(abs(sample.profiling.pcie_tx_bytes_per_second - v) <= 1 for v in trace_values(matmul, "PCIE_TX_PER_SEC", MIB))
     assert round(sample.gpu_utilization, 6) in trace_values(matmul, "util_gpu", 0.01)
     assert round(sample.power_watts, 6) in trace_values(matmul, "power_mw", 0.001)
     assert sample.memory_total_bytes == load_trace(matmul).samples[0]["mem_total"] // MIB * MIB
     assert sample.energy_joules is not None and sample.energy_joules >= 0
     assert sample.window_seconds == pytest.approx(0.1)  # DCGM updates at our watch interval here
-    assert set(sample.profiling) == {
+    assert set(sample.profiling.readings()) == {
         "graphics_active", "sm_active", "sm_occupancy", "tensor_active", "tensor_hmma_active", "tensor_imma_active", "tensor_dfma_active",
         "dram_active", "fp64_active", "fp32_active", "fp16_active", "integer_active",
         "pcie_tx_bytes_per_second", "pcie_rx_bytes_per_second", "nvlink_tx_bytes_per_second", "nvlink_rx_bytes_per_second",
@@ -98,7 +98,7 @@ def test_blank_values_are_missing_never_zero(engine_control):
         engine = engine_control.CONTROL.embedded[-1]
         first = dcgm.collect()[0]
         # Profiling ratios are blank until DCGM's second update: no profiling values, not zeros.
-        assert first.profiling == {} and not first.profiling_available
+        assert first.profiling.readings() == {} and not first.profiling_available
         engine.blank.update({(0, 155), (0, 1004)})
         engine.values[(0, 1002)] = 0.5
         engine.frozen_us = engine.now_us() + 2_000_000  # two updates done
@@ -107,9 +107,9 @@ def test_blank_values_are_missing_never_zero(engine_control):
     finally:
         dcgm.close()
     assert sample.power_watts is None and readings[155].status == "blank"  # DCGM_FP64_NOT_SUPPORTED
-    assert "tensor_active" not in sample.profiling and readings[1004].status == "blank"
+    assert sample.profiling.tensor_active is None and readings[1004].status == "blank"
     assert sample.memory_temperature_celsius is None and readings[140].status == "blank"  # DCGM_INT64_NOT_SUPPORTED: not in the trace
-    assert sample.profiling["sm_active"] == 0.5 and sample.profiling_available
+    assert sample.profiling.sm_active == 0.5 and sample.profiling_available
     assert sample.gpu_utilization is not None
 
 
@@ -156,8 +156,8 @@ def test_a_field_unknown_to_this_dcgm_is_left_out_and_the_rest_works(engine_cont
         sample = dcgm.collect()[0]
     finally:
         dcgm.close()
-    assert "integer_active" not in sample.profiling and "tensor_dfma_active" not in sample.profiling
-    assert "sm_active" in sample.profiling
+    assert sample.profiling.integer_active is None and sample.profiling.tensor_dfma_active is None
+    assert sample.profiling.sm_active is not None
 
 
 def test_profiling_refused_leaves_device_fields_working(engine_control, caplog):
@@ -172,7 +172,7 @@ def test_profiling_refused_leaves_device_fields_working(engine_control, caplog):
         dcgm.close()
     assert "DCGM_ST_IN_USE" in dcgm.profiling_refused and "Nsight" in caplog.text
     assert dcgm.profiling["GPU-fakedcgm-0-matmul_8192"].watched == frozenset()
-    assert sample.up and sample.gpu_utilization is not None and sample.profiling == {} and not sample.profiling_available
+    assert sample.up and sample.gpu_utilization is not None and sample.profiling.readings() == {} and not sample.profiling_available
 
 
 def test_host_engine_restart_turns_gpus_down_then_reconnects_with_backoff_and_no_stale_values(engine_control, caplog):
@@ -200,7 +200,7 @@ def test_host_engine_restart_turns_gpus_down_then_reconnects_with_backoff_and_no
         back = dcgm.collect()
         assert [s.up for s in back] == [True, True]
         # The new engine's profiling watch has not updated twice yet: nothing from before the restart is served.
-        assert back[0].profiling == {} and 1002 in engine.watched(0)
+        assert back[0].profiling.readings() == {} and 1002 in engine.watched(0)
         time.sleep(0.25)
         assert dcgm.collect()[0].profiling_available
     finally:
@@ -389,7 +389,7 @@ def test_only_the_profiling_fields_a_gpu_supports_are_watched(engine_control):
         sample = dcgm.collect()[0]
     finally:
         dcgm.close()
-    assert "nvlink_tx_bytes_per_second" not in sample.profiling and sample.profiling["sm_active"] > 0
+    assert sample.profiling.nvlink_tx_bytes_per_second is None and sample.profiling.sm_active > 0
 
 
 def test_before_hopper_one_pass_is_watched_by_default_so_no_zero_comes_from_multiplexing(engine_control):
@@ -404,7 +404,7 @@ def test_before_hopper_one_pass_is_watched_by_default_so_no_zero_comes_from_mult
         readings = []
         for _ in range(6):
             step(engine, 0.1)
-            readings.append(dcgm.collect()[0].profiling.get("sm_active"))
+            readings.append(dcgm.collect()[0].profiling.sm_active)
     finally:
         dcgm.close()
     assert all(value is not None and value > 0.5 for value in readings[1:]), readings
@@ -421,7 +421,7 @@ def test_the_multi_pass_option_watches_every_supported_field_and_then_zeros_can_
         readings = []
         for _ in range(8):
             step(engine, 0.1)
-            readings.append(dcgm.collect()[0].profiling.get("sm_active"))
+            readings.append(dcgm.collect()[0].profiling.sm_active)
     finally:
         dcgm.close()
     assert 0.0 in readings and any(value and value > 0.5 for value in readings), readings  # a busy GPU "idle" every other pass
@@ -471,7 +471,7 @@ def test_different_gpus_get_their_own_profiling_watch(engine_control):
     finally:
         dcgm.close()
     assert all(s.profiling_available for s in samples)
-    assert "nvlink_tx_bytes_per_second" in samples[0].profiling and "nvlink_tx_bytes_per_second" not in samples[1].profiling
+    assert samples[0].profiling.nvlink_tx_bytes_per_second is not None and samples[1].profiling.nvlink_tx_bytes_per_second is None
 
 
 def test_a_gpu_without_profiling_says_why_while_the_others_give_it(engine_control, caplog):
@@ -564,12 +564,12 @@ def test_a_pause_file_pauses_embedded_profiling_and_values_stay_missing_never_ze
         with caplog.at_level(logging.WARNING):
             paused = dcgm.collect()[0]
         assert engine.paused and "DCGM profiling paused" in caplog.text
-        assert paused.up and paused.profiling == {} and not paused.profiling_available and paused.gpu_utilization is not None
+        assert paused.up and paused.profiling.readings() == {} and not paused.profiling_available and paused.gpu_utilization is not None
         assert dcgm.readings()["GPU-fakedcgm-0-matmul_8192"][1002].status == "paused"
         pause.unlink()
         engine.frozen_us = int(time.time() * 1_000_000)  # DCGM's clock (embedded: this machine's) at the resume
         resumed = dcgm.collect()[0]
-        assert not engine.paused and resumed.profiling == {}  # the value at the resume may cover paused time
+        assert not engine.paused and resumed.profiling.readings() == {}  # the value at the resume may cover paused time
         engine.frozen_us = None  # DCGM's clock runs again: updates after the resume count
         time.sleep(0.25)
         assert dcgm.collect()[0].profiling_available
@@ -590,7 +590,7 @@ def test_standalone_pause_is_dcgmi_profile_pause_and_reads_missing(engine_contro
         sample = dcgm.collect()[0]
     finally:
         dcgm.close()
-    assert sample.up and sample.profiling == {}
+    assert sample.up and sample.profiling.readings() == {}
 
 
 def test_fields_dcgm_stops_watching_read_not_watched_and_the_watches_come_back(engine_control):
@@ -701,6 +701,6 @@ def test_answers_in_any_order_land_on_their_gpu_and_field(engine_control, trace_
         busy, idle = dcgm.collect()
     finally:
         dcgm.close()
-    assert round(busy.profiling["sm_active"], 6) in trace_values(trace_paths["matmul_8192"], "SM_UTIL", 0.01)
-    assert round(idle.profiling["sm_active"], 6) in trace_values(trace_paths["idle"], "SM_UTIL", 0.01)
+    assert round(busy.profiling.sm_active, 6) in trace_values(trace_paths["matmul_8192"], "SM_UTIL", 0.01)
+    assert round(idle.profiling.sm_active, 6) in trace_values(trace_paths["idle"], "SM_UTIL", 0.01)
     assert round(idle.gpu_utilization, 6) in trace_values(trace_paths["idle"], "util_gpu", 0.01)

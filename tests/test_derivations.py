@@ -11,7 +11,7 @@ import pytest
 from exporter.config import BottleneckThresholds, Config, MismatchThresholds, PeakOverride
 from exporter.derivations import BOTTLENECK_CLASSES, MISMATCH_RULES, derive
 from exporter.integrals import Integrator
-from exporter.sample import DeviceInfo, GpuSample, down_sample
+from exporter.sample import DeviceInfo, GpuSample, Profiling, down_sample
 from exporter.trace import load_trace, sample_from_record
 
 H200 = DeviceInfo(index=0, uuid="GPU-h200", name="NVIDIA H200", sm_count=132, max_sm_clock_mhz=1980, power_limit_watts=700)
@@ -33,7 +33,7 @@ def steady_samples(path, device: DeviceInfo = H200) -> list[GpuSample]:
 
 def synthetic(utilization: float | None, sm_clock: float | None = 1980, **profiling: float) -> GpuSample:
     return GpuSample(device=H200, timestamp=0.0, window_seconds=1.0, gpu_utilization=utilization, sm_clock_mhz=sm_clock,
-                     power_watts=500.0, profiling=dict(profiling), profiling_available="sm_active" in profiling)
+                     power_watts=500.0, profiling=Profiling(**profiling))
 
 
 def test_the_six_traces_cover_the_expected_workloads(trace_paths):
@@ -97,7 +97,7 @@ def test_the_clock_factor_is_what_makes_the_estimate_right(trace_paths):
     """Without the SM clock / max clock factor the power-capped matmul would read ~40 % high."""
     samples = steady_samples(trace_paths["matmul_8192"])
     truth = load_trace(trace_paths["matmul_8192"]).truth["tflops"] * 1e12
-    unclocked = statistics.median(s.profiling["tensor_active"] * 989.4e12 for s in samples)
+    unclocked = statistics.median(s.profiling.tensor_active * 989.4e12 for s in samples)
     assert unclocked > 1.3 * truth
 
 
@@ -278,7 +278,7 @@ def test_busy_idle_seconds_of_one_thread_on_one_sm(trace_paths):
 def test_busy_idle_is_the_integral_of_util_minus_sm_active(trace_paths):
     samples = steady_samples(trace_paths["matmul_8192_duty50"])
     totals = integrate(samples).totals[H200.uuid]
-    expected = sum(max(0.0, s.profiling["graphics_active"] - s.profiling["sm_active"]) * (s.timestamp - p.timestamp) for p, s in zip(samples, samples[1:]))
+    expected = sum(max(0.0, s.profiling.graphics_active - s.profiling.sm_active) * (s.timestamp - p.timestamp) for p, s in zip(samples, samples[1:]))
     assert totals.busy_idle_sm_seconds == pytest.approx(expected)
     assert totals.busy_idle_sm_seconds > 0
 

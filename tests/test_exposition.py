@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import gzip
 import math
 import subprocess
+import zlib
 from collections import Counter, defaultdict
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter import exposition
+from exporter import poller as poller_module
 from exporter.backends.base import Backend
 from exporter.backends.replay import ReplayBackend
 from exporter.config import Config
 from exporter.derivations import BOTTLENECK_CLASSES
-from exporter.exposition import CONTENT_TYPE, GPU_METRICS, Exposition, number, render
+from exporter.exposition import CONTENT_TYPE, Exposition, number, render
+from exporter.metrics import METRICS
 from exporter.poller import Poller, Snapshot
-from exporter.sample import DeviceInfo, GpuSample, down_sample
+from exporter.sample import DeviceInfo, GpuSample, Profiling, down_sample
 from exporter.trace import load_trace
 
 PROMTOOL = "/usr/bin/promtool"
@@ -29,6 +33,12 @@ SELF_METRICS = {
     "gpueff_collect_stale",
     "gpueff_last_collect_success_timestamp_seconds",
     "gpueff_snapshot_age_seconds",
+    "process_cpu_seconds_total",
+    "process_resident_memory_bytes",
+    "process_virtual_memory_bytes",
+    "process_open_fds",
+    "process_max_fds",
+    "process_start_time_seconds",
 }
 
 
@@ -152,7 +162,7 @@ def test_every_gpu_series_carries_gpu_and_uuid_labels(trace_paths):
     uuids = {str(state.sample.device.index): state.sample.device.uuid for state in snapshot.gpus}
     names = set()
     for sample in series(text):
-        assert sample.name.startswith("gpueff_")
+        assert sample.name.startswith("gpueff_") or sample.name in SELF_METRICS
         if sample.name in SELF_METRICS:
             assert "gpu" not in sample.labels
             continue
@@ -281,12 +291,14 @@ def test_the_body_is_rendered_only_when_the_snapshot_changes(trace_paths, monkey
         return render(snapshot, stale)
 
     monkeypatch.setattr(exposition, "render", counting_render)
+    monkeypatch.setattr(poller_module, "render", counting_render)
     clock = FakeClock()
     backend = ReplayBackend([load_trace(trace_paths["spin_1sm"])], clock=clock)
     poller = Poller(backend, Config(), clock=clock)
     backend.start()
     served_by = Exposition(lambda: poller.snapshot, clock=clock)
     poller.poll_once()
+    assert calls == [(1, False)]  # rendered by the poller, right after its poll
     bodies = [served_by.body() for _ in range(5)]
     assert calls == [(1, False)]
     assert len({body.split(b"gpueff_snapshot_age_seconds ")[0] for body in bodies}) == 1
@@ -306,9 +318,9 @@ def test_the_body_is_rendered_only_when_the_snapshot_changes(trace_paths, monkey
 
 
 def test_every_declared_metric_has_help_and_a_known_type():
-    for metric in GPU_METRICS:
-        assert metric.name.startswith("gpueff_") and metric.help and metric.kind in {"gauge", "counter"}
-        assert (metric.kind == "counter") == metric.name.endswith("_total"), metric.name
+    for metric in METRICS:
+        assert metric.name.startswith("gpueff_" if metric.scope != "process" else "process_") and metric.help and metric.type in {"gauge", "counter", "summary"}
+        assert (metric.type == "counter") == metric.name.endswith("_total"), metric.name
     assert CONTENT_TYPE == "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -319,8 +331,7 @@ def test_every_nvml_reading_renders_in_base_units():
                        temperature_celsius=60, memory_temperature_celsius=70, sm_clock_mhz=1455, memory_clock_mhz=2619, memory_used_bytes=2**30,
                        memory_total_bytes=80 * 2**30, memory_reserved_bytes=2**28, clock_event_reasons=0x4 | 0x40, ecc_corrected_errors=3, ecc_uncorrected_errors=0,
                        remapped_rows_correctable=2, remapped_rows_uncorrectable=0, remapped_rows_pending=False, remapped_rows_failure=True, xid_errors={79: 1, 13: 4},
-                       process_count=2, process_memory_bytes=2**29, profiling={"sm_active": 0.4, "tensor_active": 0.3, "nvlink_tx_bytes_per_second": 1e9},
-                       profiling_available=True)
+                       process_count=2, process_memory_bytes=2**29, profiling=Profiling(sm_active=0.4, tensor_active=0.3, nvlink_tx_bytes_per_second=1e9))
     text = render(bare_snapshot(sample)).decode()
     promtool_check(text)
     values = {(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k not in {"gpu", "uuid"}))): s.value for s in series(text)}
@@ -343,3 +354,27 @@ def test_every_nvml_reading_renders_in_base_units():
     assert value("gpueff_nvlink_tx_bytes_per_second") == 1e9
     assert value("gpueff_estimated_tensor_flops_per_second") == pytest.approx(0.3 * 989.4e12 * 1455 / 1980)
     assert ("gpueff_nvlink_rx_bytes_per_second", ()) not in values and ("gpueff_dram_active_ratio", ()) not in values
+
+
+def test_a_gzip_scrape_gets_the_same_text_and_the_poller_compresses_from_then_on(trace_paths):
+    clock = FakeClock()
+    backend = ReplayBackend([load_trace(path) for path in trace_paths.values()], clock=clock)
+    poller = Poller(backend, Config(), clock=clock)
+    backend.start()
+    served_by = Exposition(lambda: poller.snapshot, clock=clock, on_gzip=poller.compress_bodies)
+    first = poller.poll_once()
+    assert first.body_gzip is None  # nobody asked for gzip yet: nothing compressed
+    clock.now += 0.25
+    zipped = served_by.payload(gzip=True)
+    assert zipped.encoding == "gzip" and gzip.decompress(b"".join(zipped.parts)).decode() == served_by.body().decode()
+    clock.now += 0.5
+    second = poller.poll_once()
+    assert second.body_gzip is not None  # a scrape asked: the poller compresses each poll's body now
+    clock.now += 0.125
+    payload = served_by.payload(gzip=True)
+    text = zlib.decompress(b"".join(payload.parts), wbits=31).decode()
+    assert text == second.body.decode() + "# HELP gpueff_snapshot_age_seconds Age of the served data: seconds since the last poll finished.\n# TYPE gpueff_snapshot_age_seconds gauge\ngpueff_snapshot_age_seconds 0.125\n"
+    assert payload.length < len(second.body) / 4
+    clock.now += 60  # stale: rendered again as down, and compressed once
+    stale = served_by.payload(gzip=True)
+    assert b"gpueff_collect_stale 1" in gzip.decompress(b"".join(stale.parts))

@@ -49,9 +49,9 @@ def test_mig_devices_are_devices_of_their_own(fake) -> None:
         backend.close()
     record = nvml.record(1)
     assert busy.up and busy.gpu_utilization is None  # no coarse utilization on MIG
-    assert busy.profiling["sm_active"] == pytest.approx(record["SM_UTIL"] / 100)
-    assert busy.profiling["graphics_active"] == pytest.approx(record["GRAPHICS_UTIL"] / 100)
-    assert idle.profiling["sm_active"] == pytest.approx(nvml.record(2)["SM_UTIL"] / 100)
+    assert busy.profiling.sm_active == pytest.approx(record["SM_UTIL"] / 100)
+    assert busy.profiling.graphics_active == pytest.approx(record["GRAPHICS_UTIL"] / 100)
+    assert idle.profiling.sm_active == pytest.approx(nvml.record(2)["SM_UTIL"] / 100)
     assert [p.pid for p in busy.processes] == [4242]
     assert nvml.calls["nvmlGpmMigSampleGet"] == 4 and nvml.calls["nvmlDeviceRegisterEvents"] == 1
 

@@ -16,7 +16,8 @@ from exporter.backends.base import BackendUnavailable
 from exporter.backends.nvml import REINIT_BACKOFF, NvmlBackend
 from exporter.config import load_config
 from exporter.exposition import Exposition
-from exporter.gpm import GPM_METRICS, MIB
+from exporter.gpm import GPM_METRICS
+from exporter.metrics import MIB
 from exporter.poller import Poller
 from exporter.trace import load_trace, parse_trace
 from exporter.web import WebServer
@@ -75,21 +76,21 @@ def test_gpm_values_equal_the_trace(traces, workload):
         sample = backend.collect()[0]
         record = fake.record(0)
         assert sample.profiling_available and sample.window_seconds == pytest.approx(0.5)
-        assert set(sample.profiling) == {metric.key for metric in GPM_METRICS}
+        assert set(sample.profiling.readings()) == {metric.key for metric in GPM_METRICS}
         for metric in GPM_METRICS:
             expected = record[metric.name] / 100 if metric.scale == 0.01 else record[metric.name] * MIB
-            assert sample.profiling[metric.key] == pytest.approx(min(expected, 1.0) if metric.scale == 0.01 else expected, rel=1e-12), metric.name
+            assert sample.profiling.readings()[metric.key] == pytest.approx(min(expected, 1.0) if metric.scale == 0.01 else expected, rel=1e-12), metric.name
     backend.close()
 
 
 def test_first_poll_primes_and_polls_under_100ms_apart_give_no_profiling(traces):
     backend, fake, clock = started([traces["matmul_8192"]])
     first = backend.collect()[0]
-    assert first.up and first.profiling == {} and not first.profiling_available
+    assert first.up and first.profiling.readings() == {} and not first.profiling_available
     for gap in (0.05, 0.099):  # after the primed sample: neither is more than 100 ms
         clock.now = 1000.0 + gap
         sample = backend.collect()[0]
-        assert sample.up and sample.profiling == {} and not sample.profiling_available
+        assert sample.up and sample.profiling.readings() == {} and not sample.profiling_available
     assert fake.calls["nvmlGpmSampleGet"] == 1 and fake.calls["nvmlGpmMetricsGet"] == 0
     clock.now = 1000.15
     sample = backend.collect()[0]
@@ -104,9 +105,9 @@ def test_a_failed_metric_is_absent_not_zero(traces):
     backend.collect()
     clock.advance(1)
     sample = backend.collect()[0]
-    assert "dram_active" not in sample.profiling and "nvlink_tx_bytes_per_second" not in sample.profiling
-    assert sample.profiling["sm_occupancy"] == pytest.approx(0.80, abs=0.01) and sample.profiling_available
-    assert len(sample.profiling) == len(GPM_METRICS) - 2
+    assert sample.profiling.dram_active is None and sample.profiling.nvlink_tx_bytes_per_second is None
+    assert sample.profiling.sm_occupancy == pytest.approx(0.80, abs=0.01) and sample.profiling_available
+    assert len(sample.profiling.readings()) == len(GPM_METRICS) - 2
     backend.close()
 
 
@@ -115,7 +116,7 @@ def test_without_sm_activity_profiling_is_not_available(traces):
     backend.collect()
     clock.advance(1)
     sample = backend.collect()[0]
-    assert not sample.profiling_available and "sm_active" not in sample.profiling and "dram_active" in sample.profiling
+    assert not sample.profiling_available and sample.profiling.sm_active is None and sample.profiling.dram_active is not None
     backend.close()
 
 
@@ -127,7 +128,7 @@ def test_pre_hopper_gpu_has_no_profiling_and_says_why(traces, caplog):
             samples = backend.collect()
             clock.advance(1)
     assert samples[0].up and samples[0].gpu_utilization == 1.0
-    assert not samples[0].profiling_available and samples[0].profiling == {}
+    assert not samples[0].profiling_available and samples[0].profiling.readings() == {}
     assert samples[1].profiling_available  # the Hopper beside it is unaffected
     assert fake.device_calls["nvmlGpmSampleGet", 0] == 0 and fake.calls["nvmlGpmSampleAlloc"] == 2
     assert any("GPU 0 (NVIDIA A100-SXM4-80GB) has no GPM" in message and "DCGM" in message for message in caplog.messages)
@@ -141,7 +142,7 @@ def test_gpm_refused_names_the_fix(traces, caplog):
         for _ in range(4):
             samples = backend.collect()
             clock.advance(1)
-    assert samples[0].up and not samples[0].profiling_available and samples[0].profiling == {}
+    assert samples[0].up and not samples[0].profiling_available and samples[0].profiling.readings() == {}
     assert samples[1].profiling_available
     assert fake.device_calls["nvmlGpmSampleGet", 0] == 1  # refused once, not asked again
     refusals = [message for message in caplog.messages if "GPM sampling was refused" in message]
@@ -234,7 +235,7 @@ def test_lost_gpu_goes_down_alone_and_comes_back_after_reinit(traces):
         samples = backend.collect()
     assert [(sample.device.index, sample.up) for sample in samples] == [(0, True), (1, True), (2, True)]
     assert samples[1].device.uuid == "GPU-fake-1-spin_1sm" and samples[1].profiling_available
-    assert samples[1].profiling["sm_active"] == pytest.approx(fake.record(1)["SM_UTIL"] / 100)
+    assert samples[1].profiling.sm_active == pytest.approx(fake.record(1)["SM_UTIL"] / 100)
     assert backend.errors_total == 1
     assert len(fake.gpm_samples) == 6  # GPM samples of the old handles were freed
     backend.close()

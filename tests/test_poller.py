@@ -205,7 +205,7 @@ class BuggyReplay(ReplayBackend):
     def collect(self):
         samples = super().collect()
         if self.buggy:
-            samples[0].profiling["tensor_active"] = "0.9"
+            samples[0].profiling = dataclasses.replace(samples[0].profiling, tensor_active="0.9")
         return samples
 
 

@@ -73,9 +73,9 @@ def test_a_recording_loads_and_replays_the_same_values(tmp_path, traces):
         replayed = replay.collect()[0]
         for attribute in COMPARED:
             assert getattr(replayed, attribute) == pytest.approx(getattr(reading, attribute), rel=1e-9), attribute
-        assert replayed.profiling.keys() == reading.profiling.keys() == {metric.key for metric in GPM_METRICS}
-        for key, value in reading.profiling.items():
-            assert replayed.profiling[key] == pytest.approx(value, rel=1e-9), key
+        assert replayed.profiling.readings().keys() == reading.profiling.readings().keys() == {metric.key for metric in GPM_METRICS}
+        for key, value in reading.profiling.readings().items():
+            assert replayed.profiling.readings()[key] == pytest.approx(value, rel=1e-9), key
         assert replayed.profiling_available and replayed.device.name == reading.device.name
     # ... and what was recorded is what the GPU played: the source trace's own numbers.
     for reading, record in zip(readings, trace.samples):
@@ -101,7 +101,7 @@ def test_a_gpu_without_gpm_records_null_profiling_that_replays_as_unavailable(tm
     replay = ReplayBackend([trace])
     replay.start()
     sample = replay.collect()[0]
-    assert sample.device.name == "NVIDIA A100-SXM4-80GB" and not sample.profiling_available and sample.profiling == {}
+    assert sample.device.name == "NVIDIA A100-SXM4-80GB" and not sample.profiling_available and sample.profiling.readings() == {}
 
 
 def test_cli_record_writes_a_trace(tmp_path, traces, monkeypatch, restore_logging):

@@ -40,9 +40,9 @@ def test_gpus_are_numbered_in_the_order_given(trace_paths, clock):
     assert backend.replayed and backend.name == "replay"
     samples = backend.collect()
     assert [sample.device for sample in samples] == devices
-    assert samples[0].gpu_utilization == 1.0 and samples[0].profiling["sm_active"] < 0.01
+    assert samples[0].gpu_utilization == 1.0 and samples[0].profiling.sm_active < 0.01
     assert samples[1].gpu_utilization == 0.0
-    assert samples[2].profiling["dram_active"] > 0.8
+    assert samples[2].profiling.dram_active > 0.8
 
 
 def test_the_sample_is_chosen_by_time(trace_paths, clock):
@@ -67,7 +67,7 @@ def test_the_first_sample_is_served_right_after_start(trace_paths, clock):
     backend = ReplayBackend([trace], clock=clock)
     backend.start()
     [sample] = backend.collect()
-    assert sample.profiling["sm_active"] == pytest.approx(trace.steady_samples[0]["SM_UTIL"] / 100)  # the warm-up sample is skipped
+    assert sample.profiling.sm_active == pytest.approx(trace.steady_samples[0]["SM_UTIL"] / 100)  # the warm-up sample is skipped
 
 
 def test_replay_loops_after_the_trace_duration(trace_paths, clock):

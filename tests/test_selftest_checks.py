@@ -4,12 +4,13 @@ holds each workload's own figure) and by tampered copies of them."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from exporter.config import Config, parse_config
-from exporter.sample import DeviceInfo, GpuSample
+from exporter.sample import DeviceInfo, GpuSample, Profiling
 from exporter.selftest.checks import CheckResult, Reading, check_readings, exit_code, window_mean
 from exporter.selftest.command import readings_from_trace
 from exporter.selftest.table import render
@@ -79,7 +80,7 @@ def test_idle_readings_labelled_as_a_matmul_fail_class_and_flops(readings):
 def test_a_spin_read_as_two_sms_fails_the_sm_check(readings):
     samples = copy.deepcopy(readings["spin_1sm"].samples)
     for sample in samples:
-        sample.profiling["sm_active"] *= 2
+        sample.profiling = dataclasses.replace(sample.profiling, sm_active=sample.profiling.sm_active * 2)
     results = check_readings([Reading("spin_1sm", samples)], Config())
     assert failed(results) == {("spin_1sm", "SM activity")}
 
@@ -135,7 +136,7 @@ def test_one_warp_on_every_sm_reads_as_latency_bound():
     """No trace of it was recorded: a reading with GPU_FACTS' H200 figures (SM 99.96 %, occupancy 1.56 %)."""
     device = DeviceInfo(index=0, uuid="GPU-x", name="NVIDIA H200", sm_count=132, max_sm_clock_mhz=1980)
     profiling = {"sm_active": 0.9996, "sm_occupancy": 0.0156, "tensor_active": 0.0, "dram_active": 0.0, "fp32_active": 0.0, "integer_active": 0.01}
-    samples = [GpuSample(device=device, timestamp=t * 0.5, window_seconds=0.5, gpu_utilization=1.0, sm_clock_mhz=1980, profiling=dict(profiling)) for t in range(8)]
+    samples = [GpuSample(device=device, timestamp=t * 0.5, window_seconds=0.5, gpu_utilization=1.0, sm_clock_mhz=1980, profiling=Profiling(**profiling)) for t in range(8)]
     results = check_readings([Reading("warp_every_sm", samples)], Config())
     assert [(r.check, r.measured, r.passed) for r in results] == [("bottleneck class", "latency (8/8 samples)", True), ("class stability", "100% of 6 samples, 0 changes", True), ("mismatch", "none", True)]
 

@@ -184,10 +184,10 @@ def test_sample_from_record_converts_units():
     assert sample.temperature_celsius == 40 and sample.sm_clock_mhz == 1455 and sample.memory_total_bytes == 1024
     assert sample.clock_event_reasons == 5 and isinstance(sample.clock_event_reasons, int)
     assert sample.memory_used_bytes is None  # absent stays absent, never 0
-    assert sample.profiling["sm_active"] == pytest.approx(0.0076)
-    assert sample.profiling["sm_occupancy"] == 1.0  # clamped
-    assert sample.profiling["pcie_tx_bytes_per_second"] == 2 * 1024 * 1024
-    assert "dram_active" not in sample.profiling  # null = not supported
+    assert sample.profiling.sm_active == pytest.approx(0.0076)
+    assert sample.profiling.sm_occupancy == 1.0  # clamped
+    assert sample.profiling.pcie_tx_bytes_per_second == 2 * 1024 * 1024
+    assert sample.profiling.dram_active is None  # null = not supported
     assert sample.profiling_available
 
 

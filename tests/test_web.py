@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import http.client
 import socket
 import struct
@@ -344,3 +345,18 @@ def test_the_server_answers_any_bytes_with_a_status_line_or_a_close_and_keeps_se
     answer = raw_exchange(web.port, data)
     assert answer == b"" or answer.startswith(b"HTTP/1.1 ") or answer.startswith(b"HTTP/1.0 400"), answer[:100]
     assert request(web.port, "GET", "/-/healthy")[0] == 200
+
+
+def test_a_real_scrape_with_gzip_decompresses_to_the_plain_text(server):
+    web, _ = server
+    connection = http.client.HTTPConnection("127.0.0.1", web.port, timeout=5)
+    try:
+        connection.request("GET", "/metrics", headers={"Accept-Encoding": "gzip"})
+        response = connection.getresponse()
+        zipped = response.read()
+        assert response.status == 200 and response.getheader("Content-Encoding") == "gzip" and int(response.getheader("Content-Length")) == len(zipped)
+        connection.request("GET", "/metrics")
+        text = connection.getresponse().read()
+    finally:
+        connection.close()
+    assert gzip.decompress(zipped).split(b"gpueff_snapshot_age_seconds ")[0] == text.split(b"gpueff_snapshot_age_seconds ")[0]

@@ -7,7 +7,7 @@ import pytest
 
 from exporter.config import BottleneckThresholds, Config
 from exporter.derivations import derive
-from exporter.sample import DeviceInfo, GpuSample
+from exporter.sample import DeviceInfo, GpuSample, Profiling
 from exporter.taxonomy import CLASS_NAMES, COUNTER_CHECKS, WHAT_TO_TRY, implausible_checks
 from exporter.window import WindowState, WindowStates
 
@@ -17,7 +17,7 @@ IDLE = {"graphics_active": 0.0, "sm_active": 0.0, "sm_occupancy": 0.0, "tensor_a
 
 
 def window(t: float, utilization: float | None = 1.0, clock: float = 1980, power: float = 500, seconds: float = 1.0, **profiling: float) -> GpuSample:
-    return GpuSample(device=H100, timestamp=t, window_seconds=seconds, gpu_utilization=utilization, sm_clock_mhz=clock, power_watts=power, profiling=dict(profiling), profiling_available="sm_active" in profiling)
+    return GpuSample(device=H100, timestamp=t, window_seconds=seconds, gpu_utilization=utilization, sm_clock_mhz=clock, power_watts=power, profiling=Profiling(**profiling))
 
 
 def test_utilization_is_the_windows_engine_activity_and_nvidia_smis_figure_is_kept_apart():

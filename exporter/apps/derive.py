@@ -76,7 +76,7 @@ def gpu_figures(app: AppConfig, samples: Sequence[GpuSample], timestamp: float, 
         timestamp=timestamp,
         gpus=tuple(sample.device for sample in selected),
         power_watts=_sum([sample.power_watts if sample.up else None for sample in selected]),
-        sm_active=_sum([sample.profiling.get("sm_active") if sample.up else None for sample in selected]),
+        sm_active=_sum([sample.profiling.sm_active if sample.up else None for sample in selected]),
         peak_flops=_sum(peak_values),
     )
 

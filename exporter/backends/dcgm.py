@@ -45,7 +45,8 @@ from exporter.backends.dcgm_profiling import GpuProfiling
 from exporter.backends.dcgm_resolve import ResolvedField, resolve_fields
 from exporter.backends.dcgm_session import DcgmSession
 from exporter.backends.dcgm_xid import XidCounter
-from exporter.sample import ACTIVITY_METRICS, DeviceInfo, GpuSample, down_sample
+from exporter.metrics import PROFILING_RATIOS
+from exporter.sample import DeviceInfo, GpuSample, Profiling, down_sample
 
 log = logging.getLogger(__name__)
 
@@ -379,6 +380,7 @@ class DcgmBackend(Backend):
     def _sample(self, gpu: _Gpu, values: list[Any], now: float) -> GpuSample:
         assert self._decode is not None
         sample = GpuSample(device=gpu.info, timestamp=now)
+        profiling: dict[str, float] = {}
         for raw in values:
             resolved = self._by_id.get(raw.fieldId)
             if resolved is None:
@@ -401,7 +403,7 @@ class DcgmBackend(Backend):
             if spec.target.startswith("profiling:"):
                 key = spec.target.split(":", 1)[1]
                 scaled = max(0.0, number * spec.scale)
-                sample.profiling[key] = min(scaled, 1.0) if key in ACTIVITY_METRICS else scaled
+                profiling[key] = min(scaled, 1.0) if key in PROFILING_RATIOS else scaled
                 if raw.fieldId == SM_ACTIVE_ID:
                     sample.window_seconds = gpu.clocks.window(SM_ACTIVE_ID, self.collect_interval)
             elif spec.target in BOOLEAN_TARGETS:
@@ -411,7 +413,7 @@ class DcgmBackend(Backend):
             else:
                 setattr(sample, spec.target, number * spec.scale)
         sample.xid_errors = self._xid.counts(gpu.info.uuid)
-        sample.profiling_available = "sm_active" in sample.profiling
+        sample.profiling = Profiling(**profiling)
         return sample
 
     def _stale_limit(self, cadence: str) -> float:

@@ -19,7 +19,7 @@ from typing import Any
 
 from exporter.backends.base import Backend, BackendUnavailable
 from exporter.gpm import GPM_METRICS, to_sample_unit
-from exporter.sample import DeviceInfo, GpuProcess, GpuSample, ProcessUtilization, down_sample
+from exporter.sample import DeviceInfo, GpuProcess, GpuSample, ProcessUtilization, Profiling, down_sample
 
 log = logging.getLogger(__name__)
 
@@ -440,14 +440,15 @@ class NvmlBackend(Backend):
         request = gpu.gpm_request
         request.sample1, request.sample2 = previous, current
         nvml.nvmlGpmMetricsGet(request)
+        profiling = {}
         for slot, metric in enumerate(GPM_METRICS):
             result = request.metrics[slot]
             if result.nvmlReturn == nvml.NVML_SUCCESS:
-                sample.profiling[metric.key] = to_sample_unit(metric, result.value)
+                profiling[metric.key] = to_sample_unit(metric, result.value)
             else:
                 self._log_once(f"gpmmetric-{gpu.info.uuid}-{metric.name}", logging.INFO, "GPU %d: GPM metric %s is not available (NVML return code %d); it is not exported", gpu.info.index, metric.name, result.nvmlReturn)
         sample.window_seconds = now - previous_time
-        sample.profiling_available = "sm_active" in sample.profiling
+        sample.profiling = Profiling(**profiling)
 
     def _process_name(self, pid: int) -> str:
         """NVML's name of a process; "" where it cannot be read (it exited, or lives in another PID namespace)."""

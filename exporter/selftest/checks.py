@@ -115,7 +115,7 @@ def _check_one_sm(expectation: Expectation, samples: list[GpuSample]) -> CheckRe
         return CheckResult(expectation.workload, "SM activity", "1/SM-count", "SM count unknown", False)
     target = 1 / sm_count
     expected = f"{target:.2%} (1/{sm_count}) ±{ONE_SM_TOLERANCE:.0%}"
-    values = [sample.profiling["sm_active"] for sample in samples if "sm_active" in sample.profiling]
+    values = [sample.profiling.sm_active for sample in samples if sample.profiling.sm_active is not None]
     if not values:
         return CheckResult(expectation.workload, "SM activity", expected, "not available", False)
     median = statistics.median(values)

@@ -1,0 +1,245 @@
+"""The metric catalogue: every metric the daemon exports, defined once, as data.
+
+A row says what Prometheus sees (name, type, unit, labels, HELP) and where each value comes from:
+the reading it renders (a path on a GpuState, e.g. ``sample.profiling.sm_active``), and that
+reading's sources (the GPM metric id and scale, the DCGM field id(s) and scale, the trace key) and
+the backends that give it. ``gpm.py``, ``backends/dcgm_field_table.py``, the trace format's keys,
+the exposition's families and the README's metrics reference all follow this table, and
+tests/test_metrics.py fails when any of them drifts from it.
+
+Adding a metric: one row here (plus, for a new profiling reading, one typed field in
+``sample.Profiling``, which the test checks), and its line in the README's metrics reference.
+This module is declarative: it imports nothing of the project's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MIB = 1024 * 1024
+
+# Metric types.
+GAUGE, COUNTER, SUMMARY = "gauge", "counter", "summary"
+# Scopes: which series a row renders and which labels they carry before the row's own.
+GPU, POD, HOLDER, APP, EXPORTER, PROCESS = "gpu", "pod", "holder", "app", "exporter", "process"
+SCOPE_LABELS = {GPU: ("gpu", "uuid"), POD: ("gpu", "uuid"), HOLDER: ("gpu", "uuid"), APP: ("app",), EXPORTER: (), PROCESS: ()}
+# Backends.
+NVML, DCGM, REPLAY = "nvml", "dcgm", "replay"
+ALL = frozenset({NVML, DCGM, REPLAY})
+# DCGM watch cadences: FAST at the collect interval, SLOW at slow_collect_interval (costly driver
+# calls), PROFILING at the collect interval in its own field group (it may be refused while the rest
+# works), EVENT like FAST but a new timestamp means a new event, STATIC read once at start.
+FAST, SLOW, PROFILING, EVENT, STATIC = "fast", "slow", "profiling", "event", "static"
+
+
+@dataclass(frozen=True, slots=True)
+class Gpm:
+    name: str  # NVML_GPM_METRIC_<name>; also the key in a gpu-trace/1 sample
+    metric_id: int
+    scale: float  # NVML's unit -> the sample's (percent -> ratio, MiB/s -> bytes/s)
+
+
+@dataclass(frozen=True, slots=True)
+class Dcgm:
+    field_id: int  # DCGM's stable ABI
+    names: str  # the names DCGM has given the field over time, newest first, space-separated
+    scale: float  # DCGM's unit -> the sample's
+    cadence: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """One value a metric renders, and where it comes from."""
+
+    path: str  # attribute path on a GpuState: sample.<field>, sample.profiling.<field>, sample.device.<field>, derived.<field>, totals.<field>
+    label: str = ""  # the value of the metric's own label this reading feeds (type="corrected"); "" where the row has one reading
+    gpm: Gpm | None = None
+    dcgm: Dcgm | None = None
+    trace: tuple[str, float] | None = None  # gpu-trace/1 sample key and its scale to the sample's unit (GPM readings use gpm)
+
+    @property
+    def field(self) -> str:
+        """The last part of the path: the attribute that holds the value."""
+        return self.path.rsplit(".", 1)[1]
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    name: str
+    type: str
+    unit: str  # the base unit the name ends in ("" for counts, states and info series)
+    help: str
+    scope: str = GPU
+    readings: tuple[Reading, ...] = ()
+    labels: tuple[str, ...] = ()  # the row's own labels, after its scope's
+    scale: float = 1.0  # the reading's unit -> the exported one (MHz -> Hz)
+    backends: frozenset[str] = ALL  # the backends that can give it (for derived rows: where its inputs exist)
+    when_down: bool = False  # a GPU row also rendered for a GPU that is down
+
+
+def _r(path: str, **sources: object) -> tuple[Reading, ...]:
+    return (Reading(path, **sources),)  # type: ignore[arg-type]
+
+
+def _ratio(field: str, name: str, gpm: Gpm, dcgm: Dcgm, help_text: str) -> Metric:
+    """A profiling activity: a ratio 0..1 over the sample window, in sample.profiling.<field>."""
+    return Metric(name, GAUGE, "ratio", help_text, readings=_r(f"sample.profiling.{field}", gpm=gpm, dcgm=dcgm))
+
+
+def _rate(field: str, name: str, gpm: Gpm, dcgm: Dcgm, help_text: str) -> Metric:
+    """A profiling interconnect rate: bytes per second over the sample window."""
+    return Metric(name, GAUGE, "bytes_per_second", help_text, readings=_r(f"sample.profiling.{field}", gpm=gpm, dcgm=dcgm))
+
+
+NVML_ONLY = frozenset({NVML})
+NOT_REPLAY = frozenset({NVML, DCGM})
+NOT_DCGM = frozenset({NVML, REPLAY})
+
+METRICS: tuple[Metric, ...] = (
+    # ---- identity and health, per GPU ----
+    Metric("gpueff_gpu_up", GAUGE, "", "1 if the GPU was read in the last poll, 0 if it is lost, unreadable or the data is stale.", readings=_r("sample.up"), when_down=True),
+    Metric("gpueff_gpu_info", GAUGE, "", "GPU identity: model, driver, PCI bus id, and the replayed trace (empty for a live GPU). Always 1.", labels=("model", "driver", "pci_bus_id", "trace"), readings=_r("sample.device"), when_down=True),
+    Metric("gpueff_mig_device_info", GAUGE, "", "A MIG device, exported like a GPU under its own MIG uuid (gpu is its physical GPU's index): the physical GPU's uuid and the GPU instance id. Always 1.", labels=("parent_uuid", "gpu_instance"), readings=_r("sample.device"), backends=NVML_ONLY, when_down=True),
+    Metric("gpueff_profiling_available", GAUGE, "", "1 if SM activity and the other profiling metrics (GPM or DCGM) are read on this GPU, 0 if not (pre-Hopper without DCGM, or profiling restricted to admin).", readings=_r("sample.profiling_available")),
+    # ---- coarse device readings ----
+    Metric("gpueff_gpu_utilization_ratio", GAUGE, "ratio", "Coarse utilization over the poll window: share of the window any kernel ran (one thread on one SM reads 1; not SM activity). The engine activity GPM GRAPHICS_UTIL / DCGM 1001 where profiling is read (nvidia-smi's quantity, averaged over the window every other figure covers); NVML's figure where it is not. Every derived figure uses this one.",
+           readings=_r("derived.busy")),
+    Metric("gpueff_gpu_utilization_instant_ratio", GAUGE, "ratio", "NVML utilization as nvidia-smi shows it: the driver's latest ~200 ms sample at the poll, not a mean over the poll window (under a duty-cycled load it swings while the window's figure holds).",
+           readings=_r("sample.gpu_utilization", dcgm=Dcgm(203, "DCGM_FI_DEV_GPU_UTIL_RATIO DCGM_FI_DEV_GPU_UTIL", 0.01, FAST), trace=("util_gpu", 0.01))),
+    Metric("gpueff_memory_utilization_ratio", GAUGE, "ratio", "Coarse NVML memory utilization: share of time device memory was read or written.",
+           readings=_r("sample.memory_utilization", dcgm=Dcgm(204, "DCGM_FI_DEV_MEM_COPY_UTIL", 0.01, FAST), trace=("util_mem", 0.01))),
+    Metric("gpueff_power_watts", GAUGE, "watts", "Power draw in watts.",
+           readings=_r("sample.power_watts", dcgm=Dcgm(155, "DCGM_FI_DEV_BOARD_POWER_WATTS DCGM_FI_DEV_POWER_USAGE", 1, FAST), trace=("power_mw", 0.001))),
+    Metric("gpueff_power_limit_watts", GAUGE, "watts", "Enforced power limit in watts.", readings=_r("sample.device.power_limit_watts")),
+    Metric("gpueff_energy_joules_total", COUNTER, "joules", "Energy consumed in joules (NVML counter since driver load; on replay, recorded power integrated over replay time). Read at the slow cadence.",
+           readings=_r("sample.energy_joules", dcgm=Dcgm(156, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 0.001, SLOW))),
+    Metric("gpueff_temperature_celsius", GAUGE, "celsius", "GPU core temperature in degrees Celsius.",
+           readings=_r("sample.temperature_celsius", dcgm=Dcgm(150, "DCGM_FI_DEV_GPU_TEMP_CELSIUS DCGM_FI_DEV_GPU_TEMP", 1, FAST), trace=("temp_c", 1))),
+    Metric("gpueff_memory_temperature_celsius", GAUGE, "celsius", "GPU memory (HBM) temperature in degrees Celsius.",
+           readings=_r("sample.memory_temperature_celsius", dcgm=Dcgm(140, "DCGM_FI_DEV_MEMORY_TEMP_CELSIUS DCGM_FI_DEV_MEMORY_TEMP", 1, SLOW)), backends=NOT_REPLAY),
+    Metric("gpueff_sm_clock_hertz", GAUGE, "hertz", "Current SM clock in hertz.", scale=1e6,
+           readings=_r("sample.sm_clock_mhz", dcgm=Dcgm(100, "DCGM_FI_DEV_SM_CLOCK", 1, FAST), trace=("sm_clock_mhz", 1))),
+    Metric("gpueff_sm_clock_max_hertz", GAUGE, "hertz", "Maximum SM clock in hertz.", scale=1e6,
+           readings=_r("sample.device.max_sm_clock_mhz", dcgm=Dcgm(113, "DCGM_FI_DEV_MAX_SM_CLOCK", 1, STATIC))),
+    Metric("gpueff_memory_clock_hertz", GAUGE, "hertz", "Current memory clock in hertz.", scale=1e6,
+           readings=_r("sample.memory_clock_mhz", dcgm=Dcgm(101, "DCGM_FI_DEV_MEM_CLOCK", 1, FAST), trace=("mem_clock_mhz", 1))),
+    Metric("gpueff_memory_clock_max_hertz", GAUGE, "hertz", "Maximum memory clock in hertz.", scale=1e6,
+           readings=_r("sample.device.max_memory_clock_mhz", dcgm=Dcgm(114, "DCGM_FI_DEV_MAX_MEM_CLOCK", 1, STATIC)), backends=NOT_REPLAY),
+    Metric("gpueff_memory_used_bytes", GAUGE, "bytes", "Device memory in use, bytes.",
+           readings=_r("sample.memory_used_bytes", dcgm=Dcgm(252, "DCGM_FI_DEV_FB_USED", MIB, FAST), trace=("mem_used", 1))),
+    Metric("gpueff_memory_total_bytes", GAUGE, "bytes", "Device memory in all, bytes.",
+           readings=_r("sample.memory_total_bytes", dcgm=Dcgm(250, "DCGM_FI_DEV_FB_TOTAL", MIB, FAST), trace=("mem_total", 1))),
+    Metric("gpueff_memory_reserved_bytes", GAUGE, "bytes", "Device memory reserved by the driver and firmware, bytes.",
+           readings=_r("sample.memory_reserved_bytes", dcgm=Dcgm(253, "DCGM_FI_DEV_FB_RESERVED", MIB, FAST)), backends=NOT_REPLAY),
+    Metric("gpueff_clock_event_active", GAUGE, "", "1 while this clock-event (throttle) reason holds the clocks down.", labels=("reason",),
+           readings=_r("sample.clock_event_reasons", dcgm=Dcgm(112, "DCGM_FI_DEV_CLOCKS_EVENT_REASONS DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", 1, FAST), trace=("throttle", 1))),
+    Metric("gpueff_ecc_errors_total", COUNTER, "", "ECC errors since driver load, by type (corrected, uncorrected).", labels=("type",), backends=NOT_REPLAY, readings=(
+        Reading("sample.ecc_corrected_errors", "corrected", dcgm=Dcgm(310, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", 1, SLOW)),
+        Reading("sample.ecc_uncorrected_errors", "uncorrected", dcgm=Dcgm(311, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", 1, SLOW)),
+    )),
+    Metric("gpueff_remapped_rows", GAUGE, "", "Memory rows remapped, by cause (correctable, uncorrectable).", labels=("cause",), backends=NOT_REPLAY, readings=(
+        Reading("sample.remapped_rows_correctable", "correctable", dcgm=Dcgm(394, "DCGM_FI_DEV_ROW_REMAP_CORRECTABLE_TOTAL DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", 1, SLOW)),
+        Reading("sample.remapped_rows_uncorrectable", "uncorrectable", dcgm=Dcgm(393, "DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", 1, SLOW)),
+    )),
+    Metric("gpueff_remapped_rows_pending", GAUGE, "", "1 if a row remap is pending (the GPU needs a reset).", backends=NOT_REPLAY,
+           readings=_r("sample.remapped_rows_pending", dcgm=Dcgm(396, "DCGM_FI_DEV_ROW_REMAP_PENDING", 1, SLOW))),
+    Metric("gpueff_remapped_rows_failure", GAUGE, "", "1 if a row remap has failed.", backends=NOT_REPLAY,
+           readings=_r("sample.remapped_rows_failure", dcgm=Dcgm(395, "DCGM_FI_DEV_ROW_REMAP_FAILED DCGM_FI_DEV_ROW_REMAP_FAILURE", 1, SLOW))),
+    Metric("gpueff_xid_errors_total", COUNTER, "", "Critical Xid errors seen since the daemon started, by Xid code.", labels=("xid",), backends=NOT_REPLAY,
+           readings=_r("sample.xid_errors", dcgm=Dcgm(230, "DCGM_FI_DEV_XID_ERROR DCGM_FI_DEV_XID_ERRORS", 1, EVENT))),
+    Metric("gpueff_compute_processes", GAUGE, "", "Compute processes running on the GPU.", readings=_r("sample.process_count"), backends=NVML_ONLY),
+    Metric("gpueff_compute_process_memory_bytes", GAUGE, "bytes", "Device memory used by the running compute processes, bytes.", readings=_r("sample.process_memory_bytes"), backends=NVML_ONLY),
+    # ---- profiling (GPM on Hopper+, DCGM 1001-1016): ratios 0..1 and bytes per second over the window ----
+    _ratio("sm_active", "gpueff_sm_active_ratio", Gpm("SM_UTIL", 2, 0.01), Dcgm(1002, "DCGM_FI_PROF_SM_UTIL_RATIO DCGM_FI_PROF_SM_ACTIVE", 1, PROFILING),
+           "SM activity: average share of SMs with at least one warp resident (GPM SM_UTIL / DCGM SM_ACTIVE). The truth that coarse utilization is not."),
+    _ratio("sm_occupancy", "gpueff_sm_occupancy_ratio", Gpm("SM_OCCUPANCY", 3, 0.01), Dcgm(1003, "DCGM_FI_PROF_SM_OCCUPANCY_RATIO DCGM_FI_PROF_SM_OCCUPANCY", 1, PROFILING),
+           "SM occupancy: resident warps over the theoretical maximum."),
+    _ratio("graphics_active", "gpueff_graphics_engine_active_ratio", Gpm("GRAPHICS_UTIL", 1, 0.01), Dcgm(1001, "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO DCGM_FI_PROF_GR_ENGINE_ACTIVE", 1, PROFILING),
+           "Share of time the graphics/compute engine was active (GPM GRAPHICS_UTIL / DCGM GR_ENGINE_ACTIVE)."),
+    _ratio("tensor_active", "gpueff_tensor_active_ratio", Gpm("ANY_TENSOR_UTIL", 5, 0.01), Dcgm(1004, "DCGM_FI_PROF_TENSOR_UTIL_RATIO DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", 1, PROFILING),
+           "Share of cycles any tensor pipe was active."),
+    _ratio("tensor_hmma_active", "gpueff_tensor_hmma_active_ratio", Gpm("HMMA_TENSOR_UTIL", 7, 0.01), Dcgm(1014, "DCGM_FI_PROF_HMMA_UTIL_RATIO DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE", 1, PROFILING),
+           "Share of cycles the HMMA (FP16/BF16/FP8) tensor pipe was active."),
+    _ratio("tensor_imma_active", "gpueff_tensor_imma_active_ratio", Gpm("IMMA_TENSOR_UTIL", 9, 0.01), Dcgm(1013, "DCGM_FI_PROF_IMMA_UTIL_RATIO DCGM_FI_PROF_PIPE_TENSOR_IMMA_ACTIVE", 1, PROFILING),
+           "Share of cycles the IMMA (integer) tensor pipe was active."),
+    _ratio("tensor_dfma_active", "gpueff_tensor_dfma_active_ratio", Gpm("DFMA_TENSOR_UTIL", 6, 0.01), Dcgm(1015, "DCGM_FI_PROF_DFMA_UTIL_RATIO DCGM_FI_PROF_PIPE_TENSOR_DFMA_ACTIVE", 1, PROFILING),
+           "Share of cycles the DFMA (FP64) tensor pipe was active."),
+    _ratio("dram_active", "gpueff_dram_active_ratio", Gpm("DRAM_BW_UTIL", 10, 0.01), Dcgm(1005, "DCGM_FI_PROF_DRAM_UTIL_RATIO DCGM_FI_PROF_DRAM_ACTIVE", 1, PROFILING),
+           "DRAM bandwidth used over its theoretical maximum."),
+    _ratio("fp64_active", "gpueff_fp64_active_ratio", Gpm("FP64_UTIL", 11, 0.01), Dcgm(1006, "DCGM_FI_PROF_FP64_UTIL_RATIO DCGM_FI_PROF_PIPE_FP64_ACTIVE", 1, PROFILING),
+           "Share of cycles the non-tensor FP64 pipe was active."),
+    _ratio("fp32_active", "gpueff_fp32_active_ratio", Gpm("FP32_UTIL", 12, 0.01), Dcgm(1007, "DCGM_FI_PROF_FP32_UTIL_RATIO DCGM_FI_PROF_PIPE_FP32_ACTIVE", 1, PROFILING),
+           "Share of cycles the non-tensor FP32 pipe was active."),
+    _ratio("fp16_active", "gpueff_fp16_active_ratio", Gpm("FP16_UTIL", 13, 0.01), Dcgm(1008, "DCGM_FI_PROF_FP16_UTIL_RATIO DCGM_FI_PROF_PIPE_FP16_ACTIVE", 1, PROFILING),
+           "Share of cycles the non-tensor FP16 pipe was active."),
+    _ratio("integer_active", "gpueff_integer_active_ratio", Gpm("INTEGER_UTIL", 4, 0.01), Dcgm(1016, "DCGM_FI_PROF_INT_UTIL_RATIO DCGM_FI_PROF_PIPE_INT_ACTIVE", 1, PROFILING),
+           "Share of cycles the integer pipe was active."),
+    _rate("pcie_tx_bytes_per_second", "gpueff_pcie_tx_bytes_per_second", Gpm("PCIE_TX_PER_SEC", 20, MIB), Dcgm(1009, "DCGM_FI_PROF_PCIE_TX_BYTES", 1, PROFILING),
+          "PCIe traffic from the GPU, bytes per second over the last window."),
+    _rate("pcie_rx_bytes_per_second", "gpueff_pcie_rx_bytes_per_second", Gpm("PCIE_RX_PER_SEC", 21, MIB), Dcgm(1010, "DCGM_FI_PROF_PCIE_RX_BYTES", 1, PROFILING),
+          "PCIe traffic to the GPU, bytes per second over the last window."),
+    _rate("nvlink_tx_bytes_per_second", "gpueff_nvlink_tx_bytes_per_second", Gpm("NVLINK_TOTAL_TX_PER_SEC", 61, MIB), Dcgm(1011, "DCGM_FI_PROF_NVLINK_TX_BYTES", 1, PROFILING),
+          "NVLink traffic sent over all links, bytes per second over the last window."),
+    _rate("nvlink_rx_bytes_per_second", "gpueff_nvlink_rx_bytes_per_second", Gpm("NVLINK_TOTAL_RX_PER_SEC", 60, MIB), Dcgm(1012, "DCGM_FI_PROF_NVLINK_RX_BYTES", 1, PROFILING),
+          "NVLink traffic received over all links, bytes per second over the last window."),
+    # ---- derived (exporter/derivations.py, exporter/integrals.py) ----
+    Metric("gpueff_efficiency_ratio", GAUGE, "ratio", "SM activity / utilization over the same window, 0..1: how much of the 'busy' time the SMs really worked. Absent when utilization is 0.", readings=_r("derived.efficiency")),
+    Metric("gpueff_mismatch", GAUGE, "", "1 while the GPU is 'busy but not working' by this rule: high_util_low_sm (high utilization, low SM activity), low_efficiency (high enough utilization, low efficiency); thresholds under mismatch: in the config. Never 1 while gpueff_readings_implausible is.", labels=("rule",), readings=_r("derived.mismatch")),
+    Metric("gpueff_bottleneck", GAUGE, "", "Roofline-style bottleneck class, a state set: exactly one class is 1 per GPU. Judged from the last bottleneck.window of readings; a new class must win bottleneck.hold_polls polls in a row. What to try: gpueff_bottleneck_class_info.", labels=("class",), readings=_r("derived.bottleneck")),
+    Metric("gpueff_readings_implausible", GAUGE, "", "1 while this counter-health check finds the window's profiling readings physically impossible (the README says what each check means); the GPU's class is then unknown and it raises no mismatch or busy-but-idle time.", labels=("check",), readings=_r("derived.implausible")),
+    Metric("gpueff_estimated_tensor_flops_per_second", GAUGE, "flops_per_second", "Estimated achieved tensor FLOP/s, BF16-equivalent: tensor activity x peak x SM clock / max SM clock, the clock being the mean of its readings at both ends of the window. Absent for models without a known peak.", readings=_r("derived.tensor_flops")),
+    Metric("gpueff_estimated_dram_bytes_per_second", GAUGE, "bytes_per_second", "Estimated achieved DRAM bandwidth: DRAM activity x peak bandwidth. Absent for models without a known peak.", readings=_r("derived.dram_bytes_per_second")),
+    Metric("gpueff_estimated_tensor_flop_per_joule", GAUGE, "flop_per_joule", "Estimated achieved tensor FLOP per joule (FLOP/s per watt).", readings=_r("derived.tensor_flop_per_joule")),
+    Metric("gpueff_peak_tensor_flops_per_second", GAUGE, "flops_per_second", "Dense BF16 tensor peak FLOP/s of this model at its maximum clock.", readings=_r("derived.peak.tensor_flops")),
+    Metric("gpueff_peak_dram_bytes_per_second", GAUGE, "bytes_per_second", "Peak DRAM bandwidth of this model, bytes per second.", readings=_r("derived.peak.dram_bytes_per_second")),
+    Metric("gpueff_gpu_busy_seconds_total", COUNTER, "seconds", "Integral of utilization (gpueff_gpu_utilization_ratio) over time: seconds the GPU counted as busy.", readings=_r("totals.busy_seconds")),
+    Metric("gpueff_sm_active_seconds_total", COUNTER, "seconds", "Integral of SM activity over time: SM-active GPU-seconds.", readings=_r("totals.sm_active_seconds")),
+    Metric("gpueff_busy_idle_sm_seconds_total", COUNTER, "seconds", "Integral of max(0, utilization - SM activity) over windows whose counters are plausible: seconds the GPU looked busy while its SMs were not.", readings=_r("totals.busy_idle_sm_seconds")),
+    Metric("gpueff_busy_idle_sm_cost_total", COUNTER, "", "What the busy-but-idle-SM seconds cost at price_per_gpu_hour, in the labelled currency.", labels=("currency",), readings=_r("totals.busy_idle_sm_cost")),
+    # ---- Kubernetes attribution (docs/kubernetes.md) ----
+    Metric("gpueff_gpu_pod_info", GAUGE, "", "The containers the kubelet assigned this GPU (or MIG instance) to, one series each (several under time-slicing). Always 1.", scope=POD, labels=("namespace", "pod", "container")),
+    Metric("gpueff_pod_compute_processes", GAUGE, "", "Compute processes on this GPU by the pod UID and container id of their cgroup (needs hostPID).", scope=POD, labels=("pod_uid", "container_id")),
+    # ---- the fair split of shared GPUs (docs/sharing.md) ----
+    Metric("gpueff_holder_busy_seconds_total", COUNTER, "seconds", "This holder's share of gpueff_gpu_busy_seconds_total, split by NVML's per-process utilization samples; the holders of a GPU add up to it.", scope=HOLDER, labels=("holder_kind", "holder"), backends=NVML_ONLY),
+    Metric("gpueff_holder_sm_active_seconds_total", COUNTER, "seconds", "This holder's share of gpueff_sm_active_seconds_total, split in proportion to busy time window by window (not measured per process).", scope=HOLDER, labels=("holder_kind", "holder"), backends=NVML_ONLY),
+    Metric("gpueff_holder_busy_idle_sm_seconds_total", COUNTER, "seconds", "This holder's share of gpueff_busy_idle_sm_seconds_total, split in proportion to busy time window by window.", scope=HOLDER, labels=("holder_kind", "holder"), backends=NVML_ONLY),
+    Metric("gpueff_holder_energy_joules_total", COUNTER, "joules", "This holder's share of the energy counter's advances since the daemon started, split by power-weighted holding time; unattributed takes the windows no holder ran in.", scope=HOLDER, labels=("holder_kind", "holder"), backends=NVML_ONLY),
+    Metric("gpueff_gpu_job_info", GAUGE, "", "The Slurm jobs whose processes run on this GPU (from their cgroups), for joins with the GPU's series. user_id is known on cgroup v1 only. Always 1.", scope=HOLDER, labels=("job_id", "user_id"), backends=NVML_ONLY),
+    Metric("gpueff_kubernetes_attribution_up", GAUGE, "", "1 if the last kubelet pod-resources List call answered; 0 if it failed (the last good pod assignment is kept for 3 refresh intervals).", scope=EXPORTER),
+    Metric("gpueff_kubernetes_attribution_errors_total", COUNTER, "", "Kubelet pod-resources List calls that failed or could not be made (no socket, no grpcio).", scope=EXPORTER),
+    Metric("gpueff_kubernetes_attribution_last_success_timestamp_seconds", GAUGE, "seconds", "Unix time of the last kubelet pod-resources List answer.", scope=EXPORTER),
+    # ---- per application (docs/apps.md) ----
+    Metric("gpueff_app_up", GAUGE, "", "1 if the app's last scrape answered with its counter, 0 if it was down, slow, too large or not Prometheus text.", scope=APP),
+    Metric("gpueff_app_scrape_errors_total", COUNTER, "", "Failed scrapes of the app since the exporter started.", scope=APP),
+    Metric("gpueff_app_gpus", GAUGE, "", "GPUs attributed to the app at the last poll (by index, UUID, process name or Kubernetes pod).", scope=APP),
+    Metric("gpueff_app_gpu_info", GAUGE, "", "The GPUs attributed to each app, for joins with the gpueff_ GPU metrics. Always 1.", scope=APP, labels=("gpu", "uuid")),
+    Metric("gpueff_app_units_total", COUNTER, "", "Work the app reported done since the exporter started, in its unit: the increases of its counter, resets handled as rate() does.", scope=APP, labels=("unit",)),
+    Metric("gpueff_app_throughput_per_second", GAUGE, "", "Units of work per second between the app's two latest good scrapes.", scope=APP, labels=("unit",)),
+    Metric("gpueff_app_requests_per_second", GAUGE, "", "Requests per second between the app's two latest good scrapes (its requests_counter).", scope=APP),
+    Metric("gpueff_app_units_per_joule", GAUGE, "", "Units of work per joule: throughput / summed power of the app's GPUs, both over the same window.", scope=APP, labels=("unit",)),
+    Metric("gpueff_app_units_per_sm_active_second", GAUGE, "", "Units of work per SM-active GPU-second: throughput / summed SM activity of the app's GPUs.", scope=APP, labels=("unit",)),
+    Metric("gpueff_app_model_flops_utilization_ratio", GAUGE, "ratio", "Model FLOPs utilization: throughput x flops_per_unit / summed dense BF16 tensor peak of the app's GPUs.", scope=APP),
+    Metric("gpueff_app_scrape_duration_seconds", GAUGE, "seconds", "How long the app's last scrape took.", scope=APP),
+    Metric("gpueff_app_cost_per_million_units", GAUGE, "", "What a million units of the app's work cost at price_per_gpu_hour: its GPUs x price per second / throughput x 1e6.", scope=APP, labels=("unit", "currency")),
+    # ---- the exporter itself ----
+    Metric("gpueff_exporter_build_info", GAUGE, "", "The exporter's version and the backend it reads from (replayed=true: recorded traces, not live GPUs). Always 1.", scope=EXPORTER, labels=("version", "backend", "replayed")),
+    Metric("gpueff_bottleneck_class_info", GAUGE, "", "What each gpueff_bottleneck class means and what to try, for joins and alert annotations. Always 1.", scope=EXPORTER, labels=("class", "meaning", "what_to_try")),
+    Metric("gpueff_collect_duration_seconds", SUMMARY, "seconds", "Time one poll of all GPUs took.", scope=EXPORTER),
+    Metric("gpueff_collect_errors_total", COUNTER, "", "Unexpected failures reading GPUs (lost GPUs, driver errors, backend failures).", scope=EXPORTER),
+    Metric("gpueff_collect_stale", GAUGE, "", "1 if the last poll is older than stale_after, so every GPU is served as down.", scope=EXPORTER),
+    Metric("gpueff_last_collect_success_timestamp_seconds", GAUGE, "seconds", "Unix time of the last poll that read at least one GPU.", scope=EXPORTER),
+    Metric("gpueff_snapshot_age_seconds", GAUGE, "seconds", "Age of the served data: seconds since the last poll finished.", scope=EXPORTER),
+    # ---- the daemon's process, under the names every Prometheus client library uses (no gpueff_ prefix) ----
+    Metric("process_cpu_seconds_total", COUNTER, "seconds", "Total user and system CPU time spent in seconds.", scope=PROCESS),
+    Metric("process_resident_memory_bytes", GAUGE, "bytes", "Resident memory size in bytes.", scope=PROCESS),
+    Metric("process_virtual_memory_bytes", GAUGE, "bytes", "Virtual memory size in bytes.", scope=PROCESS),
+    Metric("process_open_fds", GAUGE, "", "Number of open file descriptors.", scope=PROCESS),
+    Metric("process_max_fds", GAUGE, "", "Maximum number of open file descriptors.", scope=PROCESS),
+    Metric("process_start_time_seconds", GAUGE, "seconds", "Start time of the process since unix epoch in seconds.", scope=PROCESS),
+)
+
+BY_NAME: dict[str, Metric] = {metric.name: metric for metric in METRICS}
+READINGS: tuple[tuple[Metric, Reading], ...] = tuple((metric, reading) for metric in METRICS for reading in metric.readings)
+GPM_READINGS: tuple[Reading, ...] = tuple(reading for _, reading in READINGS if reading.gpm is not None)
+PROFILING_FIELDS: tuple[str, ...] = tuple(reading.field for reading in GPM_READINGS)
+PROFILING_RATIOS: frozenset[str] = frozenset(reading.field for metric, reading in READINGS if reading.gpm is not None and metric.unit == "ratio")

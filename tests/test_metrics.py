@@ -1,0 +1,204 @@
+"""The metric catalogue (exporter/metrics.py) against everything that must follow it: the typed
+profiling readings, the sample's fields, the exposition, the README's metrics reference, pynvml's
+GPM ids, the DCGM fakes and what each backend really gives."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from pathlib import Path
+
+import pynvml
+import pytest
+from fake_pynvml import FakeClock, FakeGpu, FakeNvml
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporter.apps.derive import AppState
+from exporter.backends.dcgm_bindings import load_bindings
+from exporter.backends.dcgm_field_table import FIELDS
+from exporter.backends.nvml import NvmlBackend
+from exporter.backends.replay import ReplayBackend
+from exporter.config import Config
+from exporter.derivations import derive
+from exporter.exposition import Exposition
+from exporter.integrals import Totals
+from exporter.kubernetes.owners import AttributionHealth, GpuOwners, PodOwner, ProcessOwner
+from exporter.metrics import BY_NAME, DCGM, METRICS, NVML, PROFILING_FIELDS, READINGS, REPLAY, SUMMARY, Reading
+from exporter.process import read_process_stats
+from exporter.sample import DeviceInfo, GpuSample, Profiling
+from exporter.sharing import GpuSharing, Holder, HolderTotals
+from exporter.slurm import SlurmJob
+from exporter.snapshot import GpuState, Snapshot
+from exporter.trace import load_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+# GpuSample fields that are bookkeeping or feed labels and attribution, not metrics of their own.
+NOT_METRICS = {"device", "timestamp", "window_seconds", "processes", "process_utilization", "profiling"}
+
+
+def sample_paths(reading_paths: set[str]) -> set[str]:
+    return {path for path in reading_paths if path.startswith("sample.")}
+
+
+def test_profiling_fields_are_the_catalogues_profiling_readings():
+    assert tuple(field.name for field in dataclasses.fields(Profiling)) == PROFILING_FIELDS
+    assert all(field.type == "float | None" for field in dataclasses.fields(Profiling))
+
+
+def test_every_sample_reading_is_exported():
+    read = {f"sample.{field.name}" for field in dataclasses.fields(GpuSample) if field.name not in NOT_METRICS}
+    read |= {f"sample.profiling.{name}" for name in PROFILING_FIELDS} | {"sample.profiling_available"}
+    exported = {reading.path for _, reading in READINGS}
+    assert sorted(read - exported) == []
+    assert sorted(path for path in sample_paths(exported) - read if not path.startswith("sample.device")) == []
+
+
+def test_each_metric_is_defined_once_and_follows_prometheus_conventions():
+    assert len(BY_NAME) == len(METRICS)
+    for metric in METRICS:
+        prefix = "process_" if metric.scope == "process" else "gpueff_"
+        assert metric.name.startswith(prefix) and re.fullmatch(r"[a-z0-9_]+", metric.name), metric.name
+        assert metric.help and metric.help[-1] in ".)", metric.name
+        assert (metric.type == "counter") == metric.name.endswith("_total"), metric.name
+        if metric.unit:
+            assert metric.name.removesuffix("_total").endswith(metric.unit), metric.name
+        labelled = [reading.label for reading in metric.readings if reading.label]
+        assert not labelled or len(labelled) == len(metric.readings) and len(metric.labels) == 1, metric.name
+
+
+def full_snapshot() -> Snapshot:
+    """One snapshot in which every metric of the catalogue has a series."""
+    device = DeviceInfo(index=0, uuid="GPU-full", name="NVIDIA H100 80GB HBM3", driver="580.159.04", pci_bus_id="00000000:18:00.0", sm_count=132,
+                        max_sm_clock_mhz=1980, max_memory_clock_mhz=2619, power_limit_watts=700)
+    mig = dataclasses.replace(device, index=1, uuid="MIG-full", name="NVIDIA H100 80GB HBM3 MIG 1g.10gb", parent_uuid="GPU-full", gpu_instance_id=7)
+    values = {field.name: 0.5 for field in dataclasses.fields(GpuSample) if field.type == "float | None" and field.name not in NOT_METRICS}
+    sample = GpuSample(device=device, timestamp=10.0, window_seconds=1.0, clock_event_reasons=4, remapped_rows_pending=False, remapped_rows_failure=True,
+                       xid_errors={79: 1}, process_count=1, profiling=Profiling(**dict.fromkeys(PROFILING_FIELDS, 0.5)), **values)
+    config = Config(price_per_gpu_hour=2.0)
+    totals = Totals(busy_seconds=1.0, sm_active_seconds=0.5, busy_idle_sm_seconds=0.5, busy_idle_sm_cost=0.01)
+    owners = GpuOwners(pods=(PodOwner("ns", "pod", "main"),), processes=((ProcessOwner("uid", "cid"), 1),))
+    sharing = GpuSharing(holders=((Holder("slurm_job", "42"), HolderTotals(1.0, 0.5, 0.5, 10.0)),), jobs=(SlurmJob("42", user_id="1000"),))
+    states = tuple(GpuState(s, derive(s, config), totals, owners, sharing) for s in (sample, dataclasses.replace(sample, device=mig)))
+    app = AppState(name="llm", unit="tokens", up=True, gpus=(device,), units_total=1.0, throughput=1.0, requests_per_second=1.0, units_per_joule=1.0,
+                   units_per_sm_active_second=1.0, model_flops_utilization=0.1, cost_per_million_units=1.0, scrape_duration_seconds=0.01)
+    return Snapshot(sequence=1, gpus=states, taken_monotonic=10.0, config=config, backend_name="nvml", replayed=False, polls_total=1,
+                    collect_duration_sum_seconds=0.01, errors_total=0, last_success_wall=1.7e9, apps=(app,), process=read_process_stats(),
+                    attribution=AttributionHealth(up=True, errors_total=0, last_success_wall=1.7e9))
+
+
+def family_names(text: str) -> set[str]:
+    return {family.name + ("_total" if family.type == "counter" else "") for family in text_string_to_metric_families(text)}
+
+
+def test_every_catalogue_metric_is_rendered_and_nothing_else():
+    body = Exposition(full_snapshot, clock=lambda: 10.0).body()
+    assert body is not None
+    assert family_names(body.decode()) == set(BY_NAME)
+
+
+def documented_names() -> set[str]:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Metrics reference", 1)[1].split("\n## ", 1)[0]
+    names = set()
+    for row in re.findall(r"^\| (.*?) \|", section, re.M):
+        names.update(re.findall(r"`((?:gpueff|process)_[a-z0-9_]+)", row))
+    summaries = {f"{metric.name}{suffix}" for metric in METRICS if metric.type == SUMMARY for suffix in ("_sum", "_count")}
+    return names - summaries
+
+
+def test_the_readme_documents_exactly_the_catalogue():
+    documented = documented_names()
+    assert sorted(set(BY_NAME) - documented) == [], "exported but not in README's metrics reference"
+    assert sorted(documented - set(BY_NAME)) == [], "in README's metrics reference but not exported"
+
+
+def test_gpm_ids_are_pynvmls():
+    for _, reading in READINGS:
+        if reading.gpm is not None:
+            assert getattr(pynvml, f"NVML_GPM_METRIC_{reading.gpm.name}") == reading.gpm.metric_id, reading.gpm.name
+
+
+def test_the_dcgm_field_table_is_the_catalogues():
+    from_catalogue = {reading.dcgm.field_id for _, reading in READINGS if reading.dcgm is not None}
+    assert {field.field_id for field in FIELDS} == from_catalogue | {52}
+    assert len(FIELDS) == len({field.field_id for field in FIELDS})
+
+
+def test_the_dcgm_fakes_agree_with_the_catalogue():
+    load_bindings(str(ROOT / "tests" / "fake_dcgm"))
+    import dcgm_fields
+    import fake_hostengine
+
+    for metric, reading in READINGS:
+        if reading.dcgm is None:
+            continue
+        names = reading.dcgm.names.split()
+        newest, legacy, _type = dcgm_fields.FIELD_NAMES[reading.dcgm.field_id]
+        assert (newest, legacy) == (names[0], names[-1]), metric.name
+        played = fake_hostengine.TRACE_FIELDS.get(reading.dcgm.field_id)
+        if played is None:
+            continue
+        key, to_dcgm = played
+        source_key, source_scale = (reading.gpm.name, reading.gpm.scale) if reading.gpm is not None else reading.trace or ("", 0.0)
+        assert key == source_key, metric.name
+        assert to_dcgm * reading.dcgm.scale == pytest.approx(source_scale), metric.name
+
+
+def given(samples: list[GpuSample]) -> set[str]:
+    """The catalogue's sample readings that have a value in any of ``samples``."""
+    out = set()
+    for _, reading in READINGS:
+        if reading.path.startswith("sample.") and reading.path not in {"sample.up", "sample.device", "sample.profiling_available"}:
+            values = [_read(sample, reading) for sample in samples]
+            if any(value is not None and value != {} for value in values):
+                out.add(reading.path)
+    return out
+
+
+def _read(sample: GpuSample, reading: Reading) -> object:
+    value: object = sample
+    for part in reading.path.split(".")[1:]:
+        value = getattr(value, part)
+    return value
+
+
+def claimed(backend: str) -> set[str]:
+    return {reading.path for metric, reading in READINGS if backend in metric.backends and reading.path.startswith("sample.")} - {"sample.up", "sample.device", "sample.profiling_available"}
+
+
+def test_the_nvml_backend_gives_what_the_catalogue_says(trace_paths):
+    clock = FakeClock()
+    gpu = FakeGpu(load_trace(trace_paths["matmul_8192"]), fields={pynvml.NVML_FI_DEV_MEMORY_TEMP: 61.0}, processes=[(4242, 2**30, "python")])
+    fake = FakeNvml([gpu], clock=clock)
+    backend = NvmlBackend(slow_interval=1.0, nvml=fake, clock=clock)
+    backend.start()
+    try:
+        fake.xid(0, 79)
+        samples: list[GpuSample] = []
+        deadline = time.monotonic() + 5
+        while len(samples) < 4 or not samples[-1].xid_errors and time.monotonic() < deadline:  # the Xid arrives on the event thread
+            clock.advance(0.6)
+            samples += backend.collect()
+    finally:
+        backend.close()
+    assert given(samples) == claimed(NVML)
+
+
+def test_the_replay_backend_gives_what_the_catalogue_says(trace_paths):
+    clock = FakeClock()
+    backend = ReplayBackend([load_trace(trace_paths["matmul_8192"])], clock=clock)
+    backend.start()
+    samples = []
+    for _ in range(3):
+        clock.advance(0.5)
+        samples += backend.collect()
+    assert given(samples) == claimed(REPLAY)
+
+
+def test_a_metric_with_a_dcgm_source_says_dcgm_gives_it():
+    for metric, reading in READINGS:
+        if reading.dcgm is not None:
+            assert DCGM in metric.backends, metric.name
+        elif reading.path.startswith("sample.") and reading.path not in {"sample.up", "sample.device", "sample.profiling_available", "sample.device.power_limit_watts"}:
+            assert DCGM not in metric.backends, metric.name
