@@ -74,7 +74,6 @@ class WebServer:
 
     def __init__(self, address: str, metrics: Callable[[bool], Payload | None], ready: Callable[[], bool], landing_note: str, telemetry_path: str = "/metrics", web_config: WebConfig | None = None, limits: Limits = DEFAULT_LIMITS) -> None:
         self.metrics = metrics
-        self.metrics_gzip = metrics_gzip  # the same, gzipped: served where Accept-Encoding allows gzip
         self.ready = ready
         self.telemetry_path = telemetry_path
         self._landing = _landing_page(landing_note, telemetry_path)
