@@ -79,7 +79,7 @@ suite() {  # suite <venv> [pytest arguments]
     label=$("$folder/bin/python" -c 'import platform; print(platform.python_implementation(), platform.python_version())')
     echo "tests/run.sh: the suite on $label"
     set +e
-    "$folder/bin/python" -m pytest "$@" 2>&1 | tee "$logs/pytest.log"
+    "$folder/bin/python" -m pytest --durations=15 "$@" 2>&1 | tee "$logs/pytest.log"
     rc=${PIPESTATUS[0]}
     set -e
     closing+=("$label: $(grep -v '^$' "$logs/pytest.log" | tail -n 1)")
@@ -89,9 +89,10 @@ suite() {  # suite <venv> [pytest arguments]
         *) closing+=("$label: FAILED (pytest exit code $rc)"); status=1 ;;
     esac
 }
-suite "$venv" "$@"
+# The load test's 100 scrapers run 30 s on python3 and 20 s on 3.13 (the test's own default is the
+# issue's 60 s; GPUEFF_LOAD_SECONDS wins), to keep the whole command under 15 minutes on 2 cores.
+GPUEFF_LOAD_SECONDS=${GPUEFF_LOAD_SECONDS:-30} suite "$venv" "$@"
 stage_done "suite on python3"
-# The load test's 100 scrapers run the issue's 60 s on python3; 20 s show the same on 3.13.
 GPUEFF_LOAD_SECONDS=${GPUEFF_LOAD_SECONDS:-20} suite "$venv313" "$@"
 stage_done "suite on CPython 3.13"
 
