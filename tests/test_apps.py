@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import tracemalloc
 
 import pytest
 from apps_servers import App, send, serving, slow, trickle
@@ -13,10 +14,10 @@ from prometheus_client import Counter, Histogram
 
 from exporter.apps.counters import CounterIncrease
 from exporter.apps.derive import select_gpus
-from exporter.apps.monitor import Scraper
+from exporter.apps.monitor import AppTracker, Scraper
 from exporter.apps.scrape import ScrapeError, fetch, read_counter
 from exporter.backends.replay import ReplayBackend
-from exporter.config import AppConfig, ConfigError, load_config, parse_config
+from exporter.config import AppConfig, Config, ConfigError, load_config, parse_config
 from exporter.kubernetes.owners import GpuOwners, PodOwner
 from exporter.poller import Poller
 from exporter.sample import DeviceInfo, GpuProcess, GpuSample
@@ -362,3 +363,21 @@ def test_a_scraper_thread_survives_any_exception(caplog):
     assert scraper.latest is not None and scraper.latest.units == {(("model_name", "llama"),): 5.0}
     assert scraper.errors_total == 2
     assert [record.getMessage().split(" (")[0] for record in caplog.records] == ['app "llm": the scraper failed'] * 2
+
+
+def test_an_app_that_stays_down_keeps_no_per_gpu_memory_per_poll():
+    app = app_config("http://127.0.0.1:1/metrics", gpus=list(range(64)))
+    tracker, scraper = AppTracker(app), Scraper(app)  # never scraped: the app stays down
+    samples = [_sample(index) for index in range(64)]
+    config = Config()
+    tracemalloc.start()
+    try:
+        for poll in range(200):
+            tracker.update(scraper, samples, float(poll), config)
+        before = tracemalloc.get_traced_memory()[0]
+        for poll in range(200, 1200):
+            tracker.update(scraper, samples, float(poll), config)
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 1000 * 300  # a few hundred bytes a poll; a tuple of 64 devices per poll would be 600+

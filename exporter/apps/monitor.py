@@ -146,6 +146,10 @@ class AppTracker:
 
     def update(self, scraper: Scraper, samples: Sequence[GpuSample], now: float, config: Config, owners: Mapping[str, GpuOwners] | None = None) -> AppState:
         figures = gpu_figures(self.app, samples, now, config.peaks, owners)
+        if self._window and self._window[-1].gpus == figures.gpus:
+            # The same GPUs as the poll before: share its tuple, so an app that stays down (whose
+            # window fills to WINDOW_POLLS) holds one tuple of devices, not one per poll.
+            figures = dataclasses.replace(figures, gpus=self._window[-1].gpus)
         self._window.append(figures)
         reading = scraper.latest
         if reading is not None and reading.sequence != self._seen:
