@@ -187,21 +187,31 @@ class EventLoop:
     def run(self) -> None:
         try:
             while not self._stopping:
-                timeout = None if self._next_check == math.inf else max(0.0, self._next_check - self.clock())
-                events = self.selector.select(timeout)
-                now = self.clock()
-                for key, _mask in events:
-                    try:
-                        self._on_event(key.data, now)
-                    except Exception as error:  # a bug on one connection must not stop the server
-                        self.limit_log.warning("bug", f"http: internal error, closing a connection: {one_line(error)}")
-                        log.debug("http: internal error", exc_info=True)
-                        if isinstance(key.data, Connection):
-                            self._close(key.data)
-                if now >= self._next_check:
-                    self._check_deadlines(now)
+                try:
+                    self._run_once()
+                except Exception as error:  # a bug in the loop itself: log it, breathe, serve on
+                    self.limit_log.warning("loop bug", f"http: internal error in the server loop: {one_line(error)}")
+                    time.sleep(0.1)
         finally:
             self._shutdown()
+
+    def _run_once(self) -> None:
+        timeout = None if self._next_check == math.inf else max(0.0, self._next_check - self.clock())
+        events = self.selector.select(timeout)
+        now = self.clock()
+        for key, _mask in events:
+            data = key.data
+            if isinstance(data, Connection) and data.closed:
+                continue  # closed by an earlier event of this batch
+            try:
+                self._on_event(data, now)
+            except Exception as error:  # a bug on one connection must not stop the server
+                self.limit_log.warning("bug", f"http: internal error, closing a connection: {one_line(error)}")
+                log.debug("http: internal error", exc_info=True)
+                if isinstance(data, Connection):
+                    self._close(data)
+        if now >= self._next_check:
+            self._check_deadlines(now)
 
     def _shutdown(self) -> None:
         for connection in list(self.connections.values()):

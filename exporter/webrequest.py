@@ -23,6 +23,7 @@ REASONS = {
     413: "Content Too Large",
     429: "Too Many Requests",
     431: "Request Header Fields Too Large",
+    500: "Internal Server Error",
     503: "Service Unavailable",
     505: "HTTP Version Not Supported",
 }

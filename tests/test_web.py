@@ -360,3 +360,19 @@ def test_a_real_scrape_with_gzip_decompresses_to_the_plain_text(server):
     finally:
         connection.close()
     assert gzip.decompress(zipped).split(b"gpueff_snapshot_age_seconds ")[0] == text.split(b"gpueff_snapshot_age_seconds ")[0]
+
+
+def test_a_failing_metrics_source_gets_500_on_one_line_and_the_server_serves_on(caplog):
+    def broken(gzip: bool) -> Payload:
+        raise RuntimeError("a bug\nwith a second line")
+
+    web = WebServer("127.0.0.1:0", broken, lambda: True, "bug")
+    web.start()
+    try:
+        status, _, body = request(web.port, "GET", "/metrics")
+        assert status == 500 and body == b"Internal error; see the exporter's log.\n"
+        assert request(web.port, "GET", "/-/healthy")[0] == 200
+    finally:
+        web.close()
+    lines = [record.getMessage() for record in caplog.records if "internal error answering GET '/metrics'" in record.getMessage()]
+    assert len(lines) == 1 and "RuntimeError: a bug" in lines[0]
