@@ -1,13 +1,15 @@
 """Record the real-workload corpus: each workload runs here while ``exporter record`` samples the GPU.
 
-    python3 bench/record_corpus.py --out DIR [--only NAME,...] [--duration 24] [--interval 0.5]
+    python3 bench/record_corpus.py --out DIR [--only NAME,...] [--duration 24] [--interval 0.5] [--live]
 
 Needs one NVIDIA GPU with GPM (Hopper or newer), PyTorch with CUDA, and (for the Llama workloads)
 transformers; models are built from a config with random weights, nothing is downloaded. Each
 workload is warmed up first, so a trace holds only the steady state; then ``exporter record`` runs
 in its own process for ``--duration`` seconds while the workload keeps going, and the workload's own
 count of work over that time (FLOP, bytes) goes into the trace's ``truth``. One trace per workload
-lands in DIR as <name>.json, and DIR/corpus.log says what ran and what did not.
+lands in DIR as <name>.json, and DIR/corpus.log says what ran and what did not. With ``--live`` the
+daemon's own poller (bench/live_verdicts.py, 1 s) runs instead of the recorder and DIR gets
+<name>.verdicts.jsonl, its verdict at every poll, with a summary line per workload in corpus.log.
 
 The truths, per workload:
 - training: 6 x N x tokens + 12 x layers x hidden x seq x tokens FLOP a step (the PaLM/MFU

@@ -253,3 +253,20 @@ def test_any_corruption_of_a_trace_is_a_trace_error_or_a_usable_trace(tmp_path, 
         sample = sample_from_record(device, record, 0.0, trace.interval_s)
         derive(sample, Config())
     backend.collect()
+
+
+def test_warm_up_samples_are_kept_but_not_looped(tmp_path):
+    data = good_trace()
+    data["warmup_samples"] = 2
+    trace = load_trace(write(tmp_path, data))
+    assert trace.samples == data["samples"] and trace.steady_samples == data["samples"][2:]
+    assert trace.loop_start == pytest.approx(data["samples"][2]["t"] - data["interval_s"])
+    assert trace.loop_seconds == pytest.approx(data["samples"][-1]["t"] - trace.loop_start)
+
+
+@pytest.mark.parametrize("value", [-1, 5, 1.5, True, "1"])
+def test_bad_warmup_samples_is_a_clear_error(tmp_path, value):
+    data = good_trace()
+    data["warmup_samples"] = value
+    with pytest.raises(TraceError, match=r"'warmup_samples' must be a whole number from 0 to 4 \(fewer than the samples\)"):
+        load_trace(write(tmp_path, data))
