@@ -73,7 +73,7 @@ def test_figures_match_the_known_rate_and_the_replayed_power(trace_paths):
             snapshot = poller.poll_once()
             polled = [state.sample for state in snapshot.gpus[:2]]  # what this poll read of GPUs 0 and 1
             power.append(sum(sample.power_watts for sample in polled))
-            sm_active.append(sum(sample.profiling["sm_active"] for sample in polled))
+            sm_active.append(sum(sample.profiling.sm_active for sample in polled))
     state = snapshot.apps[0]
     mean_power, mean_sm = sum(power) / 5, sum(sm_active) / 5
     assert [device.index for device in state.gpus] == [0, 1]
