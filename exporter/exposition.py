@@ -59,6 +59,21 @@ def labels(names: tuple[str, ...], values: Iterable[object]) -> str:
     return ",".join(f'{name}="{escape(str(value))}"' for name, value in zip(names, values))
 
 
+_OWN_LABELS: dict[tuple[tuple[str, ...], tuple[object, ...]], str] = {}
+
+
+def own_labels(names: tuple[str, ...], values: tuple[object, ...]) -> str:
+    """``labels`` for a GPU row's own labels, remembered: their values repeat every poll (a reason,
+    a rule, a class, a GPU's model), so each text is escaped and joined once, not per series."""
+    key = (names, values)
+    text = _OWN_LABELS.get(key)
+    if text is None:
+        if len(_OWN_LABELS) >= 16384:  # bounded however many GPUs come and go
+            _OWN_LABELS.clear()
+        text = _OWN_LABELS[key] = labels(names, values)
+    return text
+
+
 _INF = float("inf")
 
 
@@ -234,7 +249,9 @@ def render_gpus(states: tuple[GpuState, ...], snapshot: Snapshot, stale: bool) -
                 if value is not None:
                     body.append(f"{name}{{{label}}} {number(value)}")
             elif row.labelled is not None:
-                body.extend(f"{name}{{{label},{labels(row.own_labels, own)}}} {number(value)}" for own, value in row.labelled(state))
+                names = row.own_labels
+                for own, value in row.labelled(state):
+                    body.append(f"{name}{{{label},{own_labels(names, own)}}} {number(value)}")
         lines += family(name, body)
     if snapshot.config.price_per_gpu_hour is not None:
         currency = labels(("currency",), (snapshot.config.currency,))
