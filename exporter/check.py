@@ -21,6 +21,7 @@ from exporter.backends.dcgm import DcgmBackend, FieldReading
 from exporter.backends.dcgm_field_table import FIELDS, PROFILING, STATIC
 from exporter.backends.dcgm_profiling import GpuProfiling
 from exporter.backends.nvml import GPM_MIN_SAMPLE_GAP, NvmlBackend
+from exporter.flags import Parser, add_common_flags, add_dcgm_flags
 from exporter.metrics import PROFILING_FIELDS
 from exporter.sample import GpuSample
 
@@ -45,9 +46,7 @@ class BackendResult:
 
 
 def parser() -> argparse.ArgumentParser:
-    from exporter.cli import add_common_flags, add_dcgm_flags
-
-    result = argparse.ArgumentParser(
+    result = Parser(
         prog="gpu-efficiency-exporter check",
         description="Tell which backends (DCGM, NVML) work on this machine and which readings each gives per GPU. Takes well under a minute.",
         epilog="Exit status: 0 = the backend auto picks reads profiling metrics (SM activity) on every GPU; 1 = GPUs are read, but without profiling metrics on some or all; 2 = no live backend works.",

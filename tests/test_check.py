@@ -113,3 +113,15 @@ def test_check_says_nvml_without_gpm_gives_no_profiling(trace_paths, tmp_path):
     assert code == 1, out.getvalue()
     assert "nvml  works: 1 GPU(s); no GPM on any GPU" in out.getvalue()
     assert "auto  would use: nvml" in out.getvalue() and "not SM activity on every one" in out.getvalue()
+
+
+def test_a_usage_error_is_one_line_like_the_other_commands(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        check.main(["--no-such-flag"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1 and "--no-such-flag" in err and "(see --help)" in err
+
+
+def test_the_subcommands_do_not_import_the_command_line_back():
+    code = "import sys, exporter.check, exporter.selftest.command, exporter.record; assert 'exporter.cli' not in sys.modules, 'import cycle'"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=60)

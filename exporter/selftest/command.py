@@ -13,8 +13,8 @@ from pathlib import Path
 
 from exporter import logs
 from exporter.backends.base import BackendUnavailable
-from exporter.cli import Parser, duration_flag
 from exporter.config import Config, ConfigError, load_config
+from exporter.flags import Parser, duration_flag
 from exporter.sample import DeviceInfo
 from exporter.selftest.checks import Reading, check_readings, exit_code
 from exporter.selftest.expectations import EXPECTATIONS

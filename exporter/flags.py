@@ -1,0 +1,43 @@
+"""Flags shared by the daemon, ``record``, ``check`` and ``selftest``, and the parser that prints
+usage errors in one line. Its own module, so ``cli`` imports the subcommands and none of them
+imports ``cli`` back."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import NoReturn
+
+from exporter import logs
+from exporter.config import MAX_DURATION, min_duration
+
+
+class Parser(argparse.ArgumentParser):
+    """Usage errors in one line that points to --help, not a screenful of usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def duration_flag(minimum: float, maximum: float = MAX_DURATION) -> Callable[[str], float]:
+    """A duration flag bounded to [minimum, maximum] (at most 1h unless said otherwise)."""
+    bounded = min_duration(minimum, maximum)
+
+    def parse(text: str) -> float:
+        try:
+            return bounded(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return parse
+
+
+def add_common_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--log.level", dest="log_level", choices=sorted(logs.LEVELS), default="info", help="log level (default info)")
+
+
+def add_dcgm_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dcgm.bindings-path", dest="dcgm_bindings_path", metavar="DIR", help="folder holding DCGM's Python bindings (default: DCGM 4's /usr/share/datacenter-gpu-manager-4/bindings/python3, then DCGM 3's /usr/local/dcgm/bindings/python3)")
+    parser.add_argument("--dcgm.host", dest="dcgm_host", metavar="HOST:PORT", help="connect to a running nv-hostengine (e.g. localhost:5555) instead of starting an embedded DCGM host engine")
+    parser.add_argument("--dcgm.multi-pass", dest="dcgm_multi_pass", action="store_true", help="before Hopper, watch every profiling field DCGM supports even where that needs several passes; a field whose pass did not run then reads 0 (default: one pass): see docs/dcgm.md")
+    parser.add_argument("--dcgm.pause-file", dest="dcgm_pause_file", metavar="FILE", help="embedded host engine only: while FILE exists, DCGM profiling is paused (for Nsight) and profiling metrics are missing: see docs/dcgm.md")
