@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import abc
+import logging
+from typing import Any
 
 from exporter.sample import DeviceInfo, GpuSample
+
+
+def text(value: Any) -> str:
+    """A string the bindings may hand back as bytes."""
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class BackendUnavailable(Exception):
@@ -18,6 +25,13 @@ class Backend(abc.ABC):
 
     def __init__(self) -> None:
         self.errors_total = 0  # unexpected read failures, for gpueff_collect_errors_total
+        self._logged: set[str] = set()
+
+    def log_once(self, key: str, level: int, message: str, *args: Any) -> None:
+        """Log a condition once per ``key`` (a GPU that has no GPM, a field DCGM refuses), not every poll."""
+        if key not in self._logged:
+            self._logged.add(key)
+            logging.getLogger(type(self).__module__).log(level, message, *args)
 
     @abc.abstractmethod
     def start(self) -> list[DeviceInfo]:

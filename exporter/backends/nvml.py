@@ -9,47 +9,26 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from exporter.backends.base import Backend, BackendUnavailable
-from exporter.gpm import GPM_METRICS, to_sample_unit
-from exporter.sample import DeviceInfo, GpuProcess, GpuSample, ProcessUtilization, Profiling, down_sample
+from exporter.backends.backoff import Backoff
+from exporter.backends.base import Backend, BackendUnavailable, text
+from exporter.backends.nvml_gpm import GPM_MIN_SAMPLE_GAP, GpmPair, free_pair, open_pair, read_pair
+from exporter.backends.nvml_xid import XidWatcher
+from exporter.sample import DeviceInfo, GpuProcess, GpuSample, ProcessUtilization, down_sample
+
+__all__ = ["GPM_MIN_SAMPLE_GAP", "REINIT_BACKOFF", "NvmlBackend", "cores_per_sm"]
 
 log = logging.getLogger(__name__)
 
-GPM_MIN_SAMPLE_GAP = 0.1  # two nvmlGpmSampleGet calls must be more than 100 ms apart
 REINIT_BACKOFF = (1.0, 60.0)  # first and largest wait between NVML re-initialisations
-PROFILING_FIX = (
-    "profiling is restricted to admin users (driver option RmProfilingAdminOnly=1): either give the exporter "
-    "CAP_SYS_ADMIN, or load the driver with NVreg_RestrictProfilingToAdminUsers=0 "
-    "(options nvidia NVreg_RestrictProfilingToAdminUsers=0 in /etc/modprobe.d/, then reload the driver)"
-)
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def cores_per_sm(major: int, minor: int) -> int:
     """FP32 CUDA cores per SM by compute capability: 64 on GP100, Volta, Turing and GA100; 128 elsewhere."""
     return 64 if (major, minor) in {(6, 0), (7, 0), (7, 2), (7, 5), (8, 0)} else 128
-
-
-def profiling_admin_only(params: Path = Path("/proc/driver/nvidia/params")) -> bool | None:
-    """The driver's RmProfilingAdminOnly setting, or None where it cannot be read."""
-    try:
-        for line in params.read_text().splitlines():
-            if line.startswith("RmProfilingAdminOnly:"):
-                return line.split(":", 1)[1].strip() == "1"
-    except OSError:
-        return None
-    return None
 
 
 @dataclass
@@ -58,10 +37,7 @@ class _Gpu:
     handle: Any
     lost: bool = False
     unsupported: set[str] = field(default_factory=set)  # calls that answered NotSupported
-    gpm: bool = False
-    gpm_samples: list[Any] = field(default_factory=list)  # [previous, current]
-    gpm_previous_time: float | None = None
-    gpm_request: Any = None  # a reused c_nvmlGpmMetricsGet_t
+    gpm: GpmPair | None = None  # None where the GPU has no GPM (or the driver refused it)
     slow: dict[str, Any] = field(default_factory=dict)  # the last slow-cadence readings
     slow_time: float | None = None
     parent: _Gpu | None = None  # a MIG device's physical GPU
@@ -79,13 +55,9 @@ class NvmlBackend(Backend):
         self.clock = clock
         self._nvml = nvml
         self._gpus: list[_Gpu] = []
-        self._xid_counts: dict[str, dict[int, int]] = {}  # uuid -> xid -> count
-        self._xid_lock = threading.Lock()
-        self._xid_thread: threading.Thread | None = None
-        self._xid_stop = threading.Event()
+        self._xid: XidWatcher | None = None
         self._reinit_due: float | None = None  # set while NVML must be re-initialised
-        self._backoff = REINIT_BACKOFF[0]
-        self._logged: set[str] = set()
+        self._backoff = Backoff(*REINIT_BACKOFF)
 
     # ---- start, stop, re-initialisation -------------------------------------------------
 
@@ -102,7 +74,7 @@ class NvmlBackend(Backend):
     @property
     def gpm_gpus(self) -> list[int]:
         """Indices of the GPUs whose profiling metrics are read through GPM."""
-        return [gpu.info.index for gpu in self._gpus if gpu.gpm]
+        return [gpu.info.index for gpu in self._gpus if gpu.gpm is not None]
 
     def start(self) -> list[DeviceInfo]:
         nvml = self.nvml
@@ -127,7 +99,7 @@ class NvmlBackend(Backend):
     def _open_devices(self) -> None:
         nvml = self.nvml
         known = {gpu.info.uuid: gpu for gpu in self._gpus}
-        driver = _text(nvml.nvmlSystemGetDriverVersion())
+        driver = text(nvml.nvmlSystemGetDriverVersion())
         opened = []
         for index in range(nvml.nvmlDeviceGetCount()):
             try:
@@ -153,7 +125,7 @@ class NvmlBackend(Backend):
 
     def _device_info(self, index: int, handle: Any, driver: str) -> DeviceInfo:
         nvml = self.nvml
-        uuid = _text(nvml.nvmlDeviceGetUUID(handle))
+        uuid = text(nvml.nvmlDeviceGetUUID(handle))
         power_limit = self._optional(None, "power_limit", nvml.nvmlDeviceGetEnforcedPowerLimit, handle)
         max_sm = self._optional(None, "max_sm_clock", nvml.nvmlDeviceGetMaxClockInfo, handle, nvml.NVML_CLOCK_SM)
         max_mem = self._optional(None, "max_mem_clock", nvml.nvmlDeviceGetMaxClockInfo, handle, nvml.NVML_CLOCK_MEM)
@@ -161,9 +133,9 @@ class NvmlBackend(Backend):
         return DeviceInfo(
             index=index,
             uuid=uuid,
-            name=_text(nvml.nvmlDeviceGetName(handle)),
+            name=text(nvml.nvmlDeviceGetName(handle)),
             driver=driver,
-            pci_bus_id=_text(pci.busId) if pci is not None else "",
+            pci_bus_id=text(pci.busId) if pci is not None else "",
             sm_count=self._sm_count(handle),
             max_sm_clock_mhz=max_sm,
             max_memory_clock_mhz=max_mem,
@@ -198,58 +170,39 @@ class NvmlBackend(Backend):
                     continue  # an empty slot
                 info = dataclasses.replace(
                     parent.info,
-                    uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
-                    name=_text(nvml.nvmlDeviceGetName(handle)),
+                    uuid=text(nvml.nvmlDeviceGetUUID(handle)),
+                    name=text(nvml.nvmlDeviceGetName(handle)),
                     sm_count=self._sm_count(handle),
                     power_limit_watts=None,  # power belongs to the whole GPU
                     parent_uuid=parent.info.uuid,
                     gpu_instance_id=int(nvml.nvmlDeviceGetGpuInstanceId(handle)),
                 )
                 mig = _Gpu(info=info, handle=handle, parent=parent)
-                if parent.gpm:
+                if parent.gpm is not None:
                     self._setup_gpm(mig)
                 devices.append(mig)
         except nvml.NVMLError as error:
             if getattr(error, "value", None) in _driver_gone_codes(nvml):
                 raise
-            self._log_once(f"mig-{parent.info.uuid}", logging.WARNING, "GPU %d is in MIG mode but its MIG devices cannot be listed (%s); they are not exported", parent.info.index, error)
+            self.log_once(f"mig-{parent.info.uuid}", logging.WARNING, "GPU %d is in MIG mode but its MIG devices cannot be listed (%s); they are not exported", parent.info.index, error)
         if devices:
             log.info("GPU %d is in MIG mode: %d MIG device(s) exported (no coarse utilization there; efficiency uses graphics engine activity)", parent.info.index, len(devices))
         return devices
 
     def _setup_gpm(self, gpu: _Gpu) -> None:
-        nvml = self.nvml
-        name = f"GPU {gpu.info.index} ({gpu.info.name})"
-        try:
-            supported = bool(nvml.nvmlGpmQueryDeviceSupport(gpu.handle if gpu.parent is None else gpu.parent.handle).isSupportedDevice)
-        except (nvml.NVMLError, AttributeError):
-            supported = False
-        if not supported:
-            self._log_once(f"nogpm-{gpu.info.uuid}", logging.WARNING, "%s has no GPM (it is older than Hopper or the driver is too old): SM activity and the other profiling metrics need DCGM there; gpueff_profiling_available is 0", name)
-            return
-        gpu.gpm_samples = [nvml.nvmlGpmSampleAlloc(), nvml.nvmlGpmSampleAlloc()]
-        request = nvml.c_nvmlGpmMetricsGet_t()
-        request.version = nvml.NVML_GPM_METRICS_GET_VERSION
-        request.numMetrics = len(GPM_METRICS)
-        for slot, metric in enumerate(GPM_METRICS):
-            request.metrics[slot].metricId = metric.metric_id
-        gpu.gpm_request = request
-        gpu.gpm = True
+        support_handle = gpu.handle if gpu.parent is None else gpu.parent.handle
+        gpu.gpm = open_pair(self.nvml, gpu.info, support_handle, self.log_once)
 
     def _free_gpm(self) -> None:
         for gpu in self._gpus:
-            for sample in gpu.gpm_samples:
-                try:
-                    self.nvml.nvmlGpmSampleFree(sample)
-                except self.nvml.NVMLError:
-                    pass
-            gpu.gpm_samples = []
-            gpu.gpm = False
+            if gpu.gpm is not None:
+                free_pair(self.nvml, gpu.gpm)
+                gpu.gpm = None
 
     def _schedule_reinit(self, reason: str) -> None:
         if self._reinit_due is None:
-            log.warning("%s: NVML will be re-initialised in %.0fs", reason, self._backoff)
-            self._reinit_due = self.clock() + self._backoff
+            log.warning("%s: NVML will be re-initialised in %.0fs", reason, self._backoff.wait)
+            self._reinit_due = self.clock() + self._backoff.wait
 
     def _try_reinit(self) -> None:
         nvml = self.nvml
@@ -263,9 +216,8 @@ class NvmlBackend(Backend):
             nvml.nvmlInit()
             self._open_devices()
         except nvml.NVMLError as error:
-            self._backoff = min(self._backoff * 2, REINIT_BACKOFF[1])
-            self._reinit_due = self.clock() + self._backoff
-            log.warning("NVML re-initialisation failed (%s); next try in %.0fs", error, self._backoff)
+            self._reinit_due = self.clock() + self._backoff.grow()
+            log.warning("NVML re-initialisation failed (%s); next try in %.0fs", error, self._backoff.wait)
             for gpu in self._gpus:
                 gpu.lost = True
             return
@@ -273,10 +225,10 @@ class NvmlBackend(Backend):
         lost = [gpu.info.index for gpu in self._gpus if gpu.lost]
         log.info("NVML re-initialised: %d GPU(s) readable%s", len(self._gpus) - len(lost), f", still lost: {lost}" if lost else "")
         if lost:  # each try restarts the GPM pairs of the healthy GPUs too: space the tries out
-            self._backoff = min(self._backoff * 2, REINIT_BACKOFF[1])
+            self._backoff.grow()
             self._schedule_reinit(f"GPU(s) {lost} still lost")
         else:
-            self._backoff = REINIT_BACKOFF[0]
+            self._backoff.reset()
         self._start_xid_thread()
 
     # ---- collection ----------------------------------------------------------------------
@@ -309,7 +261,7 @@ class NvmlBackend(Backend):
                 each.lost = True
             self._schedule_reinit(f"the NVIDIA driver went away ({error})")
         else:
-            self._log_once(f"error-{gpu.info.uuid}-{code}", logging.WARNING, "GPU %d: NVML error %s; it is reported down for this poll", gpu.info.index, error)
+            self.log_once(f"error-{gpu.info.uuid}-{code}", logging.WARNING, "GPU %d: NVML error %s; it is reported down for this poll", gpu.info.index, error)
 
     def _optional(self, gpu: _Gpu | None, key: str, call: Callable[..., Any], *args: Any) -> Any:
         """Make a call that a GPU may not support: None on NotSupported/NoPermission/NotFound.
@@ -335,8 +287,8 @@ class NvmlBackend(Backend):
     def _read(self, gpu: _Gpu, now: float) -> GpuSample:
         nvml, handle, opt = self.nvml, gpu.handle, self._optional
         sample = GpuSample(device=gpu.info, timestamp=now)
-        if gpu.gpm:  # first, so the GPM sample is taken at ``now`` and the windows are as long as the gaps between polls
-            self._read_gpm(gpu, sample, now)
+        if gpu.gpm is not None:  # first, so the GPM sample is taken at ``now`` and the windows are as long as the gaps between polls
+            self._read_gpm(gpu, gpu.gpm, sample, now)
         utilization = opt(gpu, "utilization", nvml.nvmlDeviceGetUtilizationRates, handle)
         if utilization is not None:
             sample.gpu_utilization = utilization.gpu / 100
@@ -365,8 +317,8 @@ class NvmlBackend(Backend):
         self._read_slow(gpu, now)
         for key, value in gpu.slow.items():
             setattr(sample, key, value)
-        with self._xid_lock:
-            sample.xid_errors = dict(self._xid_counts.get(gpu.info.uuid, {}))
+        if self._xid is not None:
+            sample.xid_errors = self._xid.counts(gpu.info.uuid)
         return sample
 
     def _read_process_utilization(self, gpu: _Gpu) -> tuple[ProcessUtilization, ...] | None:
@@ -411,113 +363,32 @@ class NvmlBackend(Backend):
                 gpu.unsupported.add("memory_temperature")
         gpu.slow = slow
 
-    def _read_gpm(self, gpu: _Gpu, sample: GpuSample, now: float) -> None:
-        nvml = self.nvml
-        previous_time = gpu.gpm_previous_time
-        if previous_time is not None and now - previous_time <= GPM_MIN_SAMPLE_GAP:
-            return  # too soon after the last GPM sample: no profiling figures this poll
-        previous, current = gpu.gpm_samples
-        try:
-            if gpu.parent is None:
-                nvml.nvmlGpmSampleGet(gpu.handle, current)
-            else:
-                nvml.nvmlGpmMigSampleGet(gpu.parent.handle, gpu.info.gpu_instance_id, current)
-        except nvml.NVMLError as error:
-            if getattr(error, "value", None) == nvml.NVML_ERROR_NO_PERMISSION:
-                admin_only = profiling_admin_only()
-                gpu.gpm = False
-                self._log_once(f"gpmperm-{gpu.info.uuid}", logging.WARNING, "GPU %d: GPM sampling was refused (%s; RmProfilingAdminOnly=%s): %s. gpueff_profiling_available is 0 until the exporter restarts with that fixed", gpu.info.index, error, {True: 1, False: 0, None: "unknown"}[admin_only], PROFILING_FIX)
-                return
-            if getattr(error, "value", None) == nvml.NVML_ERROR_NOT_SUPPORTED:
-                gpu.gpm = False
-                self._log_once(f"gpmns-{gpu.info.uuid}", logging.WARNING, "GPU %d: GPM sampling is not supported here (%s); gpueff_profiling_available is 0", gpu.info.index, error)
-                return
-            raise
-        gpu.gpm_samples = [current, previous]
-        gpu.gpm_previous_time = now
-        if previous_time is None:
-            return  # the first sample only primes the pair
-        request = gpu.gpm_request
-        request.sample1, request.sample2 = previous, current
-        nvml.nvmlGpmMetricsGet(request)
-        profiling = {}
-        for slot, metric in enumerate(GPM_METRICS):
-            result = request.metrics[slot]
-            if result.nvmlReturn == nvml.NVML_SUCCESS:
-                profiling[metric.key] = to_sample_unit(metric, result.value)
-            else:
-                self._log_once(f"gpmmetric-{gpu.info.uuid}-{metric.name}", logging.INFO, "GPU %d: GPM metric %s is not available (NVML return code %d); it is not exported", gpu.info.index, metric.name, result.nvmlReturn)
-        sample.window_seconds = now - previous_time
-        sample.profiling = Profiling(**profiling)
+    def _read_gpm(self, gpu: _Gpu, pair: GpmPair, sample: GpuSample, now: float) -> None:
+        parent_handle = gpu.parent.handle if gpu.parent is not None else None
+        window = read_pair(self.nvml, pair, gpu.info, gpu.handle, parent_handle, now, self.log_once)
+        if pair.refused:
+            free_pair(self.nvml, pair)
+            gpu.gpm = None
+        if window is not None:
+            sample.profiling, sample.window_seconds = window
 
     def _process_name(self, pid: int) -> str:
         """NVML's name of a process; "" where it cannot be read (it exited, or lives in another PID namespace)."""
         try:
-            return _text(self.nvml.nvmlSystemGetProcessName(pid))
+            return text(self.nvml.nvmlSystemGetProcessName(pid))
         except self.nvml.NVMLError:
             return ""
-
-    def _log_once(self, key: str, level: int, message: str, *args: Any) -> None:
-        if key not in self._logged:
-            self._logged.add(key)
-            log.log(level, message, *args)
 
     # ---- Xid events ------------------------------------------------------------------------
 
     def _start_xid_thread(self) -> None:
-        nvml = self.nvml
-        try:
-            event_set = nvml.nvmlEventSetCreate()
-        except nvml.NVMLError as error:
-            self._log_once("xid-create", logging.WARNING, "cannot watch Xid errors (%s): gpueff_xid_errors_total is not exported", error)
-            return
-        watched = {}
-        for gpu in self._gpus:
-            if gpu.lost or gpu.parent is not None:  # a MIG device's Xids arrive on its GPU
-                continue
-            try:
-                nvml.nvmlDeviceRegisterEvents(gpu.handle, nvml.nvmlEventTypeXidCriticalError, event_set)
-                watched[gpu.info.uuid] = gpu
-                with self._xid_lock:
-                    self._xid_counts.setdefault(gpu.info.uuid, {})
-            except nvml.NVMLError as error:
-                self._log_once(f"xid-{gpu.info.uuid}", logging.WARNING, "GPU %d: cannot watch Xid errors (%s)", gpu.info.index, error)
-        self._xid_stop = threading.Event()
-        self._xid_thread = threading.Thread(target=self._watch_xid, args=(event_set, self._xid_stop), name="xid-events", daemon=True)
-        self._xid_thread.start()
+        if self._xid is None:  # one watcher for the backend's life: its counts outlive re-initialisations
+            self._xid = XidWatcher(self.nvml, self.log_once)
+        self._xid.start((gpu.info, gpu.handle) for gpu in self._gpus if not gpu.lost and gpu.parent is None)
 
     def _stop_xid_thread(self) -> None:
-        self._xid_stop.set()
-        if self._xid_thread is not None:
-            self._xid_thread.join(2.0)
-            self._xid_thread = None
-
-    def _watch_xid(self, event_set: Any, stop: threading.Event) -> None:
-        nvml = self.nvml
-        try:
-            while not stop.is_set():
-                try:
-                    data = nvml.nvmlEventSetWait(event_set, 500)
-                except nvml.NVMLError as error:
-                    if getattr(error, "value", None) == nvml.NVML_ERROR_TIMEOUT:
-                        continue
-                    log.warning("Xid event watch stopped: %s", error)
-                    return
-                if data.eventType != nvml.nvmlEventTypeXidCriticalError:
-                    continue
-                try:
-                    uuid = _text(nvml.nvmlDeviceGetUUID(data.device))
-                except nvml.NVMLError:
-                    continue
-                with self._xid_lock:
-                    counts = self._xid_counts.setdefault(uuid, {})
-                    counts[int(data.eventData)] = counts.get(int(data.eventData), 0) + 1
-                log.warning("Xid %d on GPU %s", data.eventData, uuid)
-        finally:
-            try:
-                nvml.nvmlEventSetFree(event_set)
-            except nvml.NVMLError:
-                pass
+        if self._xid is not None:
+            self._xid.stop()
 
 
 def _driver_gone_codes(nvml: ModuleType) -> tuple[int, ...]:

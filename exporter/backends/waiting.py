@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from exporter.backends.backoff import Backoff
 from exporter.backends.base import Backend, BackendUnavailable
 from exporter.sample import DeviceInfo, GpuSample
 
@@ -26,7 +27,7 @@ class WaitingBackend(Backend):
         super().__init__()
         self.make = make
         self.clock = clock
-        self._backoff = RETRY_BACKOFF[0]
+        self._backoff = Backoff(*RETRY_BACKOFF)
         self._next_try = 0.0
         self._last_reason = ""
 
@@ -62,8 +63,8 @@ class WaitingBackend(Backend):
             if reason != self._last_reason:
                 log.warning("no GPU backend can start yet, waiting for the NVIDIA driver (--wait-for-driver): %s", reason)
                 self._last_reason = reason
-            self._next_try = self.clock() + self._backoff
-            self._backoff = min(self._backoff * 2, RETRY_BACKOFF[1])
+            self._next_try = self.clock() + self._backoff.wait
+            self._backoff.grow()
             return []
         self._inner = backend
         if self._last_reason:
