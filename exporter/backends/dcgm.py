@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from exporter.backends import dcgm_profiling
+from exporter.backends.backoff import Backoff
 from exporter.backends.base import Backend, BackendUnavailable
 from exporter.backends.dcgm_bindings import Bindings, load_bindings
 from exporter.backends.dcgm_decode import BLANK, OK, STALE, Decoder, FieldReading, int32_or_none, text
@@ -110,13 +111,12 @@ class DcgmBackend(Backend):
         self._entities: list[Any] = []
         self._xid = XidCounter()
         self._reconnect_due: float | None = None
-        self._backoff = RECONNECT_BACKOFF[0]
+        self._backoff = Backoff(*RECONNECT_BACKOFF)
         self._paused = False
         self._all_gpus_group: Any = None
         self._profiling_groups = 0  # numbers the profiling groups' names
         self._profiling_retry_due: float | None = None
         self._resume_guard_us = 0  # embedded: profiling values older than this came from before the resume
-        self._logged: set[str] = set()
 
     @property
     def mode(self) -> str:
@@ -225,7 +225,7 @@ class DcgmBackend(Backend):
                 continue
             reason = state.not_supported or state.refused.get(SM_ACTIVE_ID) or "DCGM does not list SM activity (1002) for this GPU"
             reasons.append(reason)
-            self._log_once(f"profiling-{gpu.info.uuid}-{reason}", logging.WARNING, "%s: no SM activity from DCGM (%s): SM activity and the other profiling metrics are missing there; gpueff_profiling_available is 0", label, reason)
+            self.log_once(f"profiling-{gpu.info.uuid}-{reason}", logging.WARNING, "%s: no SM activity from DCGM (%s): SM activity and the other profiling metrics are missing there; gpueff_profiling_available is 0", label, reason)
         connected = [gpu for gpu in self._gpus if gpu.connected]
         if any(SM_ACTIVE_ID in gpu.profiling.watched for gpu in connected):
             self.profiling_refused = None
@@ -283,20 +283,19 @@ class DcgmBackend(Backend):
             gpu.clocks.clear()
             gpu.readings.clear()
         self._xid.forget_baseline()
-        self._reconnect_due = self.clock() + self._backoff
-        log.warning("lost DCGM (%s): every GPU is reported down; reconnecting in %.0fs", reason, self._backoff)
+        self._reconnect_due = self.clock() + self._backoff.wait
+        log.warning("lost DCGM (%s): every GPU is reported down; reconnecting in %.0fs", reason, self._backoff.wait)
 
     def _try_reconnect(self, session: DcgmSession) -> None:
         try:
             self._connect(session)
         except session.error as error:
             session.close()
-            self._backoff = min(self._backoff * 2, RECONNECT_BACKOFF[1])
-            self._reconnect_due = self.clock() + self._backoff
-            log.warning("reconnecting to DCGM failed (%s: %s); next try in %.0fs", session.error_name(error), error, self._backoff)
+            self._reconnect_due = self.clock() + self._backoff.grow()
+            log.warning("reconnecting to DCGM failed (%s: %s); next try in %.0fs", session.error_name(error), error, self._backoff.wait)
             return
         self._reconnect_due = None
-        self._backoff = RECONNECT_BACKOFF[0]
+        self._backoff.reset()
         down = [gpu.info.index for gpu in self._gpus if not gpu.connected]
         log.info("reconnected to DCGM (%s): %d GPU(s) readable%s", self.mode, len(self._gpus) - len(down), f", still missing: {down}" if down else "")
 
@@ -311,7 +310,7 @@ class DcgmBackend(Backend):
         try:
             session.pause_profiling() if wanted else session.resume_profiling()
         except session.error as error:
-            self._log_once(f"pause-{wanted}-{error}", logging.WARNING, "cannot %s DCGM profiling (%s)", "pause" if wanted else "resume", session.error_name(error))
+            self.log_once(f"pause-{wanted}-{error}", logging.WARNING, "cannot %s DCGM profiling (%s)", "pause" if wanted else "resume", session.error_name(error))
             return
         self._paused = wanted
         if wanted:
@@ -375,7 +374,7 @@ class DcgmBackend(Backend):
             why = "DCGM reports it lost"
         else:
             why = f"none of its device fields has a value ({', '.join(sorted(statuses)) or 'no answer'})"
-        self._log_once(key, logging.WARNING, "GPU %d (%s): %s; it is reported down until its values come back", gpu.info.index, gpu.info.uuid, why)
+        self.log_once(key, logging.WARNING, "GPU %d (%s): %s; it is reported down until its values come back", gpu.info.index, gpu.info.uuid, why)
 
     def _sample(self, gpu: _Gpu, values: list[Any], now: float) -> GpuSample:
         assert self._decode is not None
@@ -437,10 +436,3 @@ class DcgmBackend(Backend):
     def readings(self) -> dict[str, dict[int, FieldReading]]:
         """The last raw reading of every field read, by GPU UUID and field ID."""
         return {gpu.info.uuid: dict(gpu.readings) for gpu in self._gpus}
-
-    # ---- helpers -------------------------------------------------------------------------------
-
-    def _log_once(self, key: str, level: int, message: str, *args: Any) -> None:
-        if key not in self._logged:
-            self._logged.add(key)
-            log.log(level, message, *args)
