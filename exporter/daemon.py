@@ -19,6 +19,7 @@ from exporter.config import Config, ConfigError, load_config
 from exporter.exposition import Exposition
 from exporter.logs import one_line
 from exporter.poller import Poller
+from exporter.process import release_freed_memory
 from exporter.trace import TraceError, demo_trace_paths, load_trace
 from exporter.web import ListenAddressError, WebServer, parse_listen_address
 
@@ -75,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             backend = choose_backend(args, config)
         devices = backend.start()
+        release_freed_memory()
     except BackendUnavailable as error:
         log.error("%s%s", error, "" if args.demo or args.replay else "; run with --demo to replay recorded traces instead")
         return 2
