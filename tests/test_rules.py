@@ -28,8 +28,10 @@ EXPECTED_ALERTS = {
     "GpuXidError", "GpuCriticalXidError", "GpuThermalThrottling", "GpuHardwareSlowdown", "GpuPowerCapped",
     "GpuProfilingUnavailable", "GpuEfficiencyExporterVanished", "GpuEfficiencyExporterCollectErrors", "GpuAppScrapeDown",
     "GpuEccUncorrectableErrors", "GpuEccCorrectableErrorsHigh", "GpuRowRemapPending", "GpuRowRemapFailure",
-    "GpuTemperatureHigh", "GpuMemoryTemperatureHigh",
+    "GpuTemperatureHigh", "GpuMemoryTemperatureHigh", "GpuReadingsImplausible", "GpuKubernetesAttributionDown",
 }
+# The waste alerts: their what_to_try annotation names the GPU's bottleneck class now and its advice.
+WASTE_ALERTS = {"GpuHighUtilizationLowSmActivity", "GpuLowEfficiency", "GpuAllocatedButIdle"}
 
 
 def tool(name: str) -> str:
@@ -90,6 +92,30 @@ def test_promtool_unit_tests_fail_when_the_mixed_fleet_divides_by_every_gpu(tmp_
     assert "job:gpueff_estimated_tensor_flop_per_joule:ratio" in result.stdout + result.stderr
 
 
+def test_promtool_unit_tests_fail_when_implausible_readings_count_as_waste(tmp_path):
+    """A GPU whose SM activity reads 0 under load (sm_zero_while_busy) is not inefficient: without
+    the counter-health exclusion GpuLowEfficiency fires on it."""
+    old = "1) unless on (job, instance, uuid) (max_over_time(gpueff_readings_implausible[5m]) == 1)\n"
+    result = promtool_tests_with(tmp_path, old, "1)\n")
+    assert result.returncode != 0
+    assert 'uuid="GPU-d"' in result.stdout + result.stderr
+
+
+def test_waste_alerts_say_what_to_try_for_the_class_now():
+    """The annotation looks the class up when the alert is evaluated (a label would reset `for` at
+    each class change); the promtool cases join it with the exporter's own advice."""
+    from exporter.taxonomy import WHAT_TO_TRY
+
+    for name, rule in alerts().items():
+        text = rule["annotations"].get("what_to_try", "")
+        assert (name in WASTE_ALERTS) == ("gpueff_bottleneck_class_info" in text and "| query" in text), name
+        assert "class" not in rule.get("labels", {}), name
+    fixture = RULE_TESTS.read_text()
+    joined = re.findall(r'gpueff_bottleneck_class_info\{[^}]*class="(\w+)",[^}]*what_to_try="([^"]*)"', fixture)
+    assert ("underfilled", WHAT_TO_TRY["underfilled"]) in joined
+    assert f"Bottleneck now: underfilled. {WHAT_TO_TRY['underfilled']}" in fixture
+
+
 def test_every_alert_has_a_firing_and_a_silent_case():
     tests = yaml.safe_load(RULE_TESTS.read_text())["tests"]
     fires, silent = set(), set()
@@ -111,7 +137,7 @@ def test_every_alert_says_what_it_means_and_links_what_to_try():
     base = yaml.safe_load(SOURCE.read_text())["runbook_base_url"]
     for name, rule in alerts().items():
         annotations = rule["annotations"]
-        assert set(annotations) == {"summary", "description", "runbook_url"}, name
+        assert set(annotations) == {"summary", "description", "runbook_url"} | ({"what_to_try"} if name in WASTE_ALERTS else set()), name
         assert rule["labels"]["severity"] in {"critical", "warning", "info"}, name
         url, anchor = annotations["runbook_url"].split("#")
         assert url == base and anchor == name.lower(), name

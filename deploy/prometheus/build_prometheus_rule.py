@@ -93,6 +93,8 @@ def alert_rule(rule: dict[str, Any], settings: dict[str, Any], runbook_base_url:
         "description": say(rule["description"]),
         "runbook_url": f"{runbook_base_url}#{rule['alert'].lower()}",
     }
+    if "what_to_try" in rule:
+        out["annotations"]["what_to_try"] = rule["what_to_try"]
     return out
 
 
