@@ -26,8 +26,6 @@ NODE_SEL = 'cluster=~"$cluster", job=~"$job", instance=~"$instance"'
 SEL = NODE_SEL + ', gpu=~"$gpu", namespace=~"$namespace", pod=~"$pod"'
 APP_SEL = 'cluster=~"$cluster", namespace=~"$namespace", pod=~"$pod"'
 GPU_LEGEND = "{{instance}} GPU {{gpu}}"
-# Exporter-level series (no gpu/pod labels): selected by node only.
-EXPORTER_METRICS = ("gpueff_collect_errors_total", "gpueff_collect_stale", "gpueff_snapshot_age_seconds", "gpueff_last_collect_success_timestamp_seconds")
 TAGS = ["gpu", "gpu-efficiency"]
 
 # The application-throughput dashboard's server counters: (label, counter name), first is the default.
@@ -325,8 +323,8 @@ def fleet() -> dict[str, Any]:
              [target(f"sum by (currency) (increase(gpueff_busy_idle_sm_cost_total{s}[$__range]))", "{{currency}}", instant=True)], "short", decimals=2),
         stat("Power now", "Power drawn by the selected GPUs now, in watts.", [target(f"sum(gpueff_power_watts{s})", "power", instant=True)], "watt", decimals=0),
         row("Over time (scales to thousands of GPUs: distributions and the worst GPUs, not a line per GPU)"),
-        timeseries("Coarse utilization vs SM activity", "Fleet average of nvidia-smi's utilization (share of time any kernel ran) against SM activity (share of SMs with work). The gap between the two lines is GPU time that looks busy but is not: one thread on one SM reads 100 % utilization and 0.8 % SM activity.",
-                   [target(f"avg(gpueff_gpu_utilization_ratio{s})", "utilization (nvidia-smi)"), target(f"avg(gpueff_sm_active_ratio{s})", "SM activity")], "percentunit", min_=0, max_=1),
+        timeseries("Coarse utilization vs SM activity", "Fleet average of utilization (share of time any kernel ran: nvidia-smi's quantity, averaged over each poll window) against SM activity (share of SMs with work). The gap between the two lines is GPU time that looks busy but is not: one thread on one SM reads 100 % utilization and 0.8 % SM activity.",
+                   [target(f"avg(gpueff_gpu_utilization_ratio{s})", "utilization"), target(f"avg(gpueff_sm_active_ratio{s})", "SM activity")], "percentunit", min_=0, max_=1),
         heatmap("Efficiency across GPUs", "How many GPUs sit at each efficiency (SM activity / utilization, gpueff_efficiency_ratio) over time: a band near the top is a fleet doing real work; a band near the bottom is busy-looking GPUs doing little. Readable at 1,000 GPUs, unlike one line per GPU.",
                 [target(f"gpueff_efficiency_ratio{s}", GPU_LEGEND)], "percentunit"),
         timeseries("Efficiency: fleet spread and the 5 worst GPUs", "The 10th, 50th and 90th percentile of per-GPU efficiency across the selected GPUs, and the five least efficient busy GPUs at each moment (bottomk). Click a GPU's line for its detail dashboard.",
@@ -422,10 +420,13 @@ def health_stats() -> list[dict[str, Any]]:
              [target(f"sum(increase(gpueff_energy_joules_total{s}[$__range])) / 3.6e6", "energy", instant=True)], "kwatth", decimals=1),
         stat("GPUs without profiling", "GPUs whose SM activity the exporter cannot read (gpueff_profiling_available == 0): efficiency, mismatch and the bottleneck class are blind there (GpuProfilingUnavailable).",
              [target(f"count(gpueff_profiling_available{s} == 0) or vector(0)", "GPUs", instant=True)], "none", decimals=0, thresholds_=errors),
-        stat("Exporter health", "Exporters Prometheus cannot scrape (up == 0), exporters serving stale data, and failed collections in the time range.",
+        stat("GPUs with implausible readings", "GPUs whose profiling readings fail a counter-health check now (gpueff_readings_implausible == 1: SM activity 0 under load, a pipe above SM activity, ...). Their class reads unknown and they count no waste; GpuReadingsImplausible fires after 15 minutes. The GPU detail dashboard's Counter health panel names the check.",
+             [target(f"count(max by (cluster, instance, uuid) (gpueff_readings_implausible{s}) == 1) or vector(0)", "GPUs", instant=True)], "none", decimals=0, thresholds_=errors),
+        stat("Exporter health", "Exporters Prometheus cannot scrape (up == 0), exporters serving stale data, failed collections in the time range, and exporters whose Kubernetes attribution fails now (the kubelet pod-resources call: GPU series lose their pod labels; GpuKubernetesAttributionDown).",
              [target(f'count(up{{{NODE_SEL}, job=~".*gpu-efficiency.*"}} == 0) or vector(0)', "down", instant=True),
               target(f"sum(gpueff_collect_stale{node}) or vector(0)", "stale", instant=True),
-              target(f"sum(increase(gpueff_collect_errors_total{node}[$__range])) or vector(0)", "collect errors", instant=True)], "none", decimals=0, thresholds_=errors),
+              target(f"sum(increase(gpueff_collect_errors_total{node}[$__range])) or vector(0)", "collect errors", instant=True),
+              target(f"count(gpueff_kubernetes_attribution_up{node} == 0) or vector(0)", "attribution down", instant=True)], "none", decimals=0, thresholds_=errors, w=8),
     ]
 
 
@@ -433,8 +434,11 @@ def gpu_detail() -> dict[str, Any]:
     s = sel()
     panels = [
         row("Activity"),
-        timeseries("Utilization vs SM activity", "Per GPU: nvidia-smi's utilization (dashed; share of time any kernel ran) against SM activity (share of SMs with work). A dashed line at 100 % over a solid line near 0 is a GPU that looks busy and does almost nothing.",
+        timeseries("Utilization vs SM activity", "Per GPU: utilization (dashed; share of time any kernel ran, averaged over each poll window) against SM activity (share of SMs with work, over the same window). A dashed line at 100 % over a solid line near 0 is a GPU that looks busy and does almost nothing.",
                    [target(f"gpueff_gpu_utilization_ratio{s}", GPU_LEGEND + " utilization"), target(f"gpueff_sm_active_ratio{s}", GPU_LEGEND + " SM activity")], "percentunit", min_=0, max_=1, overrides=[dashed(".* utilization")]),
+        timeseries("Utilization: window mean vs nvidia-smi's instant figure", "Two readings of the same quantity (share of time a kernel ran). Window mean (solid, gpueff_gpu_utilization_ratio): the engine's activity over the whole poll window (GPM GRAPHICS_UTIL or DCGM GR_ENGINE_ACTIVE), the figure every derived metric, class and alert uses. Instant (dashed, gpueff_gpu_utilization_instant_ratio): what nvidia-smi shows, the driver's latest ~200 ms sample at each poll. They agree on steady work; under bursty or duty-cycled work the instant figure swings or aliases (0 / 0.99 on a 1 s duty cycle) while the window mean holds. Without profiling both are NVML's figure.",
+                   [target(f"gpueff_gpu_utilization_ratio{s}", GPU_LEGEND + " window mean"), target(f"gpueff_gpu_utilization_instant_ratio{s}", GPU_LEGEND + " instant (nvidia-smi)")],
+                   "percentunit", min_=0, max_=1, overrides=[dashed(".* instant \\(nvidia-smi\\)")]),
         timeseries("SM occupancy", "Resident warps over the theoretical maximum, per GPU. Low occupancy with high SM activity means every SM has a little work: latency-bound kernels (one warp per SM fools SM activity, not occupancy).",
                    [target(f"gpueff_sm_occupancy_ratio{s}", GPU_LEGEND)], "percentunit", min_=0, max_=1),
         timeseries("Tensor and DRAM activity", "Share of cycles the tensor pipes were active, and DRAM bandwidth used over its peak. Tensor high: compute bound (good for matmuls). DRAM near 0.8: memory-bandwidth bound (0.8 is the practical peak).",
@@ -447,6 +451,14 @@ def gpu_detail() -> dict[str, Any]:
                     target(f"gpueff_fp16_active_ratio{s}", GPU_LEGEND + " FP16"), target(f"gpueff_integer_active_ratio{s}", GPU_LEGEND + " integer")], "percentunit", min_=0, max_=1),
         state_timeline("Bottleneck class", "The bottleneck class of each GPU over time (the one gpueff_bottleneck class at 1). idle, host (gaps between kernels), compute, memory, communication, underfilled (few SMs busy), latency, mixed, unknown (no profiling).",
                        [target(bottleneck_index(SEL), GPU_LEGEND)], mappings=index_mappings(BOTTLENECK_CLASSES), w=24),
+        table("Bottleneck now: what to try", "Each selected GPU's bottleneck class now (gpueff_bottleneck == 1), what it means and the one thing to try first, from the exporter's gpueff_bottleneck_class_info (the same text the waste alerts carry in their what_to_try annotation). unknown: no profiling, or the counters read something impossible (Counter health below).",
+              [target(f"(gpueff_bottleneck{sel()} == 1)\n* on (cluster, job, instance, class) group_left (meaning, what_to_try)\ngpueff_bottleneck_class_info{{{NODE_SEL}}}", instant=True, table=True)],
+              "none", h=6,
+              transformations=[{"id": "organize", "options": {"excludeByName": {"Time": True, "Value": True, "__name__": True, "job": True},
+                                                              "indexByName": {"instance": 0, "gpu": 1, "uuid": 2, "class": 3, "what_to_try": 4, "meaning": 5},
+                                                              "renameByName": {"what_to_try": "what to try"}}}]),
+        timeseries("Counter health", "Counter-health checks failing on the selected GPUs (gpueff_readings_implausible, 1 = the window's profiling readings are physically impossible), per check: sm_above_engine, pipe_above_sm, occupancy_above_sm, sm_zero_while_busy, profiling_zero_under_load (docs/dashboards-and-alerts.md#gpureadingsimplausible says what each means). While any is 1 the GPU reads unknown and counts no mismatch or waste. 0 is healthy.",
+                   [target(f"sum by (check) (gpueff_readings_implausible{s})", "{{check}}")], "none", min_=0, decimals=0, bars=True, w=24, h=6),
         row("Power and clocks"),
         timeseries("Power", "Power draw per GPU against its enforced limit (dashed). Power at the limit with clocks below maximum means the power cap sets the speed.",
                    [target(f"gpueff_power_watts{s}", GPU_LEGEND), target(f"gpueff_power_limit_watts{s}", GPU_LEGEND + " limit")], "watt", min_=0, overrides=[dashed(".* limit")]),
@@ -495,6 +507,8 @@ def gpu_detail() -> dict[str, Any]:
                  [target(f"sum by (instance, gpu, uuid) (increase(gpueff_energy_joules_total{s}[$__range])) / 3.6e6", GPU_LEGEND, instant=True)], "kwatth", decimals=2),
         timeseries("Exporter health", "The exporter on the selected nodes: age of the snapshot it serves (a growing age means the poller is stuck; stale_after makes it serve GPUs as down) and failed collections per second.",
                    [target(f"gpueff_snapshot_age_seconds{{{NODE_SEL}}}", "{{instance}} snapshot age"), target(f"rate(gpueff_collect_errors_total{{{NODE_SEL}}}[$__rate_interval])", "{{instance}} collect errors/s")], "s", min_=0),
+        timeseries("Kubernetes attribution", "Whether the exporter's last kubelet pod-resources List call answered (1) or failed (0), and failed calls per second. After 3 refresh intervals without an answer the GPU series lose their namespace/pod labels; GpuKubernetesAttributionDown fires after 10 minutes at 0. No data outside Kubernetes (kubernetes.enabled off).",
+                   [target(f"gpueff_kubernetes_attribution_up{{{NODE_SEL}}}", "{{instance}} attribution up"), target(f"rate(gpueff_kubernetes_attribution_errors_total{{{NODE_SEL}}}[$__rate_interval])", "{{instance}} errors/s")], "none", min_=0),
     ]
     return dashboard("gpueff-gpu-detail", "GPU efficiency / GPU detail", "One or a few GPUs in depth: activity, bottleneck, power, clocks and throttling, achieved FLOP/s and bandwidth, memory and owners.", panels, gpu_variables(one_gpu=True))
 
@@ -533,10 +547,10 @@ def app_throughput() -> dict[str, Any]:
     per_app = "{{app}} ({{instance}})"
     panels = [
         row("Throughput against the GPU"),
-        timeseries("Throughput vs SM activity", "The application's throughput (left axis, from the Throughput counter variable) on the same time axis as the selected GPUs' average SM activity, SM occupancy and nvidia-smi utilization (right axis). Utilization near 100 % with SM activity low and throughput flat under rising load is a batching or launch problem, not a full GPU.",
+        timeseries("Throughput vs SM activity", "The application's throughput (left axis, from the Throughput counter variable) on the same time axis as the selected GPUs' average SM activity, SM occupancy and utilization (right axis). Utilization near 100 % with SM activity low and throughput flat under rising load is a batching or launch problem, not a full GPU.",
                    [target(tput, "throughput"), target(f"avg(gpueff_sm_active_ratio{s})", "SM activity"), target(f"avg(gpueff_sm_occupancy_ratio{s})", "SM occupancy"),
-                    target(f"avg(gpueff_gpu_utilization_ratio{s})", "utilization (nvidia-smi)")],
-                   "short", min_=0, overrides=right_axis("SM activity", "SM occupancy", "utilization (nvidia-smi)", unit="percentunit"), w=24),
+                    target(f"avg(gpueff_gpu_utilization_ratio{s})", "utilization")],
+                   "short", min_=0, overrides=right_axis("SM activity", "SM occupancy", "utilization", unit="percentunit"), w=24),
         timeseries("Request arrivals vs completions vs throughput", "Requests arriving (the recording rule namespace:app_requests_arrived:rate5m = completions + growth of the requests waiting and running) and completing per second (left), throughput (right). Arrivals that keep rising while completions and throughput stay flat mean the server is saturated: look at SM and DRAM activity to see why.",
                    [target('sum(namespace:app_requests_arrived:rate5m{cluster=~"$cluster", namespace=~"$namespace"})', "arrivals/s"), target(reqs, "completions/s"), target(tput, "throughput")], "reqps", min_=0,
                    overrides=[{"matcher": {"id": "byName", "options": "throughput"}, "properties": [{"id": "custom.axisPlacement", "value": "right"}, {"id": "unit", "value": "short"}]}]),

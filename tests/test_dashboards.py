@@ -19,7 +19,9 @@ from exporter.derivations import BOTTLENECK_CLASSES
 DASHBOARD_DIR = ROOT / "dashboards"
 PATHS = sorted(DASHBOARD_DIR.glob("*.json"))
 GPU_VARIABLES = ("datasource", "cluster", "job", "instance", "gpu", "namespace", "pod")
-EXPORTER_METRICS = ("gpueff_collect_errors_total", "gpueff_collect_stale", "gpueff_snapshot_age_seconds")
+# Per-exporter series (no gpu or pod label): selected by node only.
+EXPORTER_METRICS = ("gpueff_collect_errors_total", "gpueff_collect_stale", "gpueff_snapshot_age_seconds", "gpueff_bottleneck_class_info",
+                    "gpueff_kubernetes_attribution_up", "gpueff_kubernetes_attribution_errors_total")
 
 
 def test_committed_dashboards_equal_the_build():
@@ -104,8 +106,9 @@ def test_fleet_scales_past_one_line_per_gpu():
     # Time-sliced GPUs split among their pods, not one "/" bar.
     assert "gpueff_gpu_pod_info" in panels["Top wasteful pods"]["targets"][0]["expr"]
     assert panels["GPUs down"]["fieldConfig"]["defaults"]["thresholds"]["steps"][-1] == {"color": "red", "value": 1}
-    for title in ("Namespaces: efficiency, waste and cost", "Busy-but-idle cost per hour", "Xid errors", "Uncorrectable ECC errors", "Row remaps pending / failed", "Energy", "GPUs without profiling", "Exporter health"):
+    for title in ("Namespaces: efficiency, waste and cost", "Busy-but-idle cost per hour", "Xid errors", "Uncorrectable ECC errors", "Row remaps pending / failed", "Energy", "GPUs without profiling", "GPUs with implausible readings", "Exporter health"):
         assert title in panels, title
+    assert "gpueff_kubernetes_attribution_up" in " ".join(t["expr"] for t in panels["Exporter health"]["targets"])
 
 
 def test_detail_dashboard_health_and_only_active_throttle_reasons():
@@ -116,6 +119,23 @@ def test_detail_dashboard_health_and_only_active_throttle_reasons():
     assert {"gpueff_tensor_hmma_active_ratio", "gpueff_tensor_imma_active_ratio", "gpueff_tensor_dfma_active_ratio"} <= {m for t in panels["Tensor pipes by precision"]["targets"] for m in re.findall(r"gpueff_\w+", t["expr"])}
     for title in ("Xid errors", "ECC errors and remapped rows", "Profiling, row remaps and GPU state", "Energy in the time range", "Exporter health"):
         assert title in panels, title
+    assert "gpueff_readings_implausible" in panels["Counter health"]["targets"][0]["expr"]
+    assert "gpueff_kubernetes_attribution_up" in panels["Kubernetes attribution"]["targets"][0]["expr"]
+
+
+def test_detail_dashboard_shows_window_and_instant_utilization() -> None:
+    panels = {p["title"]: p for p in grafana_queries.panels(grafana_queries.load(DASHBOARD_DIR / "gpu-efficiency-gpu-detail.json"))}
+    (panel,) = [p for title, p in panels.items() if title.startswith("Utilization: window mean")]
+    assert [re.findall(r"gpueff_\w+", t["expr"])[0] for t in panel["targets"]] == ["gpueff_gpu_utilization_ratio", "gpueff_gpu_utilization_instant_ratio"]
+    assert "nvidia-smi" in panel["description"] and "window" in panel["description"]
+
+
+def test_detail_dashboard_joins_the_class_now_with_what_to_try() -> None:
+    panels = {p["title"]: p for p in grafana_queries.panels(grafana_queries.load(DASHBOARD_DIR / "gpu-efficiency-gpu-detail.json"))}
+    (target,) = panels["Bottleneck now: what to try"]["targets"]
+    assert target["instant"] and target["format"] == "table"
+    assert "gpueff_bottleneck{" in target["expr"] and "== 1" in target["expr"] and "group_left (meaning, what_to_try)" in target["expr"]
+    assert "gpueff_bottleneck_class_info{" in target["expr"]
 
 
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: p.stem)

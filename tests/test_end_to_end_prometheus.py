@@ -30,6 +30,8 @@ import pytest
 import yaml
 from conftest import ROOT, free_port, http_get, running_daemon
 
+from exporter.taxonomy import WHAT_TO_TRY
+
 RULES = ROOT / "deploy" / "prometheus" / "gpu-efficiency-rules.yml"
 ALERTMANAGER_CONFIG = ROOT / "deploy" / "prometheus" / "alertmanager.yml"
 DASHBOARDS = sorted((ROOT / "dashboards").glob("*.json"))
@@ -46,7 +48,9 @@ NOT_IN_REPLAY = ("gpueff_compute_processes", "gpueff_compute_process_memory_byte
                  # The fair split of shared GPUs needs NVML's process list: none under replay (its
                  # dashboard queries are checked with promtool in test_dashboards.py).
                  "gpueff_holder_busy_seconds_total", "gpueff_holder_sm_active_seconds_total", "gpueff_holder_busy_idle_sm_seconds_total",
-                 "gpueff_holder_energy_joules_total", "gpueff_gpu_job_info")
+                 "gpueff_holder_energy_joules_total", "gpueff_gpu_job_info",
+                 # Never set without a kubelet that answered once.
+                 "gpueff_kubernetes_attribution_last_success_timestamp_seconds")
 # The exporter joins the token server with GPUs 0 and 5 (the first and last: the "subset" pick).
 APP_GPUS = ("0", "5")
 
@@ -213,6 +217,9 @@ def stack(tmp_path_factory) -> Iterator[dict[str, Any]]:
             "apps": [{"name": "llm", "url": app_url + "/metrics", "counter": "vllm:generation_tokens_total", "unit": "tokens",
                       "requests_counter": "vllm:request_success_total", "gpus": [int(gpu) for gpu in APP_GPUS], "flops_per_unit": 1.6e10,
                       "scrape_interval": "500ms", "scrape_timeout": "500ms"}],
+            # Attribution on, with no kubelet: gpueff_kubernetes_attribution_up is 0 (the
+            # exporter-health panels read it, GpuKubernetesAttributionDown fires).
+            "kubernetes": {"enabled": True, "pod_resources_socket": str(work / "no-kubelet.sock")},
         }))
         daemon = stack.enter_context(running_daemon("--demo", "--collect-interval", "500ms", "--config", str(work / "exporter.yml")))
 
@@ -272,6 +279,11 @@ def pick_first_and_last(variable: dict[str, Any], options: list[str]) -> str:
     return grafana_queries.format_multi(sorted({options[0], options[-1]}))
 
 
+def exported(metrics: str, name: str) -> bool:
+    """Whether the daemon's exposition has a sample of ``name`` (with or without labels)."""
+    return re.search(rf"^{re.escape(name)}[{{ ]", metrics, flags=re.M) is not None
+
+
 def active_clock_events(metrics: str, expr: str) -> list[str]:
     """The daemon's clock-event reasons at 1 on the GPUs the query's gpu=~"..." selects: "Throttle
     reasons" draws only active ones, so it is empty exactly when there are none (the copy and
@@ -303,7 +315,7 @@ def run_dashboard_queries(stack: dict[str, Any], pick: Callable[[dict[str, Any],
                 failures.append(f"{where}: {error}")
                 continue
             if not result:
-                missing = [name for name in NOT_IN_REPLAY if name in query.expr and f"\n{name}{{" not in stack["daemon_metrics"]]
+                missing = [name for name in NOT_IN_REPLAY if name in query.expr and not exported(stack["daemon_metrics"], name)]
                 if query.panel == "Throttle reasons" and not active_clock_events(stack["daemon_metrics"], query.expr):
                     missing.append("an active clock-event reason on the selected GPUs")
                 if not missing:
@@ -361,7 +373,7 @@ def test_processes_are_really_absent_in_replay(stack):
     """The exemptions above hold only because this daemon exports no such metrics, and because the
     "Throttle reasons" panel is empty only for GPUs that have none active."""
     for name in NOT_IN_REPLAY:
-        assert f"\n{name}{{" not in stack["daemon_metrics"]
+        assert not exported(stack["daemon_metrics"], name), name
     assert active_clock_events(stack["daemon_metrics"], 'gpu=~".*"') and not active_clock_events(stack["daemon_metrics"], 'gpu=~"(0|5)"')
 
 
@@ -376,11 +388,31 @@ def test_mismatch_alert_from_spin_trace_pages_on_call(stack):
     # The spin trace's SM activity is 0.757 % (1 SM of 132): the summary carries its mean.
     assert re.search(r"GPU 4 on 127\.0\.0\.1:\d+ looked busy .* only 0\.75\d*% of its SMs were active\.$", alert["annotations"]["summary"]), alert["annotations"]["summary"]
     assert alert["annotations"]["runbook_url"].endswith("/docs/dashboards-and-alerts.md#gpuhighutilizationlowsmactivity")
+    # What to try for the spin trace's class now (underfilled: one SM of 132 has work), looked up
+    # by the real Prometheus from gpueff_bottleneck and gpueff_bottleneck_class_info.
+    assert alert["annotations"]["what_to_try"] == f"Bottleneck now: underfilled. {WHAT_TO_TRY['underfilled']}"
     # Only the spin trace is 'busy but not working': the matmul, copy, idle and tiny-kernel GPUs are not.
     assert {a["labels"]["uuid"] for a in webhook.alerts("GpuHighUtilizationLowSmActivity")} == {SPIN_UUID}
     assert not webhook.alerts("GpuHighUtilizationLowSmActivity", "/gpu-team")
     firing = stack["prometheus"].api("alerts")["alerts"]
     assert {a["labels"]["uuid"] for a in firing if a["labels"]["alertname"] == "GpuHighUtilizationLowSmActivity"} == {SPIN_UUID}
+
+
+def test_attribution_down_alert_reaches_the_team(stack: dict[str, Any]) -> None:
+    """With Kubernetes attribution on and no kubelet, the exporter says so and the alert fires."""
+    webhook: Webhook = stack["webhook"]
+    (up,) = stack["prometheus"].query("gpueff_kubernetes_attribution_up")
+    assert up["value"][1] == "0"
+    alerts = wait_for("the attribution alert at the team webhook", lambda: webhook.alerts("GpuKubernetesAttributionDown", "/gpu-team"), 40, interval=0.5)
+    assert alerts[0]["labels"]["severity"] == "warning" and alerts[0]["annotations"]["runbook_url"].endswith("#gpukubernetesattributiondown")
+
+
+def test_no_gpu_of_the_demo_reads_implausible_counters(stack: dict[str, Any]) -> None:
+    """The demo's recorded readings are physically possible: no counter-health check is 1, so the
+    waste alerts and efficiency rules leave no GPU out."""
+    flags = stack["prometheus"].query("gpueff_readings_implausible")
+    assert flags and all(sample["value"][1] == "0" for sample in flags)
+    assert not [a for a in stack["prometheus"].api("alerts")["alerts"] if a["labels"]["alertname"] == "GpuReadingsImplausible"]
 
 
 def test_shipped_inhibitions_match_on_the_device_uuid(stack):

@@ -92,7 +92,7 @@ def test_promtool_unit_tests_fail_when_the_mixed_fleet_divides_by_every_gpu(tmp_
     assert "job:gpueff_estimated_tensor_flop_per_joule:ratio" in result.stdout + result.stderr
 
 
-def test_promtool_unit_tests_fail_when_implausible_readings_count_as_waste(tmp_path):
+def test_promtool_unit_tests_fail_when_implausible_readings_count_as_waste(tmp_path: Path) -> None:
     """A GPU whose SM activity reads 0 under load (sm_zero_while_busy) is not inefficient: without
     the counter-health exclusion GpuLowEfficiency fires on it."""
     old = "1) unless on (job, instance, uuid) (max_over_time(gpueff_readings_implausible[5m]) == 1)\n"
@@ -101,7 +101,7 @@ def test_promtool_unit_tests_fail_when_implausible_readings_count_as_waste(tmp_p
     assert 'uuid="GPU-d"' in result.stdout + result.stderr
 
 
-def test_waste_alerts_say_what_to_try_for_the_class_now():
+def test_waste_alerts_say_what_to_try_for_the_class_now() -> None:
     """The annotation looks the class up when the alert is evaluated (a label would reset `for` at
     each class change); the promtool cases join it with the exporter's own advice."""
     from exporter.taxonomy import WHAT_TO_TRY
