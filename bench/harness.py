@@ -64,10 +64,11 @@ def _status_kib(pid: int, key: str) -> int:
 
 
 @contextlib.contextmanager
-def daemon(command: list[str], ready_timeout: float = 30.0) -> Iterator[Daemon]:
-    """Run ``command`` (a daemon taking --web.listen-address) on a free loopback port until /-/ready."""
+def daemon(command: list[str], ready_timeout: float = 30.0, cwd: Path | str = ROOT) -> Iterator[Daemon]:
+    """Run ``command`` (a daemon taking --web.listen-address) on a free loopback port until /-/ready;
+    ``python -m exporter`` runs the tree in ``cwd`` (the working directory comes first on its path)."""
     port = free_port()
-    process = subprocess.Popen([*command, "--web.listen-address", f"127.0.0.1:{port}", "--log.level", "warn"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen([*command, "--web.listen-address", f"127.0.0.1:{port}", "--log.level", "warn"], cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     running = Daemon(process, port)
     try:
         deadline = time.monotonic() + ready_timeout

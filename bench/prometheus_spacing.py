@@ -75,10 +75,10 @@ def _get(connection: http.client.HTTPConnection, gzip: bool) -> bytes:
     return zlib.decompress(body, wbits=31) if response.getheader("Content-Encoding") == "gzip" else body
 
 
-def scrapes(count: int, wanted: int) -> dict[str, object]:
+def scrapes(count: int, wanted: int, tree: Path = ROOT) -> dict[str, object]:
     """First-after-poll latencies (ms), plain and gzip, and the daemon's RSS, at a 0.25 s collect interval."""
     latencies: dict[bool, list[float]] = {False: [], True: []}
-    with daemon(replay_daemon_command(count, "250ms")) as running:
+    with daemon(replay_daemon_command(count, "250ms"), cwd=tree) as running:
         connection = http.client.HTTPConnection("127.0.0.1", running.port, timeout=10)
         last = POLLS.search(_get(connection, True))  # the first gzip request turns on per-poll gzip
         gzip, tries = False, 0
@@ -109,9 +109,9 @@ def cpu_ns(pid: int) -> int:
     return total
 
 
-def cpu_per_gpu_per_poll(count: int, interval: float, seconds: float) -> float:
+def cpu_per_gpu_per_poll(count: int, interval: float, seconds: float, tree: Path = ROOT) -> float:
     """Daemon process CPU µs per GPU per poll, left alone (no scrapes) for ``seconds``."""
-    with daemon(replay_daemon_command(count, f"{int(interval * 1000)}ms")) as running:
+    with daemon(replay_daemon_command(count, f"{int(interval * 1000)}ms"), cwd=tree) as running:
         time.sleep(1.0)
         status, body = running.get()
         first_cpu, first_polls = cpu_ns(running.pid), int(POLLS.search(body).group(1))
@@ -133,14 +133,13 @@ def main() -> int:
         print(f"Baseline daemon from {args.baseline}:")
         print("| GPUs | plain p50 / p99 ms | gzip p50 / p99 ms | CPU µs/GPU/poll 1 s | 100 ms | RSS MB |")
         print("| ---: | ---: | ---: | ---: | ---: | ---: |")
-        os.environ["PYTHONPATH"] = args.baseline
+        tree = Path(args.baseline).resolve()
         for count in args.gpus:
-            seen = scrapes(count, args.scrapes)
+            seen = scrapes(count, args.scrapes, tree)
             plain, zipped = seen["plain"], seen["gzip"]
             assert isinstance(plain, list) and isinstance(zipped, list)
-            slow, fast = cpu_per_gpu_per_poll(count, 1.0, args.seconds), cpu_per_gpu_per_poll(count, 0.1, args.seconds)
+            slow, fast = cpu_per_gpu_per_poll(count, 1.0, args.seconds, tree), cpu_per_gpu_per_poll(count, 0.1, args.seconds, tree)
             print(f"| {count} | {statistics.median(plain):.2f} / {percentile(plain, 99):.2f} | {statistics.median(zipped):.2f} / {percentile(zipped, 99):.2f} | {slow:.0f} | {fast:.0f} | {seen['rss_mb']:.1f} |", flush=True)
-        del os.environ["PYTHONPATH"]
         print("\nThis tree:")
     print(f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {platform.machine()} {os.cpu_count()} CPUs, {platform.python_implementation()} {platform.python_version()}")
     print("| GPUs | plain p50 / p99 ms | gzip p50 / p99 ms | p99 target | render ms | gzip ms | text / gzip KiB | CPU µs/GPU/poll 1 s | 100 ms | ratio | RSS MB |")

@@ -85,7 +85,7 @@ class Trace:
 
 
 def sample_from_record(device: DeviceInfo, record: dict[str, Any], timestamp: float, window: float) -> GpuSample:
-    """Turn one trace sample (NVML units) into a GpuSample (ratios, SI units)."""
+    """Turn one trace sample (NVML units) into a GpuSample (ratios, bytes, watts; clocks stay in MHz)."""
     sample = GpuSample(device=device, timestamp=timestamp, window_seconds=window)
     for key, (attribute, scale) in NVML_KEYS.items():
         value = record.get(key)

@@ -1,7 +1,7 @@
 """Load and soak.
 
 - 100 concurrent scrapers against a real daemon in replay mode for GPUEFF_LOAD_SECONDS (default 60,
-  the figure in the issue): no error, a bounded p99, and the daemon's RSS flat; the same over TLS
+  the figure in the issue): no error, no hang (p99 under HANG_SECONDS), and the daemon's RSS flat; the same over TLS
   with basic auth for GPUEFF_TLS_LOAD_SECONDS (default 10). Figures are printed
   (run with -s to see them); only no errors and generous bounds are asserted, since this 2-core
   machine is shared.
@@ -43,6 +43,11 @@ def rss_bytes(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     raise AssertionError("no VmRSS")
+
+
+# Not the latency target (milliseconds, printed by bench/prometheus_spacing.py on a quiet machine): a
+# bound in seconds that only a hang crosses, so this shared 2-core machine cannot make it flaky.
+HANG_SECONDS = 5.0
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -96,7 +101,7 @@ def report(what: str, every: list[float], errors: list[str], rss: list[int], ela
           f"latency p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, max {max(every) * 1000:.1f} ms; "
           f"daemon RSS {rss[0] / 2**20:.1f} MiB idle, {warm / 2**20:.1f} MiB warm, {rss[-1] / 2**20:.1f} MiB at the end, peak {max(rss) / 2**20:.1f} MiB")
     assert not errors, errors[:5]
-    assert p99 < 5.0
+    assert p99 < HANG_SECONDS, f"p99 {p99:.1f} s: scrapes hang"
     assert rss[-1] - warm < 32 * 2**20, "the daemon's memory grew under load"
 
 

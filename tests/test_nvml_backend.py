@@ -13,7 +13,7 @@ from conftest import http_get
 from fake_pynvml import FakeClock, FakeGpu, FakeNvml
 
 from exporter.backends.base import BackendUnavailable
-from exporter.backends.nvml import REINIT_BACKOFF, NvmlBackend
+from exporter.backends.nvml import REINIT_BACKOFF, NvmlBackend, cores_per_sm
 from exporter.config import load_config
 from exporter.exposition import Exposition
 from exporter.gpm import GPM_METRICS
@@ -343,3 +343,17 @@ def test_derivations_and_exposition_over_nvml_reproduce_the_planted_mismatch(tra
     expected = record["ANY_TENSOR_UTIL"] / 100 * 989.4e12 * (record["sm_clock_mhz"] + start["sm_clock_mhz"]) / 2 / 1980
     assert value("gpueff_estimated_tensor_flops_per_second", 2) == pytest.approx(expected, rel=1e-6)
     assert value("gpueff_busy_idle_sm_seconds_total", spin) == pytest.approx(2 * (1 - 0.0076), abs=0.01)
+
+
+@pytest.mark.parametrize(("gpu", "cores", "capability", "sms"), [
+    ("H100 SXM", 16896, (9, 0), 132),
+    ("H100 PCIe", 14592, (9, 0), 114),
+    ("A100", 6912, (8, 0), 108),
+    ("L40S", 18176, (8, 9), 142),
+    ("L4", 7424, (8, 9), 58),
+    ("V100", 5120, (7, 0), 80),
+    ("T4", 2560, (7, 5), 40),
+])
+def test_sm_count_from_cuda_cores_matches_published_figures(gpu, cores, capability, sms):
+    """The fake answers cores = SMs x 128, which only checks the division back; these are the data sheets' figures."""
+    assert cores // cores_per_sm(*capability) == sms, gpu

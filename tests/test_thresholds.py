@@ -1,0 +1,68 @@
+"""Every threshold at its boundary. Utilization is an integer percent, so a reading of exactly 80 %
+is common: these pin which side of each rule it falls on (``>=`` against ``<``), as the README says."""
+
+from __future__ import annotations
+
+import pytest
+
+from exporter.config import BottleneckThresholds, MismatchThresholds
+from exporter.derivations import efficiency, mismatch
+from exporter.taxonomy import Activity, classify
+
+LIMITS = MismatchThresholds()
+BOTTLENECK = BottleneckThresholds()
+
+
+def percent(value: int) -> float:
+    """A reading as NVML and GPM give it: an integer percent, as a ratio."""
+    return value / 100
+
+
+@pytest.mark.parametrize(("utilization", "sm_active", "fires"), [
+    (80, 29, True),  # exactly 80 % utilization counts as high (>=)
+    (79, 29, False),
+    (80, 30, False),  # exactly 30 % SM activity is not low (<)
+    (100, 0, True),
+])
+def test_high_util_low_sm_at_its_boundaries(utilization, sm_active, fires):
+    busy, sm = percent(utilization), percent(sm_active)
+    assert mismatch(busy, sm, efficiency(busy, sm), LIMITS)["high_util_low_sm"] is fires
+
+
+@pytest.mark.parametrize(("utilization", "ratio", "fires"), [
+    (50, 0.29, True),  # exactly 50 % utilization is enough (>=)
+    (49, 0.29, False),
+    (50, 0.30, False),  # an efficiency of exactly 0.3 is not low (<)
+])
+def test_low_efficiency_at_its_boundaries(utilization, ratio, fires):
+    assert mismatch(percent(utilization), 0.0, ratio, LIMITS)["low_efficiency"] is fires
+
+
+def test_efficiency_is_absent_at_zero_utilization_and_clamped_at_one():
+    assert efficiency(0.0, 0.0) is None and efficiency(None, 0.5) is None
+    assert efficiency(percent(50), percent(60)) == 1.0  # SM activity a hair above utilization (sampling skew)
+
+
+def busy(utilization: int, **readings: float) -> str:
+    return classify(Activity(busy=percent(utilization), **readings), BOTTLENECK)
+
+
+def test_idle_and_host_at_their_boundaries():
+    assert busy(4) == "idle" and busy(5) == "host"  # idle below 5 %, not at it
+    assert busy(84, sm_active=0.9) == "host" and busy(85, sm_active=0.9, pipes=0.9) == "compute"  # host below 85 %
+
+
+def test_memory_compute_and_underfilled_at_their_boundaries():
+    assert busy(100, sm_active=0.9, dram=0.6, pipes=0.6) == "memory"  # DRAM at exactly 0.6 and no lower than the pipes
+    assert busy(100, sm_active=0.9, dram=0.59, pipes=0.1) == "memory"  # ... or at 0.4+ while no math pipe reaches 0.2
+    assert busy(100, sm_active=0.9, dram=0.39, pipes=0.1) == "mixed"
+    assert busy(100, sm_active=0.5, pipes=0.2) == "compute"  # pipe at exactly 0.2 with SM activity at exactly 0.5
+    assert busy(100, sm_active=0.49, pipes=0.2) == "underfilled"
+    assert busy(100, sm_active=0.49, link=0.3) == "communication"  # a link at exactly 30 % of its peak
+    assert busy(100, sm_active=0.5, link=0.3) == "mixed"
+
+
+def test_latency_at_its_boundaries():
+    assert busy(100, sm_active=0.99, sm_occupancy=0.09, pipes=0.19, dram=0.19) == "latency"
+    assert busy(100, sm_active=0.99, sm_occupancy=0.1, pipes=0.19) == "mixed"  # occupancy of exactly 0.1 is not low
+    assert busy(100, sm_active=0.99, sm_occupancy=0.09, pipes=0.2) == "compute"
