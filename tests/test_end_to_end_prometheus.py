@@ -1,4 +1,5 @@
-"""End to end: a real Prometheus scrapes the daemon (replaying the recorded H200 traces) and a real
+"""End to end: a real Prometheus scrapes the daemon (the demo's 18 GPUs: the recorded H200 traces and
+the H100 real-workload corpus) and a real
 text-generation app; every dashboard panel query runs through Prometheus's HTTP API; a real
 Alertmanager running the shipped deploy/prometheus/alertmanager.yml (its receivers' URLs pointed at
 a webhook here) pages on-call with the mismatch alert of the replayed 1-thread spin trace, and
@@ -51,7 +52,7 @@ NOT_IN_REPLAY = ("gpueff_compute_processes", "gpueff_compute_process_memory_byte
                  "gpueff_holder_energy_joules_total", "gpueff_gpu_job_info",
                  # Never set without a kubelet that answered once.
                  "gpueff_kubernetes_attribution_last_success_timestamp_seconds")
-# The exporter joins the token server with GPUs 0 and 5 (the first and last: the "subset" pick).
+# The exporter joins the token server with GPUs 0 and 5.
 APP_GPUS = ("0", "5")
 
 
@@ -273,10 +274,13 @@ def pick_all(variable: dict[str, Any], options: list[str]) -> str:
 
 
 def pick_first_and_last(variable: dict[str, Any], options: list[str]) -> str:
-    """A concrete selection like a user's: the first and last option (All where there are none)."""
+    """A concrete selection like a user's: the first and last option in the variable's order
+    (Grafana's sort 3, numerical: GPUs 0 and 17 of the demo), All where there are none."""
     if not options:
         return variable["allValue"]
-    return grafana_queries.format_multi(sorted({options[0], options[-1]}))
+    assert variable["sort"] == 3
+    ordered = sorted(options, key=lambda option: (0, int(option), "") if option.isdigit() else (1, 0, option))
+    return grafana_queries.format_multi(sorted({ordered[0], ordered[-1]}))
 
 
 def exported(metrics: str, name: str) -> bool:
@@ -360,7 +364,7 @@ def test_per_watt_of_an_app_is_the_same_with_all_and_with_its_gpus_selected(stac
     assert everything > 0
     assert per_joule(list(APP_GPUS)) == pytest.approx(everything, rel=1e-9)
     assert per_joule([APP_GPUS[0]]) == pytest.approx(everything, rel=1e-9)
-    # Against the power of the app's two GPUs only, not of all six.
+    # Against the power of the app's two GPUs only, not of all 18.
     power = sum(float(s["value"][1]) for s in prom.api("query", query=f'gpueff_power_watts{{gpu=~"{"|".join(APP_GPUS)}"}}', time=now)["result"])
     (tput,) = prom.api("query", query='gpueff_app_throughput_per_second{app="llm"}', time=now)["result"]
     assert everything == pytest.approx(float(tput["value"][1]) / power, rel=1e-9)
@@ -438,7 +442,7 @@ def test_recording_rules_in_live_prometheus(stack):
     prom: Prometheus = stack["prometheus"]
     wait_for("the recording rules", lambda: prom.query("namespace:app_generation_tokens_per_joule:ratio_rate5m"), 15)
     (fleet,) = prom.query("job:gpueff_efficiency:ratio_rate5m")
-    # Six replayed GPUs: copy/matmul efficient, spin and tiny kernels not, idle not counted.
+    # 18 replayed GPUs: copy/matmul/training efficient, spin and tiny kernels not, idle not counted.
     assert 0.3 < float(fleet["value"][1]) < 0.95
     assert prom.query("namespace:gpueff_sm_active_gpu_hours:increase1h > 0")
     (per_joule,) = prom.query("namespace:app_generation_tokens_per_joule:ratio_rate5m")
