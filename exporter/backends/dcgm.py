@@ -28,9 +28,9 @@ from typing import Any
 
 from exporter.backends import dcgm_profiling
 from exporter.backends.backoff import Backoff
-from exporter.backends.base import Backend, BackendUnavailable
+from exporter.backends.base import Backend, BackendUnavailable, text
 from exporter.backends.dcgm_bindings import Bindings, load_bindings
-from exporter.backends.dcgm_decode import BLANK, OK, STALE, Decoder, FieldReading, int32_or_none, text
+from exporter.backends.dcgm_decode import BLANK, OK, STALE, Decoder, FieldReading, int32_or_none
 from exporter.backends.dcgm_field_table import (
     BOOLEAN_TARGETS,
     EVENT,

@@ -52,7 +52,3 @@ def int32_or_none(value: Any, value_module: Any) -> float | None:
     if value is None or value_module.DCGM_INT32_IS_BLANK(int(value)):
         return None
     return float(value)
-
-
-def text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
