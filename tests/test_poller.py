@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import sys
 import time
 
 import pytest
 
 from exporter.backends.replay import ReplayBackend
 from exporter.config import Config, MismatchThresholds
-from exporter.poller import Poller
+from exporter.poller import GIL_SWITCH_INTERVAL, Poller
 from exporter.trace import load_trace
 
 
@@ -276,3 +277,13 @@ def test_a_dead_poller_serves_stale_data_as_down_and_is_not_ready(trace_paths):
     assert "gpueff_collect_stale 1" in body
     assert [line for line in body.splitlines() if line.startswith("gpueff_gpu_up{")][0].endswith(" 0")
     assert not poller.is_ready()
+
+
+def test_a_started_poller_hands_the_gil_over_often_enough_for_scrapes(trace_paths):
+    backend = ReplayBackend([load_trace(trace_paths["idle"])])
+    poller = Poller(backend, Config())
+    poller.start(backend.start())
+    try:
+        assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_INTERVAL) and GIL_SWITCH_INTERVAL <= 0.001
+    finally:
+        poller.stop()
