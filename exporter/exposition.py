@@ -347,13 +347,13 @@ def render_apps(snapshot: Snapshot, stale: bool) -> list[str]:
     return lines + family("gpueff_app_cost_per_million_units", cost)
 
 
-_CLASS_INFO_LABELS = BY_NAME["gpueff_bottleneck_class_info"].labels
+_CLASS_INFO = family("gpueff_bottleneck_class_info", [f"gpueff_bottleneck_class_info{{{labels(BY_NAME['gpueff_bottleneck_class_info'].labels, (each.name, each.meaning, each.what_to_try))}}} 1" for each in CLASSES])  # the same every poll
 
 
 def render_self(snapshot: Snapshot, stale: bool) -> list[str]:
     build = labels(BY_NAME["gpueff_exporter_build_info"].labels, (__version__, snapshot.backend_name, str(snapshot.replayed).lower()))
     lines = family("gpueff_exporter_build_info", [f"gpueff_exporter_build_info{{{build}}} 1"])
-    lines += family("gpueff_bottleneck_class_info", [f"gpueff_bottleneck_class_info{{{labels(_CLASS_INFO_LABELS, (each.name, each.meaning, each.what_to_try))}}} 1" for each in CLASSES])
+    lines += _CLASS_INFO
     lines += family("gpueff_collect_duration_seconds", [f"gpueff_collect_duration_seconds_sum {number(snapshot.collect_duration_sum_seconds)}", f"gpueff_collect_duration_seconds_count {snapshot.polls_total}"])
     lines += family("gpueff_collect_errors_total", [f"gpueff_collect_errors_total {snapshot.errors_total}"])
     lines += family("gpueff_collect_stale", [f"gpueff_collect_stale {int(stale)}"])
