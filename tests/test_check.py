@@ -49,7 +49,9 @@ def test_check_lists_backends_and_fields_and_exits_0_with_dcgm_profiling(trace_p
     assert "dcgm  works: embedded host engine, bindings from" in output and "profiling fields answer" in output
     assert "auto  would use: dcgm" in output
     assert "GPU 0  NVIDIA H200  GPU-fakedcgm-0-matmul_8192" in output
-    lines = {line.split()[0]: line for line in output.splitlines() if line.startswith("  ") and len(line.split()) > 1}
+    # Only the fake DCGM GPU's block: on a machine with a GPU, NVML lists that GPU too, with rows of the same names.
+    block = next(each for each in output.split("\nGPU ") if each.startswith("0  NVIDIA H200  GPU-fakedcgm-0-matmul_8192"))
+    lines = {line.split()[0]: line for line in block.splitlines() if line.startswith("  ") and len(line.split()) > 1}
     assert lines["sm_active"].rstrip().endswith("DCGM_FI_PROF_SM_UTIL_RATIO (1002)")
     assert "DCGM_FI_DEV_MEMORY_TEMP_CELSIUS (140): blank" in lines["memory_temperature_celsius"]
     assert "(no DCGM field)" in lines["process_count"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import shutil
 import subprocess
 import zlib
 from collections import Counter, defaultdict
@@ -23,7 +24,7 @@ from exporter.poller import Poller, Snapshot
 from exporter.sample import DeviceInfo, GpuSample, Profiling, down_sample
 from exporter.trace import load_trace
 
-PROMTOOL = "/usr/bin/promtool"
+PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 SELF_METRICS = {
     "gpueff_exporter_build_info",
     "gpueff_bottleneck_class_info",
