@@ -104,20 +104,20 @@ class Process:
     """A child process that is stopped (SIGTERM, then SIGKILL) when the block ends."""
 
     def __init__(self, command: list[str], log: Path | None = None) -> None:
-        self.log = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115 (closed in stop)
-        self.process = subprocess.Popen(command, cwd=ROOT, env=child_env(), stdout=self.log, stderr=subprocess.STDOUT)
+        self.log = open(log, "w") if log else None  # noqa: SIM115 (closed in stop)
+        self.process = subprocess.Popen(command, cwd=ROOT, env=child_env(), stdout=self.log or subprocess.DEVNULL, stderr=subprocess.STDOUT)
 
     def wait_port(self, port: int, seconds: float = 60) -> None:
         deadline = time.monotonic() + seconds
         while True:
             if self.process.poll() is not None:
-                raise BenchError(f"{self.process.args} exited with {self.process.returncode}")
+                raise BenchError(f"{self.process.args!r} exited with {self.process.returncode}")
             try:
                 scrape(port)
                 return
             except OSError:
                 if time.monotonic() > deadline:
-                    raise BenchError(f"{self.process.args} did not serve /metrics in {seconds}s") from None
+                    raise BenchError(f"{self.process.args!r} did not serve /metrics in {seconds}s") from None
                 time.sleep(0.2)
 
     def stop(self) -> None:
@@ -128,7 +128,7 @@ class Process:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        if self.log is not subprocess.DEVNULL:
+        if self.log is not None:
             self.log.close()
 
     def __enter__(self) -> Process:
@@ -160,6 +160,7 @@ def job(name: str, rank: int, world: int, port: int, seconds: float, result: Pat
     import torch.distributed as dist
 
     torch.cuda.set_device(rank)
+    ready = result.with_suffix(".ready")  # written when the timed loop starts: the recorders wait for every rank's
     dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     device = torch.device("cuda", rank)
     stats: dict[str, float] = {}
@@ -171,6 +172,7 @@ def job(name: str, rank: int, world: int, port: int, seconds: float, result: Pat
             dist.all_reduce(buffer)
         torch.cuda.synchronize()
         reduces = matmuls = 0
+        ready.touch()
         started = time.perf_counter()
         while time.perf_counter() - started < seconds:
             if side is not None and a is not None:
@@ -190,11 +192,12 @@ def job(name: str, rank: int, world: int, port: int, seconds: float, result: Pat
         from torch.nn.parallel import DistributedDataParallel
 
         width = 8192
-        model = torch.nn.Sequential(*[torch.nn.Linear(width, width, dtype=torch.bfloat16) for _ in range(4)]).to(device)
+        model = torch.nn.Sequential(*[torch.nn.Linear(width, width, dtype=torch.bfloat16, device=device) for _ in range(4)])
         ddp = DistributedDataParallel(model, device_ids=[rank], bucket_cap_mb=100)
         optimiser = torch.optim.AdamW(ddp.parameters(), lr=1e-4)
         batch = torch.randn(2048, width, dtype=torch.bfloat16, device=device)
         steps = 0
+        ready.touch()
         started = time.perf_counter()
         while time.perf_counter() - started < seconds:
             optimiser.zero_grad(set_to_none=True)
@@ -219,15 +222,19 @@ def job(name: str, rank: int, world: int, port: int, seconds: float, result: Pat
 
 
 def run_collective(name: str, gpus: int, seconds: float, out: Path, daemon_port: int) -> dict[str, Any]:
-    warmup = 8.0
     port = free_port()
     results = [out / f"{name}_rank{rank}.json" for rank in range(gpus)]
     ranks = [
-        Process([sys.executable, __file__, "job", name, str(rank), str(gpus), str(port), str(seconds + warmup + 4), str(results[rank])], out / f"{name}_rank{rank}.log")
+        Process([sys.executable, __file__, "job", name, str(rank), str(gpus), str(port), str(seconds + 15), str(results[rank])], out / f"{name}_rank{rank}.log")
         for rank in range(gpus)
     ]
     try:
-        time.sleep(warmup)
+        deadline = time.monotonic() + 180  # NCCL set-up, model build, first steps
+        while not all(path.with_suffix(".ready").exists() for path in results):
+            if time.monotonic() > deadline or any(rank.process.poll() not in (None, 0) for rank in ranks):
+                raise BenchError(f"{name}: not every rank started its timed loop (see {out}/{name}_rank*.log)")
+            time.sleep(0.2)
+        time.sleep(3)  # the loops' first iterations (allocator, cuBLAS, NCCL warm-up) are not the steady state
         recorders = [
             Process(
                 [sys.executable, "-m", "exporter", "record", "--gpu", str(gpu), "--duration", f"{seconds:g}s", "--interval", "1s",
