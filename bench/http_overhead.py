@@ -28,7 +28,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from harness import ROOT, Daemon, daemon, free_port, percentile, replay_daemon_command
@@ -49,19 +49,24 @@ ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
 """
 
 
+def wait_until(attempt: Callable[[], object], seconds: float, failure: str) -> None:
+    """Call ``attempt`` until it raises no OSError; RuntimeError(failure) after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        with contextlib.suppress(OSError):
+            attempt()
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(failure)
+        time.sleep(0.05)
+
+
 @contextlib.contextmanager
 def bare_server(body_file: Path) -> Iterator[int]:
     port = free_port()
     process = subprocess.Popen([sys.executable, "-c", BARE_SERVER, str(port), str(body_file)])
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            with contextlib.suppress(OSError):
-                http.client.HTTPConnection("127.0.0.1", port, timeout=1).connect()
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError("the bare server did not start")
-            time.sleep(0.05)
+        wait_until(lambda: http.client.HTTPConnection("127.0.0.1", port, timeout=1).connect(), 10, "the bare server did not start")
         yield port
     finally:
         process.terminate()
@@ -127,14 +132,7 @@ def answering_daemon(command: list[str]) -> Iterator[Daemon]:
     process = subprocess.Popen([*command, "--web.listen-address", f"127.0.0.1:{port}", "--log.level", "error"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     running = Daemon(process, port)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            with contextlib.suppress(OSError):
-                running.get("/-/healthy")
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError("the daemon did not answer")
-            time.sleep(0.05)
+        wait_until(lambda: running.get("/-/healthy"), 30, "the daemon did not answer")
         yield running
     finally:
         process.terminate()

@@ -145,6 +145,17 @@ def heatmap(title: str, description: str, targets: list[dict[str, Any]], unit: s
     return panel("heatmap", title, description, targets, unit, w=w, h=h, options=options)
 
 
+# The columns of the per-namespace and per-holder tables: efficiency, busy and busy-but-idle GPU-hours, waste cost, energy.
+WASTE_TABLE_FORMAT: dict[str, Any] = {
+    "overrides": [{"matcher": {"id": "byName", "options": "efficiency"}, "properties": [{"id": "unit", "value": "percentunit"}]},
+                  {"matcher": {"id": "byRegexp", "options": ".*GPU-hours"}, "properties": [{"id": "unit", "value": "h"}]},
+                  {"matcher": {"id": "byName", "options": "energy"}, "properties": [{"id": "unit", "value": "kwatth"}]}],
+    "transformations": [{"id": "merge", "options": {}},
+                        {"id": "organize", "options": {"excludeByName": {"Time": True},
+                                                       "renameByName": {"Value #A": "efficiency", "Value #B": "busy GPU-hours", "Value #C": "busy-but-idle GPU-hours", "Value #D": "busy-but-idle cost", "Value #E": "energy"}}}],
+}
+
+
 def detail_link(title: str = "GPU detail") -> list[dict[str, Any]]:
     """A data link from a per-GPU value to the GPU detail dashboard, keeping time range and data source."""
     url = ("/d/gpueff-gpu-detail/gpu-efficiency-gpu-detail?${__url_time_range}&${datasource:queryparam}"
@@ -354,12 +365,7 @@ def fleet() -> dict[str, Any]:
                target(f"sum by (namespace) (increase(gpueff_busy_idle_sm_cost_total{s}[$__range]))", instant=True, table=True),
                target(f"sum by (namespace) (increase(gpueff_energy_joules_total{s}[$__range])) / 3.6e6", instant=True, table=True)],
               "none", decimals=2,
-              overrides=[{"matcher": {"id": "byName", "options": "efficiency"}, "properties": [{"id": "unit", "value": "percentunit"}]},
-                         {"matcher": {"id": "byRegexp", "options": ".*GPU-hours"}, "properties": [{"id": "unit", "value": "h"}]},
-                         {"matcher": {"id": "byName", "options": "energy"}, "properties": [{"id": "unit", "value": "kwatth"}]}],
-              transformations=[{"id": "merge", "options": {}},
-                               {"id": "organize", "options": {"excludeByName": {"Time": True},
-                                                              "renameByName": {"Value #A": "efficiency", "Value #B": "busy GPU-hours", "Value #C": "busy-but-idle GPU-hours", "Value #D": "busy-but-idle cost", "Value #E": "energy"}}}]),
+              **WASTE_TABLE_FORMAT),
         table("GPUs now", "Every selected GPU with its model, utilization, SM activity and efficiency now. Sort by efficiency to find GPUs that look busy but do little. At fleet scale, narrow Cluster/Job/Node first.",
               [target(f"gpueff_gpu_info{s}", instant=True, table=True), target(f"gpueff_gpu_utilization_ratio{s}", instant=True, table=True),
                target(f"gpueff_sm_active_ratio{s}", instant=True, table=True), target(f"gpueff_efficiency_ratio{s}", instant=True, table=True)],
@@ -370,12 +376,7 @@ def fleet() -> dict[str, Any]:
         row("Slurm jobs and other holders of shared GPUs (sharing.enabled: docs/sharing.md)"),
         table("Holders: efficiency, waste, energy and cost", "Per holder of a GPU share (holder_kind slurm_job: the Slurm job id; pod: the pod UID; process: the program name) over the time range, from the exporter's fair split: efficiency (SM-active over busy GPU-seconds), busy GPU-hours, busy-but-idle GPU-hours, what that waste cost at its GPUs' price, and energy. Set the time range to a job's life for its totals. Empty without sharing.enabled.",
               holder_targets(), "none", decimals=2,
-              overrides=[{"matcher": {"id": "byName", "options": "efficiency"}, "properties": [{"id": "unit", "value": "percentunit"}]},
-                         {"matcher": {"id": "byRegexp", "options": ".*GPU-hours"}, "properties": [{"id": "unit", "value": "h"}]},
-                         {"matcher": {"id": "byName", "options": "energy"}, "properties": [{"id": "unit", "value": "kwatth"}]}],
-              transformations=[{"id": "merge", "options": {}},
-                               {"id": "organize", "options": {"excludeByName": {"Time": True},
-                                                              "renameByName": {"Value #A": "efficiency", "Value #B": "busy GPU-hours", "Value #C": "busy-but-idle GPU-hours", "Value #D": "busy-but-idle cost", "Value #E": "energy"}}}]),
+              **WASTE_TABLE_FORMAT),
         timeseries("Least efficient holders", "The ten holders (jobs, pods, programs) with the lowest efficiency at each moment among those busy on the selected GPUs: SM-active over busy seconds of their share.",
                    [target(f"bottomk(10, sum by (holder_kind, holder) (rate(gpueff_holder_sm_active_seconds_total{s}[$__rate_interval])) / (sum by (holder_kind, holder) (rate(gpueff_holder_busy_seconds_total{s}[$__rate_interval])) > 0))", "{{holder_kind}} {{holder}}")],
                    "percentunit", min_=0, max_=1),
