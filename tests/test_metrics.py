@@ -202,3 +202,9 @@ def test_a_metric_with_a_dcgm_source_says_dcgm_gives_it():
             assert DCGM in metric.backends, metric.name
         elif reading.path.startswith("sample.") and reading.path not in {"sample.up", "sample.device", "sample.profiling_available", "sample.device.power_limit_watts"}:
             assert DCGM not in metric.backends, metric.name
+
+
+def test_the_trace_format_documents_every_key_the_catalogue_reads():
+    documented = set(re.findall(r"`([A-Za-z_0-9]+)`", (ROOT / "exporter" / "traces" / "README.md").read_text(encoding="utf-8")))
+    keys = {reading.trace[0] for _, reading in READINGS if reading.trace is not None} | {reading.gpm.name for _, reading in READINGS if reading.gpm is not None}
+    assert sorted(keys - documented) == []
