@@ -357,6 +357,15 @@ def step(engine, seconds: float) -> None:
     engine.frozen_us = engine.now_us() + int(seconds * 1_000_000)
 
 
+def sm_active_over_polls(dcgm: DcgmBackend, engine, polls: int) -> list[float | None]:
+    """GPU 0's SM activity over ``polls`` collects, DCGM's clock moved 0.1 s before each."""
+    readings = []
+    for _ in range(polls):
+        step(engine, 0.1)
+        readings.append(dcgm.collect()[0].profiling.sm_active)
+    return readings
+
+
 def test_bindings_folder_never_goes_on_sys_path_so_its_common_package_shadows_nothing(engine_control, tmp_path, monkeypatch):
     import shutil
     import sys
@@ -397,14 +406,10 @@ def test_before_hopper_one_pass_is_watched_by_default_so_no_zero_comes_from_mult
     dcgm = backend()
     dcgm.start()
     try:
-        engine = engine_control.CONTROL.embedded[-1]
         support = dcgm.profiling["GPU-fakedcgm-0-matmul_8192"]
         # One metric group per major ID: SM activity's group of major 1, not FP64's, FP16's or the tensor types'.
         assert support.watched == frozenset({1001, 1002, 1003, 1004, 1005, 1007, 1009, 1010, 1011, 1012})
-        readings = []
-        for _ in range(6):
-            step(engine, 0.1)
-            readings.append(dcgm.collect()[0].profiling.sm_active)
+        readings = sm_active_over_polls(dcgm, engine_control.CONTROL.embedded[-1], 6)
     finally:
         dcgm.close()
     assert all(value is not None and value > 0.5 for value in readings[1:]), readings
@@ -416,12 +421,8 @@ def test_the_multi_pass_option_watches_every_supported_field_and_then_zeros_can_
     dcgm = DcgmBackend(FAKE, collect_interval=0.1, slow_interval=1.0, multi_pass=True)
     dcgm.start()
     try:
-        engine = engine_control.CONTROL.embedded[-1]
         assert dcgm.profiling["GPU-fakedcgm-0-matmul_8192"].watched == frozenset(range(1001, 1017))
-        readings = []
-        for _ in range(8):
-            step(engine, 0.1)
-            readings.append(dcgm.collect()[0].profiling.sm_active)
+        readings = sm_active_over_polls(dcgm, engine_control.CONTROL.embedded[-1], 8)
     finally:
         dcgm.close()
     assert 0.0 in readings and any(value and value > 0.5 for value in readings), readings  # a busy GPU "idle" every other pass
