@@ -169,9 +169,10 @@ class Poller:
         for sample in samples:
             state = self._windows.of(sample)
             derived = derive(sample, config, state) if sample.up else None
-            before = dataclasses.replace(self._integrator.totals.get(sample.device.uuid) or Totals())
+            shared = sharing is not None and sample.processes is not None
+            before = dataclasses.replace(self._integrator.totals.get(sample.device.uuid) or Totals()) if shared else None
             totals = self._integrator.add(sample, derived, config.price_per_gpu_hour)
-            split = None if sharing is None or sample.processes is None else sharing.add(sample, identities, _delta(before, totals))
+            split = sharing.add(sample, identities, _delta(before, totals)) if sharing is not None and before is not None else None
             states.append(GpuState(sample, derived, dataclasses.replace(totals), owners.get(sample.device.uuid), split))
         uuids = {sample.device.uuid for sample in samples}
         self._integrator.forget_except(uuids)
