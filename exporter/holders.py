@@ -14,12 +14,16 @@ The exporter must see the host's PIDs (hostPID on Kubernetes) for NVML's PIDs to
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from exporter.kubernetes.cgroup import owner_of_cgroup_line
 from exporter.slurm import SlurmJob, job_of_cgroup
+from exporter.untrusted import read_text
+
+log = logging.getLogger(__name__)
 
 HOLDER_KINDS = ("pod", "slurm_job", "process", "unattributed")
 
@@ -40,9 +44,10 @@ class ProcessIdentity:
 
 
 def identify(pid: int, nvml_name: str, proc_root: Path) -> ProcessIdentity:
-    """The holder of one process, from its cgroup and name; unattributed where neither is readable."""
+    """The holder of one process, from its cgroup and name; unattributed where neither is readable.
+    Both files are bytes the process's owner chose (untrusted.py)."""
     try:
-        cgroup = (proc_root / str(pid) / "cgroup").read_text()
+        cgroup = read_text(proc_root / str(pid) / "cgroup")
     except OSError:
         cgroup = ""
     lines = sorted(cgroup.splitlines(), key=lambda line: not line.startswith("0::"))
@@ -54,7 +59,7 @@ def identify(pid: int, nvml_name: str, proc_root: Path) -> ProcessIdentity:
     if job is not None:
         return ProcessIdentity(Holder("slurm_job", job.job_id), job)
     try:
-        name = (proc_root / str(pid) / "comm").read_text().strip()
+        name = read_text(proc_root / str(pid) / "comm").strip()
     except OSError:
         name = nvml_name.rsplit("/", 1)[-1].strip()
     return ProcessIdentity(Holder("process", name) if name else UNATTRIBUTED)
@@ -75,6 +80,15 @@ class HolderResolver:
             if pid in seen:
                 continue
             identity = self._known.get(pid)
-            seen[pid] = identity if identity is not None else identify(pid, name, self.proc_root)
+            seen[pid] = identity if identity is not None else self._identify(pid, name)
         self._known = seen
         return seen
+
+    def _identify(self, pid: int, nvml_name: str) -> ProcessIdentity:
+        """``identify``, contained: one process that cannot be identified is unattributed (and
+        remembered as such while it lives), never a failed poll for every GPU."""
+        try:
+            return identify(pid, nvml_name, self.proc_root)
+        except Exception:
+            log.exception("cannot identify process %d; its share is reported as unattributed", pid)
+            return ProcessIdentity(UNATTRIBUTED)

@@ -74,12 +74,12 @@ class FakeGpu:
 
     trace: Trace
     uuid: str = ""  # default: the trace's uuid, or GPU-fake-<index>-<workload>
-    name: str = ""  # default: the trace's GPU name
+    name: str | bytes = ""  # default: the trace's GPU name; bytes: returned as pynvml returns the driver's bytes
     gpm: bool = True  # False: a pre-Hopper GPU (nvmlGpmQueryDeviceSupport says unsupported)
     fields: dict[int, float] = field(default_factory=dict)  # nvmlDeviceGetFieldValues: field id -> value
     ecc_errors: tuple[int, int] = (0, 0)  # volatile (corrected, uncorrected)
     remapped_rows: tuple[int, int, int, int] = (0, 0, 0, 0)  # correctable, uncorrectable, pending, failure
-    processes: list[tuple[int, int, str]] = field(default_factory=list)  # (pid, used bytes, process name)
+    processes: list[tuple[int, int, str | bytes]] = field(default_factory=list)  # (pid, used bytes, process name)
     # nvmlDeviceGetProcessUtilization: pid -> share of each driver sample period its kernels ran (smUtil / 100)
     process_duty: dict[int, float] = field(default_factory=dict)
     lost: bool = False
@@ -102,6 +102,12 @@ class _EventSet:
         self.pending: list[tuple[int, int, int]] = []  # (GPU index, event type, data)
         self.ready = threading.Condition()
         self.freed = False
+
+
+def _as_pynvml_returns(value: str | bytes) -> str:
+    """A driver string as the real pynvml hands it over: its own ``convertStrBytes`` decodes the
+    driver's bytes as strict UTF-8 (UnicodeDecodeError where they are not)."""
+    return _real.convertStrBytes(lambda: value)()
 
 
 def _api(device: str | None = "handle", needs_init: bool = True) -> Callable:
@@ -333,7 +339,7 @@ class FakeNvml:
 
     @_api()
     def nvmlDeviceGetName(self, handle: Any) -> str:
-        return self.gpus[self._index_of(handle)].name
+        return _as_pynvml_returns(self.gpus[self._index_of(handle)].name)
 
     @_api()
     def nvmlDeviceGetAttributes(self, handle: Any) -> Any:
@@ -454,7 +460,7 @@ class FakeNvml:
         for gpu in self.gpus:
             for process_id, _, name in gpu.processes:
                 if process_id == pid:
-                    return name
+                    return _as_pynvml_returns(name)
         raise _real.NVMLError(_real.NVML_ERROR_NOT_FOUND)
 
     @_api()

@@ -4,14 +4,28 @@ from __future__ import annotations
 
 import abc
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from exporter.sample import DeviceInfo, GpuSample
+from exporter.untrusted import MAX_STRING_BYTES, decode
 
 
 def text(value: Any) -> str:
-    """A string the bindings may hand back as bytes."""
-    return value.decode() if isinstance(value, bytes) else str(value)
+    """A string the bindings may hand back as bytes, which need not be UTF-8 (a process names
+    itself): decoded without raising and bounded, as ``untrusted.decode`` does."""
+    if isinstance(value, (bytes, bytearray)):
+        return decode(value)
+    return str(value)[:MAX_STRING_BYTES]
+
+
+def binding_text(function: Callable[..., Any], *args: Any) -> str:
+    """``text`` of what a binding returns. pynvml decodes its strings as strict UTF-8 itself and
+    raises UnicodeDecodeError on a process name that is not: the raw bytes ride on that error."""
+    try:
+        return text(function(*args))
+    except UnicodeDecodeError as error:
+        return text(error.object)
 
 
 class BackendUnavailable(Exception):

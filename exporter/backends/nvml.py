@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from exporter.backends.backoff import Backoff
-from exporter.backends.base import Backend, BackendUnavailable, text
+from exporter.backends.base import Backend, BackendUnavailable, binding_text, text
 from exporter.backends.nvml_gpm import GPM_MIN_SAMPLE_GAP, GpmPair, free_pair, open_pair, read_pair
 from exporter.backends.nvml_xid import XidWatcher
 from exporter.sample import DeviceInfo, GpuProcess, GpuSample, ProcessUtilization, down_sample
@@ -99,7 +99,7 @@ class NvmlBackend(Backend):
     def _open_devices(self) -> None:
         nvml = self.nvml
         known = {gpu.info.uuid: gpu for gpu in self._gpus}
-        driver = text(nvml.nvmlSystemGetDriverVersion())
+        driver = binding_text(nvml.nvmlSystemGetDriverVersion)
         opened = []
         for index in range(nvml.nvmlDeviceGetCount()):
             try:
@@ -125,7 +125,7 @@ class NvmlBackend(Backend):
 
     def _device_info(self, index: int, handle: Any, driver: str) -> DeviceInfo:
         nvml = self.nvml
-        uuid = text(nvml.nvmlDeviceGetUUID(handle))
+        uuid = binding_text(nvml.nvmlDeviceGetUUID, handle)
         power_limit = self._optional(None, "power_limit", nvml.nvmlDeviceGetEnforcedPowerLimit, handle)
         max_sm = self._optional(None, "max_sm_clock", nvml.nvmlDeviceGetMaxClockInfo, handle, nvml.NVML_CLOCK_SM)
         max_mem = self._optional(None, "max_mem_clock", nvml.nvmlDeviceGetMaxClockInfo, handle, nvml.NVML_CLOCK_MEM)
@@ -133,7 +133,7 @@ class NvmlBackend(Backend):
         return DeviceInfo(
             index=index,
             uuid=uuid,
-            name=text(nvml.nvmlDeviceGetName(handle)),
+            name=binding_text(nvml.nvmlDeviceGetName, handle),
             driver=driver,
             pci_bus_id=text(pci.busId) if pci is not None else "",
             sm_count=self._sm_count(handle),
@@ -170,8 +170,8 @@ class NvmlBackend(Backend):
                     continue  # an empty slot
                 info = dataclasses.replace(
                     parent.info,
-                    uuid=text(nvml.nvmlDeviceGetUUID(handle)),
-                    name=text(nvml.nvmlDeviceGetName(handle)),
+                    uuid=binding_text(nvml.nvmlDeviceGetUUID, handle),
+                    name=binding_text(nvml.nvmlDeviceGetName, handle),
                     sm_count=self._sm_count(handle),
                     power_limit_watts=None,  # power belongs to the whole GPU
                     parent_uuid=parent.info.uuid,
@@ -375,7 +375,7 @@ class NvmlBackend(Backend):
     def _process_name(self, pid: int) -> str:
         """NVML's name of a process; "" where it cannot be read (it exited, or lives in another PID namespace)."""
         try:
-            return text(self.nvml.nvmlSystemGetProcessName(pid))
+            return binding_text(self.nvml.nvmlSystemGetProcessName, pid)
         except self.nvml.NVMLError:
             return ""
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from exporter.gpm import GPM_METRICS, to_sample_unit
 from exporter.sample import DeviceInfo, Profiling
+from exporter.untrusted import read_text
 
 GPM_MIN_SAMPLE_GAP = 0.1  # two nvmlGpmSampleGet calls must be more than 100 ms apart
 PROFILING_FIX = (
@@ -25,7 +26,7 @@ LogOnce = Callable[..., None]  # Backend.log_once(key, level, message, *args)
 def profiling_admin_only(params: Path = Path("/proc/driver/nvidia/params")) -> bool | None:
     """The driver's RmProfilingAdminOnly setting, or None where it cannot be read."""
     try:
-        for line in params.read_text().splitlines():
+        for line in read_text(params).splitlines():
             if line.startswith("RmProfilingAdminOnly:"):
                 return line.split(":", 1)[1].strip() == "1"
     except OSError:

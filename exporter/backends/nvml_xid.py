@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any
 
-from exporter.backends.base import text
+from exporter.backends.base import binding_text
 from exporter.sample import DeviceInfo
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ class XidWatcher:
                 if data.eventType != nvml.nvmlEventTypeXidCriticalError:
                     continue
                 try:
-                    uuid = text(nvml.nvmlDeviceGetUUID(data.device))
+                    uuid = binding_text(nvml.nvmlDeviceGetUUID, data.device)
                 except nvml.NVMLError:
                     continue
                 with self._lock:

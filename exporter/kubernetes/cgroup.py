@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from exporter.kubernetes.owners import ProcessOwner
+from exporter.untrusted import read_text
 
 _POD = re.compile(r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})")
 _CONTAINER = re.compile(r"^(?:[a-z-]+-)?([0-9a-f]{64})(?:\.scope)?$")
@@ -31,9 +32,10 @@ def owner_of_cgroup_line(line: str) -> ProcessOwner | None:
 
 
 def process_owner(pid: int, proc_root: Path = Path("/proc")) -> ProcessOwner | None:
-    """The pod and container of a process; None if it is not in a pod, is gone, or is unreadable."""
+    """The pod and container of a process; None if it is not in a pod, is gone, or is unreadable.
+    The file holds paths anyone who can create a cgroup names (untrusted.py)."""
     try:
-        text = (proc_root / str(pid) / "cgroup").read_text()
+        text = read_text(proc_root / str(pid) / "cgroup")
     except OSError:
         return None
     lines = text.splitlines()

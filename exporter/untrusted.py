@@ -1,0 +1,25 @@
+"""Text made by someone else: process names, cgroup paths, strings from the GPU driver.
+
+Any process on the node can name itself with arbitrary bytes (``prctl(PR_SET_NAME)``) and any
+cgroup manager can create directories with them, so none of it is assumed to be UTF-8: bytes that
+are not are kept as ``\\xNN`` escapes (two different names stay two different names), and every
+read is bounded in length. Nothing here raises on content; reading raises ``OSError`` only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+MAX_STRING_BYTES = 4096  # a driver string or a path: NVML's process name buffer is 1,024 bytes
+MAX_PROC_FILE_BYTES = 65536  # /proc/<pid>/cgroup: one line per v1 hierarchy, each path at most 4,096 bytes
+
+
+def decode(raw: bytes | bytearray | memoryview, max_bytes: int = MAX_STRING_BYTES) -> str:
+    """The first ``max_bytes`` bytes as text, bytes that are not UTF-8 escaped as ``\\xNN``."""
+    return bytes(raw[:max_bytes]).decode("utf-8", errors="backslashreplace")
+
+
+def read_text(path: Path, max_bytes: int = MAX_PROC_FILE_BYTES) -> str:
+    """A small file's first ``max_bytes`` bytes, decoded as ``decode`` does; raises OSError only."""
+    with open(path, "rb") as file:
+        return decode(file.read(max_bytes), max_bytes)
