@@ -34,8 +34,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from exporter.gpm import GPM_METRICS  # noqa: E402
-from exporter.selftest.workloads import SelftestUnavailable  # noqa: E402
+from exporter.backends.nvml.gpm_metrics import GPM_METRICS  # noqa: E402
+from exporter.commands.selftest.workloads import SelftestUnavailable  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
@@ -130,7 +130,7 @@ def nvitop_exporter(port: int) -> list[str]:
 def overhead(name: str, command: Callable[[int], list[str]], minutes: float, scrapes: int) -> dict[str, float]:
     port = free_port()
     with Exporter(command(port), port) as exporter:
-        pid = exporter.process.pid
+        pid = exporter.selfstats.pid
         time.sleep(10)  # imports, NVML init and the first polls are not the steady state
         started, cpu_before = time.monotonic(), cpu_seconds(pid)
         while time.monotonic() - started < minutes * 60:
@@ -169,7 +169,7 @@ def nvml_floor(gpu: int, repeat: int) -> list[tuple[str, float]]:
     """(call, median ms) for each raw NVML call of one poll, their sum, and the daemon's whole poll."""
     import pynvml as nvml
 
-    from exporter.backends.nvml import NvmlBackend
+    from exporter.backends.nvml.backend import NvmlBackend
 
     nvml.nvmlInit()
     try:
@@ -226,8 +226,8 @@ def nvml_floor(gpu: int, repeat: int) -> list[tuple[str, float]]:
 
 
 def perturbation(gpu: int, seconds: float, rounds: int) -> dict[str, list[float]]:
-    from exporter.backends.nvml import NvmlBackend
-    from exporter.selftest.workloads import load_engine, matmul  # PyTorch or CuPy, imported only here
+    from exporter.backends.nvml.backend import NvmlBackend
+    from exporter.commands.selftest.workloads import load_engine, matmul  # PyTorch or CuPy, imported only here
 
     engine = load_engine(gpu)
     backend = NvmlBackend()

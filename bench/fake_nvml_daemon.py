@@ -24,7 +24,7 @@ from exporter.trace import load_trace  # noqa: E402
 def main() -> int:
     gpus, flags = int(sys.argv[1]), sys.argv[2:]
     sys.modules["pynvml"] = FakeNvml([load_trace(path) for path in trace_files(gpus)], event_wait_cap=0.5)
-    from exporter.cli import main as daemon_main
+    from exporter.commands.cli import main as daemon_main
 
     return daemon_main(flags)
 

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pynvml  # noqa: E402
 
-from exporter.gpm import GPM_METRICS  # noqa: E402
+from exporter.backends.nvml.gpm_metrics import GPM_METRICS  # noqa: E402
 
 
 def main() -> int:

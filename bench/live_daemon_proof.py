@@ -24,8 +24,8 @@ sys.path.insert(0, str(ROOT))
 
 from harness import free_port  # noqa: E402
 
-from exporter.backends.nvml import NvmlBackend  # noqa: E402
-from exporter.selftest.workloads import WORKLOADS, load_engine  # noqa: E402
+from exporter.backends.nvml.backend import NvmlBackend  # noqa: E402
+from exporter.commands.selftest.workloads import WORKLOADS, load_engine  # noqa: E402
 
 SERIES = (
     "gpueff_gpu_utilization_ratio",

@@ -328,7 +328,7 @@ def measure(command: list[str], port: int, seconds: float, scrapes: int, log: Pa
     with Process(command, log) as exporter:
         exporter.wait_port(port)
         time.sleep(10)  # imports, NVML init and the first polls are not the steady state
-        pid = exporter.process.pid
+        pid = exporter.selfstats.pid
         cpu_before, started = cpu_seconds(pid), time.monotonic()
         latencies, sizes, series = [], [], []
         while time.monotonic() - started < seconds:
@@ -356,7 +356,7 @@ def measure(command: list[str], port: int, seconds: float, scrapes: int, log: Pa
 def backend_polls(gpus: int, interval: float, polls: int) -> dict[str, float]:
     """The NVML backend's own collect() over all GPUs, in this process: median and max wall ms."""
     sys.path.insert(0, str(ROOT))
-    from exporter.backends.nvml import NvmlBackend
+    from exporter.backends.nvml.backend import NvmlBackend
 
     backend = NvmlBackend(slow_interval=10.0)
     backend.start()

@@ -35,12 +35,12 @@ def main() -> int:
     import pynvml  # noqa: F401
 
     print(f"RSS after import pynvml: {rss_mb():.1f} MB")
-    from exporter import daemon  # noqa: F401  (everything the daemon imports at start)
+    from exporter.commands import daemon  # noqa: F401  (everything the daemon imports at start)
 
-    print(f"RSS after import exporter.daemon: {rss_mb():.1f} MB")
-    from exporter.backends.nvml import NvmlBackend
+    print(f"RSS after import exporter.commands.daemon: {rss_mb():.1f} MB")
+    from exporter.backends.nvml.backend import NvmlBackend
     from exporter.config import Config
-    from exporter.derivations import derive
+    from exporter.pipeline.derive import derive
 
     backend = NvmlBackend()
     backend.start()

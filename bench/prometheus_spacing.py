@@ -41,9 +41,9 @@ from harness import daemon, percentile, replay_daemon_command, trace_files  # no
 from exporter.backends.replay import ReplayBackend  # noqa: E402
 from exporter.config import Config  # noqa: E402
 from exporter.exposition import render  # noqa: E402
-from exporter.gzip_body import GzipBody  # noqa: E402
 from exporter.poller import Poller  # noqa: E402
 from exporter.trace import load_trace  # noqa: E402
+from exporter.web.payload import GzipBody  # noqa: E402
 
 POLLS = re.compile(rb"gpueff_collect_duration_seconds_count (\d+)")
 P99_TARGET_MS = {1: 1.0, 8: 2.0, 256: 3.0}

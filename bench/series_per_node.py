@@ -52,7 +52,7 @@ def serve(gpus: int, migs: int, flags: list[str]) -> int:
                                    mig_of=gpu, gpu_instance_id=mig + 1, processes=[(pid, 4 << 30, f"server{pid % 2}") for pid in pids],
                                    process_duty=dict.fromkeys(pids, 0.4)))
     sys.modules["pynvml"] = FakeNvml(devices, event_wait_cap=0.5)  # type: ignore[assignment]
-    from exporter.cli import main as daemon_main
+    from exporter.commands.cli import main as daemon_main
 
     return daemon_main(flags)
 

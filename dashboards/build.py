@@ -19,7 +19,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from exporter.derivations import BOTTLENECK_CLASSES  # noqa: E402
+from exporter.pipeline.derive import BOTTLENECK_CLASSES  # noqa: E402
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
 NODE_SEL = 'cluster=~"$cluster", job=~"$job", instance=~"$instance"'

@@ -1,3 +1,3 @@
-from exporter.cli import main
+from exporter.commands.cli import main
 
 raise SystemExit(main())

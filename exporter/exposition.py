@@ -17,12 +17,12 @@ from operator import attrgetter
 from typing import NamedTuple
 
 from exporter import __version__
-from exporter.derivations import BOTTLENECK_CLASSES, MISMATCH_RULES
-from exporter.gzip_body import GzipBody
 from exporter.metrics import BY_NAME, GPU, METRICS, Metric
-from exporter.sharing import HolderTotals
+from exporter.pipeline.derive import BOTTLENECK_CLASSES, MISMATCH_RULES
+from exporter.pipeline.split import HolderTotals
 from exporter.snapshot import GpuState, Snapshot
 from exporter.taxonomy import CLASSES, COUNTER_CHECKS
+from exporter.web.payload import GzipBody
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

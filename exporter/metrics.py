@@ -3,7 +3,7 @@
 A row says what Prometheus sees (name, type, unit, labels, HELP) and where each value comes from:
 the reading it renders (a path on a GpuState, e.g. ``sample.profiling.sm_active``), and that
 reading's sources (the GPM metric id and scale, the DCGM field id(s) and scale, the trace key) and
-the backends that give it. ``gpm.py``, ``backends/dcgm_field_table.py``, the trace format's keys,
+the backends that give it. ``backends/nvml/gpm_metrics.py``, ``backends/dcgm/fields.py``, the trace format's keys,
 the exposition's families and the README's metrics reference all follow this table, and
 tests/test_metrics.py fails when any of them drifts from it.
 
@@ -182,7 +182,7 @@ METRICS: tuple[Metric, ...] = (
           "NVLink traffic sent over all links, bytes per second over the last window."),
     _rate("nvlink_rx_bytes_per_second", "gpueff_nvlink_rx_bytes_per_second", Gpm("NVLINK_TOTAL_RX_PER_SEC", 60, MIB), Dcgm(1012, "DCGM_FI_PROF_NVLINK_RX_BYTES", 1, PROFILING),
           "NVLink traffic received over all links, bytes per second over the last window."),
-    # ---- derived (exporter/derivations.py, exporter/integrals.py) ----
+    # ---- derived (exporter/pipeline/derive.py, exporter/pipeline/totals.py) ----
     Metric("gpueff_efficiency_ratio", GAUGE, "ratio", "SM activity / utilization over the same window, 0..1: how much of the 'busy' time the SMs really worked. Absent when utilization is 0.", readings=_r("derived.efficiency")),
     Metric("gpueff_mismatch", GAUGE, "", "1 while the GPU is 'busy but not working' by this rule: high_util_low_sm (high utilization, low SM activity), low_efficiency (high enough utilization, low efficiency); thresholds under mismatch: in the config. Never 1 while gpueff_readings_implausible is.", labels=("rule",), readings=_r("derived.mismatch")),
     Metric("gpueff_bottleneck", GAUGE, "", "Roofline-style bottleneck class, a state set: exactly one class is 1 per GPU. Judged from the last bottleneck.window of readings; a new class must win bottleneck.hold_polls polls in a row. What to try: gpueff_bottleneck_class_info.", labels=("class",), readings=_r("derived.bottleneck")),

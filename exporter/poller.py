@@ -14,19 +14,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 from exporter.apps import AppMonitor
+from exporter.attribution.kubernetes.attribution import Attributor
 from exporter.backends.base import Backend
 from exporter.config import MAX_DURATION, Config
-from exporter.derivations import derive
 from exporter.exposition import render
-from exporter.gzip_body import GzipBody
-from exporter.integrals import Integrator, Totals
-from exporter.kubernetes.attribution import Attributor
 from exporter.logs import one_line
-from exporter.process import read_process_stats
+from exporter.pipeline.derive import derive
+from exporter.pipeline.smoothing import WindowStates
+from exporter.pipeline.split import GpuDelta, Sharing
+from exporter.pipeline.totals import Integrator, Totals
 from exporter.sample import DeviceInfo, GpuSample, down_sample
-from exporter.sharing import GpuDelta, Sharing
+from exporter.selfstats import read_process_stats
 from exporter.snapshot import GpuState, Snapshot
-from exporter.window import WindowStates
+from exporter.web.payload import GzipBody
 
 log = logging.getLogger(__name__)
 

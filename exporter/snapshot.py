@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from exporter.apps import AppState
+from exporter.attribution.kubernetes.owners import AttributionHealth, GpuOwners
 from exporter.config import Config
-from exporter.derivations import Derived
-from exporter.gzip_body import GzipBody
-from exporter.integrals import Totals
-from exporter.kubernetes.owners import AttributionHealth, GpuOwners
-from exporter.process import ProcessStats
+from exporter.pipeline.derive import Derived
+from exporter.pipeline.split import GpuSharing
+from exporter.pipeline.totals import Totals
 from exporter.sample import GpuSample
-from exporter.sharing import GpuSharing
+from exporter.selfstats import ProcessStats
+from exporter.web.payload import GzipBody
 
 
 @dataclass(frozen=True, slots=True)

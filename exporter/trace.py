@@ -13,8 +13,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from exporter.backends.nvml.gpm_metrics import GPM_METRICS, to_sample_unit
 from exporter.config import shown
-from exporter.gpm import GPM_METRICS, to_sample_unit
 from exporter.metrics import READINGS
 from exporter.sample import DeviceInfo, GpuSample, Profiling
 

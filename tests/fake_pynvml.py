@@ -1,6 +1,6 @@
 """A fake ``pynvml`` (nvidia-ml-py 13.x) driven by gpu-trace/1 recordings, for tests and benchmarks.
 
-It offers the functions exporter/backends/nvml.py calls, with the real module's constants, NVMLError
+It offers the functions exporter/backends/nvml/backend.py calls, with the real module's constants, NVMLError
 classes and ctypes structs (taken from the installed pynvml, which loads no library until nvmlInit).
 Device handles and GPM samples are real ctypes pointers, and strings come back as str or bytes
 exactly where pynvml returns them. Each fake GPU plays one trace, looping: a reading is the trace sample whose window

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import grpc
 
-from exporter.kubernetes import podresources_pb2 as pb
+from exporter.attribution.kubernetes import podresources_pb2 as pb
 
 
 def pod(namespace: str, name: str, containers: dict[str, dict[str, list[str]]]) -> pb.PodResources:

@@ -223,7 +223,7 @@ def test_daemon_scrapes_a_real_app_at_a_known_rate(tmp_path):
 def test_process_pattern_follows_the_processes_nvml_lists(trace_paths):
     from fake_pynvml import FakeClock, FakeGpu, FakeNvml
 
-    from exporter.backends.nvml import NvmlBackend
+    from exporter.backends.nvml.backend import NvmlBackend
     from exporter.sample import GpuProcess
 
     clock = FakeClock()

@@ -12,10 +12,10 @@ import pytest
 from conftest import ROOT
 from fake_pynvml import FakeGpu, FakeNvml
 
-from exporter import check
-from exporter.backends.dcgm import DcgmBackend
-from exporter.backends.dcgm_bindings import load_bindings
-from exporter.backends.nvml import NvmlBackend
+from exporter.backends.dcgm.backend import DcgmBackend
+from exporter.backends.dcgm.bindings import load_bindings
+from exporter.backends.nvml.backend import NvmlBackend
+from exporter.commands import check
 from exporter.trace import load_trace
 
 FAKE = str(ROOT / "tests" / "fake_dcgm")
@@ -125,5 +125,5 @@ def test_a_usage_error_is_one_line_like_the_other_commands(capsys):
 
 
 def test_the_subcommands_do_not_import_the_command_line_back():
-    code = "import sys, exporter.check, exporter.selftest.command, exporter.record; assert 'exporter.cli' not in sys.modules, 'import cycle'"
+    code = "import sys, exporter.commands.check, exporter.commands.selftest.command, exporter.commands.record; assert 'exporter.commands.cli' not in sys.modules, 'import cycle'"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=60)

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from conftest import ROOT
 
-from exporter.derivations import BOTTLENECK_CLASSES
+from exporter.pipeline.derive import BOTTLENECK_CLASSES
 
 DASHBOARD_DIR = ROOT / "dashboards"
 PATHS = sorted(DASHBOARD_DIR.glob("*.json"))

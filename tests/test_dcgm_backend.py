@@ -15,11 +15,11 @@ import pytest
 from conftest import ROOT, running_daemon
 from fake_pynvml import FakeGpu, FakeNvml
 
+from exporter.backends.auto import AutoBackend
 from exporter.backends.base import BackendUnavailable
-from exporter.backends.dcgm import DcgmBackend
-from exporter.backends.dcgm_bindings import load_bindings
-from exporter.backends.dcgm_or_nvml import AutoBackend
-from exporter.backends.nvml import NvmlBackend
+from exporter.backends.dcgm.backend import DcgmBackend
+from exporter.backends.dcgm.bindings import load_bindings
+from exporter.backends.nvml.backend import NvmlBackend
 from exporter.trace import load_trace
 
 FAKE = str(ROOT / "tests" / "fake_dcgm")

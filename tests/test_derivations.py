@@ -9,8 +9,8 @@ import statistics
 import pytest
 
 from exporter.config import BottleneckThresholds, Config, MismatchThresholds, PeakOverride
-from exporter.derivations import BOTTLENECK_CLASSES, MISMATCH_RULES, derive
-from exporter.integrals import Integrator
+from exporter.pipeline.derive import BOTTLENECK_CLASSES, MISMATCH_RULES, derive
+from exporter.pipeline.totals import Integrator
 from exporter.sample import DeviceInfo, GpuSample, Profiling, down_sample
 from exporter.trace import load_trace, sample_from_record
 

@@ -55,13 +55,13 @@ def test_multi_stage_non_root_nvidia_runtime_settings() -> None:
 
 
 def test_entrypoint_is_the_installed_daemon_with_valid_flags() -> None:
-    from exporter.cli import daemon_parser
+    from exporter.commands.cli import daemon_parser
 
     steps = dict(instructions())
     entrypoint = json.loads(steps["ENTRYPOINT"])
     assert entrypoint == ["gpu-efficiency-exporter"]
     pyproject = (ROOT / "pyproject.toml").read_text()
-    assert 'gpu-efficiency-exporter = "exporter.cli:main"' in pyproject
+    assert 'gpu-efficiency-exporter = "exporter.commands.cli:main"' in pyproject
     args = daemon_parser().parse_args(json.loads(steps["CMD"]))
     assert args.listen_address == ":9947"
 
@@ -87,7 +87,7 @@ def test_the_build_context_builds_the_package_with_the_kubernetes_code(tmp_path:
     assert result.returncode == 0, result.stdout + result.stderr
     (wheel,) = (tmp_path / "out").glob("*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert "exporter/kubernetes/podresources_pb2.py" in names
+    assert "exporter/attribution/kubernetes/podresources_pb2.py" in names
     assert any(name.startswith("exporter/traces/h200/") for name in names)
 
 

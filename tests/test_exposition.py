@@ -17,9 +17,9 @@ from exporter import poller as poller_module
 from exporter.backends.base import Backend
 from exporter.backends.replay import ReplayBackend
 from exporter.config import Config
-from exporter.derivations import BOTTLENECK_CLASSES
 from exporter.exposition import CONTENT_TYPE, Exposition, number, render
 from exporter.metrics import METRICS
+from exporter.pipeline.derive import BOTTLENECK_CLASSES
 from exporter.poller import Poller, Snapshot
 from exporter.sample import DeviceInfo, GpuSample, Profiling, down_sample
 from exporter.trace import load_trace

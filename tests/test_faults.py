@@ -30,12 +30,12 @@ if __name__ == "__main__":  # the launcher: make the package and the fake import
 import pynvml  # noqa: E402 (the real module: constants only)
 from fake_pynvml import FakeNvml  # noqa: E402
 
-from exporter.backends.nvml import NvmlBackend  # noqa: E402
+from exporter.backends.nvml.backend import NvmlBackend  # noqa: E402
 from exporter.config import Config  # noqa: E402
 from exporter.exposition import Exposition  # noqa: E402
 from exporter.poller import Poller  # noqa: E402
 from exporter.trace import load_trace  # noqa: E402
-from exporter.web import WebServer  # noqa: E402
+from exporter.web.server import WebServer  # noqa: E402
 
 HANG_LIMIT = 60.0  # a hung fake call gives up after this long, so no test leaves a thread behind for good
 
@@ -67,7 +67,7 @@ def launch() -> int:
         timer.daemon = True
         timer.start()
     sys.modules["pynvml"] = fake
-    from exporter.cli import main
+    from exporter.commands.cli import main
 
     return main(sys.argv[1:])
 

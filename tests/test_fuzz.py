@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from exporter.apps.scrape import ScrapeError, fetch, read_counter
 from exporter.config import ConfigError, load_config, parse_config, reference
 from exporter.trace import TraceError, load_trace, parse_trace
-from exporter.webconfig import WebConfigError, load_web_config, parse_web_config
+from exporter.web.tlsconfig import WebConfigError, load_web_config, parse_web_config
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "150"))
 fuzz = settings(max_examples=EXAMPLES, deadline=2000, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], derandomize=True)

@@ -14,7 +14,7 @@ import yaml
 from conftest import ROOT
 from kube_schemas import documents, validate_all
 
-from exporter.cli import daemon_parser
+from exporter.commands.cli import daemon_parser
 from exporter.config import parse_config
 
 CHART = ROOT / "helm" / "gpu-efficiency-exporter"

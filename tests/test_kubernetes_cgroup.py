@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from exporter.attribution.cgroup import owner_of_cgroup_line, process_owner
+from exporter.attribution.kubernetes.attribution import Attributor
+from exporter.attribution.kubernetes.owners import ProcessOwner
 from exporter.config import parse_config
-from exporter.kubernetes.attribution import Attributor
-from exporter.kubernetes.cgroup import owner_of_cgroup_line, process_owner
-from exporter.kubernetes.owners import ProcessOwner
 from exporter.sample import DeviceInfo, GpuProcess, GpuSample
 
 UID = "0c3e2b1a-7f64-4d2b-9a51-3c2d1e0f9a8b"
@@ -79,9 +79,9 @@ def test_attributor_counts_gpu_processes_per_container(tmp_path: Path) -> None:
 
 
 def test_process_owners_are_exposed_per_gpu() -> None:
+    from exporter.attribution.kubernetes.owners import GpuOwners
     from exporter.exposition import render_pods
-    from exporter.integrals import Totals
-    from exporter.kubernetes.owners import GpuOwners
+    from exporter.pipeline.totals import Totals
     from exporter.snapshot import GpuState
 
     device = DeviceInfo(index=3, uuid="GPU-a", name="NVIDIA H100 80GB HBM3")

@@ -13,7 +13,7 @@ import pytest
 from fake_pynvml import FakeClock, FakeGpu, FakeNvml
 from kubelet_fake import FakeKubelet, pod
 
-from exporter.backends.nvml import NvmlBackend
+from exporter.backends.nvml.backend import NvmlBackend
 from exporter.config import parse_config
 from exporter.exposition import render
 from exporter.poller import Poller

@@ -26,7 +26,7 @@ import pytest
 from conftest import running_daemon
 from fake_pynvml import FakeClock, FakeGpu, FakeNvml
 
-from exporter.backends.nvml import NvmlBackend
+from exporter.backends.nvml.backend import NvmlBackend
 from exporter.config import parse_config
 from exporter.exposition import Exposition
 from exporter.poller import Poller

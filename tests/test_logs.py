@@ -8,7 +8,7 @@ import struct
 import time
 
 from exporter.logs import LogfmtFormatter, one_line
-from exporter.web import WebServer
+from exporter.web.server import WebServer
 
 
 def format_exception_record(error: BaseException) -> str:
@@ -35,7 +35,7 @@ def test_a_client_reset_logs_one_line_and_no_traceback(caplog, capfd):
     server = WebServer("127.0.0.1:0", lambda gzip: None, lambda: True, "note")
     server.start()
     try:
-        with caplog.at_level(logging.DEBUG, logger="exporter.web"):
+        with caplog.at_level(logging.DEBUG, logger="exporter.web.server"):
             for _ in range(3):
                 client = socket.create_connection(("127.0.0.1", server.port))
                 client.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # half a request, then a reset

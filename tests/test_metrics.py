@@ -15,20 +15,20 @@ from fake_pynvml import FakeClock, FakeGpu, FakeNvml
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.apps.derive import AppState
-from exporter.backends.dcgm_bindings import load_bindings
-from exporter.backends.dcgm_field_table import FIELDS
-from exporter.backends.nvml import NvmlBackend
+from exporter.attribution.kubernetes.owners import AttributionHealth, GpuOwners, PodOwner, ProcessOwner
+from exporter.attribution.slurm import SlurmJob
+from exporter.backends.dcgm.bindings import load_bindings
+from exporter.backends.dcgm.fields import FIELDS
+from exporter.backends.nvml.backend import NvmlBackend
 from exporter.backends.replay import ReplayBackend
 from exporter.config import Config
-from exporter.derivations import derive
 from exporter.exposition import Exposition
-from exporter.integrals import Totals
-from exporter.kubernetes.owners import AttributionHealth, GpuOwners, PodOwner, ProcessOwner
 from exporter.metrics import BY_NAME, DCGM, METRICS, NVML, PROFILING_FIELDS, READINGS, REPLAY, SUMMARY, Reading
-from exporter.process import read_process_stats
+from exporter.pipeline.derive import derive
+from exporter.pipeline.split import GpuSharing, Holder, HolderTotals
+from exporter.pipeline.totals import Totals
 from exporter.sample import DeviceInfo, GpuSample, Profiling
-from exporter.sharing import GpuSharing, Holder, HolderTotals
-from exporter.slurm import SlurmJob
+from exporter.selfstats import read_process_stats
 from exporter.snapshot import GpuState, Snapshot
 from exporter.trace import load_trace
 

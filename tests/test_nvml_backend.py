@@ -13,14 +13,14 @@ from conftest import http_get
 from fake_pynvml import FakeClock, FakeGpu, FakeNvml
 
 from exporter.backends.base import BackendUnavailable
-from exporter.backends.nvml import REINIT_BACKOFF, NvmlBackend, cores_per_sm
+from exporter.backends.nvml.backend import REINIT_BACKOFF, NvmlBackend, cores_per_sm
+from exporter.backends.nvml.gpm_metrics import GPM_METRICS
 from exporter.config import load_config
 from exporter.exposition import Exposition
-from exporter.gpm import GPM_METRICS
 from exporter.metrics import MIB
 from exporter.poller import Poller
 from exporter.trace import load_trace, parse_trace
-from exporter.web import WebServer
+from exporter.web.server import WebServer
 
 SLOW_CALLS = ("nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetRemappedRows", "nvmlDeviceGetFieldValues")
 
@@ -122,7 +122,7 @@ def test_without_sm_activity_profiling_is_not_available(traces):
 
 def test_pre_hopper_gpu_has_no_profiling_and_says_why(traces, caplog):
     a100 = FakeGpu(traces["matmul_8192"], name="NVIDIA A100-SXM4-80GB", gpm=False)
-    with caplog.at_level(logging.WARNING, logger="exporter.backends.nvml"):
+    with caplog.at_level(logging.WARNING, logger="exporter.backends.nvml.backend"):
         backend, fake, clock = started([a100, traces["spin_1sm"]])
         for _ in range(3):
             samples = backend.collect()
@@ -138,7 +138,7 @@ def test_pre_hopper_gpu_has_no_profiling_and_says_why(traces, caplog):
 def test_gpm_refused_names_the_fix(traces, caplog):
     backend, fake, clock = started([traces["matmul_8192"], traces["spin_1sm"]])
     fake.fail("nvmlGpmSampleGet", pynvml.NVML_ERROR_NO_PERMISSION, gpu=0)
-    with caplog.at_level(logging.WARNING, logger="exporter.backends.nvml"):
+    with caplog.at_level(logging.WARNING, logger="exporter.backends.nvml.backend"):
         for _ in range(4):
             samples = backend.collect()
             clock.advance(1)

@@ -13,10 +13,10 @@ import pytest
 from conftest import running_daemon
 from kubelet_fake import FakeKubelet, pod
 
+from exporter.attribution.kubernetes.attribution import Attributor
+from exporter.attribution.kubernetes.owners import AttributionHealth, PodOwner
+from exporter.attribution.kubernetes.podresources import PodResourcesClient, PodResourcesError, gpu_owners
 from exporter.config import KubernetesConfig, parse_config
-from exporter.kubernetes.attribution import Attributor
-from exporter.kubernetes.owners import AttributionHealth, PodOwner
-from exporter.kubernetes.podresources import PodResourcesClient, PodResourcesError, gpu_owners
 from exporter.sample import DeviceInfo, GpuSample
 
 GPU_A = "GPU-11111111-2222-3333-4444-555555555555"
@@ -124,7 +124,7 @@ def test_a_failed_call_keeps_the_last_assignment_for_three_intervals(socket_dir:
     now = [1000.0]
     attributor = Attributor(clock=lambda: now[0], wall_clock=lambda: 1.7e9 + now[0])
     samples = _samples(GPU_A)
-    caplog.set_level(logging.INFO, logger="exporter.kubernetes")
+    caplog.set_level(logging.INFO, logger="exporter.attribution.kubernetes")
     with FakeKubelet(socket_path, PODS) as kubelet:
         try:
             assert attributor.owners(_settings(socket_path), samples, now[0])[GPU_A].single_pod.pod == "trainer-0"
@@ -176,7 +176,7 @@ def test_disabled_attribution_never_calls(socket_dir: Path) -> None:
 def test_missing_socket_logs_one_line_and_recovers(socket_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
     socket_path = socket_dir / "kubelet.sock"
     attributor = Attributor()
-    caplog.set_level(logging.INFO, logger="exporter.kubernetes")
+    caplog.set_level(logging.INFO, logger="exporter.attribution.kubernetes")
     settings = _settings(socket_path, refresh_interval="1s")
     try:
         assert attributor.owners(settings, _samples(GPU_A), time.monotonic()) == {}

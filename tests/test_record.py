@@ -9,12 +9,12 @@ import sys
 import pytest
 from fake_pynvml import FakeClock, FakeGpu, FakeNvml
 
-from exporter import cli
 from exporter.backends.base import BackendUnavailable
-from exporter.backends.nvml import NvmlBackend
+from exporter.backends.nvml.backend import NvmlBackend
+from exporter.backends.nvml.gpm_metrics import GPM_METRICS
 from exporter.backends.replay import ReplayBackend
-from exporter.gpm import GPM_METRICS
-from exporter.record import record_trace
+from exporter.commands import cli
+from exporter.commands.record import record_trace
 from exporter.trace import NVML_KEYS, load_trace
 
 COMPARED = [attribute for attribute, _ in NVML_KEYS.values()]

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from exporter.backends.replay import ReplayBackend
-from exporter.selftest.runner import Sampler, run_workloads
-from exporter.selftest.workloads import MATMUL_N, SelftestUnavailable
+from exporter.commands.selftest.runner import Sampler, run_workloads
+from exporter.commands.selftest.workloads import MATMUL_N, SelftestUnavailable
 from exporter.trace import load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -178,8 +178,8 @@ def test_overhead_benchmark_needs_a_gpu():
 
 def test_every_workload_reports_the_figure_its_expectation_checks():
     """Each planted workload, run briefly on the CPU stand-in, returns exactly the truth its checks need."""
-    from exporter.selftest.expectations import EXPECTATIONS
-    from exporter.selftest.workloads import WORKLOADS
+    from exporter.commands.selftest.expectations import EXPECTATIONS
+    from exporter.commands.selftest.workloads import WORKLOADS
 
     class Engine(CpuEngine):
         def copy(self, source, target):
@@ -190,7 +190,7 @@ def test_every_workload_reports_the_figure_its_expectation_checks():
 
     assert list(WORKLOADS) == list(EXPECTATIONS)
     device = load_trace(ROOT / "exporter/traces/h200/idle.json").device(0)
-    from exporter.selftest.workloads import SelftestUnavailable
+    from exporter.commands.selftest.workloads import SelftestUnavailable
 
     with pytest.raises(SelftestUnavailable, match="needs PyTorch"):
         WORKLOADS["train_step"](Engine(), 0.12, device)  # the stand-in is no PyTorch
@@ -208,10 +208,10 @@ def test_live_path_with_the_nvml_backend_on_a_fake_driver(trace_paths, monkeypat
     the spin_1sm recording, while the CPU stand-in runs the workloads (no GPU can exist here)."""
     from fake_pynvml import FakeNvml
 
+    from exporter.commands.selftest import workloads
+    from exporter.commands.selftest.checks import check_readings, exit_code
+    from exporter.commands.selftest.command import from_gpu, selftest_parser
     from exporter.config import Config
-    from exporter.selftest import workloads
-    from exporter.selftest.checks import check_readings, exit_code
-    from exporter.selftest.command import from_gpu, selftest_parser
 
     monkeypatch.setitem(sys.modules, "pynvml", FakeNvml([load_trace(trace_paths["spin_1sm"])]))
     monkeypatch.setattr(workloads, "load_engine", lambda gpu, prefer: CpuEngine())

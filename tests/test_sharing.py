@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.holders import UNATTRIBUTED, Holder, ProcessIdentity
+from exporter.attribution.holders import UNATTRIBUTED, Holder, ProcessIdentity
+from exporter.pipeline.split import FORGET_AFTER_SECONDS, MAX_HOLDERS_PER_GPU, GpuDelta, ShareLedger, window_shares
 from exporter.sample import DeviceInfo, GpuProcess, GpuSample, ProcessUtilization
-from exporter.sharing import FORGET_AFTER_SECONDS, MAX_HOLDERS_PER_GPU, GpuDelta, ShareLedger, window_shares
 
 DEVICE = DeviceInfo(index=0, uuid="GPU-0", name="NVIDIA H100 80GB HBM3")
 A, B = Holder("pod", "uid-a"), Holder("slurm_job", "42")

@@ -11,10 +11,10 @@ import pytest
 from fake_pynvml import FakeClock, FakeGpu, FakeNvml
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.backends.nvml import NvmlBackend
+from exporter.attribution.kubernetes.owners import GpuOwners, PodOwner
+from exporter.backends.nvml.backend import NvmlBackend
 from exporter.config import parse_config
 from exporter.exposition import render
-from exporter.kubernetes.owners import GpuOwners, PodOwner
 from exporter.poller import Poller
 from exporter.trace import load_trace
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from exporter.holders import UNATTRIBUTED, Holder, HolderResolver, identify
-from exporter.slurm import SlurmJob, job_of_cgroup, job_of_cgroup_line
+from exporter.attribution.holders import UNATTRIBUTED, Holder, HolderResolver, identify
+from exporter.attribution.slurm import SlurmJob, job_of_cgroup, job_of_cgroup_line
 
 CGROUPS = Path(__file__).parent / "slurm_cgroups"
 POD_UID = "0c3e2b1a-7f64-4d2b-9a51-3c2d1e0f9a8b"

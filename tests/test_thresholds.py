@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from exporter.config import BottleneckThresholds, MismatchThresholds
-from exporter.derivations import efficiency, mismatch
+from exporter.pipeline.derive import efficiency, mismatch
 from exporter.taxonomy import Activity, classify
 
 LIMITS = MismatchThresholds()

@@ -14,13 +14,13 @@ from fake_pynvml import FakeClock, FakeGpu, FakeNvml
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.backends.base import binding_text, text
-from exporter.backends.nvml import NvmlBackend
-from exporter.backends.nvml_gpm import profiling_admin_only
+from exporter.backends.nvml.backend import NvmlBackend
+from exporter.backends.nvml.gpm import profiling_admin_only
 from exporter.config import parse_config
 from exporter.exposition import render
-from exporter.holders import Holder, HolderResolver, identify
-from exporter.kubernetes.cgroup import process_owner
-from exporter.kubernetes.owners import ProcessOwner
+from exporter.attribution.holders import Holder, HolderResolver, identify
+from exporter.attribution.cgroup import process_owner
+from exporter.attribution.kubernetes.owners import ProcessOwner
 from exporter.poller import Poller
 from exporter.trace import load_trace
 from exporter.untrusted import MAX_PROC_FILE_BYTES, decode, read_text
@@ -66,7 +66,7 @@ def test_a_process_that_cannot_be_identified_is_unattributed_and_remembered(tmp_
         calls.append(pid)
         raise ValueError("unexpected")
 
-    monkeypatch.setattr("exporter.holders.identify", broken)
+    monkeypatch.setattr("exporter.attribution.holders.identify", broken)
     resolver = HolderResolver(tmp_path)
     for _ in range(3):
         assert resolver.resolve([(5, "a")])[5].holder.kind == "unattributed"

@@ -18,8 +18,8 @@ from exporter.config import Config
 from exporter.exposition import CONTENT_TYPE, Exposition, Payload
 from exporter.poller import Poller
 from exporter.trace import load_trace
-from exporter.web import ListenAddressError, WebServer, parse_listen_address
-from exporter.webrequest import REASONS, HttpError, head_end, parse_head
+from exporter.web.request import REASONS, HttpError, head_end, parse_head
+from exporter.web.server import ListenAddressError, WebServer, parse_listen_address
 
 
 def request(port: int, method: str, path: str) -> tuple[int, dict[str, str], bytes]:

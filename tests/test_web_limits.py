@@ -20,8 +20,8 @@ import pytest
 from conftest import ROOT, http_get, running_daemon
 
 from exporter.exposition import Payload
-from exporter.web import WebServer
-from exporter.webloop import Limits
+from exporter.web.loop import Limits
+from exporter.web.server import WebServer
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -54,7 +54,7 @@ def closed_by_server(sock: socket.socket) -> bool:
 def test_slowloris_connections_are_closed_at_the_header_deadline(caplog):
     """20 clients each send a header byte every 0.2 s: all are cut at the 1 s header deadline,
     though every single read is far quicker than any per-read timeout."""
-    caplog.set_level(logging.WARNING, logger="exporter.web")
+    caplog.set_level(logging.WARNING, logger="exporter.web.server")
     with limited_server(header_timeout=1.0) as web:
         slow = [socket.create_connection(("127.0.0.1", web.port), timeout=5) for _ in range(20)]
         for sock in slow:
@@ -79,7 +79,7 @@ def test_slowloris_connections_are_closed_at_the_header_deadline(caplog):
 
 
 def test_an_idle_flood_past_the_cap_keeps_metrics_answering_with_no_thread_per_connection(caplog):
-    caplog.set_level(logging.WARNING, logger="exporter.web")
+    caplog.set_level(logging.WARNING, logger="exporter.web.server")
     with limited_server(max_connections=64) as web:
         threads = threading.active_count()
         flood = [socket.create_connection(("127.0.0.1", web.port), timeout=5) for _ in range(300)]
@@ -124,8 +124,8 @@ import logging, os, resource, sys
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
 from exporter.exposition import Payload
 from exporter.exposition import Payload
-from exporter.web import WebServer
-from exporter.webloop import Limits
+from exporter.web.server import WebServer
+from exporter.web.loop import Limits
 web = WebServer("127.0.0.1:0", lambda gzip: Payload((b"m 1\n",), None), lambda: True, "", limits=Limits(accept_backoff=0.2, max_connections=400))
 web.start()
 hog = []
@@ -206,7 +206,7 @@ def test_a_tls_handshake_that_never_finishes_is_closed_at_the_header_deadline(tm
 
     from tls_certs import make_pki
 
-    from exporter.webconfig import parse_web_config
+    from exporter.web.tlsconfig import parse_web_config
 
     pki = make_pki(tmp_path)
     config = parse_web_config({"tls_server_config": {"cert_file": "server.crt", "key_file": "server.key"}}, "web.yml", pki.folder)

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from tls_certs import make_pki
 
-from exporter.webconfig import BasicAuth, WebConfigError, load_web_config, parse_web_config
+from exporter.web.tlsconfig import BasicAuth, WebConfigError, load_web_config, parse_web_config
 
 
 @pytest.fixture(scope="module")

@@ -13,9 +13,7 @@ from pathlib import Path
 import bcrypt
 
 from exporter.exposition import Payload
-from exporter.web import WebServer
-from exporter.webconfig import BasicAuth, parse_web_config
-from exporter.weblogin import (
+from exporter.web.login import (
     ALLOWED,
     FAILED_LOGIN_BURST,
     FAILED_LOGIN_DELAY,
@@ -25,6 +23,8 @@ from exporter.weblogin import (
     LoginGuard,
     client_key,
 )
+from exporter.web.server import WebServer
+from exporter.web.tlsconfig import BasicAuth, parse_web_config
 
 
 def basic(user: str, password: str) -> str:
@@ -89,7 +89,7 @@ def get(port: int, authorization: str | None, connection: http.client.HTTPConnec
 
 
 def test_scrapes_keep_answering_while_wrong_passwords_are_hammered(caplog):
-    caplog.set_level(logging.WARNING, logger="exporter.web")
+    caplog.set_level(logging.WARNING, logger="exporter.web.server")
     web = server_with_users({"prometheus": bcrypt.hashpw(b"right-password", bcrypt.gensalt(10))})
     try:
         scraper = http.client.HTTPConnection("127.0.0.1", web.port, timeout=30)

@@ -10,8 +10,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from exporter.attribution.kubernetes.owners import GpuOwners
 from exporter.config import AppConfig, PeakOverride
-from exporter.kubernetes.owners import GpuOwners
 from exporter.peaks import peak_for
 from exporter.sample import DeviceInfo, GpuSample
 

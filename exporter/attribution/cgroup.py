@@ -1,0 +1,48 @@
+"""Which pod and container a process runs in, read from ``/proc/<pid>/cgroup``.
+
+Works with cgroup v1 and v2, the systemd and cgroupfs cgroup drivers, and the containerd, CRI-O and
+Docker runtimes: the kubelet names a pod's cgroup after its UID (``pod<uid>``, with ``_`` for
+``-`` under systemd) and the runtime names the container's after its 64-hex id. The exporter must
+run with hostPID for the PIDs NVML reports to be the ones in its ``/proc``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from exporter.attribution.kubernetes.owners import ProcessOwner
+from exporter.untrusted import read_text
+
+_POD = re.compile(r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})")
+_CONTAINER = re.compile(r"^(?:[a-z-]+-)?([0-9a-f]{64})(?:\.scope)?$")
+
+
+def owner_of_cgroup_line(line: str) -> ProcessOwner | None:
+    """The pod UID and container id in one ``hierarchy:controllers:path`` line, if it has them."""
+    path = line.rstrip("\n").split(":", 2)[-1]
+    pod = None
+    for match in _POD.finditer(path):
+        pod = match.group(1).replace("_", "-")
+    if pod is None:
+        return None
+    last = path.rstrip("/").rsplit("/", 1)[-1]
+    container = _CONTAINER.match(last)
+    return ProcessOwner(pod_uid=pod, container_id=container.group(1) if container else "")
+
+
+def process_owner(pid: int, proc_root: Path = Path("/proc")) -> ProcessOwner | None:
+    """The pod and container of a process; None if it is not in a pod, is gone, or is unreadable.
+    The file holds paths anyone who can create a cgroup names (untrusted.py)."""
+    try:
+        text = read_text(proc_root / str(pid) / "cgroup")
+    except OSError:
+        return None
+    lines = text.splitlines()
+    # The unified (v2) hierarchy first; on v1 every controller names the same pod.
+    lines.sort(key=lambda line: not line.startswith("0::"))
+    for line in lines:
+        owner = owner_of_cgroup_line(line)
+        if owner is not None:
+            return owner
+    return None

@@ -1,0 +1,188 @@
+"""Pod attribution: which containers hold which GPUs and, with ``process_attribution``, which
+container each GPU process runs in.
+
+The kubelet's pod-resources List call runs on its own thread every ``refresh_interval``
+(``PodRefresher``); the poller only reads the latest answer, so a slow or hung kubelet never delays
+a GPU reading, and a scrape never triggers a call. One failed call does not empty the pod map: the
+last good assignment is kept for KEEP_INTERVALS x ``refresh_interval`` (30 s by default), so a
+kubelet restart does not strip the pod labels off every GPU series (changing their identity and
+breaking rate()); after that the GPUs carry no pod labels until the kubelet answers again. The first
+call after start or a reload is waited for, at most FIRST_CALL_WAIT seconds, so the first poll is
+already labelled. Process attribution reads /proc on the poll thread at the same cadence (local and
+cheap). Problems are logged once per kind; nothing raises.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from exporter.attribution.cgroup import process_owner
+from exporter.attribution.kubernetes.owners import AttributionHealth, GpuOwners, PodOwner, ProcessOwner
+from exporter.config import KubernetesConfig
+from exporter.logs import one_line
+from exporter.sample import GpuSample
+
+log = logging.getLogger(__name__)
+
+KEEP_INTERVALS = 3  # refresh intervals the last good pod assignment outlives failed calls
+FIRST_CALL_WAIT = 1.0  # seconds a (re)configured attribution waits for its first List answer
+
+
+class PodRefresher:
+    """Asks the kubelet every ``refresh_interval`` on its own thread and keeps the last good answer."""
+
+    def __init__(self, settings: KubernetesConfig, clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.wall_clock = wall_clock
+        self._lock = threading.Lock()
+        self._pods: dict[str, tuple[PodOwner, ...]] = {}
+        self._success: float | None = None  # ``clock`` time of the last answer
+        self._last_success_wall: float | None = None
+        self._up = False
+        self._errors = 0
+        self._expired_logged = False
+        self._problem: str | None = None  # the kind of the last logged problem; None while it works
+        self._client: Any = None  # a PodResourcesClient once the socket exists
+        self._stop = threading.Event()
+        self._answered = threading.Event()  # the first call has finished, well or not
+        self._thread = threading.Thread(target=self._run, name="kubelet-pod-resources", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        self._answered.wait(min(FIRST_CALL_WAIT, self.settings.timeout + 0.1))
+
+    def stop(self) -> None:
+        """The thread ends after its current call (which has its own deadline) and closes the
+        channel itself: a reload never waits on the kubelet."""
+        self._stop.set()
+
+    def pods(self, now: float) -> dict[str, tuple[PodOwner, ...]]:
+        """GPU UUID -> containers: the last good answer while it is at most KEEP_INTERVALS old."""
+        with self._lock:
+            success, pods = self._success, self._pods
+        if success is not None and now - success <= KEEP_INTERVALS * self.settings.refresh_interval:
+            return pods
+        if success is not None and not self._expired_logged:
+            self._expired_logged = True
+            log.warning("kubernetes: no List answer for %d refresh intervals: GPU series carry no pod labels until the kubelet answers", KEEP_INTERVALS)
+        return {}
+
+    def health(self) -> AttributionHealth:
+        with self._lock:
+            return AttributionHealth(self._up, self._errors, self._last_success_wall)
+
+    def refresh(self) -> None:
+        """One List call; on failure the last good answer stays (see ``pods``)."""
+        settings = self.settings
+        socket_path = settings.pod_resources_socket
+        if not os.path.exists(socket_path):
+            self._failed("missing", "kubernetes: the kubelet pod-resources socket %s does not exist (mount /var/lib/kubelet/pod-resources into the pod)", socket_path)
+            return
+        try:
+            from exporter.attribution.kubernetes.podresources import PodResourcesClient, PodResourcesError, gpu_owners
+        except ImportError as error:
+            self._failed("import", "kubernetes: pod attribution needs grpcio and protobuf (pip install 'gpu-efficiency-exporter[kubernetes]'): %s", error)
+            return
+        if self._client is None:
+            self._client = PodResourcesClient(socket_path, settings.timeout, settings.max_message_bytes)
+        try:
+            response = self._client.list()
+        except PodResourcesError as error:
+            self._failed(f"call:{error.code}", "kubernetes: %s", error)
+            return
+        pods = gpu_owners(response, settings.resource_names)
+        with self._lock:
+            self._pods, self._success, self._last_success_wall, self._up = pods, self.clock(), self.wall_clock(), True
+        self._expired_logged = False
+        if self._problem is not None:
+            log.info("kubernetes: pod attribution works again (%d GPU(s) assigned to pods)", len(pods))
+            self._problem = None
+
+    def _failed(self, kind: str, message: str, *args: Any) -> None:
+        with self._lock:
+            self._up = False
+            self._errors += 1
+            kept = self._success is not None
+        if kind != self._problem:  # once per kind of problem, not per call
+            keeping = f"; the last good assignment is kept for {KEEP_INTERVALS} refresh intervals" if kept else "; GPU series carry no pod labels until it works"
+            log.warning(message + keeping, *args)
+            self._problem = kind
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.refresh()
+            except Exception as error:  # a bug must not end attribution
+                self._failed("bug", "kubernetes: a pod-resources refresh failed: %s", one_line(error))
+            self._answered.set()
+            self._stop.wait(self.settings.refresh_interval)
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+class Attributor:
+    """The poller's side: the pod map read from a PodRefresher, and GPU processes' containers."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self.wall_clock = wall_clock
+        self._settings: KubernetesConfig | None = None
+        self._refresher: PodRefresher | None = None
+        self._next_process_refresh = float("-inf")
+        self._processes: dict[str, tuple[tuple[ProcessOwner, int], ...]] = {}
+
+    def owners(self, settings: KubernetesConfig, samples: Iterable[GpuSample], now: float) -> dict[str, GpuOwners]:
+        """GPU UUID -> attribution. Empty when attribution is disabled. Never calls the kubelet."""
+        if settings != self._settings:
+            self._reconfigure(settings)
+        if self._refresher is None:
+            return {}
+        samples = list(samples)
+        pods = self._refresher.pods(now)
+        if settings.process_attribution and now >= self._next_process_refresh:
+            self._next_process_refresh = now + settings.refresh_interval
+            self._refresh_processes(settings, samples)
+        return {
+            sample.device.uuid: GpuOwners(pods.get(sample.device.uuid, ()), self._processes.get(sample.device.uuid, ()))
+            for sample in samples
+            if sample.device.uuid in pods or sample.device.uuid in self._processes
+        }
+
+    def health(self) -> AttributionHealth | None:
+        """None while attribution is disabled."""
+        return None if self._refresher is None else self._refresher.health()
+
+    def close(self) -> None:
+        if self._refresher is not None:
+            self._refresher.stop()
+            self._refresher = None
+
+    def _reconfigure(self, settings: KubernetesConfig) -> None:
+        self.close()
+        self._settings = settings
+        self._next_process_refresh = float("-inf")
+        self._processes = {}
+        if settings.enabled:
+            self._refresher = PodRefresher(settings, self.clock, self.wall_clock)
+            self._refresher.start()
+
+    def _refresh_processes(self, settings: KubernetesConfig, samples: list[GpuSample]) -> None:
+        proc_root = Path(settings.proc_root)
+        found: dict[str, tuple[tuple[ProcessOwner, int], ...]] = {}
+        for sample in samples:
+            counts: dict[ProcessOwner, int] = {}
+            for process in sample.processes or ():
+                owner = process_owner(process.pid, proc_root)
+                if owner is not None:
+                    counts[owner] = counts.get(owner, 0) + 1
+            if counts:
+                found[sample.device.uuid] = tuple(sorted(counts.items()))
+        self._processes = found

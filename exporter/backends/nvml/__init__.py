@@ -1,0 +1,1 @@
+"""Live GPUs through NVML: the backend, GPM (its metric table and the sample pairs), Xid events."""

@@ -1,0 +1,1 @@
+"""The command line: the daemon and its flags, check, record and selftest."""

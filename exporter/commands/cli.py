@@ -1,0 +1,73 @@
+"""Command line: the daemon (default), and the ``record`` subcommand."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from exporter import __version__, logs
+from exporter.commands.flags import Parser, add_common_flags, add_dcgm_flags, duration_flag
+from exporter.config import MIN_COLLECT_INTERVAL, parse_duration
+
+DEFAULT_LISTEN_ADDRESS = ":9947"
+
+
+def daemon_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="gpu-efficiency-exporter",
+        description="Prometheus exporter that tells how much real work each NVIDIA GPU does. "
+        "Subcommands: 'record' writes gpu-trace/1 files from real GPUs (see 'record --help'); "
+        "'check' tells which backends and fields work on this machine (see 'check --help'); "
+        "'selftest' runs planted workloads on a GPU and checks the readings against them (see 'selftest --help').",
+    )
+    parser.add_argument("--version", action="version", version=f"gpu-efficiency-exporter {__version__}")
+    parser.add_argument("--web.listen-address", dest="listen_address", default=DEFAULT_LISTEN_ADDRESS, help=f"address to serve on (default {DEFAULT_LISTEN_ADDRESS})")
+    parser.add_argument("--web.telemetry-path", dest="telemetry_path", default="/metrics", help="path of the metrics (default /metrics)")
+    parser.add_argument("--web.config.file", dest="web_config_file", help="exporter-toolkit web config (TLS, basic auth, headers; reloaded on SIGHUP): see docs/security.md")
+    parser.add_argument("--config", help="YAML configuration file (reloaded on SIGHUP)")
+    parser.add_argument("--collect-interval", type=duration_flag(MIN_COLLECT_INTERVAL), help="how often to sample the GPUs, e.g. 500ms or 1s (default 1s, 100ms to 1h; overrides the config file)")
+    parser.add_argument("--wait-for-driver", dest="wait_for_driver", action="store_true", help="if no NVIDIA driver answers at start, serve anyway (no GPU) and retry with backoff instead of exiting: see docs/security.md")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--replay", nargs="+", metavar="FILE", help="replay gpu-trace/1 files instead of reading GPUs (one file = one virtual GPU)")
+    source.add_argument("--demo", action="store_true", help="replay the recorded H200 traces shipped with the package (no GPU needed)")
+    parser.add_argument("--backend", choices=("auto", "nvml", "dcgm", "replay"), default="auto", help="where readings come from (default auto: DCGM where it answers with profiling fields, else NVML with GPM where the GPU has it; --replay and --demo imply replay): see docs/dcgm.md")
+    add_dcgm_flags(parser)
+    add_common_flags(parser)
+    return parser
+
+
+def record_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="gpu-efficiency-exporter record", description="Record a GPU's readings into a gpu-trace/1 file that --replay plays back.")
+    parser.add_argument("--output", "-o", required=True, help="trace file to write")
+    parser.add_argument("--gpu", type=int, default=0, help="GPU index (default 0)")
+    parser.add_argument("--duration", type=duration_flag(0.2, 24 * 3600.0), default=parse_duration("10s"), help="how long to record (default 10s, at most 24h)")
+    parser.add_argument("--interval", type=duration_flag(0.1), default=0.5, help="time between samples (default 500ms, minimum 100ms)")
+    parser.add_argument("--workload", default="unnamed", help="name of what runs on the GPU")
+    parser.add_argument("--description", default="", help="free text about the workload")
+    parser.add_argument("--truth-tflops", type=float, help="the workload's own measured bf16 TFLOP/s, if known")
+    parser.add_argument("--truth-tbps", type=float, help="the workload's own measured bytes read+written per second in TB/s, if known")
+    add_common_flags(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "record":
+        args = record_parser().parse_args(argv[1:])
+        logs.setup(args.log_level)
+        from exporter.commands.record import record
+
+        return record(args)
+    if argv and argv[0] == "check":
+        from exporter.commands.check import main as check
+
+        return check(argv[1:])
+    if argv and argv[0] == "selftest":
+        from exporter.commands.selftest.command import main as selftest
+
+        return selftest(argv[1:])
+    args = daemon_parser().parse_args(argv)
+    logs.setup(args.log_level)
+    from exporter.commands.daemon import run
+
+    return run(args)

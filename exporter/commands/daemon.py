@@ -1,0 +1,186 @@
+"""The long-running daemon: backend + poller + HTTP server, with SIGHUP reload and SIGTERM stop."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import os
+import select
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from exporter.backends.base import Backend, BackendUnavailable
+from exporter.backends.waiting import WaitingBackend
+from exporter.config import Config, ConfigError, load_config
+from exporter.exposition import Exposition
+from exporter.logs import one_line
+from exporter.poller import Poller
+from exporter.selfstats import release_freed_memory
+from exporter.trace import TraceError, demo_trace_paths, load_trace
+from exporter.web.server import ListenAddressError, WebServer, parse_listen_address
+
+if TYPE_CHECKING:
+    from exporter.web.tlsconfig import WebConfig
+
+log = logging.getLogger("exporter")
+STOP_TIMEOUT = 2.0  # seconds each for the poller and the backend to stop before the daemon exits anyway
+
+
+class StartupError(Exception):
+    """The daemon cannot start; the message is the one line the user sees."""
+
+
+def effective_config(args: argparse.Namespace) -> Config:
+    """The config file with command-line overrides applied."""
+    config = load_config(args.config)
+    if args.collect_interval is not None:
+        config = dataclasses.replace(config, collect_interval=args.collect_interval)
+    return config
+
+
+def choose_backend(args: argparse.Namespace, config: Config) -> Backend:
+    kind = getattr(args, "backend", "auto")
+    if (args.demo or args.replay) and kind not in ("auto", "replay"):
+        raise StartupError(f"--backend {kind} cannot be combined with --demo or --replay (they replay recorded traces)")
+    if kind == "replay" and not (args.demo or args.replay):
+        raise StartupError("--backend replay needs trace files: add --replay FILE... or --demo")
+    if kind in ("auto", "dcgm") and not (args.demo or args.replay):
+        from exporter.backends.auto import live_backend
+
+        return live_backend(kind, args, config)
+    if args.demo or args.replay:
+        from exporter.backends.replay import ReplayBackend
+
+        paths = demo_trace_paths() if args.demo else [Path(path) for path in args.replay]
+        try:
+            traces = [load_trace(path) for path in paths]
+        except TraceError as error:
+            raise StartupError(str(error)) from None
+        return ReplayBackend(traces)
+    from exporter.backends.nvml.backend import NvmlBackend
+
+    return NvmlBackend(slow_interval=config.slow_collect_interval)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        parse_listen_address(args.listen_address)
+        config = effective_config(args)
+        web_config = load_web_config_flag(args)
+        if getattr(args, "wait_for_driver", False) and not (args.demo or args.replay):
+            backend: Backend = WaitingBackend(lambda: choose_backend(args, config))
+        else:
+            backend = choose_backend(args, config)
+        devices = backend.start()
+        release_freed_memory()
+    except BackendUnavailable as error:
+        log.error("%s%s", error, "" if args.demo or args.replay else "; run with --demo to replay recorded traces instead")
+        return 2
+    except (ListenAddressError, ConfigError, StartupError) as error:
+        log.error("%s", error)
+        return 2
+    if backend.replayed:
+        names = ", ".join(f"gpu {device.index}={device.source}" for device in devices)
+        note = f"REPLAYED DATA: these metrics replay recorded traces ({names}), not live GPUs."
+        level, announcement = logging.WARNING, f"serving replayed traces, not live GPUs: {names}"
+    elif isinstance(backend, WaitingBackend) and backend.waiting:
+        note = "No GPU yet: waiting for the NVIDIA driver (--wait-for-driver); the GPUs appear in the metrics once it answers."
+        level, announcement = logging.WARNING, "serving without GPUs until the NVIDIA driver answers"
+    else:
+        note = f"Live data from {len(devices)} GPU(s) through the {backend.name} backend."
+        level, announcement = logging.INFO, f"reading {len(devices)} GPU(s) through the {backend.name} backend"
+    poller = Poller(backend, config)
+    exposition = Exposition(lambda: poller.snapshot, on_gzip=poller.compress_bodies)
+    try:
+        server = WebServer(args.listen_address, exposition.payload, poller.is_ready, note, args.telemetry_path, web_config)
+    except (ListenAddressError, OSError) as error:
+        log.error("cannot listen on %s: %s", args.listen_address, error)
+        backend.close()
+        return 2
+    log.log(level, "%s", announcement)  # only once the port is bound: a failed start says one line
+    poller.start(devices)
+    server.start()
+    log.info("listening on %s (port %d), collecting every %ss", args.listen_address, server.port, config.collect_interval)
+
+    for number in signals():
+        if number != signal.SIGHUP:
+            log.info("stopping")
+            server.close()
+            poller.stop(STOP_TIMEOUT)
+            # A backend call that hangs (a wedged driver) must not hold the exit: close on the side.
+            closer = threading.Thread(target=backend.close, name="backend-close", daemon=True)
+            closer.start()
+            closer.join(STOP_TIMEOUT)
+            return 0
+        try:
+            web_config = reload(args, poller, server, web_config)
+        except Exception as error:  # MemoryError, RecursionError, a bug: never the end of the daemon
+            log.error("reload failed, keeping the running configuration and web config: %s", one_line(error))
+    return 0
+
+
+def signals() -> Iterator[int]:
+    """SIGHUP, SIGTERM and SIGINT as they arrive, in order. The main thread sleeps in ``select``
+    on the signal wake-up fd, with no timeout: the kernel may deliver a signal to any thread, and
+    the wake-up byte reaches this one all the same, so nothing needs to poll."""
+    reader, writer = os.pipe()
+    os.set_blocking(reader, False)
+    os.set_blocking(writer, False)
+    signal.set_wakeup_fd(writer, warn_on_full_buffer=False)
+    for number in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, lambda _number, _frame: None)  # the wake-up fd carries the number
+    try:
+        while True:
+            select.select([reader], [], [])
+            try:
+                received = os.read(reader, 64)
+            except BlockingIOError:
+                continue
+            yield from received
+    finally:
+        signal.set_wakeup_fd(-1)
+        os.close(reader)
+        os.close(writer)
+
+
+def load_web_config_flag(args: argparse.Namespace) -> WebConfig | None:
+    """The --web.config.file, loaded and logged; a problem is a StartupError naming file and key."""
+    if not args.web_config_file:
+        return None
+    from exporter.web.tlsconfig import WebConfigError, load_web_config
+
+    try:
+        web_config = load_web_config(args.web_config_file)
+    except WebConfigError as error:
+        raise StartupError(str(error)) from None
+    log.info("web config %s: %s", args.web_config_file, web_config.describe())
+    return web_config
+
+
+def reload(args: argparse.Namespace, poller: Poller, server: WebServer, web_config: WebConfig | None) -> WebConfig | None:
+    """SIGHUP: take the new config and web config if valid; otherwise keep running on the old ones.
+    A web config that would turn off TLS, client certificate verification or basic auth is refused:
+    that takes a restart (docs/security.md). Returns the web config now in force."""
+    try:
+        new_web_config = load_web_config_flag(args)
+    except StartupError as error:
+        log.error("web config reload failed, keeping the running TLS and auth settings: %s", error)
+    else:
+        weakened = web_config.weakened_by(new_web_config) if web_config is not None and new_web_config is not None else None
+        if weakened:
+            log.error("web config reload refused: %s would turn off %s; keeping the running TLS and auth settings (to turn them off on purpose, restart the exporter with the new file or without --web.config.file)", args.web_config_file, weakened)
+        else:
+            server.set_web_config(new_web_config)
+            web_config = new_web_config
+    try:
+        config = effective_config(args)
+    except ConfigError as error:
+        log.error("reload failed, keeping the running configuration: %s", error)
+        return web_config
+    poller.set_config(config)
+    log.info("configuration reloaded from %s", args.config or "defaults")
+    return web_config

@@ -1,0 +1,213 @@
+"""The HTTP side: /metrics (the prepared exposition), a landing page, /-/healthy and /-/ready.
+
+Connections, time limits and TLS are the event loop's (``exporter.web.loop``); this module answers
+requests. Every answer goes out in one write: a head built from pieces prepared per web config,
+followed by the body's chunks as they are (the exposition's cached text is never copied).
+"""
+
+from __future__ import annotations
+
+import html
+import socket
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from exporter import __version__
+from exporter.exposition import CONTENT_TYPE
+from exporter.web.loop import DEFAULT_LIMITS, Connection, EventLoop, Limits, Reply
+from exporter.web.request import REASONS, Request
+
+if TYPE_CHECKING:
+    import ssl
+
+    from exporter.web.login import LoginGuard
+    from exporter.web.tlsconfig import WebConfig
+
+
+
+class Payload(Protocol):
+    """What ``metrics(gzip)`` returns (exposition.Payload): the body's pieces, written as they are
+    after the head, and its Content-Encoding ("gzip" or None)."""
+
+    @property
+    def parts(self) -> Sequence[bytes]: ...
+
+    @property
+    def encoding(self) -> str | None: ...
+
+
+_WWW_AUTHENTICATE = b'WWW-Authenticate: Basic realm="gpu-efficiency-exporter", charset="UTF-8"\r\n'
+_TEXT = b"text/plain; charset=utf-8"
+_VARY = b"Vary: Accept-Encoding\r\n"
+
+
+class ListenAddressError(ValueError):
+    pass
+
+
+def parse_listen_address(address: str) -> tuple[str, int]:
+    """``host:port``, ``:port`` (all interfaces) or ``[::1]:port``."""
+    host, separator, port_text = address.rpartition(":")
+    if not separator or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise ListenAddressError(f"--web.listen-address {address!r}: expected host:port, :port or [ipv6]:port")
+    host = host.strip("[]")
+    return host, int(port_text)
+
+
+def listen(address: str, backlog: int) -> socket.socket:
+    host, port = parse_listen_address(address)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host or "0.0.0.0", port))
+        sock.listen(backlog)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+class WebServer:
+    """Serves in a background thread; ``close`` stops it."""
+
+    def __init__(self, address: str, metrics: Callable[[bool], Payload | None], ready: Callable[[], bool], landing_note: str, telemetry_path: str = "/metrics", web_config: WebConfig | None = None, limits: Limits = DEFAULT_LIMITS) -> None:
+        self.metrics = metrics
+        self.ready = ready
+        self.telemetry_path = telemetry_path
+        self._landing = _landing_page(landing_note, telemetry_path)
+        self._date_second = -1
+        self._date = b""
+        self._login: LoginGuard | None = None
+        self.set_web_config(web_config)
+        self._loop = EventLoop(listen(address, limits.listen_backlog), self, limits)
+        self.port = self._loop.listener.getsockname()[1]
+
+    def start(self) -> None:
+        self._loop.start()
+
+    def set_web_config(self, web_config: WebConfig | None) -> None:
+        """Take a reloaded --web.config.file; new connections and requests use it."""
+        common = f"Server: gpu-efficiency-exporter/{__version__}\r\n".encode()
+        for name, value in web_config.headers if web_config else ():
+            common += f"{name}: {value}\r\n".encode("latin-1")
+        old = getattr(self, "web_config", None)
+        if old is not None and old.auth is not None and web_config is not None and web_config.auth is not None:
+            web_config.auth.keep_cache_of(old.auth)  # Prometheus needs no new bcrypt check after a reload
+        self._common = common
+        self.web_config = web_config
+
+    def close(self) -> None:
+        self._loop.close()
+        if self._login is not None:
+            self._login.close()
+
+    # --- the event loop's handler --------------------------------------------------------------
+
+    def tls_context(self) -> ssl.SSLContext | None:
+        config = self.web_config
+        return config.ssl_context if config is not None else None
+
+    def error(self, status: int, message: str) -> Reply:
+        return Reply(self._response(status, _TEXT, (f"{message}\n".encode(),), close=True), close=True)
+
+    def respond(self, request: Request, connection: Connection) -> Reply | None:
+        if request.method not in ("GET", "HEAD"):
+            return Reply(self._response(405, _TEXT, (b"Only GET and HEAD are served here.\n",), extra=b"Allow: GET, HEAD\r\n", close=True), close=True)
+        auth = self.web_config.auth if self.web_config is not None else None
+        if auth is None:
+            return self._route(request)
+        if self._login is None:
+            from exporter.web.login import LoginGuard
+
+            self._login = LoginGuard()
+        from exporter.web.login import ALLOWED, BUSY, FAILED_LOGIN_DELAY, MISSING, THROTTLED
+
+        received = time.monotonic()
+
+        def done(ok: bool) -> None:
+            reply = self._route(request) if ok else self._unauthorized(request, not_before=received + FAILED_LOGIN_DELAY)
+            self._loop.complete(connection, reply)
+
+        verdict = self._login.check(auth, request.headers.get("authorization"), connection.client, done)
+        if verdict == ALLOWED:
+            return self._route(request)
+        if verdict == MISSING:
+            return self._unauthorized(request)
+        if verdict in (THROTTLED, BUSY):
+            message = b"Too many failed logins from this address; try again later.\n" if verdict == THROTTLED else b"Too many logins being checked; try again shortly.\n"
+            return Reply(self._response(429, _TEXT, (message,), extra=b"Retry-After: 5\r\n", request=request), close=not request.keep_alive)
+        return None
+
+    # --- answers -------------------------------------------------------------------------------
+
+    def _unauthorized(self, request: Request, not_before: float = 0.0) -> Reply:
+        return Reply(self._response(401, _TEXT, (b"Unauthorized.\n",), extra=_WWW_AUTHENTICATE, request=request), close=not request.keep_alive, not_before=not_before)
+
+    def _route(self, request: Request) -> Reply:
+        path = request.path
+        if path == self.telemetry_path:
+            payload = self.metrics(accepts_gzip(request.headers.get("accept-encoding")))
+            if payload is None:
+                return self._text(request, 503, b"no data yet: the first poll has not finished\n")
+            extra = _VARY + (b"Content-Encoding: %s\r\n" % payload.encoding.encode() if payload.encoding else b"")
+            return Reply(self._response(200, CONTENT_TYPE.encode(), payload.parts, extra=extra, request=request), close=not request.keep_alive)
+        if path == "/":
+            return Reply(self._response(200, b"text/html; charset=utf-8", (self._landing,), request=request), close=not request.keep_alive)
+        if path == "/-/healthy":
+            return self._text(request, 200, b"Healthy.\n")
+        if path == "/-/ready":
+            return self._text(request, 200, b"Ready.\n") if self.ready() else self._text(request, 503, b"Not ready: no fresh poll (none has finished yet, or the last is older than stale_after).\n")
+        return self._text(request, 404, b"Not found.\n")
+
+    def _text(self, request: Request, status: int, body: bytes) -> Reply:
+        return Reply(self._response(status, _TEXT, (body,), request=request), close=not request.keep_alive)
+
+    def _response(self, status: int, content_type: bytes, chunks: Sequence[bytes], extra: bytes = b"", request: Request | None = None, close: bool = False) -> list[bytes]:
+        """The head and, unless the request is HEAD, the body's chunks: one write's worth."""
+        if request is not None and not request.keep_alive:
+            close = True
+        connection = b"Connection: close\r\n" if close else b"Connection: keep-alive\r\n" if request is not None and request.version == "HTTP/1.0" else b""
+        length = sum(len(chunk) for chunk in chunks)
+        head = b"".join((b"HTTP/1.1 %d %s\r\nContent-Type: " % (status, REASONS[status].encode()), content_type, b"\r\nContent-Length: %d\r\n" % length, self._date_line(), self._common, extra, connection, b"\r\n"))
+        if request is not None and request.method == "HEAD":
+            return [head]
+        return [head, *chunks]
+
+    def _date_line(self) -> bytes:
+        second = int(time.time())
+        if second != self._date_second:
+            self._date = time.strftime("Date: %a, %d %b %Y %H:%M:%S GMT\r\n", time.gmtime(second)).encode()
+            self._date_second = second
+        return self._date
+
+
+def accepts_gzip(accept_encoding: str | None) -> bool:
+    """Whether an Accept-Encoding header allows gzip (``gzip``, ``x-gzip`` or ``*``, not at q=0)."""
+    for item in (accept_encoding or "").lower().split(","):
+        coding, _, parameters = item.partition(";")
+        if coding.strip() in ("gzip", "x-gzip", "*"):
+            name, _, quality = parameters.strip().partition("=")
+            try:
+                return name.strip() != "q" or float(quality) > 0
+            except ValueError:
+                return False
+    return False
+
+
+def _landing_page(note: str, telemetry_path: str) -> bytes:
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>gpu-efficiency-exporter</title></head>
+<body style="font-family: sans-serif; max-width: 48em; margin: 2em auto">
+<h1>gpu-efficiency-exporter {html.escape(__version__)}</h1>
+<p>How much real work each NVIDIA GPU does: SM activity, occupancy, tensor and DRAM activity beside
+coarse utilization, with efficiency, mismatch and bottleneck derived from them.</p>
+<p><strong>{html.escape(note)}</strong></p>
+<ul>
+<li><a href="{html.escape(telemetry_path)}">{html.escape(telemetry_path)}</a>: the metrics</li>
+<li><a href="/-/healthy">/-/healthy</a>: the process is up</li>
+<li><a href="/-/ready">/-/ready</a>: 200 while the served data is fresh (a poll finished within stale_after)</li>
+</ul>
+</body></html>
+""".encode()
