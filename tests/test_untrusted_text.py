@@ -13,14 +13,14 @@ import pytest
 from fake_pynvml import FakeClock, FakeGpu, FakeNvml
 from prometheus_client.parser import text_string_to_metric_families
 
+from exporter.attribution.cgroup import process_owner
+from exporter.attribution.holders import Holder, HolderResolver, identify
+from exporter.attribution.kubernetes.owners import ProcessOwner
 from exporter.backends.base import binding_text, text
 from exporter.backends.nvml.backend import NvmlBackend
 from exporter.backends.nvml.gpm import profiling_admin_only
 from exporter.config import parse_config
 from exporter.exposition import render
-from exporter.attribution.holders import Holder, HolderResolver, identify
-from exporter.attribution.cgroup import process_owner
-from exporter.attribution.kubernetes.owners import ProcessOwner
 from exporter.poller import Poller
 from exporter.trace import load_trace
 from exporter.untrusted import MAX_PROC_FILE_BYTES, decode, read_text
