@@ -126,9 +126,10 @@ class Poller:
         self._last_poll_error = message
 
     def is_ready(self) -> bool:
-        """/-/ready: a snapshot exists and is not stale (the poller keeps polling)."""
+        """/-/ready: GPU data is served: a GPU source has started (not still waiting for the driver
+        under --wait-for-driver) and a snapshot exists that is not stale (the poller keeps polling)."""
         snapshot = self._snapshot
-        return snapshot is not None and self.clock() - snapshot.taken_monotonic <= snapshot.config.effective_stale_after
+        return not self.backend.waiting and snapshot is not None and self.clock() - snapshot.taken_monotonic <= snapshot.config.effective_stale_after
 
     def _collect(self) -> list[GpuSample]:
         try:

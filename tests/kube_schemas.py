@@ -14,7 +14,7 @@ import kubernetes_validate
 import yaml
 
 VERSIONS = ("1.25.0", "1.37.0")
-OPERATOR_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule")}
+OPERATOR_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PodMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule")}
 
 
 def documents(text: str) -> list[dict[str, Any]]:

@@ -232,7 +232,10 @@ def test_wait_for_driver_serves_at_once_and_picks_the_gpus_up_when_the_driver_ap
     with fault_daemon(script, "--wait-for-driver") as (process, url):
         status, body = http_get(url + "/metrics")
         assert status == 200 and "gpueff_gpu_up{" not in body and 'backend="waiting"' in body
+        # Serving, but not ready: readiness means GPU data, and there is none yet.
+        assert http_get(url + "/-/ready")[0] == 503 and http_get(url + "/-/healthy")[0] == 200
         wait_for(url + "/metrics", lambda b: up(b, 0) == "1" and up(b, 1) == "1" and 'backend="nvml"' in b, timeout=15)
+        assert http_get(url + "/-/ready") == (200, "Ready.\n")
         process.send_signal(signal.SIGTERM)
         assert process.wait(10) == 0
         log = process.stdout.read()

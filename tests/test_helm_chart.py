@@ -12,34 +12,12 @@ import helm_python as helm
 import pytest
 import yaml
 from conftest import ROOT
-from kube_schemas import documents, validate_all
+from helm_render import CHART, exporter_config, pod_spec, render
+from kube_schemas import validate_all
 
 from exporter.commands.cli import daemon_parser
-from exporter.config import parse_config
 
-CHART = ROOT / "helm" / "gpu-efficiency-exporter"
 ALL_ON = {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}, "dashboards": {"enabled": True}}
-
-
-def render(values: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Rendered objects by "Kind/name", plus NOTES under "NOTES"."""
-    rendered = helm.Chart.load(CHART).render(values or {}, name="gpueff", namespace="monitoring", is_install=True)
-    objects: dict[str, Any] = {}
-    for path, text in rendered.items():
-        if path.endswith("NOTES.txt"):
-            objects["NOTES"] = text
-            continue
-        for obj in documents(text):
-            objects[f"{obj['kind']}/{obj['metadata']['name']}"] = obj
-    return objects
-
-
-def pod_spec(objects: dict[str, Any]) -> dict[str, Any]:
-    return objects["DaemonSet/gpueff-gpu-efficiency-exporter"]["spec"]["template"]["spec"]
-
-
-def exporter_config(objects: dict[str, Any]):
-    return parse_config(yaml.safe_load(objects["ConfigMap/gpueff-gpu-efficiency-exporter"]["data"]["config.yml"]))
 
 
 @pytest.mark.parametrize("values", [{}, ALL_ON], ids=["defaults", "everything-on"])
@@ -69,13 +47,14 @@ def test_defaults_conventional_labels_security_and_attribution() -> None:
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert pod["securityContext"]["runAsUser"] == 0  # root-only socket; no capabilities
-    assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"} and pod["tolerations"][0]["key"] == "nvidia.com/gpu"
+    assert "nodeSelector" not in pod and pod["affinity"]["nodeAffinity"] and pod["tolerations"][0]["key"] == "nvidia.com/gpu"
+    assert pod["priorityClassName"] == "system-node-critical"
     assert "runtimeClassName" not in pod and pod["hostPID"] is False
     assert container["image"] == "gpu-efficiency-exporter:0.1.0"
     assert {v["name"] for v in pod["volumes"]} == {"config", "tmp", "pod-resources"}
     assert container["livenessProbe"]["httpGet"]["path"] == "/-/healthy" and container["readinessProbe"]["httpGet"]["path"] == "/-/ready"
     args = daemon_parser().parse_args(container["args"])
-    assert args.config == "/etc/gpu-efficiency-exporter/config.yml"
+    assert args.config == "/etc/gpu-efficiency-exporter/config.yml" and args.wait_for_driver and args.web_config_file is None
     config = exporter_config(objects)
     assert config.kubernetes.enabled and not config.kubernetes.process_attribution and config.kubernetes.refresh_interval == 10.0
     assert "Pod attribution is on" in objects["NOTES"]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 from conftest import ROOT
+from helm_render import pod_spec, render
 from kube_schemas import documents, validate_all
 
 from exporter.commands.cli import daemon_parser
@@ -37,8 +38,10 @@ def test_daemonset_security_scheduling_probes_and_socket() -> None:
     daemonset = load("daemonset.yaml")
     pod = daemonset["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
-    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    # The same GPU nodes, tolerations and priority as the Helm chart's defaults.
+    chart = pod_spec(render())
+    assert pod["affinity"] == chart["affinity"] and pod["tolerations"] == chart["tolerations"] and "nodeSelector" not in pod
+    assert pod["priorityClassName"] == chart["priorityClassName"] == "system-node-critical"
     assert pod["automountServiceAccountToken"] is False and pod["hostPID"] is False
     security = container["securityContext"]
     assert security["readOnlyRootFilesystem"] is True and security["allowPrivilegeEscalation"] is False
@@ -52,6 +55,7 @@ def test_daemonset_security_scheduling_probes_and_socket() -> None:
     env = {item["name"]: item["value"] for item in container["env"]}
     assert env == {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "utility"}
     args = daemon_parser().parse_args(container["args"])
+    assert args.wait_for_driver
     assert args.listen_address == ":9947" and container["ports"][0]["containerPort"] == 9947
     # The config file the args name is the ConfigMap's key, mounted where the args say.
     config_map = load("configmap.yaml")

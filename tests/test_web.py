@@ -66,7 +66,7 @@ def server(trace_paths):
 def test_ready_is_503_before_the_first_poll_then_200(fresh):
     web, poller = fresh
     status, _, body = request(web.port, "GET", "/-/ready")
-    assert status == 503 and b"no fresh poll" in body
+    assert status == 503 and b"no fresh GPU data" in body
     status, _, body = request(web.port, "GET", "/metrics")
     assert status == 503 and b"first poll" in body
     assert request(web.port, "GET", "/-/healthy")[0] == 200  # alive all the same

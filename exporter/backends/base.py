@@ -35,6 +35,7 @@ class BackendUnavailable(Exception):
 class Backend(abc.ABC):
     name: str = ""
     replayed: bool = False  # True where samples are recorded data, not live readings
+    waiting: bool = False  # True while no GPU source has started yet (--wait-for-driver): not ready
     process_utilization: bool = False  # read per-process utilization samples where the backend can (NVML; docs/sharing.md)
 
     def __init__(self) -> None:

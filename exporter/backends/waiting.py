@@ -48,7 +48,7 @@ class WaitingBackend(Backend):
         self._own_errors = value
 
     @property
-    def waiting(self) -> bool:
+    def waiting(self) -> bool:  # type: ignore[override]
         return self._inner is None
 
     def start(self) -> list[DeviceInfo]:

@@ -158,7 +158,7 @@ class WebServer:
         if path == "/-/healthy":
             return self._text(request, 200, b"Healthy.\n")
         if path == "/-/ready":
-            return self._text(request, 200, b"Ready.\n") if self.ready() else self._text(request, 503, b"Not ready: no fresh poll (none has finished yet, or the last is older than stale_after).\n")
+            return self._text(request, 200, b"Ready.\n") if self.ready() else self._text(request, 503, b"Not ready: no fresh GPU data (no poll has finished yet, the last is older than stale_after, or no NVIDIA driver has answered yet under --wait-for-driver).\n")
         return self._text(request, 404, b"Not found.\n")
 
     def _text(self, request: Request, status: int, body: bytes) -> Reply:
@@ -207,7 +207,7 @@ coarse utilization, with efficiency, mismatch and bottleneck derived from them.<
 <ul>
 <li><a href="{html.escape(telemetry_path)}">{html.escape(telemetry_path)}</a>: the metrics</li>
 <li><a href="/-/healthy">/-/healthy</a>: the process is up</li>
-<li><a href="/-/ready">/-/ready</a>: 200 while the served data is fresh (a poll finished within stale_after)</li>
+<li><a href="/-/ready">/-/ready</a>: 200 while GPU data is served fresh (a GPU source has started and a poll finished within stale_after)</li>
 </ul>
 </body></html>
 """.encode()
