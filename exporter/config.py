@@ -264,7 +264,7 @@ class AppConfig:
 
     name: str = setting("", label_value, "the app label value (required, unique)")
     url: str = setting("", http_url, "its Prometheus metrics endpoint (required)")
-    counter: str = setting("", metric_name, "the counter of work done, as named in the endpoint, e.g. vllm:generation_tokens_total (required)")
+    counter: str = setting("", metric_name, "the counter of work done, as named in the endpoint or as Prometheus 2.x stores it (vllm:generation_tokens_total or vllm_generation_tokens_total) (required)")
     unit: str = setting("", unit_name, "what one count of it is: tokens, images, samples, requests... (required)")
     requests_counter: str | None = setting(None, optional(metric_name), "a counter of requests served, for gpueff_app_requests_per_second")
     labels: dict[str, str] = setting({}, label_matchers, "sum only the series with these exact label values")

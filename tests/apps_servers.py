@@ -10,6 +10,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, generate_latest
 
@@ -35,6 +38,28 @@ def serving(respond: Respond, port: int = 0) -> Iterator[str]:
             pass
 
     server = _Server(("127.0.0.1", port), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _WsgiServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietWsgiHandler(WSGIRequestHandler):
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def wsgi_serving(app: Callable[..., Any]) -> Iterator[str]:
+    """Serve a WSGI app (prometheus_client.make_wsgi_app: its own content negotiation); yields the URL of /metrics."""
+    server = make_server("127.0.0.1", 0, app, server_class=_WsgiServer, handler_class=_QuietWsgiHandler)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:

@@ -6,16 +6,18 @@ import logging
 import threading
 import time
 import tracemalloc
+import urllib.request
 
 import pytest
-from apps_servers import App, send, serving, slow, trickle
+from apps.server_metrics import Request, ServerMetrics, exposed_name, servers
+from apps_servers import App, send, serving, slow, trickle, wsgi_serving
 from conftest import free_port
 from prometheus_client import Counter, Histogram
 
 from exporter.apps.counters import CounterIncrease
 from exporter.apps.derive import select_gpus
 from exporter.apps.monitor import AppTracker, Scraper
-from exporter.apps.scrape import ScrapeError, fetch, read_counter
+from exporter.apps.scrape import ScrapeError, escaped, fetch, read_counter
 from exporter.attribution.kubernetes.owners import GpuOwners, PodOwner
 from exporter.backends.replay import ReplayBackend
 from exporter.config import AppConfig, Config, ConfigError, load_config, parse_config
@@ -55,6 +57,47 @@ def test_colon_names_and_total_suffix_from_a_real_prometheus_client_counter():
     assert list(read_counter(text, "vllm:request_success_total", {"model_name": "llama"}).values()) == [7.0]
     with pytest.raises(ScrapeError, match=r'no series vllm:generation_tokens_total\{model_name="gpt"\}'):
         read_counter(text, "vllm:generation_tokens_total", {"model_name": "gpt"})
+
+
+# What Prometheus 2.42 (Debian 12) asks for: OpenMetrics 1.0.0 without escaping=allow-utf-8.
+PROMETHEUS_2_ACCEPT = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+
+
+@pytest.mark.parametrize("server", sorted(servers()))
+def test_every_recorded_server_joins_in_either_spelling(server):
+    """Each server's recorded families (tests/apps/server_metrics.yml) in a real prometheus_client
+    registry behind its own negotiation: the work and requests counters join under the name the
+    server writes and under the name Prometheus 2.x stores (colons as underscores), from the
+    exporter's own scrape and from an OpenMetrics answer like the one Prometheus 2.x gets."""
+    metrics = ServerMetrics(server)
+    for _ in range(3):
+        request = Request(metrics, prompt_tokens=4, clock=time.monotonic)
+        request.start()
+        for _ in range(5):
+            request.token()
+        request.finish()
+    with wsgi_serving(metrics.wsgi_app()) as url:
+        text = fetch(url, timeout=2, max_bytes=1 << 20)
+        with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept": PROMETHEUS_2_ACCEPT}), timeout=2) as response:
+            assert response.headers["Content-Type"].startswith("application/openmetrics-text")
+            openmetrics = response.read().decode()
+    joined = {"units": 15.0, "completions": 3.0}
+    for role, expected in joined.items():
+        metric = metrics.metric(role)
+        if metric is None:
+            continue
+        name = exposed_name(metric)
+        if ":" in name:  # the negotiation really escapes: Prometheus 2.x never sees the colon
+            assert f"\n{escaped(name)}" in openmetrics and f"\n{name}" not in openmetrics
+        for configured in (name, escaped(name)):
+            for page in (text, openmetrics):
+                assert sum(read_counter(page, configured, {}).values()) == expected, (server, role, configured)
+
+
+def test_the_configured_spelling_wins_where_a_page_has_both():
+    text = "vllm:generation_tokens_total 5\nvllm_generation_tokens_total 7\n"
+    assert list(read_counter(text, "vllm:generation_tokens_total", {}).values()) == [5.0]
+    assert list(read_counter(text, "vllm_generation_tokens_total", {}).values()) == [7.0]
 
 
 def test_counter_without_total_suffix_and_histogram_sum():

@@ -12,6 +12,12 @@ parser (0.26) names a counter family without its ``_total`` suffix and renames a
 ``foo`` to ``foo_total``, so a configured name matches a sample by its own name, or, for a counter
 family, by the family's name with or without ``_total``. Names with colons
 (``vllm:generation_tokens_total``) parse as they are.
+
+Either spelling of a colon name joins: prometheus_client's content negotiation writes
+``vllm:generation_tokens_total`` as ``vllm_generation_tokens_total`` in an OpenMetrics answer to a
+scraper that does not ask for ``escaping=allow-utf-8`` (Prometheus 2.x), so that is the name users
+see there. Names are compared with colons read as underscores (``escaped``); where the page holds
+both spellings, the series spelled as configured win.
 """
 
 from __future__ import annotations
@@ -229,6 +235,12 @@ def _chunked(connection: _Connection, max_bytes: int) -> bytes:
     return b"".join(chunks)
 
 
+def escaped(name: str) -> str:
+    """``name`` with its colons as underscores: prometheus_client's underscore escaping of a sample
+    name (the only character of a valid name it changes), so both spellings compare equal."""
+    return name.replace(":", "_")
+
+
 def _names(name: str) -> tuple[str, ...]:
     """The sample and family names under which counter ``name`` may appear (with or without _total)."""
     base = name[:-6] if name.endswith("_total") else name
@@ -236,15 +248,17 @@ def _names(name: str) -> tuple[str, ...]:
 
 
 def wanted_lines(text: str, names: Iterable[str]) -> str:
-    """Only the sample, TYPE and HELP lines of the metric names ``names`` (see ``read_counter``).
+    """Only the sample, TYPE and HELP lines of the metric names ``names``, in either spelling (see
+    ``read_counter``).
 
-    A scan with ``str.startswith``, about 20 times cheaper than parsing every line; ScrapeError where
-    one name has more than MAX_SERIES sample lines.
+    A scan with ``str.startswith`` over the lines with colons read as underscores, about 20 times
+    cheaper than parsing every line; ScrapeError where one name has more than MAX_SERIES sample lines.
     """
     names = tuple(names)
-    found = {each for name in names for each in _names(name)}
+    found = {escaped(each) for name in names for each in _names(name)}
     prefixes = tuple(f"{name}{end}" for name in found for end in ("{", " ", "\t")) + tuple(f"# {kind} {name} " for name in found for kind in ("TYPE", "HELP"))
-    kept = [line for line in text.split("\n") if line.startswith(prefixes)]
+    keys = escaped(text).split("\n")  # line for line the same as text's lines: only colons differ
+    kept = [line for line, key in zip(text.split("\n"), keys, strict=True) if key.startswith(prefixes)]
     samples = sum(1 for line in kept if not line.startswith("#"))
     if samples > MAX_SERIES * len(names):
         raise ScrapeError(f"over {MAX_SERIES} series of {' or '.join(sorted(names))} in the response")
@@ -254,34 +268,41 @@ def wanted_lines(text: str, names: Iterable[str]) -> str:
 def read_counter(text: str, name: str, labels: dict[str, str]) -> Series:
     """The series of counter ``name`` whose labels include ``labels``; ScrapeError where there are none.
 
-    Only the lines of ``name`` (and its ``_total`` twin) are parsed; the rest of the response is
-    not checked, except to tell why it holds none of them.
+    ``name`` matches in either spelling (``vllm:x_total`` or ``vllm_x_total``); where both are on
+    the page, only the series spelled like ``name`` count. Only the lines of ``name`` (and its
+    ``_total`` twin) are parsed; the rest of the response is not checked, except to tell why it
+    holds none of them.
     """
     from prometheus_client.parser import text_string_to_metric_families  # 12 MB: loaded with the first app scrape
 
-    found: Series = {}
+    wanted, spellings = escaped(name), _names(name)
+    found: dict[bool, Series] = {True: {}, False: {}}  # spelled as configured or not -> series
     try:
         for family in text_string_to_metric_families(wanted_lines(text, [name])):
-            counter_family = family.type == "counter" and name in (family.name, family.name + "_total")
+            family_name = escaped(family.name)
+            counter_family = family.type == "counter" and wanted in (family_name, family_name + "_total")
             for sample in family.samples:
-                if sample.name != name and not (counter_family and sample.name == family.name + "_total"):
+                sample_name = escaped(sample.name)
+                if sample_name != wanted and not (counter_family and sample_name == family_name + "_total"):
                     continue
                 if any(sample.labels.get(key) != value for key, value in labels.items()):
                     continue
                 if not math.isfinite(sample.value) or sample.value < 0:
-                    raise ScrapeError(f"{name} has the value {sample.value}, not a counter's")
-                found[tuple(sorted(sample.labels.items()))] = float(sample.value)
-                if len(found) > MAX_SERIES:
+                    raise ScrapeError(f"{sample.name} has the value {sample.value}, not a counter's")
+                series = found[sample.name in spellings]
+                series[tuple(sorted(sample.labels.items()))] = float(sample.value)
+                if len(series) > MAX_SERIES:
                     raise ScrapeError(f"over {MAX_SERIES} series of {name} in the response")
     except (ValueError, IndexError, KeyError, TypeError) as error:
         raise ScrapeError(f"not Prometheus text format: {error}"[:300]) from None
-    if not found:
+    found_series = found[True] or found[False]
+    if not found_series:
         _diagnose(text)
         matching = "".join(f',{key}="{value}"' for key, value in labels.items())
         selector = f"{name}{{{matching[1:]}}}" if labels else name
         lines = text.count("\n")
         raise ScrapeError(f"no series {selector} among the {lines} lines of the response")
-    return found
+    return found_series
 
 
 def _diagnose(text: str) -> None:
