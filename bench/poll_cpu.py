@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from fake_pynvml import H100_CALL_COSTS, FakeClock, FakeNvml  # noqa: E402 (needs the path above)
 
 from exporter.backends.nvml.backend import NvmlBackend  # noqa: E402
-from exporter.config import load_config  # noqa: E402
+from exporter.config.file import load_config  # noqa: E402
 from exporter.exposition import Exposition  # noqa: E402
 from exporter.poller import Poller  # noqa: E402
 from exporter.trace import load_trace  # noqa: E402

@@ -39,7 +39,7 @@ def main() -> int:
 
     print(f"RSS after import exporter.commands.daemon: {rss_mb():.1f} MB")
     from exporter.backends.nvml.backend import NvmlBackend
-    from exporter.config import Config
+    from exporter.config.file import Config
     from exporter.pipeline.derive import derive
 
     backend = NvmlBackend()

@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 from harness import daemon, percentile, replay_daemon_command, trace_files  # noqa: E402
 
 from exporter.backends.replay import ReplayBackend  # noqa: E402
-from exporter.config import Config  # noqa: E402
+from exporter.config.file import Config  # noqa: E402
 from exporter.exposition import render  # noqa: E402
 from exporter.poller import Poller  # noqa: E402
 from exporter.trace import load_trace  # noqa: E402

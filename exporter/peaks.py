@@ -7,8 +7,25 @@ is not in the table (or in the config's ``peaks:``) gets no estimate rather than
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
-from exporter.config import PeakOverride
+from exporter.config.engine import load_section, setting
+from exporter.config.values import cut, optional, positive, shown
+
+
+@dataclass(frozen=True)
+class PeakOverride:
+    tensor_tflops: float | None = setting(None, optional(positive), "dense BF16/FP16 tensor TFLOP/s")
+    dram_tbps: float | None = setting(None, optional(positive), "DRAM bandwidth in TB/s")
+    pcie_gbps: float | None = setting(None, optional(positive), "PCIe bandwidth per direction in GB/s")
+    nvlink_gbps: float | None = setting(None, optional(positive), "NVLink bandwidth per direction in GB/s")
+
+
+def peak_overrides(value: Any) -> dict[str, PeakOverride]:
+    """The ``peaks:`` config key: GPU model name -> the figures that replace the built-in ones."""
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a mapping of GPU model name to peak figures, got {shown(value)}")
+    return {str(name): load_section(PeakOverride, spec, f"peaks.{cut(str(name))}") for name, spec in value.items()}
 
 
 @dataclass(frozen=True, slots=True)

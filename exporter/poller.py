@@ -13,10 +13,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from exporter.apps import AppMonitor
+from exporter.apps.monitor import AppMonitor
 from exporter.attribution.kubernetes.attribution import Attributor
-from exporter.backends.base import Backend
-from exporter.config import MAX_DURATION, Config
+from exporter.backends.base import Backend, CollectSettings
+from exporter.config.file import Config
+from exporter.config.values import MAX_DURATION
 from exporter.exposition import render
 from exporter.logs import one_line
 from exporter.pipeline.derive import derive
@@ -60,7 +61,7 @@ class Poller:
         self._gzip = False  # set once a scrape asks for gzip: then each poll compresses its body too
         self.apps = AppMonitor(config.apps, clock)  # scrapes apps on their own threads
         self._sharing: Sharing | None = None
-        self.backend.process_utilization = config.sharing.enabled
+        self.backend.configure(collect_settings(config))
 
     @property
     def snapshot(self) -> Snapshot | None:
@@ -74,7 +75,7 @@ class Poller:
         """Take a reloaded config; the next poll uses it."""
         self.config = config
         self._integrator.max_gap = config.effective_stale_after
-        self.backend.process_utilization = config.sharing.enabled
+        self.backend.configure(collect_settings(config))
         self.apps.configure(config.apps)
         self._wake.set()  # a wait begun under the old collect_interval ends now
 
@@ -204,6 +205,11 @@ class Poller:
         self._snapshot = snapshot
         self.ready.set()
         return snapshot
+
+
+def collect_settings(config: Config) -> CollectSettings:
+    """What the backend follows of the config."""
+    return CollectSettings(config.collect_interval, config.slow_collect_interval, config.sharing.enabled)
 
 
 def _delta(before: Totals, after: Totals) -> GpuDelta:

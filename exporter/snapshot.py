@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from exporter.apps import AppState
+from exporter.apps.derive import AppState
 from exporter.attribution.kubernetes.owners import AttributionHealth, GpuOwners
-from exporter.config import Config
+from exporter.config.file import Config
 from exporter.pipeline.derive import Derived
 from exporter.pipeline.split import GpuSharing
 from exporter.pipeline.totals import Totals

@@ -21,7 +21,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from exporter.config import BottleneckThresholds
+from exporter.config.engine import setting
+from exporter.config.values import min_duration, positive_int, ratio
+
+
+@dataclass(frozen=True)
+class MismatchThresholds:
+    high_utilization: float = setting(0.8, ratio, "high_util_low_sm fires at coarse utilization >= this")
+    low_sm_active: float = setting(0.3, ratio, "... together with SM activity below this")
+    low_efficiency_utilization: float = setting(0.5, ratio, "low_efficiency fires at utilization >= this")
+    low_efficiency_ratio: float = setting(0.3, ratio, "... together with efficiency below this")
+
+
+@dataclass(frozen=True)
+class BottleneckThresholds:
+    idle_utilization: float = setting(0.05, ratio, "idle below this utilization (the window's engine activity)")
+    host_utilization: float = setting(0.85, ratio, "host: busy but utilization below this (the GPU waits on the host)")
+    memory_dram: float = setting(0.6, ratio, "memory: DRAM at least this active (its practical roof is about 0.8) and busier than any math pipe")
+    compute_pipe: float = setting(0.2, ratio, "compute: a tensor/FP/integer pipe at least this active, with SM activity at least underfilled_sm_active")
+    memory_dram_without_math: float = setting(0.4, ratio, "memory also: DRAM at least this active while every math pipe is below compute_pipe (the job streams bytes)")
+    communication_link: float = setting(0.3, ratio, "communication: PCIe or NVLink at least this share of its peak ...")
+    underfilled_sm_active: float = setting(0.5, ratio, "underfilled: SM activity below this while the GPU is busy")
+    latency_occupancy: float = setting(0.1, ratio, "latency: SM occupancy below this ...")
+    latency_work: float = setting(0.2, ratio, "... and every pipe and DRAM below this")
+    window: float = setting(5.0, min_duration(0.0), "the class is judged from the readings' time-weighted mean over this much recent time (at least the last poll's window)")
+    hold_polls: int = setting(2, positive_int, "a new class is reported only once it has won this many polls in a row (2: no single poll flips it)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from exporter.backends.nvml.gpm_metrics import GPM_METRICS, to_sample_unit
-from exporter.config import shown
+from exporter.config.values import shown
 from exporter.metrics import READINGS
 from exporter.sample import DeviceInfo, GpuSample, Profiling
 

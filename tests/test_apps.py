@@ -18,9 +18,11 @@ from exporter.apps.counters import CounterIncrease
 from exporter.apps.derive import select_gpus
 from exporter.apps.monitor import AppTracker, Scraper
 from exporter.apps.scrape import ScrapeError, escaped, fetch, read_counter
+from exporter.apps.settings import AppConfig
 from exporter.attribution.kubernetes.owners import GpuOwners, PodOwner
 from exporter.backends.replay import ReplayBackend
-from exporter.config import AppConfig, Config, ConfigError, load_config, parse_config
+from exporter.config.engine import ConfigError
+from exporter.config.file import Config, load_config, parse_config
 from exporter.poller import Poller
 from exporter.sample import DeviceInfo, GpuProcess, GpuSample
 from exporter.trace import load_trace

@@ -14,9 +14,9 @@ from conftest import free_port, running_daemon
 from prometheus_client import Counter
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.apps import AppMonitor
+from exporter.apps.monitor import AppMonitor
 from exporter.backends.replay import ReplayBackend
-from exporter.config import parse_config
+from exporter.config.file import parse_config
 from exporter.exposition import render
 from exporter.poller import Poller
 from exporter.trace import load_trace

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,15 +13,15 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exporter.config import (
-    Config,
-    ConfigError,
-    MismatchThresholds,
-    PeakOverride,
-    load_config,
-    parse_duration,
-    reference,
-)
+from exporter.backends.dcgm.settings import DcgmConfig
+from exporter.commands.flags import dcgm_settings
+from exporter.config.engine import RESTART, ConfigError, restart_only_changes
+from exporter.config.file import Config, config_reference, load_config, parse_config
+from exporter.config.values import parse_duration
+from exporter.peaks import PeakOverride
+from exporter.taxonomy import MismatchThresholds
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def write(tmp_path: Path, text: str | bytes, name: str = "config.yml") -> Path:
@@ -245,9 +247,9 @@ def test_config_is_immutable():
 
 
 def test_reference_documents_every_key():
-    keys = {key for key, _, _ in reference()}
+    keys = {key for key, *_ in config_reference()}
     assert {"collect_interval", "stale_after", "mismatch.high_utilization", "bottleneck.latency_work", "peaks", "currency"} <= keys
-    assert all(doc for _, _, doc in reference())
+    assert all(doc for _, _, doc, _ in config_reference())
 
 
 yaml_values = st.recursive(
@@ -256,7 +258,7 @@ yaml_values = st.recursive(
     lambda children: st.lists(children, max_size=3) | st.dictionaries(st.sampled_from(["high_utilization", "compute_pipe", "tensor_tflops", "NVIDIA H200", "bogus"]), children, max_size=3),
     max_leaves=5,
 )
-known_keys = st.sampled_from([key for key, _, _ in reference()] + ["mismatch", "bottleneck", "peaks", "bogus"])
+known_keys = st.sampled_from([key for key, *_ in config_reference()] + ["mismatch", "bottleneck", "peaks", "bogus"])
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -339,3 +341,30 @@ def test_scrape_timeout_defaults_like_prometheus(tmp_path):
         assert load_config(write(tmp_path, f"apps:\n  - {entry % interval}\n")).apps[0].scrape_timeout == timeout
     _, message = load_error(tmp_path, "apps:\n  - {name: a, url: 'http://h/m', counter: c, unit: u, scrape_interval: 1s, scrape_timeout: 2s}\n")
     assert "'apps[0].scrape_timeout': must not exceed scrape_interval (1s), got 2s" in message
+
+
+def test_the_generated_key_reference_is_current():
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "config_reference.py"), "--check"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+
+
+def test_restart_only_keys_are_named_when_a_reload_changes_them():
+    running = parse_config({"dcgm": {"host": "localhost:5555"}, "collect_interval": "1s"})
+    reloaded = parse_config({"dcgm": {"host": "10.0.0.2:5555", "multi_pass": True}, "collect_interval": "2s"})
+    assert restart_only_changes(running, reloaded) == ["dcgm.host", "dcgm.multi_pass"]
+    assert dict((key, reload) for key, _, _, reload in config_reference())["dcgm.pause_file"] == RESTART
+
+
+@pytest.mark.parametrize("key, value, reason", [("host", "a host:5555", "HOST:PORT"), ("pause_file", "pause", "absolute path"), ("multi_pass", "yes", "true or false")])
+def test_the_dcgm_section_rejects_bad_values_naming_the_key(key, value, reason):
+    with pytest.raises(ConfigError, match=rf"'dcgm\.{key}': .*{reason}"):
+        parse_config({"dcgm": {key: value}})
+
+
+def test_dcgm_flags_override_the_dcgm_section():
+    from exporter.commands.cli import daemon_parser
+
+    base = parse_config({"dcgm": {"host": "localhost:5555", "pause_file": "/run/pause"}}).dcgm
+    args = daemon_parser().parse_args(["--dcgm.host", "10.0.0.2:5555", "--dcgm.multi-pass"])
+    assert dcgm_settings(args, base) == DcgmConfig(bindings_path=None, host="10.0.0.2:5555", multi_pass=True, pause_file="/run/pause")
+    assert dcgm_settings(daemon_parser().parse_args([]), base) == base

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from exporter.backends.replay import ReplayBackend
-from exporter.config import Config
+from exporter.config.file import Config
 from exporter.poller import Poller
 from exporter.trace import load_trace
 

@@ -77,7 +77,7 @@ def test_sighup_reloads_a_valid_config_and_keeps_it_when_the_next_one_is_broken(
         assert "gpueff_busy_idle_sm_cost_total" not in body
 
         # collect_interval in the file: the --collect-interval flag still wins after the reload.
-        config.write_text("collect_interval: 30s\nprice_per_gpu_hour: 4\ncurrency: EUR\nmismatch:\n  low_sm_active: 0.005\n  low_efficiency_ratio: 0.005\n")
+        config.write_text("collect_interval: 30s\nprice_per_gpu_hour: 4\ncurrency: EUR\nmismatch:\n  low_sm_active: 0.005\n  low_efficiency_ratio: 0.005\ndcgm:\n  host: localhost:5555\n")
         daemon.process.send_signal(signal.SIGHUP)
         body = wait_for_value(daemon, SPIN_HIGH_UTIL, 0)
         assert value_of(body, 'gpueff_mismatch{gpu="0",uuid="GPU-replay-0-spin_1sm",rule="low_efficiency"}') == 0
@@ -95,6 +95,7 @@ def test_sighup_reloads_a_valid_config_and_keeps_it_when_the_next_one_is_broken(
         assert daemon.stop() == 0
         output = daemon.process.stdout.read()
     assert output.count("configuration reloaded from") == 1
+    assert "reload: dcgm.host changed, but it is read only at start: restart the exporter to apply it" in output
     [failure] = [line for line in output.splitlines() if "level=error" in line]
     assert "reload failed, keeping the running configuration" in failure
     assert str(config) in failure and "'mismatch.low_sm_activ'" in failure and "unknown key" in failure

@@ -8,10 +8,12 @@ import statistics
 
 import pytest
 
-from exporter.config import BottleneckThresholds, Config, MismatchThresholds, PeakOverride
+from exporter.config.file import Config
+from exporter.peaks import PeakOverride
 from exporter.pipeline.derive import BOTTLENECK_CLASSES, MISMATCH_RULES, derive
 from exporter.pipeline.totals import Integrator
 from exporter.sample import DeviceInfo, GpuSample, Profiling, down_sample
+from exporter.taxonomy import BottleneckThresholds, MismatchThresholds
 from exporter.trace import load_trace, sample_from_record
 
 H200 = DeviceInfo(index=0, uuid="GPU-h200", name="NVIDIA H200", sm_count=132, max_sm_clock_mhz=1980, power_limit_watts=700)

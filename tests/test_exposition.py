@@ -16,7 +16,7 @@ from exporter import exposition
 from exporter import poller as poller_module
 from exporter.backends.base import Backend
 from exporter.backends.replay import ReplayBackend
-from exporter.config import Config
+from exporter.config.file import Config
 from exporter.exposition import CONTENT_TYPE, Exposition, number, render
 from exporter.metrics import METRICS
 from exporter.pipeline.derive import BOTTLENECK_CLASSES

@@ -31,7 +31,7 @@ import pynvml  # noqa: E402 (the real module: constants only)
 from fake_pynvml import FakeNvml  # noqa: E402
 
 from exporter.backends.nvml.backend import NvmlBackend  # noqa: E402
-from exporter.config import Config  # noqa: E402
+from exporter.config.file import Config  # noqa: E402
 from exporter.exposition import Exposition  # noqa: E402
 from exporter.poller import Poller  # noqa: E402
 from exporter.trace import load_trace  # noqa: E402

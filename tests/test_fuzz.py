@@ -17,14 +17,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from exporter.apps.scrape import ScrapeError, fetch, read_counter
-from exporter.config import ConfigError, load_config, parse_config, reference
+from exporter.config.engine import ConfigError
+from exporter.config.file import config_reference, load_config, parse_config
 from exporter.trace import TraceError, load_trace, parse_trace
 from exporter.web.tlsconfig import WebConfigError, load_web_config, parse_web_config
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "150"))
 fuzz = settings(max_examples=EXAMPLES, deadline=2000, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], derandomize=True)
 
-CONFIG_KEYS = sorted({part for key, _, _ in reference() for part in key.split(".")} | {"apps", "kubernetes", "name", "url", "metric", "gpus"})
+CONFIG_KEYS = sorted({part for key, *_ in config_reference() for part in key.split(".")} | {"apps", "kubernetes", "name", "url", "metric", "gpus"})
 TRACE_KEYS = ["format", "gpu", "workload", "interval_s", "samples", "t", "util_gpu", "power_mw", "throttle", "SM_UTIL", "name", "sm_count"]
 WEB_KEYS = ["tls_server_config", "http_server_config", "basic_auth_users", "cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version", "max_version", "cipher_suites", "headers", "http2", "X-Frame-Options", "RequireAndVerifyClientCert", "TLS13"]
 

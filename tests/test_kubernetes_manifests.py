@@ -11,7 +11,7 @@ from helm_render import pod_spec, render
 from kube_schemas import documents, validate_all
 
 from exporter.commands.cli import daemon_parser
-from exporter.config import parse_config
+from exporter.config.file import parse_config
 
 MANIFESTS = ROOT / "deploy" / "kubernetes"
 

@@ -14,7 +14,7 @@ from fake_pynvml import FakeClock, FakeGpu, FakeNvml
 from kubelet_fake import FakeKubelet, pod
 
 from exporter.backends.nvml.backend import NvmlBackend
-from exporter.config import parse_config
+from exporter.config.file import parse_config
 from exporter.exposition import render
 from exporter.poller import Poller
 from exporter.trace import load_trace

@@ -27,7 +27,7 @@ from conftest import running_daemon
 from fake_pynvml import FakeClock, FakeGpu, FakeNvml
 
 from exporter.backends.nvml.backend import NvmlBackend
-from exporter.config import parse_config
+from exporter.config.file import parse_config
 from exporter.exposition import Exposition
 from exporter.poller import Poller
 from exporter.trace import load_trace

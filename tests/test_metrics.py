@@ -21,7 +21,7 @@ from exporter.backends.dcgm.bindings import load_bindings
 from exporter.backends.dcgm.fields import FIELDS
 from exporter.backends.nvml.backend import NvmlBackend
 from exporter.backends.replay import ReplayBackend
-from exporter.config import Config
+from exporter.config.file import Config
 from exporter.exposition import Exposition
 from exporter.metrics import BY_NAME, DCGM, METRICS, NVML, PROFILING_FIELDS, READINGS, REPLAY, SUMMARY, Reading
 from exporter.pipeline.derive import derive

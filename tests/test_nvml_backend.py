@@ -15,7 +15,7 @@ from fake_pynvml import FakeClock, FakeGpu, FakeNvml
 from exporter.backends.base import BackendUnavailable
 from exporter.backends.nvml.backend import REINIT_BACKOFF, NvmlBackend, cores_per_sm
 from exporter.backends.nvml.gpm_metrics import GPM_METRICS
-from exporter.config import load_config
+from exporter.config.file import Config, load_config
 from exporter.exposition import Exposition
 from exporter.metrics import MIB
 from exporter.poller import Poller
@@ -167,6 +167,18 @@ def test_slow_calls_only_at_the_slow_interval_and_carried_on(traces):
     assert energies[0] == energies[9] != energies[10] == energies[19] != energies[20] == energies[24]
     assert energies[10] == pytest.approx(fake.energy_mj(0, at=1010.0) / 1000, abs=0.001)
     assert fake.calls["nvmlDeviceGetPcieThroughput"] == 0  # PCIe rates come from GPM
+    backend.close()
+
+
+def test_a_reload_tells_the_backend_its_new_slow_interval(traces):
+    """SIGHUP with a new slow_collect_interval reaches the NVML backend (it was copied once, at start)."""
+    backend, fake, clock = started([traces["matmul_8192"]], slow_interval=10.0)
+    poller = Poller(backend, Config(slow_collect_interval=10.0))
+    poller.set_config(Config(slow_collect_interval=2.0))
+    for _ in range(5):
+        backend.collect()
+        clock.advance(1)
+    assert fake.calls["nvmlDeviceGetTotalEnergyConsumption"] == 3  # at 0 s, 2 s and 4 s
     backend.close()
 
 

@@ -16,7 +16,8 @@ from kubelet_fake import FakeKubelet, pod
 from exporter.attribution.kubernetes.attribution import Attributor
 from exporter.attribution.kubernetes.owners import AttributionHealth, PodOwner
 from exporter.attribution.kubernetes.podresources import PodResourcesClient, PodResourcesError, gpu_owners
-from exporter.config import KubernetesConfig, parse_config
+from exporter.attribution.kubernetes.settings import KubernetesConfig
+from exporter.config.file import parse_config
 from exporter.sample import DeviceInfo, GpuSample
 
 GPU_A = "GPU-11111111-2222-3333-4444-555555555555"

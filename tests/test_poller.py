@@ -10,8 +10,9 @@ import time
 import pytest
 
 from exporter.backends.replay import ReplayBackend
-from exporter.config import Config, MismatchThresholds
+from exporter.config.file import Config
 from exporter.poller import GIL_SWITCH_INTERVAL, Poller
+from exporter.taxonomy import MismatchThresholds
 from exporter.trace import load_trace
 
 

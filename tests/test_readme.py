@@ -4,7 +4,7 @@ README's test command."""
 import re
 from pathlib import Path
 
-from exporter.config import reference
+from exporter.config.file import config_reference
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -25,7 +25,7 @@ def test_every_metric_is_in_the_readme():
 
 def test_every_config_key_is_in_the_readme():
     missing = []
-    for key, _default, _doc in reference():
+    for key, *_ in config_reference():
         top = key.split(".")[0].split("[")[0]
         leaf = re.split(r"[.\]]", key)[-1]
         if f"`{key}" not in README and not (f"`{top}" in README and f"`{leaf}`" in README):

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from exporter.backends.replay import ReplayBackend
-from exporter.config import Config
+from exporter.config.file import Config
 from exporter.poller import Poller
 from exporter.trace import load_trace
 

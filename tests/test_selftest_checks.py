@@ -12,7 +12,7 @@ import pytest
 from exporter.commands.selftest.checks import CheckResult, Reading, check_readings, exit_code, window_mean
 from exporter.commands.selftest.command import readings_from_trace
 from exporter.commands.selftest.table import render
-from exporter.config import Config, parse_config
+from exporter.config.file import Config, parse_config
 from exporter.sample import DeviceInfo, GpuSample, Profiling
 from exporter.trace import load_trace
 

@@ -211,7 +211,7 @@ def test_live_path_with_the_nvml_backend_on_a_fake_driver(trace_paths, monkeypat
     from exporter.commands.selftest import workloads
     from exporter.commands.selftest.checks import check_readings, exit_code
     from exporter.commands.selftest.command import from_gpu, selftest_parser
-    from exporter.config import Config
+    from exporter.config.file import Config
 
     monkeypatch.setitem(sys.modules, "pynvml", FakeNvml([load_trace(trace_paths["spin_1sm"])]))
     monkeypatch.setattr(workloads, "load_engine", lambda gpu, prefer: CpuEngine())

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.config import BottleneckThresholds, MismatchThresholds
 from exporter.pipeline.derive import efficiency, mismatch
-from exporter.taxonomy import Activity, classify
+from exporter.taxonomy import Activity, BottleneckThresholds, MismatchThresholds, classify
 
 LIMITS = MismatchThresholds()
 BOTTLENECK = BottleneckThresholds()

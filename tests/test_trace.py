@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from exporter.backends.nvml.gpm_metrics import GPM_METRICS
 from exporter.backends.replay import ReplayBackend
-from exporter.config import Config
+from exporter.config.file import Config
 from exporter.pipeline.derive import derive
 from exporter.sample import DeviceInfo
 from exporter.trace import FORMAT, NVML_KEYS, TraceError, load_trace, record_from_sample, sample_from_record

@@ -19,7 +19,7 @@ from exporter.attribution.kubernetes.owners import ProcessOwner
 from exporter.backends.base import binding_text, text
 from exporter.backends.nvml.backend import NvmlBackend
 from exporter.backends.nvml.gpm import profiling_admin_only
-from exporter.config import parse_config
+from exporter.config.file import parse_config
 from exporter.exposition import render
 from exporter.poller import Poller
 from exporter.trace import load_trace

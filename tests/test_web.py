@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from exporter.backends.replay import ReplayBackend
-from exporter.config import Config
+from exporter.config.file import Config
 from exporter.exposition import CONTENT_TYPE, Exposition, Payload
 from exporter.poller import Poller
 from exporter.trace import load_trace

@@ -10,9 +10,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from exporter.apps.settings import AppConfig
 from exporter.attribution.kubernetes.owners import GpuOwners
-from exporter.config import AppConfig, PeakOverride
-from exporter.peaks import peak_for
+from exporter.peaks import PeakOverride, peak_for
 from exporter.sample import DeviceInfo, GpuSample
 
 

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from exporter.apps.counters import MAX_UNITS_PER_SECOND, CounterIncrease
 from exporter.apps.derive import AppState, GpuFigures, Means, derive_app, gpu_figures
 from exporter.apps.scrape import ScrapeError, Series, fetch, read_counter
+from exporter.apps.settings import AppConfig
 from exporter.attribution.kubernetes.owners import GpuOwners
-from exporter.config import AppConfig, Config
+from exporter.config.file import Config
 from exporter.sample import GpuSample
 
 log = logging.getLogger(__name__)

@@ -6,14 +6,13 @@ backend.
 
 from __future__ import annotations
 
-import argparse
 import logging
 from collections.abc import Callable
 
-from exporter.backends.base import Backend, BackendUnavailable
+from exporter.backends.base import Backend, BackendUnavailable, CollectSettings
 from exporter.backends.dcgm.backend import DcgmBackend
 from exporter.backends.nvml.backend import NvmlBackend
-from exporter.config import Config
+from exporter.config.file import Config
 from exporter.sample import DeviceInfo, GpuSample
 
 log = logging.getLogger(__name__)
@@ -32,6 +31,7 @@ class AutoBackend(Backend):
         self.make_nvml = make_nvml
         self.probe_timeout = probe_timeout
         self._devices: list[DeviceInfo] = []
+        self._settings: CollectSettings | None = None  # handed to the chosen backend
 
     @property
     def name(self) -> str:  # type: ignore[override]
@@ -56,11 +56,11 @@ class AutoBackend(Backend):
             if dcgm is None:
                 raise BackendUnavailable(f"no live backend works here. DCGM: {dcgm_reason}. NVML: {error}") from None
             log.warning("backend auto: using DCGM WITHOUT profiling metrics: NVML is not usable (%s) and %s", error, dcgm_reason)
-            self._chosen = dcgm
+            self._choose(dcgm)
             return self._devices
         if dcgm is not None:
             dcgm.close()
-        self._chosen = nvml
+        self._choose(nvml)
         gpm = nvml.gpm_gpus
         if len(gpm) == len(devices):
             log.info("backend auto: using NVML with GPM profiling metrics on all %d GPU(s); not using DCGM for profiling: %s", len(devices), dcgm_reason)
@@ -80,7 +80,7 @@ class AutoBackend(Backend):
             return None, f"DCGM is not usable ({error})"
         self._devices = devices
         if dcgm.profiling_answers(self.probe_timeout):
-            self._chosen = dcgm
+            self._choose(dcgm)
             log.info("backend auto: using DCGM (%s, bindings from %s): profiling fields answer", dcgm.mode, dcgm.bindings.path)
             return dcgm, ""
         return dcgm, f"DCGM runs but gives no profiling fields ({dcgm.profiling_refused or f'no GPU gave SM activity within {self.probe_timeout:.0f}s'})"
@@ -88,26 +88,30 @@ class AutoBackend(Backend):
     def collect(self) -> list[GpuSample]:
         if self._chosen is None:
             raise RuntimeError("AutoBackend.collect called before start")
-        self._chosen.process_utilization = self.process_utilization
         return self._chosen.collect()
+
+    def configure(self, settings: CollectSettings) -> None:
+        super().configure(settings)
+        self._settings = settings
+        if self._chosen is not None:
+            self._chosen.configure(settings)
+
+    def _choose(self, backend: Backend) -> None:
+        self._chosen = backend
+        if self._settings is not None:
+            backend.configure(self._settings)
 
     def close(self) -> None:
         if self._chosen is not None:
             self._chosen.close()
 
 
-def live_backend(kind: str, args: argparse.Namespace, config: Config) -> Backend:
-    """The backend for ``--backend dcgm`` or ``--backend auto`` from the daemon's flags and config."""
+def live_backend(kind: str, config: Config) -> Backend:
+    """The backend for ``--backend dcgm`` or ``--backend auto``, from the config (flags applied)."""
 
     def make_dcgm() -> DcgmBackend:
-        return DcgmBackend(
-            args.dcgm_bindings_path,
-            args.dcgm_host,
-            config.collect_interval,
-            config.slow_collect_interval,
-            multi_pass=args.dcgm_multi_pass,
-            pause_file=args.dcgm_pause_file,
-        )
+        dcgm = config.dcgm
+        return DcgmBackend(dcgm.bindings_path, dcgm.host, config.collect_interval, config.slow_collect_interval, multi_pass=dcgm.multi_pass, pause_file=dcgm.pause_file)
 
     if kind == "dcgm":
         return make_dcgm()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from exporter.sample import DeviceInfo, GpuSample
@@ -32,6 +33,15 @@ class BackendUnavailable(Exception):
     """The backend cannot run on this machine; the message says why and what to do."""
 
 
+@dataclass(frozen=True, slots=True)
+class CollectSettings:
+    """What the poller tells a backend when it starts and on every reload."""
+
+    collect_interval: float = 1.0
+    slow_interval: float = 10.0  # energy, ECC, remapped rows, memory temperature
+    process_utilization: bool = False  # read per-process utilization samples where the backend can (NVML; docs/sharing.md)
+
+
 class Backend(abc.ABC):
     name: str = ""
     replayed: bool = False  # True where samples are recorded data, not live readings
@@ -55,6 +65,10 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def collect(self) -> list[GpuSample]:
         """One sample per GPU. A GPU that cannot be read is returned with ``up=False``."""
+
+    def configure(self, settings: CollectSettings) -> None:
+        """Take the settings of a start or a reload; the next ``collect`` follows them."""
+        self.process_utilization = settings.process_utilization
 
     def close(self) -> None:  # noqa: B027 (optional: a backend that holds nothing keeps it empty)
         """Release what ``start`` opened."""

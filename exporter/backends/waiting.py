@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 
 from exporter.backends.backoff import Backoff
-from exporter.backends.base import Backend, BackendUnavailable
+from exporter.backends.base import Backend, BackendUnavailable, CollectSettings
 from exporter.sample import DeviceInfo, GpuSample
 
 log = logging.getLogger(__name__)
@@ -30,6 +30,7 @@ class WaitingBackend(Backend):
         self._backoff = Backoff(*RETRY_BACKOFF)
         self._next_try = 0.0
         self._last_reason = ""
+        self._settings: CollectSettings | None = None  # handed to the backend once it starts
 
     @property
     def name(self) -> str:  # type: ignore[override]
@@ -67,6 +68,8 @@ class WaitingBackend(Backend):
             self._backoff.grow()
             return []
         self._inner = backend
+        if self._settings is not None:
+            backend.configure(self._settings)
         if self._last_reason:
             log.info("the %s backend started: reading %d GPU(s)", backend.name, len(devices))
         return devices
@@ -76,8 +79,13 @@ class WaitingBackend(Backend):
             return []
         if self._inner is None:
             return []
-        self._inner.process_utilization = self.process_utilization
         return self._inner.collect()
+
+    def configure(self, settings: CollectSettings) -> None:
+        super().configure(settings)
+        self._settings = settings
+        if self._inner is not None:
+            self._inner.configure(settings)
 
     def close(self) -> None:
         if self._inner is not None:

@@ -20,8 +20,9 @@ from exporter.backends.base import BackendUnavailable
 from exporter.backends.dcgm.backend import DcgmBackend, FieldReading
 from exporter.backends.dcgm.fields import FIELDS, PROFILING, STATIC
 from exporter.backends.dcgm.profiling import GpuProfiling
+from exporter.backends.dcgm.settings import DcgmConfig
 from exporter.backends.nvml.backend import GPM_MIN_SAMPLE_GAP, NvmlBackend
-from exporter.commands.flags import Parser, add_common_flags, add_dcgm_flags
+from exporter.commands.flags import Parser, add_common_flags, add_dcgm_flags, dcgm_settings
 from exporter.metrics import PROFILING_FIELDS
 from exporter.sample import GpuSample
 
@@ -191,7 +192,8 @@ def run(make_dcgm: Callable[[], DcgmBackend], make_nvml: Callable[[], NvmlBacken
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     logs.setup(args.log_level)
+    dcgm = dcgm_settings(args, DcgmConfig())
     return run(
-        lambda: DcgmBackend(args.dcgm_bindings_path, args.dcgm_host, collect_interval=CHECK_INTERVAL, slow_interval=1.0, multi_pass=args.dcgm_multi_pass),
+        lambda: DcgmBackend(dcgm.bindings_path, dcgm.host, collect_interval=CHECK_INTERVAL, slow_interval=1.0, multi_pass=dcgm.multi_pass),
         lambda: NvmlBackend(slow_interval=1.0),
     )

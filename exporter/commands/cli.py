@@ -7,7 +7,7 @@ import sys
 
 from exporter import __version__, logs
 from exporter.commands.flags import Parser, add_common_flags, add_dcgm_flags, duration_flag
-from exporter.config import MIN_COLLECT_INTERVAL, parse_duration
+from exporter.config.values import MIN_COLLECT_INTERVAL, parse_duration
 
 DEFAULT_LISTEN_ADDRESS = ":9947"
 

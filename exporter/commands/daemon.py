@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING
 
 from exporter.backends.base import Backend, BackendUnavailable
 from exporter.backends.waiting import WaitingBackend
-from exporter.config import Config, ConfigError, load_config
+from exporter.commands.flags import dcgm_settings
+from exporter.config.engine import ConfigError, restart_only_changes
+from exporter.config.file import Config, load_config
 from exporter.exposition import Exposition
 from exporter.logs import one_line
 from exporter.poller import Poller
@@ -39,7 +41,7 @@ def effective_config(args: argparse.Namespace) -> Config:
     config = load_config(args.config)
     if args.collect_interval is not None:
         config = dataclasses.replace(config, collect_interval=args.collect_interval)
-    return config
+    return dataclasses.replace(config, dcgm=dcgm_settings(args, config.dcgm))
 
 
 def choose_backend(args: argparse.Namespace, config: Config) -> Backend:
@@ -51,7 +53,7 @@ def choose_backend(args: argparse.Namespace, config: Config) -> Backend:
     if kind in ("auto", "dcgm") and not (args.demo or args.replay):
         from exporter.backends.auto import live_backend
 
-        return live_backend(kind, args, config)
+        return live_backend(kind, config)
     if args.demo or args.replay:
         from exporter.backends.replay import ReplayBackend
 
@@ -181,6 +183,8 @@ def reload(args: argparse.Namespace, poller: Poller, server: WebServer, web_conf
     except ConfigError as error:
         log.error("reload failed, keeping the running configuration: %s", error)
         return web_config
+    for key in restart_only_changes(poller.config, config):
+        log.warning("reload: %s changed, but it is read only at start: restart the exporter to apply it", key)
     poller.set_config(config)
     log.info("configuration reloaded from %s", args.config or "defaults")
     return web_config

@@ -9,7 +9,8 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from exporter import logs
-from exporter.config import MAX_DURATION, min_duration
+from exporter.backends.dcgm.settings import DcgmConfig
+from exporter.config.values import MAX_DURATION, min_duration
 
 
 class Parser(argparse.ArgumentParser):
@@ -41,3 +42,13 @@ def add_dcgm_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dcgm.host", dest="dcgm_host", metavar="HOST:PORT", help="connect to a running nv-hostengine (e.g. localhost:5555) instead of starting an embedded DCGM host engine")
     parser.add_argument("--dcgm.multi-pass", dest="dcgm_multi_pass", action="store_true", help="before Hopper, watch every profiling field DCGM supports even where that needs several passes; a field whose pass did not run then reads 0 (default: one pass): see docs/dcgm.md")
     parser.add_argument("--dcgm.pause-file", dest="dcgm_pause_file", metavar="FILE", help="embedded host engine only: while FILE exists, DCGM profiling is paused (for Nsight) and profiling metrics are missing: see docs/dcgm.md")
+
+
+def dcgm_settings(args: argparse.Namespace, base: DcgmConfig) -> DcgmConfig:
+    """``base`` (the config file's ``dcgm:`` section) with the ``--dcgm.*`` flags given applied over it."""
+    return DcgmConfig(
+        bindings_path=args.dcgm_bindings_path or base.bindings_path,
+        host=args.dcgm_host or base.host,
+        multi_pass=args.dcgm_multi_pass or base.multi_pass,
+        pause_file=args.dcgm_pause_file or base.pause_file,
+    )

@@ -15,10 +15,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from exporter.config import Config, MismatchThresholds
+from exporter.config.file import Config
 from exporter.peaks import Peak, peak_for
 from exporter.sample import GpuSample
-from exporter.taxonomy import ACTIVITY_READINGS, CLASS_NAMES, PIPE_READINGS, Activity, classify, implausible_checks
+from exporter.taxonomy import (
+    ACTIVITY_READINGS,
+    CLASS_NAMES,
+    PIPE_READINGS,
+    Activity,
+    MismatchThresholds,
+    classify,
+    implausible_checks,
+)
 
 if TYPE_CHECKING:
     from exporter.pipeline.smoothing import WindowState

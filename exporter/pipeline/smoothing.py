@@ -15,9 +15,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from exporter.config import BottleneckThresholds
 from exporter.sample import GpuSample
-from exporter.taxonomy import Activity, classify, mean_activity
+from exporter.taxonomy import Activity, BottleneckThresholds, classify, mean_activity
 
 WINDOW_START_TOLERANCE = 0.05  # seconds between the previous reading and the start of this window
 MAX_WINDOWS = 600  # a bound on the history, whatever the span and interval

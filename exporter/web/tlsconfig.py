@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from exporter.config import read_yaml, shown
+from exporter.config.values import shown
+from exporter.config.yaml_safe import read_yaml
 
 if TYPE_CHECKING:
     import ssl

@@ -24,7 +24,7 @@ from typing import Any
 
 from exporter.attribution.cgroup import process_owner
 from exporter.attribution.kubernetes.owners import AttributionHealth, GpuOwners, PodOwner, ProcessOwner
-from exporter.config import KubernetesConfig
+from exporter.attribution.kubernetes.settings import KubernetesConfig
 from exporter.logs import one_line
 from exporter.sample import GpuSample
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from exporter.backends.backoff import Backoff
-from exporter.backends.base import Backend, BackendUnavailable, text
+from exporter.backends.base import Backend, BackendUnavailable, CollectSettings, text
 from exporter.backends.dcgm.bindings import Bindings, load_bindings
 from exporter.backends.dcgm.decode import BLANK, OK, STALE, Decoder, FieldReading, int32_or_none
 from exporter.backends.dcgm.fields import (
@@ -134,6 +134,18 @@ class DcgmBackend(Backend):
     def profiling(self) -> dict[str, GpuProfiling]:
         """Per GPU UUID: which profiling fields DCGM supports and which are watched."""
         return {gpu.info.uuid: gpu.profiling for gpu in self._gpus}
+
+    def configure(self, settings: CollectSettings) -> None:
+        """The fields stay watched at the intervals the backend started with: a DCGM watch keeps its
+        frequency, and watching anew would leave field groups behind. A change is logged once."""
+        super().configure(settings)
+        if (settings.collect_interval, settings.slow_interval) != (self.collect_interval, self.slow_interval):
+            self.log_once(
+                f"intervals-{settings.collect_interval}-{settings.slow_interval}",
+                logging.WARNING,
+                "the DCGM backend keeps watching its fields every %ss (slow fields every %ss) until a restart; the configuration now asks for %ss and %ss",
+                self.collect_interval, self.slow_interval, settings.collect_interval, settings.slow_interval,
+            )
 
     # ---- start, stop, reconnection ----------------------------------------------------------
 

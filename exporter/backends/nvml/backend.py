@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from exporter.backends.backoff import Backoff
-from exporter.backends.base import Backend, BackendUnavailable, binding_text, text
+from exporter.backends.base import Backend, BackendUnavailable, CollectSettings, binding_text, text
 from exporter.backends.nvml.gpm import GPM_MIN_SAMPLE_GAP, GpmPair, free_pair, open_pair, read_pair
 from exporter.backends.nvml.xid import XidWatcher
 from exporter.sample import DeviceInfo, GpuProcess, GpuSample, ProcessUtilization, down_sample
@@ -75,6 +75,10 @@ class NvmlBackend(Backend):
     def gpm_gpus(self) -> list[int]:
         """Indices of the GPUs whose profiling metrics are read through GPM."""
         return [gpu.info.index for gpu in self._gpus if gpu.gpm is not None]
+
+    def configure(self, settings: CollectSettings) -> None:
+        super().configure(settings)
+        self.slow_interval = settings.slow_interval
 
     def start(self) -> list[DeviceInfo]:
         nvml = self.nvml

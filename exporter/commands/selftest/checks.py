@@ -17,7 +17,7 @@ from exporter.commands.selftest.expectations import (
     THROUGHPUT_TOLERANCE,
     Expectation,
 )
-from exporter.config import Config
+from exporter.config.file import Config
 from exporter.pipeline.derive import MISMATCH_RULES, Derived, derive
 from exporter.pipeline.smoothing import WindowState
 from exporter.sample import GpuSample

@@ -17,7 +17,8 @@ from exporter.commands.flags import Parser, duration_flag
 from exporter.commands.selftest.checks import Reading, check_readings, exit_code
 from exporter.commands.selftest.expectations import EXPECTATIONS
 from exporter.commands.selftest.table import render
-from exporter.config import Config, ConfigError, load_config
+from exporter.config.engine import ConfigError
+from exporter.config.file import Config, load_config
 from exporter.sample import DeviceInfo
 from exporter.trace import Trace, TraceError, load_trace, sample_from_record
 

@@ -1,0 +1,59 @@
+"""The ``apps:`` config section: one entry per application whose throughput is joined with its GPUs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from exporter.config.engine import SettingError, setting
+from exporter.config.values import (
+    MIN_COLLECT_INTERVAL,
+    format_duration,
+    gpu_selectors,
+    http_url,
+    label_matchers,
+    label_value,
+    metric_name,
+    min_duration,
+    non_negative,
+    optional,
+    positive_int,
+    positive_scientific,
+    regex,
+    unit_name,
+)
+
+DEFAULT_SCRAPE_TIMEOUT = 2.0
+
+
+@dataclass(frozen=True)
+class AppConfig:
+    """One application whose throughput is joined with its GPUs (see docs/apps.md)."""
+
+    name: str = setting("", label_value, "the app label value (required, unique)")
+    url: str = setting("", http_url, "its Prometheus metrics endpoint (required)")
+    counter: str = setting("", metric_name, "the counter of work done, as named in the endpoint or as Prometheus 2.x stores it (vllm:generation_tokens_total or vllm_generation_tokens_total) (required)")
+    unit: str = setting("", unit_name, "what one count of it is: tokens, images, samples, requests... (required)")
+    requests_counter: str | None = setting(None, optional(metric_name), "a counter of requests served, for gpueff_app_requests_per_second")
+    labels: dict[str, str] = setting({}, label_matchers, "sum only the series with these exact label values")
+    gpus: tuple[int | str, ...] | None = setting(None, optional(gpu_selectors), "the GPUs it runs on, by index or UUID (default: all, unless process is given)")
+    process: str | None = setting(None, optional(regex), "or: the GPUs where a process whose NVML name matches this regular expression runs")
+    pod: str | None = setting(None, optional(regex), "or: the GPUs whose Kubernetes pod, as namespace/pod, matches this regular expression (needs kubernetes.enabled)")
+    flops_per_unit: float | None = setting(None, optional(positive_scientific), "FLOP per unit of work, for gpueff_app_model_flops_utilization_ratio")
+    price_per_gpu_hour: float | None = setting(None, optional(non_negative), "what one of its GPU-hours costs (default: the top-level price_per_gpu_hour)")
+    scrape_interval: float = setting(5.0, min_duration(MIN_COLLECT_INTERVAL), "how often its endpoint is scraped (100ms to 1h)")
+    scrape_timeout: float = setting(None, optional(min_duration(0.01)), "the whole scrape (connect, headers, body) must finish within this (default: 2s, or scrape_interval if shorter; at most scrape_interval)")
+    max_response_bytes: int = setting(16 * 1024 * 1024, positive_int, "a larger response fails the scrape")
+
+    def __post_init__(self) -> None:
+        if self.scrape_timeout is None:  # Prometheus' own default
+            object.__setattr__(self, "scrape_timeout", min(DEFAULT_SCRAPE_TIMEOUT, self.scrape_interval))
+
+    def check(self) -> None:
+        for key in ("name", "url", "counter", "unit"):
+            if not getattr(self, key):
+                raise SettingError(key, "required")
+        chosen = [key for key in ("gpus", "process", "pod") if getattr(self, key) is not None]
+        if len(chosen) > 1:
+            raise SettingError(chosen[1], f"give only one of gpus, process and pod, not {' and '.join(chosen)}")
+        if self.scrape_timeout > self.scrape_interval:
+            raise SettingError("scrape_timeout", f"must not exceed scrape_interval ({format_duration(self.scrape_interval)}), got {format_duration(self.scrape_timeout)}")

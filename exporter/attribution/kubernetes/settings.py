@@ -1,0 +1,37 @@
+"""The ``kubernetes:`` config section (pod attribution); plain data, importable without grpc."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from exporter.config.engine import SettingError, setting
+from exporter.config.values import (
+    absolute_path,
+    boolean,
+    format_duration,
+    min_duration,
+    one_of,
+    positive_int,
+    resource_patterns,
+)
+
+POD_LABEL_MODES = ("every_series", "info_only")
+
+
+@dataclass(frozen=True)
+class KubernetesConfig:
+    """Pod attribution on Kubernetes (see docs/kubernetes.md)."""
+
+    enabled: bool = setting(False, boolean, "label each GPU's series with the pod, namespace and container the kubelet assigned it to")
+    pod_resources_socket: str = setting("/var/lib/kubelet/pod-resources/kubelet.sock", absolute_path, "the kubelet pod-resources API socket")
+    refresh_interval: float = setting(10.0, min_duration(1.0), "how often the kubelet is asked, off the poll thread (1s to 1h; never per scrape)")
+    timeout: float = setting(1.0, min_duration(0.01), "a List call that takes longer fails (at most refresh_interval)")
+    max_message_bytes: int = setting(16 * 1024 * 1024, positive_int, "a larger List response fails the call")
+    resource_names: tuple[str, ...] = setting(("nvidia.com/gpu", "nvidia.com/mig-*"), resource_patterns, "extended resources whose device ids are GPU or MIG UUIDs")
+    process_attribution: bool = setting(False, boolean, "also attribute GPU processes to pods through /proc/<pid>/cgroup (needs hostPID)")
+    proc_root: str = setting("/proc", absolute_path, "where the host's /proc is (process_attribution)")
+    pod_labels: str = setting("every_series", one_of(POD_LABEL_MODES), "every_series: a GPU held by one container carries namespace, pod and container on all its series; info_only: only on gpueff_gpu_pod_info, so a GPU's series keep their identity when its pod changes (docs/sharing.md)")
+
+    def check(self) -> None:
+        if self.timeout > self.refresh_interval:
+            raise SettingError("timeout", f"must not exceed refresh_interval ({format_duration(self.refresh_interval)}), got {format_duration(self.timeout)}")

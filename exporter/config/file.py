@@ -1,0 +1,63 @@
+"""The configuration file: its top-level keys, each feature's section (defined beside the feature),
+loading with errors that name the file and the key, and the reference of every key."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from exporter.apps.settings import AppConfig
+from exporter.attribution.kubernetes.settings import KubernetesConfig
+from exporter.backends.dcgm.settings import DcgmConfig
+from exporter.config.engine import ConfigError, load_section, reference, section, section_list, setting
+from exporter.config.values import MIN_COLLECT_INTERVAL, label_value, min_duration, non_negative, optional
+from exporter.config.yaml_safe import read_yaml
+from exporter.peaks import PeakOverride, peak_overrides
+from exporter.pipeline.split import SharingConfig
+from exporter.taxonomy import BottleneckThresholds, MismatchThresholds
+
+# The DCGM backend watches its fields at the intervals it started with (a watch cannot change
+# frequency in place); NVML and replay take a new interval at the next poll.
+DCGM_WATCHES = "applied; the DCGM backend keeps the interval it started with until a restart (it logs so)"
+MAX_STALE_AFTER = 4 * 3600.0  # room for the default 3 x collect_interval + 2s at the longest interval
+
+
+@dataclass(frozen=True)
+class Config:
+    collect_interval: float = setting(1.0, min_duration(MIN_COLLECT_INTERVAL), "how often GPUs are sampled (100ms to 1h)", DCGM_WATCHES)
+    slow_collect_interval: float = setting(10.0, min_duration(1.0), "how often slow NVML calls (energy, ECC, remapped rows, memory temperature) are made (1s to 1h)", DCGM_WATCHES)
+    stale_after: float | None = setting(None, optional(min_duration(MIN_COLLECT_INTERVAL, MAX_STALE_AFTER)), "a snapshot older than this is served as down (default: 3 x collect_interval + 2s; at most 4h)")
+    price_per_gpu_hour: float | None = setting(None, optional(non_negative), "what one GPU-hour costs, for gpueff_busy_idle_sm_cost_total")
+    currency: str = setting("USD", label_value, "the currency label of the cost metrics")
+    mismatch: MismatchThresholds = section(MismatchThresholds, "thresholds of gpueff_mismatch")
+    bottleneck: BottleneckThresholds = section(BottleneckThresholds, "thresholds of gpueff_bottleneck")
+    peaks: dict[str, PeakOverride] = setting({}, peak_overrides, "peak figures per GPU model name, over the built-in table")
+    apps: tuple[AppConfig, ...] = section_list(AppConfig, "applications whose throughput is joined with their GPUs (docs/apps.md)", unique="name")
+    kubernetes: KubernetesConfig = section(KubernetesConfig, "pod attribution on Kubernetes (docs/kubernetes.md)")
+    sharing: SharingConfig = section(SharingConfig, "per-holder fair split of shared GPUs, Slurm jobs (docs/sharing.md)")
+    dcgm: DcgmConfig = section(DcgmConfig, "how the DCGM backend reaches DCGM (docs/dcgm.md)")
+
+    @property
+    def effective_stale_after(self) -> float:
+        return self.stale_after if self.stale_after is not None else 3 * self.collect_interval + 2.0
+
+
+def parse_config(data: Any) -> Config:
+    return load_section(Config, data, "")
+
+
+def load_config(path: str | Path | None) -> Config:
+    """Read and validate a config file; ``None`` gives the defaults. Errors name the file."""
+    if path is None:
+        return Config()
+    data = read_yaml(path, "config file", ConfigError)
+    try:
+        return parse_config(data)
+    except ConfigError as error:
+        raise ConfigError(f"config file {path}: {error}") from None
+
+
+def config_reference() -> list[tuple[str, str, str, str]]:
+    """(key, default, doc, on reload) for every key of the config file."""
+    return reference(Config)
