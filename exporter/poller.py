@@ -25,7 +25,7 @@ from exporter.pipeline.smoothing import WindowStates
 from exporter.pipeline.split import GpuDelta, Sharing
 from exporter.pipeline.totals import Integrator, Totals
 from exporter.sample import DeviceInfo, GpuSample, down_sample
-from exporter.selfstats import read_process_stats
+from exporter.selfstats import ProcessStats, read_process_stats
 from exporter.snapshot import GpuState, Snapshot
 from exporter.web.payload import GzipBody
 
@@ -38,11 +38,21 @@ GIL_SWITCH_INTERVAL = 0.0005
 
 
 class Poller:
-    def __init__(self, backend: Backend, config: Config, clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        config: Config,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        timer: Callable[[], float] = time.perf_counter,
+        process_stats: Callable[[], ProcessStats | None] = read_process_stats,
+    ) -> None:
         self.backend = backend
         self.config = config
         self.clock = clock
         self.wall_clock = wall_clock
+        self.timer = timer  # measures each poll's duration
+        self.process_stats = process_stats
         self.ready = threading.Event()
         self.attributor = Attributor(clock, wall_clock)  # Kubernetes pod attribution, on its own thread
         self._devices: list[DeviceInfo] = []
@@ -161,7 +171,7 @@ class Poller:
         return self._sharing
 
     def poll_once(self) -> Snapshot:
-        started = time.perf_counter()
+        started = self.timer()
         samples = self._collect()
         config = self.config
         owners = self.attributor.owners(config.kubernetes, samples, self.clock())
@@ -180,7 +190,7 @@ class Poller:
         self._integrator.forget_except(uuids)
         if sharing is not None:
             sharing.ledger.forget_except(uuids)
-        duration = time.perf_counter() - started
+        duration = self.timer() - started
         self._polls += 1
         self._duration_sum += duration
         if any(sample.up for sample in samples):
@@ -198,7 +208,7 @@ class Poller:
             last_success_wall=self._last_success,
             apps=self.apps.update(samples, self.clock(), config, owners),
             attribution=self.attributor.health(),
-            process=read_process_stats(),
+            process=self.process_stats(),
         )
         body = render(snapshot)
         snapshot = dataclasses.replace(snapshot, body=body, body_gzip=GzipBody.of(body) if self._gzip else None)
