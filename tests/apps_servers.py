@@ -16,6 +16,8 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, generate_latest
 
+from exporter.apps.scrape import Answer, LineFilter
+
 Respond = Callable[[BaseHTTPRequestHandler], None]
 
 
@@ -67,6 +69,15 @@ def wsgi_serving(app: Callable[..., Any]) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def answer_of(body: str | bytes, *names: str, chunk: int = 1 << 30) -> Answer:
+    """What the scraper keeps of ``body`` read for the metric ``names``, fed ``chunk`` bytes at a time."""
+    data = body.encode() if isinstance(body, str) else body
+    lines = LineFilter(names)
+    for start in range(0, len(data), chunk):
+        lines.feed(data[start : start + chunk])
+    return lines.finish()
 
 
 def send(handler: BaseHTTPRequestHandler, body: bytes, status: int = 200, length: bool = True) -> None:

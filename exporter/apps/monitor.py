@@ -94,11 +94,12 @@ class Scraper:
         units = requests = None
         error = requests_error = None
         try:
-            text = fetch(app.url, app.scrape_timeout, app.max_response_bytes)
-            units = read_counter(text, app.counter, app.labels)
+            names = [app.counter] if app.requests_counter is None else [app.counter, app.requests_counter]
+            answer = fetch(app.url, app.scrape_timeout, app.max_response_bytes, names)
+            units = read_counter(answer, app.counter, app.labels)
             if app.requests_counter is not None:
                 try:
-                    requests = read_counter(text, app.requests_counter, app.labels)
+                    requests = read_counter(answer, app.requests_counter, app.labels)
                 except ScrapeError as problem:
                     requests_error = str(problem)
         except ScrapeError as problem:

@@ -6,9 +6,11 @@ headers and body together finish within ``scrape_timeout``, however slowly a pee
 (http.client and urllib3 time each socket read separately; a peer sending a byte every 0.2 s keeps
 them waiting for minutes.) Host name resolution is the one step the deadline cannot interrupt.
 
-The text is parsed with prometheus-client's parser, after a line filter keeps only the lines of the
-wanted metric names (``wanted_lines``): a large response costs a scan, not a full parse. That
-parser (0.26) names a counter family without its ``_total`` suffix and renames a bare counter sample
+The body is never held whole: ``LineFilter`` takes it chunk by chunk as it arrives and keeps only
+the lines of the wanted metric names, so an answer of any size within ``max_response_bytes`` costs
+a few MB and a C-level scan, and a flood of junk lines or one huge label value is dropped as it
+streams past (docs/apps.md, "What a scrape costs"). The kept lines are parsed with
+prometheus-client's parser, which stops at the scrape's deadline. That parser (0.26) names a counter family without its ``_total`` suffix and renames a bare counter sample
 ``foo`` to ``foo_total``, so a configured name matches a sample by its own name, or, for a counter
 family, by the family's name with or without ``_total``. Names with colons
 (``vllm:generation_tokens_total``) parse as they are.
@@ -22,12 +24,15 @@ both spellings, the series spelled as configured win.
 
 from __future__ import annotations
 
+import codecs
 import math
 import re
 import socket
 import time
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TextIO, cast
 
 from exporter import __version__
 
@@ -36,6 +41,13 @@ CHUNK_BYTES = 64 * 1024
 MAX_HEADER_BYTES = 64 * 1024  # status line and headers together
 MAX_HEADERS = 100
 MAX_SERIES = 10_000  # sample lines of one configured counter; more fails the scrape
+# What the line filter holds, whatever the body's size: one line being assembled, the body's first
+# bytes, the wanted lines. prometheus-client's parser takes ~0.13 s per MB of wanted lines and holds
+# about twice their size (bench/app_parse_cost.py), so 4 MiB bound a scrape to ~10 MB and ~0.5 s of
+# CPU; 10,000 series of two counters at 200 bytes a line fit.
+MAX_LINE_BYTES = 64 * 1024  # a wanted line longer than this fails the scrape; another is dropped
+MAX_KEPT_BYTES = 4 * 1024 * 1024
+HEAD_BYTES = 16 * 1024
 DIAGNOSE_LINES = 50  # lines the full parser reads to say why a response has none of the wanted lines
 
 _HEX = re.compile(rb"[0-9a-fA-F]{1,16}")
@@ -68,7 +80,7 @@ class _Connection:
 
     def _receive(self) -> bool:
         """Append what arrives next; False at the end of the stream."""
-        if self.position > CHUNK_BYTES and self.position * 2 > len(self.buffer):
+        if self.position == len(self.buffer) or (self.position > CHUNK_BYTES and self.position * 2 > len(self.buffer)):
             del self.buffer[: self.position]
             self.position = 0
         import ssl  # here and below, not at the top: a daemon without apps never loads ssl (issue 15)
@@ -102,23 +114,35 @@ class _Connection:
             if not self._receive():
                 raise ScrapeError(f"the connection closed in the middle of the {what}")
 
-    def exactly(self, count: int, what: str) -> bytes:
-        while len(self.buffer) - self.position < count:
-            if not self._receive():
+    def exactly(self, count: int, sink: Callable[[bytes], None], what: str) -> None:
+        """Hand the next ``count`` bytes to ``sink`` as they arrive."""
+        while count > 0:
+            if self.position == len(self.buffer) and not self._receive():
                 raise ScrapeError(f"the connection closed before the end of the {what}")
-        data = bytes(self.buffer[self.position : self.position + count])
-        self.position += count
-        return data
+            part = bytes(self.buffer[self.position : self.position + count])
+            self.position += len(part)
+            count -= len(part)
+            sink(part)
 
-    def rest(self, limit: int) -> bytes:
-        while len(self.buffer) - self.position <= limit:
+    def rest(self, limit: int, sink: Callable[[bytes], None]) -> None:
+        """Hand every byte up to the end of the stream to ``sink``; ScrapeError past ``limit`` bytes."""
+        total = 0
+        while True:
+            part = bytes(self.buffer[self.position :])
+            self.position += len(part)
+            total += len(part)
+            if total > limit:
+                raise ScrapeError(f"response is over max_response_bytes ({limit})")
+            if part:
+                sink(part)
             if not self._receive():
-                return bytes(self.buffer[self.position :])
-        raise ScrapeError(f"response is over max_response_bytes ({limit})")
+                return
 
 
-def fetch(url: str, timeout: float, max_bytes: int) -> str:
-    """GET ``url``: the body as text. The whole exchange must finish within ``timeout`` seconds."""
+def fetch(url: str, timeout: float, max_bytes: int, names: Iterable[str]) -> Answer:
+    """GET ``url``: the lines of the metric ``names`` in its body (``LineFilter``). The whole
+    exchange must finish within ``timeout`` seconds; the answer carries that deadline on to
+    ``read_counter``."""
     import ssl
 
     deadline = time.monotonic() + timeout
@@ -149,7 +173,8 @@ def fetch(url: str, timeout: float, max_bytes: int) -> str:
             sock.do_handshake()
         sock.settimeout(connection.left())
         sock.sendall(request)
-        body = _response(connection, max_bytes)
+        lines = LineFilter(names)
+        _response(connection, max_bytes, lines.feed)
     except (_Deadline, TimeoutError):
         raise ScrapeError(f"no complete answer within scrape_timeout ({timeout:g}s)") from None
     except ConnectionRefusedError:
@@ -161,14 +186,12 @@ def fetch(url: str, timeout: float, max_bytes: int) -> str:
     finally:
         if sock is not None:
             sock.close()
-    try:
-        return body.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise ScrapeError(f"response is not UTF-8 text (byte {error.start})") from None
+    return lines.finish(deadline)
 
 
-def _response(connection: _Connection, max_bytes: int) -> bytes:
-    """Read the status line, headers and body of the answer; ScrapeError for anything but a usable 200."""
+def _response(connection: _Connection, max_bytes: int, sink: Callable[[bytes], None]) -> None:
+    """Read the status line and headers of the answer, and hand its body to ``sink`` as it
+    arrives; ScrapeError for anything but a usable 200."""
     status_line = connection.line(MAX_HEADER_BYTES, "status line")
     parts = status_line.split(b" ", 2)
     if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not (parts[1].isdigit() and len(parts[1]) == 3):
@@ -197,21 +220,22 @@ def _response(connection: _Connection, max_bytes: int) -> bytes:
     if headers.get("transfer-encoding"):
         if headers["transfer-encoding"].lower().rsplit(",", 1)[-1].strip() != "chunked":
             raise ScrapeError(f"unsupported Transfer-Encoding {headers['transfer-encoding']!r}")
-        return _chunked(connection, max_bytes)
+        _chunked(connection, max_bytes, sink)
+        return
     length = headers.get("content-length")
     if length is None:
-        return connection.rest(max_bytes)
+        connection.rest(max_bytes, sink)
+        return
     values = {item.strip() for item in length.split(",")}
     if len(values) != 1 or not next(iter(values)).isdigit():
         raise ScrapeError(f"bad Content-Length {length[:40]!r}")
     size = int(next(iter(values)))
     if size > max_bytes:
         raise ScrapeError(f"response of {size} bytes is over max_response_bytes ({max_bytes})")
-    return connection.exactly(size, "body")
+    connection.exactly(size, sink, "body")
 
 
-def _chunked(connection: _Connection, max_bytes: int) -> bytes:
-    chunks: list[bytes] = []
+def _chunked(connection: _Connection, max_bytes: int, sink: Callable[[bytes], None]) -> None:
     size = 0
     while True:
         line = connection.line(1024, "chunk size line")
@@ -224,7 +248,7 @@ def _chunked(connection: _Connection, max_bytes: int) -> bytes:
         size += length
         if size > max_bytes:
             raise ScrapeError(f"response is over max_response_bytes ({max_bytes})")
-        chunks.append(connection.exactly(length, "chunked body"))
+        connection.exactly(length, sink, "chunked body")
         if connection.line(1024, "chunked body") != b"":
             raise ScrapeError("a chunk is not followed by CR LF")
     trailer = 0
@@ -232,7 +256,6 @@ def _chunked(connection: _Connection, max_bytes: int) -> bytes:
         trailer += 1
         if trailer > MAX_HEADERS:
             raise ScrapeError(f"more than {MAX_HEADERS} trailer lines")
-    return b"".join(chunks)
 
 
 def escaped(name: str) -> str:
@@ -247,38 +270,165 @@ def _names(name: str) -> tuple[str, ...]:
     return tuple(each for each in (base, base + "_total") if each)
 
 
-def wanted_lines(text: str, names: Iterable[str]) -> str:
-    """Only the sample, TYPE and HELP lines of the metric names ``names``, in either spelling (see
-    ``read_counter``).
+def _prefixes(names: Iterable[str]) -> tuple[str, ...]:
+    """How the sample, TYPE and HELP lines of ``names`` (see ``read_counter``) begin, colons read
+    as underscores (compare with ``escaped`` lines)."""
+    found = sorted({escaped(each) for name in names for each in _names(name)})
+    return tuple(f"{name}{end}" for name in found for end in ("{", " ", "\t")) + tuple(f"# {kind} {name} " for name in found for kind in ("TYPE", "HELP"))
 
-    A scan with ``str.startswith`` over the lines with colons read as underscores, about 20 times
-    cheaper than parsing every line; ScrapeError where one name has more than MAX_SERIES sample lines.
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What is kept of an app's answer: the lines of the wanted names, the first bytes (to say why
+    an answer holds none of them), the number of lines, and the scrape's deadline."""
+
+    wanted: tuple[bytes, ...]
+    head: bytes
+    lines: int
+    deadline: float = math.inf
+
+
+class LineFilter:
+    """Keeps the lines of some metric names out of a body fed chunk by chunk, in bounded memory.
+
+    Memory is bounded by MAX_LINE_BYTES (the line being assembled), HEAD_BYTES and MAX_KEPT_BYTES,
+    whatever the body's size; a line of a wanted name over MAX_LINE_BYTES, more than MAX_KEPT_BYTES
+    of wanted lines, more than MAX_SERIES samples per name, or bytes that are not UTF-8 raise
+    ScrapeError at once. Each chunk costs a few C-level scans (``bytes.find``, ``bytes.count``),
+    never a split of the body into lines, so the GIL is held for microseconds at a time.
     """
-    names = tuple(names)
-    found = {escaped(each) for name in names for each in _names(name)}
-    prefixes = tuple(f"{name}{end}" for name in found for end in ("{", " ", "\t")) + tuple(f"# {kind} {name} " for name in found for kind in ("TYPE", "HELP"))
-    keys = escaped(text).split("\n")  # line for line the same as text's lines: only colons differ
-    kept = [line for line, key in zip(text.split("\n"), keys, strict=True) if key.startswith(prefixes)]
-    samples = sum(1 for line in kept if not line.startswith("#"))
-    if samples > MAX_SERIES * len(names):
-        raise ScrapeError(f"over {MAX_SERIES} series of {' or '.join(sorted(names))} in the response")
-    return "\n".join(kept) + "\n"
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self.names = tuple(names)
+        prefixes = _prefixes(self.names)
+        self._prefixes = tuple(prefix.encode() for prefix in prefixes)
+        self._longest = max(len(prefix) for prefix in self._prefixes)
+        # Where a wanted line may begin, colons read as underscores: each name, and its TYPE and HELP
+        # comments, after a line end.
+        found = sorted({escaped(each) for name in self.names for each in _names(name)})
+        self._needles = tuple(b"\n" + lead + each.encode() for each in found for lead in (b"", b"# TYPE ", b"# HELP "))
+        self._max_samples = MAX_SERIES * len(self.names)
+        self._kept: list[bytes] = []
+        self._kept_bytes = 0
+        self._samples = 0
+        self._head = bytearray()
+        self._partial = bytearray()  # the line begun at the end of the last chunk
+        self._skipping = False  # in a line too long to be wanted: its bytes are dropped up to its end
+        self._lines = 0
+        self._fed = 0
+        self._utf8 = codecs.getincrementaldecoder("utf-8")()
+
+    def feed(self, chunk: bytes) -> None:
+        self._check_utf8(chunk)
+        if len(self._head) < HEAD_BYTES:
+            self._head += chunk[: HEAD_BYTES - len(self._head)]
+        start = 0
+        if self._skipping or self._partial:
+            end = chunk.find(b"\n")
+            if end < 0:
+                self._extend_partial(chunk)
+                return
+            if not self._skipping:
+                self._extend_partial(chunk[:end])
+                if not self._skipping:
+                    self._keep_line(bytes(self._partial))
+            self._partial.clear()
+            self._skipping = False
+            self._lines += 1
+            start = end + 1
+        last = chunk.rfind(b"\n")
+        if last >= start:
+            self._scan(b"\n" + chunk[start : last + 1])
+            start = last + 1
+        self._extend_partial(chunk[start:])
+
+    def finish(self, deadline: float = math.inf) -> Answer:
+        """The kept lines; a last line without a line end counts as a line."""
+        self._check_utf8(b"", final=True)
+        if self._partial:
+            self._keep_line(bytes(self._partial))
+        if self._partial or self._skipping:
+            self._lines += 1
+        return Answer(tuple(self._kept), bytes(self._head), self._lines, deadline)
+
+    def _check_utf8(self, chunk: bytes, final: bool = False) -> None:
+        pending = len(self._utf8.getstate()[0])
+        try:
+            self._utf8.decode(chunk, final)
+        except UnicodeDecodeError as error:
+            raise ScrapeError(f"response is not UTF-8 text (byte {self._fed - pending + error.start})") from None
+        self._fed += len(chunk)
+
+    def _scan(self, block: bytes) -> None:
+        """Keep the wanted lines of ``block``: whole lines, led by a line end that is not part of them."""
+        self._lines += block.count(b"\n") - 1
+        keys = block.replace(b":", b"_")  # byte for byte the same lines as ``block``: only colons differ
+        starts: list[int] = []
+        for needle in self._needles:
+            at = keys.find(needle)
+            while at >= 0:
+                starts.append(at + 1)
+                at = keys.find(needle, at + 1)
+        for at in sorted(set(starts)):  # a line of foo_total is found as foo and as foo_total
+            self._keep_line(block[at : block.index(b"\n", at)])
+
+    def _extend_partial(self, data: bytes) -> None:
+        if self._skipping or not data:
+            return
+        self._partial += data
+        if len(self._partial) > MAX_LINE_BYTES:
+            if _begins(self._partial[: self._longest], self._prefixes):
+                name = bytes(self._partial[:80]).split(b"{", 1)[0].split(b" ", 1)[0].decode(errors="backslashreplace")
+                raise ScrapeError(f"a line of {name} is over {MAX_LINE_BYTES} bytes")
+            self._partial.clear()
+            self._skipping = True
+
+    def _keep_line(self, line: bytes) -> None:
+        if not _begins(line[: self._longest], self._prefixes):
+            return
+        if len(line) > MAX_LINE_BYTES:
+            raise ScrapeError(f"a line of {' or '.join(sorted(self.names))} is over {MAX_LINE_BYTES} bytes")
+        self._kept_bytes += len(line) + 1
+        if self._kept_bytes > MAX_KEPT_BYTES:
+            raise ScrapeError(f"the lines of {' or '.join(sorted(self.names))} are over {MAX_KEPT_BYTES} bytes")
+        if not line.startswith(b"#"):
+            self._samples += 1
+            if self._samples > self._max_samples:
+                raise ScrapeError(f"over {MAX_SERIES} series of {' or '.join(sorted(self.names))} in the response")
+        self._kept.append(line)
 
 
-def read_counter(text: str, name: str, labels: dict[str, str]) -> Series:
+def _begins(line: bytes | bytearray, prefixes: tuple[bytes, ...]) -> bool:
+    """Whether ``line``, colons read as underscores, begins with one of ``prefixes``."""
+    return bytes(line).replace(b":", b"_").startswith(prefixes)
+
+
+def _lines_of(answer: Answer, name: str) -> Iterator[str]:
+    """The kept lines of ``name``, each checked against the scrape's deadline as the parser takes it."""
+    prefixes = tuple(prefix.encode() for prefix in _prefixes([name]))
+    longest = max(len(prefix) for prefix in prefixes)
+    for line in answer.wanted:
+        if _begins(line[:longest], prefixes):
+            if time.monotonic() > answer.deadline:
+                raise _Deadline
+            yield line.decode("utf-8") + "\n"
+
+
+def read_counter(answer: Answer, name: str, labels: dict[str, str]) -> Series:
     """The series of counter ``name`` whose labels include ``labels``; ScrapeError where there are none.
 
     ``name`` matches in either spelling (``vllm:x_total`` or ``vllm_x_total``); where both are on
     the page, only the series spelled like ``name`` count. Only the lines of ``name`` (and its
     ``_total`` twin) are parsed; the rest of the response is not checked, except to tell why it
-    holds none of them.
+    holds none of them. The parse stops at the scrape's deadline.
     """
-    from prometheus_client.parser import text_string_to_metric_families  # 12 MB: loaded with the first app scrape
+    from prometheus_client.parser import text_fd_to_metric_families  # 12 MB: loaded with the first app scrape
 
     wanted, spellings = escaped(name), _names(name)
     found: dict[bool, Series] = {True: {}, False: {}}  # spelled as configured or not -> series
     try:
-        for family in text_string_to_metric_families(wanted_lines(text, [name])):
+        lines = cast(TextIO, _lines_of(answer, name))  # the parser only iterates over its file's lines
+        for family in text_fd_to_metric_families(lines):
             family_name = escaped(family.name)
             counter_family = family.type == "counter" and wanted in (family_name, family_name + "_total")
             for sample in family.samples:
@@ -293,25 +443,28 @@ def read_counter(text: str, name: str, labels: dict[str, str]) -> Series:
                 series[tuple(sorted(sample.labels.items()))] = float(sample.value)
                 if len(series) > MAX_SERIES:
                     raise ScrapeError(f"over {MAX_SERIES} series of {name} in the response")
+    except _Deadline:
+        raise ScrapeError(f"no complete answer within scrape_timeout (reading the lines of {name})") from None
     except (ValueError, IndexError, KeyError, TypeError) as error:
         raise ScrapeError(f"not Prometheus text format: {error}"[:300]) from None
     found_series = found[True] or found[False]
     if not found_series:
-        _diagnose(text)
+        _diagnose(answer.head)
         matching = "".join(f',{key}="{value}"' for key, value in labels.items())
         selector = f"{name}{{{matching[1:]}}}" if labels else name
-        lines = text.count("\n")
-        raise ScrapeError(f"no series {selector} among the {lines} lines of the response")
+        raise ScrapeError(f"no series {selector} among the {answer.lines} lines of the response")
     return found_series
 
 
-def _diagnose(text: str) -> None:
-    """Raise 'not Prometheus text format' where the first lines of ``text`` do not parse."""
+def _diagnose(head: bytes) -> None:
+    """Raise 'not Prometheus text format' where the first whole lines of the answer do not parse."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    head = "\n".join(text.split("\n", DIAGNOSE_LINES)[:DIAGNOSE_LINES]) + "\n"
+    lines = head.decode("utf-8", errors="replace").split("\n", DIAGNOSE_LINES)[:DIAGNOSE_LINES]
+    if len(head) == HEAD_BYTES:
+        lines = lines[:-1]  # the last may be cut short
     try:
-        for _ in text_string_to_metric_families(head):
+        for _ in text_string_to_metric_families("\n".join(lines) + "\n"):
             pass
     except (ValueError, IndexError, KeyError, TypeError) as error:
         raise ScrapeError(f"not Prometheus text format: {error}"[:300]) from None
