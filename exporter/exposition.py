@@ -157,6 +157,10 @@ def _xid(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]:
     return [((code,), float(count)) for code, count in sorted(state.sample.xid_errors.items())]
 
 
+def _nvlink_links(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]:
+    return [((link,), float(active)) for link, active in state.sample.health.nvlink_links_active or ()]
+
+
 def _mismatch(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]:
     rules = state.derived.mismatch if state.derived is not None else {}
     return [((rule,), float(rules[rule])) for rule in MISMATCH_RULES if rule in rules]
@@ -189,6 +193,7 @@ _SPECIAL: dict[str, Single | Labelled] = {
     "gpueff_profiling_available": lambda state: float(state.sample.profiling_available),
     "gpueff_clock_event_active": _clock_events,
     "gpueff_xid_errors_total": _xid,
+    "gpueff_nvlink_link_active": _nvlink_links,
     "gpueff_mismatch": _mismatch,
     "gpueff_bottleneck": _bottleneck,
     "gpueff_readings_implausible": _implausible,

@@ -44,6 +44,51 @@ NO_PROFILING = Profiling()
 
 
 @dataclass(frozen=True, slots=True)
+class Health:
+    """The health readings dcgm-exporter's default counters cover (docs/health.md): one field per
+    catalogue reading, None where the GPU, driver or backend does not give it (never a fake 0).
+    Counters are totals since driver load; times in seconds; ratios 0..1."""
+
+    pcie_replay_errors: float | None = None
+    pcie_link_generation: int | None = None
+    pcie_link_generation_max: int | None = None
+    pcie_link_width: int | None = None
+    pcie_link_width_max: int | None = None
+    # NVLink error counters, summed over the GPU's links (NVML's *_TOTAL fields).
+    nvlink_crc_flit_errors: float | None = None
+    nvlink_crc_data_errors: float | None = None
+    nvlink_replay_errors: float | None = None
+    nvlink_recovery_errors: float | None = None
+    nvlink_links_active: tuple[tuple[int, bool], ...] | None = None  # (link, active) for each link the GPU has
+    # Time the clocks were held below their target, by policy (nvmlDeviceGetViolationStatus).
+    violation_power_seconds: float | None = None
+    violation_thermal_seconds: float | None = None
+    violation_sync_boost_seconds: float | None = None
+    violation_board_limit_seconds: float | None = None
+    violation_low_utilization_seconds: float | None = None
+    violation_reliability_seconds: float | None = None
+    # Page retirement (pre-Ampere; Ampere and newer remap rows instead).
+    retired_pages_single_bit: int | None = None
+    retired_pages_double_bit: int | None = None
+    retired_pages_pending: bool | None = None
+    performance_state: int | None = None  # P0 (fastest) .. P15
+    encoder_utilization: float | None = None
+    decoder_utilization: float | None = None
+    fan_speed: float | None = None  # share of the fan's maximum speed; may exceed 1 briefly
+    temperature_slowdown_celsius: float | None = None
+    temperature_shutdown_celsius: float | None = None
+    temperature_gpu_max_celsius: float | None = None
+    temperature_memory_max_celsius: float | None = None
+
+    def readings(self) -> dict[str, object]:
+        """The readings that exist, by field name."""
+        return {name: value for name in self.__slots__ if (value := getattr(self, name)) is not None}
+
+
+NO_HEALTH = Health()
+
+
+@dataclass(frozen=True, slots=True)
 class DeviceInfo:
     """What does not change while a GPU is attached."""
 
@@ -116,6 +161,7 @@ class GpuSample:
     # Per-process samples since the last poll; () when NVML had none (idle), None where not read.
     process_utilization: tuple[ProcessUtilization, ...] | None = None
     profiling: Profiling = NO_PROFILING
+    health: Health = NO_HEALTH
 
     @property
     def profiling_available(self) -> bool:

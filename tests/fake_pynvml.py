@@ -82,6 +82,18 @@ class FakeGpu:
     processes: list[tuple[int, int, str | bytes]] = field(default_factory=list)  # (pid, used bytes, process name)
     # nvmlDeviceGetProcessUtilization: pid -> share of each driver sample period its kernels ran (smUtil / 100)
     process_duty: dict[int, float] = field(default_factory=dict)
+    # Health readings (exporter/backends/nvml_health.py). The defaults are what a one-GPU H100 SXM
+    # answered (docs/health.md); None answers NOT_SUPPORTED, as a GPU without the reading does.
+    pcie_replays: int | None = 0
+    pcie_link: tuple[int, int, int, int] | None = (5, 5, 16, 16)  # current generation, max generation, current width, max width
+    nvlink_links: tuple[bool, ...] = ()  # each link's state; () is a GPU without NVLink (link count 0)
+    nvlink_errors: tuple[int, int, int, int] = (0, 0, 0, 0)  # crc_flit, crc_data, replay, recovery totals
+    violation_ns: dict[int, int] = field(default_factory=dict)  # NVML_PERF_POLICY_* -> violationTime (ns); missing: 0
+    retired_pages: tuple[int, int, bool] | None = None  # single-bit pages, double-bit pages, pending; None: Ampere and newer
+    performance_state: int = 0
+    codec_utilization: tuple[int, int] | None = (0, 0)  # encoder, decoder percent
+    fan_percent: int | None = None  # passively cooled
+    temperature_limits: dict[int, int] = field(default_factory=lambda: {0: 92, 1: 89, 2: 95, 3: 87})  # NVML_TEMPERATURE_THRESHOLD_* -> celsius
     lost: bool = False
     # MIG: a FakeGpu with mig_of set is a MIG device of the GPU at that position in the list (whose
     # MIG mode is then enabled); it is not counted by nvmlDeviceGetCount, only reached through
@@ -494,6 +506,96 @@ class FakeNvml:
         key = {_real.NVML_PCIE_UTIL_TX_BYTES: "PCIE_TX_PER_SEC", _real.NVML_PCIE_UTIL_RX_BYTES: "PCIE_RX_PER_SEC"}[counter]
         return int(self._value(self._index_of(handle), key) * 1024 * 1024 / 1000)
 
+    # ---- health (nvml_health.py) ---------------------------------------------------------------
+
+    def _gpu(self, handle: Any) -> FakeGpu:
+        return self.gpus[self._index_of(handle)]
+
+    def _whole_gpu(self, handle: Any) -> FakeGpu:
+        """A GPU's own readings; a MIG device answers NOT_SUPPORTED (they belong to its GPU)."""
+        gpu = self._gpu(handle)
+        if gpu.mig_of is not None:
+            raise _real.NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
+        return gpu
+
+    @staticmethod
+    def _given(value: Any) -> Any:
+        if value is None:
+            raise _real.NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
+        return value
+
+    @_api()
+    def nvmlDeviceGetPcieReplayCounter(self, handle: Any) -> int:
+        return int(self._given(self._whole_gpu(handle).pcie_replays))
+
+    def _link(self, handle: Any, slot: int) -> int:
+        return int(self._given(self._whole_gpu(handle).pcie_link)[slot])
+
+    @_api()
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, handle: Any) -> int:
+        return self._link(handle, 0)
+
+    @_api()
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: Any) -> int:
+        return self._link(handle, 1)
+
+    @_api()
+    def nvmlDeviceGetCurrPcieLinkWidth(self, handle: Any) -> int:
+        return self._link(handle, 2)
+
+    @_api()
+    def nvmlDeviceGetMaxPcieLinkWidth(self, handle: Any) -> int:
+        return self._link(handle, 3)
+
+    @_api()
+    def nvmlDeviceGetNvLinkState(self, handle: Any, link: int) -> int:
+        links = self._whole_gpu(handle).nvlink_links
+        if not links:
+            raise _real.NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
+        if not 0 <= link < len(links):
+            raise _real.NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT)
+        return int(links[link])
+
+    @_api()
+    def nvmlDeviceGetViolationStatus(self, handle: Any, policy: int) -> Any:
+        gpu = self._whole_gpu(handle)
+        if not 0 <= policy < _real.NVML_PERF_POLICY_COUNT:
+            raise _real.NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT)
+        violation = _real.c_nvmlViolationTime_t()
+        violation.referenceTime = int(self.clock() * 1e6)
+        violation.violationTime = gpu.violation_ns.get(policy, 0)
+        return violation
+
+    @_api()
+    def nvmlDeviceGetRetiredPages(self, handle: Any, cause: int) -> list[int]:
+        single, double, _ = self._given(self._whole_gpu(handle).retired_pages)
+        count = single if cause == _real.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS else double
+        return [0x1000 * (page + 1) for page in range(count)]
+
+    @_api()
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, handle: Any) -> int:
+        return int(self._given(self._whole_gpu(handle).retired_pages)[2])
+
+    @_api()
+    def nvmlDeviceGetPerformanceState(self, handle: Any) -> int:
+        return self._whole_gpu(handle).performance_state
+
+    @_api()
+    def nvmlDeviceGetEncoderUtilization(self, handle: Any) -> list[int]:
+        return [int(self._given(self._whole_gpu(handle).codec_utilization)[0]), 167000]
+
+    @_api()
+    def nvmlDeviceGetDecoderUtilization(self, handle: Any) -> list[int]:
+        return [int(self._given(self._whole_gpu(handle).codec_utilization)[1]), 167000]
+
+    @_api()
+    def nvmlDeviceGetFanSpeed(self, handle: Any) -> int:
+        return int(self._given(self._whole_gpu(handle).fan_percent))
+
+    @_api()
+    def nvmlDeviceGetTemperatureThreshold(self, handle: Any, threshold: int) -> int:
+        return int(self._given(self._whole_gpu(handle).temperature_limits.get(threshold)))
+
     # ---- slow-cadence readings -----------------------------------------------------------------
 
     @_api()
@@ -512,7 +614,15 @@ class FakeNvml:
 
     @_api()
     def nvmlDeviceGetFieldValues(self, handle: Any, field_ids: list[int]) -> Any:
-        fields = self.gpus[self._index_of(handle)].fields
+        """The GPU's ``fields``, and its NVLink link count and error totals; NOT_SUPPORTED in the
+        value's own nvmlReturn for the rest (and for the error totals of a GPU without NVLink)."""
+        gpu = self.gpus[self._index_of(handle)]
+        fields = dict(gpu.fields)
+        fields[_real.NVML_FI_DEV_NVLINK_LINK_COUNT] = len(gpu.nvlink_links)
+        if gpu.nvlink_links:
+            totals = (_real.NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, _real.NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL,
+                      _real.NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL, _real.NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL)
+            fields.update(zip(totals, gpu.nvlink_errors))
         values = (_real.c_nvmlFieldValue_t * len(field_ids))()
         for slot, field_id in enumerate(field_ids):
             values[slot].fieldId = field_id

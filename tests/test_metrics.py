@@ -27,14 +27,14 @@ from exporter.metrics import BY_NAME, DCGM, METRICS, NVML, PROFILING_FIELDS, REA
 from exporter.pipeline.derive import derive
 from exporter.pipeline.split import GpuSharing, Holder, HolderTotals
 from exporter.pipeline.totals import Totals
-from exporter.sample import DeviceInfo, GpuSample, Profiling
+from exporter.sample import DeviceInfo, GpuSample, Health, Profiling
 from exporter.selfstats import read_process_stats
 from exporter.snapshot import GpuState, Snapshot
 from exporter.trace import load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 # GpuSample fields that are bookkeeping or feed labels and attribution, not metrics of their own.
-NOT_METRICS = {"device", "timestamp", "window_seconds", "processes", "process_utilization", "profiling"}
+NOT_METRICS = {"device", "timestamp", "window_seconds", "processes", "process_utilization", "profiling", "health"}
 
 
 def sample_paths(reading_paths: set[str]) -> set[str]:
@@ -49,6 +49,7 @@ def test_profiling_fields_are_the_catalogues_profiling_readings():
 def test_every_sample_reading_is_exported():
     read = {f"sample.{field.name}" for field in dataclasses.fields(GpuSample) if field.name not in NOT_METRICS}
     read |= {f"sample.profiling.{name}" for name in PROFILING_FIELDS} | {"sample.profiling_available"}
+    read |= {f"sample.health.{field.name}" for field in dataclasses.fields(Health)}
     exported = {reading.path for _, reading in READINGS}
     assert sorted(read - exported) == []
     assert sorted(path for path in sample_paths(exported) - read if not path.startswith("sample.device")) == []
@@ -67,6 +68,9 @@ def test_each_metric_is_defined_once_and_follows_prometheus_conventions():
         assert not labelled or len(labelled) == len(metric.readings) and len(metric.labels) == 1, metric.name
 
 
+FULL_HEALTH = Health(**{field.name: 1 for field in dataclasses.fields(Health)} | {"nvlink_links_active": ((0, True), (1, False)), "retired_pages_pending": False})
+
+
 def full_snapshot() -> Snapshot:
     """One snapshot in which every metric of the catalogue has a series."""
     device = DeviceInfo(index=0, uuid="GPU-full", name="NVIDIA H100 80GB HBM3", driver="580.159.04", pci_bus_id="00000000:18:00.0", sm_count=132,
@@ -74,7 +78,7 @@ def full_snapshot() -> Snapshot:
     mig = dataclasses.replace(device, index=1, uuid="MIG-full", name="NVIDIA H100 80GB HBM3 MIG 1g.10gb", parent_uuid="GPU-full", gpu_instance_id=7)
     values = {field.name: 0.5 for field in dataclasses.fields(GpuSample) if field.type == "float | None" and field.name not in NOT_METRICS}
     sample = GpuSample(device=device, timestamp=10.0, window_seconds=1.0, clock_event_reasons=4, remapped_rows_pending=False, remapped_rows_failure=True,
-                       xid_errors={79: 1}, process_count=1, profiling=Profiling(**dict.fromkeys(PROFILING_FIELDS, 0.5)), **values)
+                       xid_errors={79: 1}, process_count=1, profiling=Profiling(**dict.fromkeys(PROFILING_FIELDS, 0.5)), health=FULL_HEALTH, **values)
     config = Config(price_per_gpu_hour=2.0)
     totals = Totals(busy_seconds=1.0, sm_active_seconds=0.5, busy_idle_sm_seconds=0.5, busy_idle_sm_cost=0.01)
     owners = GpuOwners(pods=(PodOwner("ns", "pod", "main"),), processes=((ProcessOwner("uid", "cid"), 1),))
@@ -169,7 +173,8 @@ def claimed(backend: str) -> set[str]:
 
 def test_the_nvml_backend_gives_what_the_catalogue_says(trace_paths):
     clock = FakeClock()
-    gpu = FakeGpu(load_trace(trace_paths["matmul_8192"]), fields={pynvml.NVML_FI_DEV_MEMORY_TEMP: 61.0}, processes=[(4242, 2**30, "python")])
+    gpu = FakeGpu(load_trace(trace_paths["matmul_8192"]), fields={pynvml.NVML_FI_DEV_MEMORY_TEMP: 61.0}, processes=[(4242, 2**30, "python")],
+                  nvlink_links=(True, False), retired_pages=(1, 0, False), fan_percent=40)  # a pre-Ampere NVLink board with a fan: every health reading
     fake = FakeNvml([gpu], clock=clock)
     backend = NvmlBackend(slow_interval=1.0, nvml=fake, clock=clock)
     backend.start()

@@ -163,7 +163,7 @@ def test_slow_calls_only_at_the_slow_interval_and_carried_on(traces):
         assert sample.remapped_rows_correctable == 1 and sample.remapped_rows_pending is False
         clock.advance(1)
     assert fake.calls["nvmlDeviceGetUtilizationRates"] == 25
-    assert [fake.calls[name] for name in SLOW_CALLS] == [3, 6, 3, 3]  # at 0 s, 10 s, 20 s (ECC: two calls each)
+    assert [fake.calls[name] for name in SLOW_CALLS] == [3, 6, 3, 5]  # at 0 s, 10 s, 20 s (ECC: two calls each; field values: + the NVLink count twice at 0 s, none here)
     assert energies[0] == energies[9] != energies[10] == energies[19] != energies[20] == energies[24]
     assert energies[10] == pytest.approx(fake.energy_mj(0, at=1010.0) / 1000, abs=0.001)
     assert fake.calls["nvmlDeviceGetPcieThroughput"] == 0  # PCIe rates come from GPM
@@ -214,7 +214,7 @@ def test_memory_temperature_field_not_supported_is_not_asked_again(traces):
     for _ in range(4):
         sample = backend.collect()[0]
         clock.advance(1)
-    assert sample.memory_temperature_celsius is None and fake.calls["nvmlDeviceGetFieldValues"] == 1
+    assert sample.memory_temperature_celsius is None and fake.calls["nvmlDeviceGetFieldValues"] == 3  # and the NVLink count twice: no NVLink, not asked again
     backend.close()
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from exporter.backends.backoff import Backoff
 from exporter.backends.base import Backend, BackendUnavailable, CollectSettings, binding_text, text
 from exporter.backends.nvml.gpm import GPM_MIN_SAMPLE_GAP, GpmPair, free_pair, open_pair, read_pair
+from exporter.backends.nvml.health import HealthReader, field_number
 from exporter.backends.nvml.xid import XidWatcher
 from exporter.sample import DeviceInfo, GpuProcess, GpuSample, ProcessUtilization, down_sample
 
@@ -43,6 +44,7 @@ class _Gpu:
     parent: _Gpu | None = None  # a MIG device's physical GPU
     process_samples_seen_us: int = 0  # lastSeenTimeStamp for nvmlDeviceGetProcessUtilization
     process_samples_primed: bool = False  # asked once: later answers cover only the time since
+    health: HealthReader | None = None  # None for a MIG device: its physical GPU carries the health readings
 
 
 class NvmlBackend(Backend):
@@ -114,7 +116,7 @@ class NvmlBackend(Backend):
                     raise
                 log.warning("GPU %d cannot be opened (%s); it is skipped until the next re-initialisation", index, error)
                 continue
-            gpu = _Gpu(info=info, handle=handle)
+            gpu = _Gpu(info=info, handle=handle, health=HealthReader(index, self.log_once))
             self._setup_gpm(gpu)
             opened.append(gpu)
             known.pop(info.uuid, None)
@@ -321,6 +323,9 @@ class NvmlBackend(Backend):
         self._read_slow(gpu, now)
         for key, value in gpu.slow.items():
             setattr(sample, key, value)
+        sample.device = gpu.info  # the slow read may have found a new power limit
+        if gpu.health is not None:
+            sample.health = gpu.health.read(nvml, handle, now, self.slow_interval)
         if self._xid is not None:
             sample.xid_errors = self._xid.counts(gpu.info.uuid)
         return sample
@@ -362,9 +367,13 @@ class NvmlBackend(Backend):
         if values:
             field_value = values[0]
             if field_value.nvmlReturn == nvml.NVML_SUCCESS:
-                slow["memory_temperature_celsius"] = float(_field_number(nvml, field_value))
+                slow["memory_temperature_celsius"] = float(field_number(nvml, field_value))
             else:
                 gpu.unsupported.add("memory_temperature")
+        if gpu.parent is None:  # the enforced power limit can be changed at run time (nvidia-smi -pl)
+            limit = opt(gpu, "power_limit", nvml.nvmlDeviceGetEnforcedPowerLimit, handle)
+            if limit is not None and limit / 1000 != gpu.info.power_limit_watts:
+                gpu.info = dataclasses.replace(gpu.info, power_limit_watts=limit / 1000)
         gpu.slow = slow
 
     def _read_gpm(self, gpu: _Gpu, pair: GpmPair, sample: GpuSample, now: float) -> None:
@@ -399,15 +408,3 @@ def _driver_gone_codes(nvml: ModuleType) -> tuple[int, ...]:
     """NVML errors that mean the whole driver is gone, not one GPU."""
     return (nvml.NVML_ERROR_DRIVER_NOT_LOADED, nvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH, nvml.NVML_ERROR_UNINITIALIZED)
 
-
-def _field_number(nvml: ModuleType, field_value: Any) -> float:
-    """The number inside an nvmlFieldValue_t, by its value type."""
-    kind = field_value.valueType
-    value = field_value.value
-    return float({
-        nvml.NVML_VALUE_TYPE_DOUBLE: lambda: value.dVal,
-        nvml.NVML_VALUE_TYPE_UNSIGNED_INT: lambda: value.uiVal,
-        nvml.NVML_VALUE_TYPE_UNSIGNED_LONG: lambda: value.ulVal,
-        nvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: lambda: value.ullVal,
-        nvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: lambda: value.sllVal,
-    }.get(kind, lambda: value.uiVal)())

@@ -1,0 +1,212 @@
+"""The NVML health readings (docs/health.md): PCIe replays and link state, NVLink errors and link
+state, clock-violation time, retired pages, P-state, encoder/decoder utilization, fan speed and the
+thermal limits.
+
+Each reading is one entry of HEALTH_CALLS with the cadence its cost allows (measured on an H100,
+docs/health.md): FAST ones every poll, SLOW ones every slow_collect_interval, their last values
+kept in between. A call that answers NotSupported (or FunctionNotFound on an older driver,
+InvalidArgument for a link or a policy the GPU does not have, NoPermission) is not made again for
+that GPU, and its readings stay absent: never a fake 0. Any other error leaves the readings absent
+for this round and is logged once; only a lost GPU or driver propagates, so a health reading can
+never take a GPU's other readings down with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from exporter.sample import NO_HEALTH, Health
+
+FAST, SLOW = "fast", "slow"
+UNKNOWN_PSTATE = 32  # NVML_PSTATE_UNKNOWN
+
+Reader = Callable[[ModuleType, Any], dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class HealthCall:
+    key: str  # what the GPU remembers as unsupported
+    cadence: str
+    read: Reader
+
+
+def _pcie_replays(nvml: ModuleType, handle: Any) -> dict[str, Any]:
+    return {"pcie_replay_errors": float(nvml.nvmlDeviceGetPcieReplayCounter(handle))}
+
+
+def _pcie_link(generation: str, width: str, suffix: str) -> Reader:
+    return lambda nvml, handle: {f"pcie_link_generation{suffix}": int(getattr(nvml, generation)(handle)), f"pcie_link_width{suffix}": int(getattr(nvml, width)(handle))}
+
+
+def _violation(policy: str, name: str) -> Reader:
+    """Time the clocks were held down by ``policy``: violationTime is in nanoseconds (nvml.h)."""
+    return lambda nvml, handle: {f"violation_{name}_seconds": nvml.nvmlDeviceGetViolationStatus(handle, getattr(nvml, policy)).violationTime / 1e9}
+
+
+def _retired_pages(cause: str, name: str) -> Reader:
+    return lambda nvml, handle: {f"retired_pages_{name}": len(nvml.nvmlDeviceGetRetiredPages(handle, getattr(nvml, cause)))}
+
+
+def _retired_pending(nvml: ModuleType, handle: Any) -> dict[str, Any]:
+    return {"retired_pages_pending": bool(nvml.nvmlDeviceGetRetiredPagesPendingStatus(handle))}
+
+
+def _pstate(nvml: ModuleType, handle: Any) -> dict[str, Any]:
+    state = int(nvml.nvmlDeviceGetPerformanceState(handle))
+    return {"performance_state": state} if 0 <= state <= 15 else {}
+
+
+def _codec(call: str, name: str) -> Reader:
+    return lambda nvml, handle: {name: getattr(nvml, call)(handle)[0] / 100}
+
+
+def _fan(nvml: ModuleType, handle: Any) -> dict[str, Any]:
+    return {"fan_speed": nvml.nvmlDeviceGetFanSpeed(handle) / 100}
+
+
+def _threshold(threshold: str, name: str) -> Reader:
+    """A temperature limit; 0 is what some boards answer for a limit they do not have: absent."""
+
+    def read(nvml: ModuleType, handle: Any) -> dict[str, Any]:
+        value = nvml.nvmlDeviceGetTemperatureThreshold(handle, getattr(nvml, threshold))
+        return {f"temperature_{name}_celsius": float(value)} if value > 0 else {}
+
+    return read
+
+
+_NVLINK_ERROR_FIELDS = (
+    ("NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "nvlink_crc_flit_errors"),
+    ("NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "nvlink_crc_data_errors"),
+    ("NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "nvlink_replay_errors"),
+    ("NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "nvlink_recovery_errors"),
+)
+
+
+def _nvlink_count(nvml: ModuleType, values: Any) -> int:
+    """The link count in a field-values answer; NOT_SUPPORTED for a GPU without NVLink."""
+    if values[0].nvmlReturn != nvml.NVML_SUCCESS or field_number(nvml, values[0]) <= 0:
+        raise nvml.NVMLError(nvml.NVML_ERROR_NOT_SUPPORTED)
+    return min(int(field_number(nvml, values[0])), nvml.NVML_NVLINK_MAX_LINKS)
+
+
+def _nvlink_errors(nvml: ModuleType, handle: Any) -> dict[str, Any]:
+    """The error totals over all links, with the link count, in one field-values call. A GPU with
+    no NVLink (count 0, or the count unsupported) gives no NVLink reading at all."""
+    values = nvml.nvmlDeviceGetFieldValues(handle, [nvml.NVML_FI_DEV_NVLINK_LINK_COUNT, *(getattr(nvml, name) for name, _ in _NVLINK_ERROR_FIELDS)])
+    _nvlink_count(nvml, values)
+    return {key: field_number(nvml, value) for (_, key), value in zip(_NVLINK_ERROR_FIELDS, values[1:]) if value.nvmlReturn == nvml.NVML_SUCCESS}
+
+
+def _nvlink_states(nvml: ModuleType, handle: Any) -> dict[str, Any]:
+    """Each link's state. A link that does not answer is left out; when none answers, the last
+    error is raised, so a GPU whose links all refuse is not asked again."""
+    count = _nvlink_count(nvml, nvml.nvmlDeviceGetFieldValues(handle, [nvml.NVML_FI_DEV_NVLINK_LINK_COUNT]))
+    links, refused = [], None
+    for link in range(count):
+        try:
+            links.append((link, bool(nvml.nvmlDeviceGetNvLinkState(handle, link))))
+        except nvml.NVMLError as error:
+            if getattr(error, "value", None) not in unsupported_codes(nvml):
+                raise
+            refused = error
+    if not links and refused is not None:
+        raise refused
+    return {"nvlink_links_active": tuple(links)}
+
+
+HEALTH_CALLS: tuple[HealthCall, ...] = (
+    HealthCall("pstate", FAST, _pstate),
+    HealthCall("encoder", FAST, _codec("nvmlDeviceGetEncoderUtilization", "encoder_utilization")),
+    HealthCall("decoder", FAST, _codec("nvmlDeviceGetDecoderUtilization", "decoder_utilization")),
+    HealthCall("fan", FAST, _fan),
+    HealthCall("pcie_replays", SLOW, _pcie_replays),
+    HealthCall("pcie_link", SLOW, _pcie_link("nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetCurrPcieLinkWidth", "")),
+    HealthCall("pcie_link_max", SLOW, _pcie_link("nvmlDeviceGetMaxPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkWidth", "_max")),
+    HealthCall("nvlink_errors", SLOW, _nvlink_errors),
+    HealthCall("nvlink_states", SLOW, _nvlink_states),
+    *(HealthCall(f"violation_{name}", SLOW, _violation(policy, name)) for policy, name in (
+        ("NVML_PERF_POLICY_POWER", "power"),
+        ("NVML_PERF_POLICY_THERMAL", "thermal"),
+        ("NVML_PERF_POLICY_SYNC_BOOST", "sync_boost"),
+        ("NVML_PERF_POLICY_BOARD_LIMIT", "board_limit"),
+        ("NVML_PERF_POLICY_LOW_UTILIZATION", "low_utilization"),
+        ("NVML_PERF_POLICY_RELIABILITY", "reliability"),
+    )),
+    HealthCall("retired_single_bit", SLOW, _retired_pages("NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS", "single_bit")),
+    HealthCall("retired_double_bit", SLOW, _retired_pages("NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR", "double_bit")),
+    HealthCall("retired_pending", SLOW, _retired_pending),
+    *(HealthCall(f"threshold_{name}", SLOW, _threshold(threshold, name)) for threshold, name in (
+        ("NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", "slowdown"),
+        ("NVML_TEMPERATURE_THRESHOLD_SHUTDOWN", "shutdown"),
+        ("NVML_TEMPERATURE_THRESHOLD_GPU_MAX", "gpu_max"),
+        ("NVML_TEMPERATURE_THRESHOLD_MEM_MAX", "memory_max"),
+    )),
+)
+
+
+def unsupported_codes(nvml: ModuleType) -> tuple[int, ...]:
+    """Errors that mean: this GPU (or this link, policy or limit of it) does not have the reading."""
+    return (nvml.NVML_ERROR_NOT_SUPPORTED, nvml.NVML_ERROR_FUNCTION_NOT_FOUND, nvml.NVML_ERROR_INVALID_ARGUMENT, nvml.NVML_ERROR_NO_PERMISSION)
+
+
+def gone_codes(nvml: ModuleType) -> tuple[int, ...]:
+    """Errors that mean the GPU or the driver is gone: the GPU is reported down."""
+    return (nvml.NVML_ERROR_GPU_IS_LOST, nvml.NVML_ERROR_DRIVER_NOT_LOADED, nvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH, nvml.NVML_ERROR_UNINITIALIZED)
+
+
+@dataclass
+class HealthReader:
+    """One GPU's health readings: what it does not support, and the last slow readings."""
+
+    index: int
+    log_once: Callable[..., None]
+    calls: tuple[HealthCall, ...] = HEALTH_CALLS
+    unsupported: set[str] = field(default_factory=set)
+    slow: dict[str, Any] = field(default_factory=dict)
+    slow_time: float | None = None
+
+    def read(self, nvml: ModuleType, handle: Any, now: float, slow_interval: float) -> Health:
+        slow_due = self.slow_time is None or now - self.slow_time >= slow_interval
+        values: dict[str, Any] = {}
+        if slow_due:
+            self.slow_time = now
+            self.slow = self._read(nvml, handle, SLOW)
+        values.update(self.slow)
+        values.update(self._read(nvml, handle, FAST))
+        return dataclasses.replace(NO_HEALTH, **values) if values else NO_HEALTH
+
+    def _read(self, nvml: ModuleType, handle: Any, cadence: str) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        for call in self.calls:
+            if call.cadence != cadence or call.key in self.unsupported:
+                continue
+            try:
+                values.update(call.read(nvml, handle))
+            except nvml.NVMLError as error:
+                code = getattr(error, "value", None)
+                if code in gone_codes(nvml):
+                    raise
+                if code in unsupported_codes(nvml):
+                    self.unsupported.add(call.key)
+                    logging.getLogger(__name__).debug("GPU %d: %s is not available (%s); not asked again", self.index, call.key, error)
+                else:
+                    self.log_once(f"health-{self.index}-{call.key}-{code}", logging.WARNING, "GPU %d: reading %s failed (%s); it is absent until it answers", self.index, call.key, error)
+        return values
+
+
+def field_number(nvml: ModuleType, field_value: Any) -> float:
+    """The number inside an nvmlFieldValue_t, by its value type."""
+    kind = field_value.valueType
+    value = field_value.value
+    return float({
+        nvml.NVML_VALUE_TYPE_DOUBLE: lambda: value.dVal,
+        nvml.NVML_VALUE_TYPE_UNSIGNED_INT: lambda: value.uiVal,
+        nvml.NVML_VALUE_TYPE_UNSIGNED_LONG: lambda: value.ulVal,
+        nvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: lambda: value.ullVal,
+        nvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: lambda: value.sllVal,
+    }.get(kind, lambda: value.uiVal)())

@@ -1,0 +1,153 @@
+"""The NVML health readings (exporter/backends/nvml/health.py) against the fake pynvml: units,
+cadence, absence where unsupported, errors that must not take a GPU down, and their exposition."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pynvml
+import pytest
+from fake_pynvml import FakeClock, FakeGpu, FakeNvml
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporter.backends.nvml.backend import NvmlBackend
+from exporter.backends.nvml.health import FAST, HEALTH_CALLS, SLOW
+from exporter.config import Config
+from exporter.exposition import render
+from exporter.pipeline.derive import derive
+from exporter.pipeline.totals import Totals
+from exporter.sample import Health
+from exporter.snapshot import GpuState, Snapshot
+from exporter.trace import load_trace
+
+
+@pytest.fixture(scope="module")
+def trace(trace_paths):
+    return load_trace(trace_paths["matmul_8192"])
+
+
+def started(gpus, slow_interval=10.0):
+    clock = FakeClock()
+    fake = FakeNvml(gpus, clock=clock)
+    backend = NvmlBackend(slow_interval=slow_interval, nvml=fake, clock=clock)
+    backend.start()
+    return backend, fake, clock
+
+
+def nvlink_board(trace, **changes):
+    """A pre-Ampere NVLink board with a fan: a GPU that gives every health reading."""
+    settings = {"nvlink_links": (True, True, False), "nvlink_errors": (5, 1, 7, 2), "retired_pages": (2, 1, True), "fan_percent": 45,
+                "violation_ns": {pynvml.NVML_PERF_POLICY_POWER: 1_500_000_000, pynvml.NVML_PERF_POLICY_THERMAL: 250_000_000}, "pcie_replays": 12,
+                "pcie_link": (3, 4, 8, 16), "performance_state": 2, "codec_utilization": (30, 5)}
+    return FakeGpu(trace, **(settings | changes))
+
+
+def test_readings_in_base_units(trace):
+    backend, _, _ = started([nvlink_board(trace)])
+    health = backend.collect()[0].health
+    backend.close()
+    assert health.pcie_replay_errors == 12 and (health.pcie_link_generation, health.pcie_link_generation_max, health.pcie_link_width, health.pcie_link_width_max) == (3, 4, 8, 16)
+    assert (health.nvlink_crc_flit_errors, health.nvlink_crc_data_errors, health.nvlink_replay_errors, health.nvlink_recovery_errors) == (5, 1, 7, 2)
+    assert health.nvlink_links_active == ((0, True), (1, True), (2, False))
+    assert health.violation_power_seconds == 1.5 and health.violation_thermal_seconds == 0.25 and health.violation_reliability_seconds == 0
+    assert (health.retired_pages_single_bit, health.retired_pages_double_bit, health.retired_pages_pending) == (2, 1, True)
+    assert health.performance_state == 2 and health.encoder_utilization == 0.3 and health.decoder_utilization == 0.05 and health.fan_speed == 0.45
+    assert (health.temperature_slowdown_celsius, health.temperature_shutdown_celsius, health.temperature_gpu_max_celsius, health.temperature_memory_max_celsius) == (89, 92, 87, 95)
+
+
+def test_a_one_gpu_hopper_has_no_nvlink_retired_pages_or_fan_readings_not_zeros(trace):
+    backend, fake, clock = started([FakeGpu(trace)], slow_interval=1.0)
+    for _ in range(3):
+        health = backend.collect()[0].health
+        clock.advance(1)
+    backend.close()
+    absent = {"nvlink_crc_flit_errors", "nvlink_crc_data_errors", "nvlink_replay_errors", "nvlink_recovery_errors", "nvlink_links_active",
+              "retired_pages_single_bit", "retired_pages_double_bit", "retired_pages_pending", "fan_speed"}
+    assert set(health.readings()) == {field.name for field in dataclasses.fields(Health)} - absent
+    assert fake.calls["nvmlDeviceGetRetiredPages"] == 2 and fake.calls["nvmlDeviceGetFanSpeed"] == 1  # NOT_SUPPORTED: asked once
+    assert fake.calls["nvmlDeviceGetNvLinkState"] == 0  # a link count of 0 ends it
+
+
+def test_fast_readings_every_poll_slow_ones_at_the_slow_interval(trace):
+    backend, fake, clock = started([nvlink_board(trace)], slow_interval=10.0)
+    replays = []
+    for second in range(25):
+        fake.gpus[0].pcie_replays = second  # a rising counter, seen only when the slow round reads it
+        replays.append(backend.collect()[0].health.pcie_replay_errors)
+        clock.advance(1)
+    backend.close()
+    assert fake.calls["nvmlDeviceGetPerformanceState"] == 25 and fake.calls["nvmlDeviceGetEncoderUtilization"] == 25
+    assert fake.calls["nvmlDeviceGetPcieReplayCounter"] == 3 and fake.calls["nvmlDeviceGetNvLinkState"] == 9  # 3 links at 0, 10 and 20 s
+    assert replays == [0] * 10 + [10] * 10 + [20] * 5  # carried on between slow rounds
+    assert {call.cadence for call in HEALTH_CALLS} == {FAST, SLOW}
+
+
+@pytest.mark.parametrize("function", ["nvmlDeviceGetPcieReplayCounter", "nvmlDeviceGetViolationStatus", "nvmlDeviceGetPerformanceState", "nvmlDeviceGetNvLinkState"])
+@pytest.mark.parametrize("code", [pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_FUNCTION_NOT_FOUND, pynvml.NVML_ERROR_INVALID_ARGUMENT])
+def test_unsupported_is_asked_once_and_the_gpu_stays_up(trace, function, code):
+    backend, fake, clock = started([nvlink_board(trace)], slow_interval=1.0)
+    fake.fail(function, code)
+    for _ in range(4):
+        sample = backend.collect()[0]
+        clock.advance(1)
+    backend.close()
+    assert sample.up and backend.errors_total == 0
+    per_round = {"nvmlDeviceGetViolationStatus": 6, "nvmlDeviceGetNvLinkState": 3}.get(function, 1)  # one per policy / per link in the first round
+    assert fake.calls[function] == per_round
+
+
+def test_a_transient_error_leaves_the_reading_absent_once_then_it_is_read_again(trace, caplog):
+    backend, fake, clock = started([nvlink_board(trace)], slow_interval=1.0)
+    fake.fail("nvmlDeviceGetPcieReplayCounter", pynvml.NVML_ERROR_UNKNOWN, times=1)
+    first = backend.collect()[0]
+    clock.advance(1)
+    second = backend.collect()[0]
+    backend.close()
+    assert first.up and first.health.pcie_replay_errors is None and first.health.pcie_link_width == 8
+    assert second.health.pcie_replay_errors == 12
+    assert "reading pcie_replays failed" in caplog.text
+
+
+def test_a_gpu_lost_during_a_health_read_goes_down(trace):
+    backend, fake, _ = started([nvlink_board(trace)])
+    fake.fail("nvmlDeviceGetPerformanceState", pynvml.NVML_ERROR_GPU_IS_LOST)
+    sample = backend.collect()[0]
+    backend.close()
+    assert not sample.up
+
+
+def test_mig_devices_carry_no_health_readings_their_gpu_does(trace):
+    backend, fake, _ = started([nvlink_board(trace), FakeGpu(trace, uuid="MIG-a", mig_of=0, gpu_instance_id=1)])
+    gpu, mig = backend.collect()
+    backend.close()
+    assert gpu.health.performance_state == 2 and mig.health == Health()
+    assert fake.device_calls["nvmlDeviceGetPerformanceState", 1] == 0
+
+
+def test_a_power_limit_changed_at_run_time_shows_at_the_next_slow_round(trace):
+    backend, fake, clock = started([FakeGpu(trace)], slow_interval=10.0)
+    assert backend.collect()[0].device.power_limit_watts == 700
+    fake.gpus[0].trace.gpu["power_limit_mw"] = 500_000
+    clock.advance(5)
+    assert backend.collect()[0].device.power_limit_watts == 700
+    clock.advance(5)
+    assert backend.collect()[0].device.power_limit_watts == 500
+    backend.close()
+
+
+def test_exposition_of_the_health_readings(trace):
+    backend, _, _ = started([nvlink_board(trace)])
+    sample = backend.collect()[0]
+    backend.close()
+    config = Config()
+    snapshot = Snapshot(sequence=1, gpus=(GpuState(sample, derive(sample, config), Totals()),), taken_monotonic=sample.timestamp, config=config, backend_name="nvml",
+                        replayed=False, polls_total=1, collect_duration_sum_seconds=0.01, errors_total=0, last_success_wall=1.7e9)
+    families = {family.name: family for family in text_string_to_metric_families(render(snapshot).decode())}
+    values = {(sample.name, tuple(sorted((k, v) for k, v in sample.labels.items() if k not in {"gpu", "uuid"}))): sample.value for family in families.values() for sample in family.samples}
+    assert values["gpueff_pcie_replay_errors_total", ()] == 12
+    assert values["gpueff_nvlink_errors_total", (("type", "replay"),)] == 7
+    assert values["gpueff_nvlink_link_active", (("link", "2"),)] == 0 and values["gpueff_nvlink_link_active", (("link", "0"),)] == 1
+    assert values["gpueff_clock_violation_seconds_total", (("reason", "power"),)] == 1.5
+    assert values["gpueff_retired_pages", (("cause", "double_bit"),)] == 1 and values["gpueff_retired_pages_pending", ()] == 1
+    assert values["gpueff_temperature_limit_celsius", (("threshold", "slowdown"),)] == 89
+    assert values["gpueff_pcie_link_max_width", ()] == 16 and values["gpueff_fan_speed_ratio", ()] == 0.45
