@@ -91,7 +91,7 @@ def _nvlink_count(nvml: ModuleType, values: Any) -> int:
     """The link count in a field-values answer; NOT_SUPPORTED for a GPU without NVLink."""
     if values[0].nvmlReturn != nvml.NVML_SUCCESS or field_number(nvml, values[0]) <= 0:
         raise nvml.NVMLError(nvml.NVML_ERROR_NOT_SUPPORTED)
-    return min(int(field_number(nvml, values[0])), nvml.NVML_NVLINK_MAX_LINKS)
+    return min(int(field_number(nvml, values[0])), int(nvml.NVML_NVLINK_MAX_LINKS))
 
 
 def _nvlink_errors(nvml: ModuleType, handle: Any) -> dict[str, Any]:
