@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from importlib import metadata
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -139,7 +140,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     pynvml.nvmlInit()
-    report: dict[str, Any] = {"driver": pynvml.nvmlSystemGetDriverVersion(), "python": sys.version.split()[0], "nvidia_ml_py": getattr(pynvml, "__version__", ""), "gpus": []}
+    report: dict[str, Any] = {"driver": pynvml.nvmlSystemGetDriverVersion(), "python": sys.version.split()[0], "nvidia_ml_py": metadata.version("nvidia-ml-py"), "gpus": []}
     for index in range(pynvml.nvmlDeviceGetCount()):
         handle = pynvml.nvmlDeviceGetHandleByIndex(index)
         gpu: dict[str, Any] = {"index": index, "name": pynvml.nvmlDeviceGetName(handle), "raw": {}, "readers": {}}

@@ -50,6 +50,11 @@ NOT_IN_REPLAY = ("gpueff_compute_processes", "gpueff_compute_process_memory_byte
                  # dashboard queries are checked with promtool in test_dashboards.py).
                  "gpueff_holder_busy_seconds_total", "gpueff_holder_sm_active_seconds_total", "gpueff_holder_busy_idle_sm_seconds_total",
                  "gpueff_holder_energy_joules_total", "gpueff_gpu_job_info",
+                 # The NVML health readings (docs/health.md): NVML only, no trace holds them.
+                 "gpueff_clock_violation_seconds_total", "gpueff_pcie_replay_errors_total", "gpueff_pcie_link_width", "gpueff_pcie_link_max_width",
+                 "gpueff_pcie_link_generation", "gpueff_pcie_link_max_generation", "gpueff_nvlink_errors_total", "gpueff_nvlink_link_active",
+                 "gpueff_encoder_utilization_ratio", "gpueff_decoder_utilization_ratio", "gpueff_fan_speed_ratio", "gpueff_performance_state",
+                 "gpueff_temperature_limit_celsius", "gpueff_retired_pages",
                  # Never set without a kubelet that answered once.
                  "gpueff_kubernetes_attribution_last_success_timestamp_seconds")
 # The exporter joins the token server with GPUs 0 and 5.

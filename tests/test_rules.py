@@ -29,6 +29,7 @@ EXPECTED_ALERTS = {
     "GpuProfilingUnavailable", "GpuEfficiencyExporterVanished", "GpuEfficiencyExporterCollectErrors", "GpuAppScrapeDown",
     "GpuEccUncorrectableErrors", "GpuEccCorrectableErrorsHigh", "GpuRowRemapPending", "GpuRowRemapFailure",
     "GpuTemperatureHigh", "GpuMemoryTemperatureHigh", "GpuReadingsImplausible", "GpuKubernetesAttributionDown",
+    "GpuThermalViolationShareHigh", "GpuPowerViolationShareHigh", "GpuPcieReplays", "GpuPcieLinkDegraded", "GpuNvlinkErrors", "GpuNvlinkLinkDown",
 }
 # The waste alerts: their what_to_try annotation names the GPU's bottleneck class now and its advice.
 WASTE_ALERTS = {"GpuHighUtilizationLowSmActivity", "GpuLowEfficiency", "GpuAllocatedButIdle"}
