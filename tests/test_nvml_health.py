@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.backends.nvml.backend import NvmlBackend
 from exporter.backends.nvml.health import FAST, HEALTH_CALLS, SLOW
-from exporter.config import Config
+from exporter.config.file import Config
 from exporter.exposition import render
 from exporter.pipeline.derive import derive
 from exporter.pipeline.totals import Totals
