@@ -72,6 +72,7 @@ class Poller:
         self.apps = AppMonitor(config.apps, clock)  # scrapes apps on their own threads
         self._sharing: Sharing | None = None
         self.backend.configure(collect_settings(config))
+        self.subscribers: list[Callable[[Snapshot], None]] = []  # told of each published snapshot, on the poller's thread
 
     @property
     def snapshot(self) -> Snapshot | None:
@@ -214,6 +215,8 @@ class Poller:
         snapshot = dataclasses.replace(snapshot, body=body, body_gzip=GzipBody.of(body) if self._gzip else None)
         self._snapshot = snapshot
         self.ready.set()
+        for subscriber in self.subscribers:
+            subscriber(snapshot)
         return snapshot
 
 

@@ -24,6 +24,7 @@ def daemon_parser() -> argparse.ArgumentParser:
     parser.add_argument("--web.listen-address", dest="listen_address", default=DEFAULT_LISTEN_ADDRESS, help=f"address to serve on (default {DEFAULT_LISTEN_ADDRESS})")
     parser.add_argument("--web.telemetry-path", dest="telemetry_path", default="/metrics", help="path of the metrics (default /metrics)")
     parser.add_argument("--web.config.file", dest="web_config_file", help="exporter-toolkit web config (TLS, basic auth, headers; reloaded on SIGHUP): see docs/security.md")
+    parser.add_argument("--web.ui", dest="web_ui", action=argparse.BooleanOptionalAction, default=True, help="serve the live page on / (charts of utilization against SM activity per GPU, from a 10-minute in-memory history); --no-web.ui leaves a bare exporter with a page of links")
     parser.add_argument("--config", help="YAML configuration file (reloaded on SIGHUP)")
     parser.add_argument("--collect-interval", type=duration_flag(MIN_COLLECT_INTERVAL), help="how often to sample the GPUs, e.g. 500ms or 1s (default 1s, 100ms to 1h; overrides the config file)")
     parser.add_argument("--wait-for-driver", dest="wait_for_driver", action="store_true", help="if no NVIDIA driver answers at start, serve anyway (no GPU) and retry with backoff instead of exiting: see docs/security.md")

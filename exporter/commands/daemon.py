@@ -23,6 +23,9 @@ from exporter.logs import one_line
 from exporter.poller import Poller
 from exporter.selfstats import release_freed_memory
 from exporter.trace import TraceError, demo_trace_paths, load_trace
+from exporter.web.history import History
+from exporter.web.live import LiveData
+from exporter.web.page import LivePage
 from exporter.web.server import ListenAddressError, WebServer, parse_listen_address
 
 if TYPE_CHECKING:
@@ -97,8 +100,9 @@ def run(args: argparse.Namespace) -> int:
         level, announcement = logging.INFO, f"reading {len(devices)} GPU(s) through the {backend.name} backend"
     poller = Poller(backend, config)
     exposition = Exposition(lambda: poller.snapshot, on_gzip=poller.compress_bodies)
+    page = live_page(poller, note, args.telemetry_path) if getattr(args, "web_ui", True) else None
     try:
-        server = WebServer(args.listen_address, exposition.payload, poller.is_ready, note, args.telemetry_path, web_config)
+        server = WebServer(args.listen_address, exposition.payload, poller.is_ready, note, args.telemetry_path, web_config, page=page)
     except (ListenAddressError, OSError) as error:
         log.error("cannot listen on %s: %s", args.listen_address, error)
         backend.close()
@@ -123,6 +127,13 @@ def run(args: argparse.Namespace) -> int:
         except Exception as error:  # MemoryError, RecursionError, a bug: never the end of the daemon
             log.error("reload failed, keeping the running configuration and web config: %s", one_line(error))
     return 0
+
+
+def live_page(poller: Poller, note: str, telemetry_path: str) -> LivePage:
+    """The live page on /, its history fed with each snapshot the poller publishes."""
+    history = History()
+    poller.subscribers.append(history.add)
+    return LivePage(LiveData(lambda: poller.snapshot, history, note), note, telemetry_path)
 
 
 def signals() -> Iterator[int]:

@@ -51,6 +51,7 @@ class Request:
     headers: dict[str, str]  # lower-case names; repeated fields joined with ", "
     keep_alive: bool
     content_length: int
+    query: str = ""  # what follows the first "?" of the target, undecoded
 
 
 def head_end(buffer: bytes | bytearray) -> tuple[int, int] | None:
@@ -92,7 +93,8 @@ def parse_head(head: bytes) -> Request:
     content_length = _content_length(headers.get("content-length"))
     tokens = {token.strip().lower() for token in headers.get("connection", "").split(",")}
     keep_alive = "keep-alive" in tokens if found.group(2) == "0" else "close" not in tokens
-    return Request(method, target.split("?", 1)[0], version, headers, keep_alive, content_length)
+    path, _, query = target.partition("?")
+    return Request(method, path, version, headers, keep_alive, content_length, query)
 
 
 def _content_length(value: str | None) -> int:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from exporter import __version__
 from exporter.exposition import CONTENT_TYPE
+from exporter.web.live import parse_after
 from exporter.web.loop import DEFAULT_LIMITS, Connection, EventLoop, Limits, Reply
 from exporter.web.request import REASONS, Request
 
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     import ssl
 
     from exporter.web.login import LoginGuard
+    from exporter.web.page import LivePage
     from exporter.web.tlsconfig import WebConfig
 
 
@@ -40,6 +42,8 @@ class Payload(Protocol):
 _WWW_AUTHENTICATE = b'WWW-Authenticate: Basic realm="gpu-efficiency-exporter", charset="UTF-8"\r\n'
 _TEXT = b"text/plain; charset=utf-8"
 _VARY = b"Vary: Accept-Encoding\r\n"
+_JSON = b"application/json"
+_NO_STORE = b"Cache-Control: no-store\r\n"
 
 
 class ListenAddressError(ValueError):
@@ -72,11 +76,12 @@ def listen(address: str, backlog: int) -> socket.socket:
 class WebServer:
     """Serves in a background thread; ``close`` stops it."""
 
-    def __init__(self, address: str, metrics: Callable[[bool], Payload | None], ready: Callable[[], bool], landing_note: str, telemetry_path: str = "/metrics", web_config: WebConfig | None = None, limits: Limits = DEFAULT_LIMITS) -> None:
+    def __init__(self, address: str, metrics: Callable[[bool], Payload | None], ready: Callable[[], bool], landing_note: str, telemetry_path: str = "/metrics", web_config: WebConfig | None = None, limits: Limits = DEFAULT_LIMITS, page: LivePage | None = None) -> None:
         self.metrics = metrics
         self.ready = ready
         self.telemetry_path = telemetry_path
-        self._landing = _landing_page(landing_note, telemetry_path)
+        self.page = page  # the live page on / (exporter/web/page.py); None: a bare exporter with a page of links
+        self._landing = page.landing if page is not None else _landing_page(landing_note, telemetry_path)
         self._date_second = -1
         self._date = b""
         self._login: LoginGuard | None = None
@@ -155,6 +160,15 @@ class WebServer:
             return Reply(self._response(200, CONTENT_TYPE.encode(), payload.parts, extra=extra, request=request), close=not request.keep_alive)
         if path == "/":
             return Reply(self._response(200, b"text/html; charset=utf-8", (self._landing,), request=request), close=not request.keep_alive)
+        if self.page is not None:
+            if path == "/api/live":
+                body = self.page.live.body(parse_after(request.query))
+                if body is None:
+                    return self._text(request, 503, b"no data yet: the first poll has not finished\n")
+                return Reply(self._response(200, _JSON, (body,), extra=_NO_STORE, request=request), close=not request.keep_alive)
+            asset = self.page.assets.get(path)
+            if asset is not None:
+                return Reply(self._response(200, asset[0], (asset[1],), request=request), close=not request.keep_alive)
         if path == "/-/healthy":
             return self._text(request, 200, b"Healthy.\n")
         if path == "/-/ready":

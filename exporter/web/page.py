@@ -1,0 +1,44 @@
+"""The live page's files: the landing page (with the note, version and metrics path filled in), its
+script and style, and the vendored uPlot with its licence, read once from the package."""
+
+from __future__ import annotations
+
+import html
+from importlib import resources
+from string import Template
+
+from exporter import __version__
+from exporter.web.live import LiveData
+
+# URL path -> (file in exporter/web/ui, Content-Type)
+ASSETS = {
+    "/ui/page.js": ("page.js", "text/javascript; charset=utf-8"),
+    "/ui/page.css": ("page.css", "text/css; charset=utf-8"),
+    "/ui/uPlot.iife.min.js": ("vendor/uplot/uPlot.iife.min.js", "text/javascript; charset=utf-8"),
+    "/ui/uPlot.min.css": ("vendor/uplot/uPlot.min.css", "text/css; charset=utf-8"),
+    "/ui/LICENSE-uPlot.txt": ("vendor/uplot/LICENSE", "text/plain; charset=utf-8"),
+}
+HTML = "text/html; charset=utf-8"
+
+
+def _read(name: str) -> bytes:
+    return resources.files("exporter").joinpath("web", "ui", name).read_bytes()
+
+
+def assets() -> dict[str, tuple[bytes, bytes]]:
+    """URL path -> (Content-Type, body) for every file the page loads besides itself."""
+    return {path: (content_type.encode(), _read(name)) for path, (name, content_type) in ASSETS.items()}
+
+
+def landing_page(note: str, telemetry_path: str) -> bytes:
+    template = Template(_read("index.html").decode())
+    return template.substitute(version=html.escape(__version__), note=html.escape(note), telemetry_path=html.escape(telemetry_path)).encode()
+
+
+class LivePage:
+    """What the web server needs to serve the live page: the landing page, its files, and the data."""
+
+    def __init__(self, live: LiveData, note: str, telemetry_path: str) -> None:
+        self.live = live
+        self.landing = landing_page(note, telemetry_path)
+        self.assets = assets()
