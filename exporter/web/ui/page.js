@@ -87,12 +87,16 @@
         height: 130,
         legend: { show: false },
         cursor: { show: false },
-        scales: { x: { time: true }, y: { range: [0, 1] } },
-        axes: [{ size: 28 }, { size: 50, values: (u, splits) => splits.map((v) => Math.round(v * 100) + "%") }],
+        // At least a minute wide, so the first seconds do not fill the chart with sub-second ticks.
+        scales: { x: { time: true, range: (u, min, max) => [Math.min(min, max - 60), max] }, y: { range: [0, 1] } },
+        axes: [
+          { size: 28, space: 80, values: (u, splits) => splits.map((v) => clock(new Date(v * 1000))) },
+          { size: 50, values: (u, splits) => splits.map((v) => Math.round(v * 100) + "%") },
+        ],
         series: [
           {},
-          { label: "utilization", stroke: "#8a8f98", width: 1.5 },
-          { label: "SM activity", stroke: "#1f9d55", width: 1.5 },
+          { label: "utilization", stroke: "#8a8f98", width: 1.5, points: { show: false } },
+          { label: "SM activity", stroke: "#1f9d55", width: 1.5, points: { show: false } },
         ],
         bands: [{ series: [1, 2], fill: "rgba(214, 39, 40, 0.28)" }],
       },
