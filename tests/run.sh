@@ -24,16 +24,19 @@ stage_done() {  # wall time, and CPU time: on a busy machine the wall time says 
     stage_started=$SECONDS stage_cpu=$cpu
 }
 
-# ---- Debian packages: promtool, prometheus and alertmanager for the rule and end-to-end tests
+# ---- Debian packages: promtool, prometheus and alertmanager for the rule and end-to-end tests,
+# chromium for the live page, tmux for the terminal view
 missing=()
 command -v promtool >/dev/null || missing+=(prometheus)
 command -v prometheus-alertmanager >/dev/null || command -v alertmanager >/dev/null || missing+=(prometheus-alertmanager)
+command -v chromium >/dev/null || missing+=(chromium)  # the live page's browser test (tests/test_page_browser.py)
+command -v tmux >/dev/null || missing+=(tmux)  # the terminal view's test (tests/test_top.py)
 if ((${#missing[@]})); then
     sudo=""
     [ "$(id -u)" = 0 ] || sudo="sudo"
     echo "tests/run.sh: installing Debian packages: ${missing[*]}"
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    $sudo apt-get -o DPkg::Lock::Timeout=600 update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 # The Debian packages start their services; the tests run their own instances.
 for service in prometheus prometheus-alertmanager prometheus-node-exporter; do

@@ -14,19 +14,19 @@ from conftest import ROOT, running_daemon
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed: tests/run.sh installs it (apt-get install chromium)")
 
 DEMO_GPUS = 18
-SM_GREEN = (0x1F, 0x9D, 0x55)  # the SM activity line's colour in page.js
+RED, GREEN, BLUE = 0x1F, 0x9D, 0x55  # the SM activity line's colour in page.js
 
 # Canvases in which the SM activity line was drawn: pixels of its colour exist.
-CHARTS_DRAWN = """
-[...document.querySelectorAll('#gpus .gpu canvas')].filter((canvas) => {
+CHARTS_DRAWN = f"""
+[...document.querySelectorAll('#gpus .gpu canvas')].filter((canvas) => {{
   const pixels = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
   let found = 0;
-  for (let i = 0; i < pixels.length; i += 4) {
-    if (Math.abs(pixels[i] - %d) < 12 && Math.abs(pixels[i + 1] - %d) < 12 && Math.abs(pixels[i + 2] - %d) < 12 && pixels[i + 3] > 200) found++;
-  }
+  for (let i = 0; i < pixels.length; i += 4) {{
+    if (Math.abs(pixels[i] - {RED}) < 12 && Math.abs(pixels[i + 1] - {GREEN}) < 12 && Math.abs(pixels[i + 2] - {BLUE}) < 12 && pixels[i + 3] > 200) found++;
+  }}
   return found > 20;
-}).length
-""" % SM_GREEN
+}}).length
+"""
 
 
 def card_text(browser: Browser, trace: str) -> str:

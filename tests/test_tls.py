@@ -209,3 +209,15 @@ def test_a_reload_never_turns_tls_auth_or_client_certificates_off(pki):
     assert "would turn off TLS and basic auth" in refusals[0] and "restart" in refusals[0]
     assert "would turn off TLS" in refusals[1] and "would turn off basic auth" in refusals[2]
     assert "client certificate verification (RequireAndVerifyClientCert -> VerifyClientCertIfGiven)" in refusals[3]
+
+
+def test_the_live_page_sits_behind_the_same_tls_and_basic_auth(pki):
+    path = write_config(pki.folder, {"tls_server_config": TLS, "basic_auth_users": {"prometheus": HASH}})
+    context = client_context(pki)
+    with tls_daemon(path, context, basic("prometheus", "right-password")) as daemon:
+        for page in ("/", "/api/live", "/ui/page.js", "/ui/uPlot.iife.min.js"):
+            status, _, body = get(daemon.port, page, context)
+            assert status == 401 and "gpueff" not in body and "uPlot" not in body
+            assert get(daemon.port, page, context, basic("prometheus", "right-password"))[0] == 200
+        status, _, body = get(daemon.port, "/api/live", context, basic("prometheus", "right-password"))
+        assert status == 200 and '"gpus":[' in body

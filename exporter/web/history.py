@@ -2,8 +2,9 @@
 
 Fed by the poller with each snapshot it publishes (never by a request, never from NVML). Bounded:
 ``capacity`` points, each the mean of the polls within ``resolution`` seconds (one poll per point
-at the default 1 s interval), in fixed arrays of 4-byte floats per GPU; a GPU that leaves the
-snapshot leaves the history. Points are numbered, so a page asks only for those it has not seen.
+at the default 1 s interval), in fixed arrays of 2-byte thousandths per GPU (a chart needs no more);
+a GPU that leaves the snapshot leaves the history. Points are numbered, so a page asks only for those
+it has not seen.
 """
 
 from __future__ import annotations
@@ -20,13 +21,15 @@ from exporter.snapshot import Snapshot
 DEFAULT_CAPACITY = 600  # ten minutes at one point a second
 DEFAULT_RESOLUTION = 1.0  # seconds: faster polls are averaged into one point
 _EARLY = 0.9  # a point closes at 90 % of the resolution, so poll jitter does not merge two 1 s polls
+SCALE = 1000  # values are held as thousandths
+MISSING = 0xFFFF  # no value: the GPU was down or the reading absent
 NAN = float("nan")
 
 
 @dataclass(frozen=True, slots=True)
 class Series:
-    utilization: list[float | None]
-    sm_active: list[float | None]
+    utilization: list[int | None]  # thousandths
+    sm_active: list[int | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,12 +42,12 @@ class HistoryView:
 
 
 class _Ring:
-    """``capacity`` floats; NaN means no value."""
+    """``capacity`` thousandths; MISSING means no value."""
 
     __slots__ = ("values",)
 
     def __init__(self, capacity: int) -> None:
-        self.values = array("f", [NAN]) * capacity
+        self.values = array("H", [MISSING]) * capacity
 
 
 class History:
@@ -92,8 +95,8 @@ class History:
         for uuid, (util_sum, util_polls, sm_sum, sm_polls) in self._pending.items():
             if uuid not in self._utilization:
                 self._utilization[uuid], self._sm_active[uuid] = _Ring(self.capacity), _Ring(self.capacity)
-            self._utilization[uuid].values[slot] = util_sum / util_polls if util_polls else NAN
-            self._sm_active[uuid].values[slot] = sm_sum / sm_polls if sm_polls else NAN
+            self._utilization[uuid].values[slot] = _thousandths(util_sum, util_polls)
+            self._sm_active[uuid].values[slot] = _thousandths(sm_sum, sm_polls)
         self._pending = {uuid: [0.0, 0, 0.0, 0] for uuid in self._pending}
         self._last_point_wall = now
 
@@ -107,6 +110,10 @@ class History:
             return HistoryView(capacity=self.capacity, first=first, last=self._count, times=times, gpus=gpus)
 
 
-def _values(ring: _Ring, slots: list[int]) -> list[float | None]:
+def _thousandths(total: float, count: float) -> int:
+    return min(SCALE, max(0, round(total / count * SCALE))) if count else MISSING
+
+
+def _values(ring: _Ring, slots: list[int]) -> list[int | None]:
     values = ring.values
-    return [None if math.isnan(value := values[slot]) else round(value, 4) for slot in slots]
+    return [None if (value := values[slot]) == MISSING else value for slot in slots]

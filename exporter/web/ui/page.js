@@ -58,8 +58,9 @@
     for (const [uuid, series] of Object.entries(history.gpus)) {
       if (!state.series.has(uuid)) state.series.set(uuid, { utilization: new Array(known).fill(null), sm_active: new Array(known).fill(null) });
       const held = state.series.get(uuid);
-      held.utilization.push(...series.utilization);
-      held.sm_active.push(...series.sm_active);
+      const ratio = (value) => (value === null ? null : value / history.scale); // sent as thousandths
+      held.utilization.push(...series.utilization.map(ratio));
+      held.sm_active.push(...series.sm_active.map(ratio));
     }
     for (const [uuid, held] of state.series) {
       if (!(uuid in history.gpus)) {

@@ -1,0 +1,185 @@
+"""The live page's data: the bounded history fed by the poller's snapshots, the /api/live JSON, the
+page's files, and --no-web.ui."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+
+import pytest
+from conftest import http_get, running_daemon
+from test_web import request
+
+from exporter.apps.derive import AppState
+from exporter.backends.replay import ReplayBackend
+from exporter.config import Config
+from exporter.exposition import Exposition
+from exporter.overview import snapshot_overview
+from exporter.poller import Poller
+from exporter.trace import load_trace
+from exporter.web.history import History
+from exporter.web.live import LiveData, parse_after
+from exporter.web.page import ASSETS, LivePage
+from exporter.web.server import WebServer
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def replay_poller(trace_paths, clock: Clock, names=("spin_1sm", "matmul_8192")) -> Poller:
+    backend = ReplayBackend([load_trace(trace_paths[name]) for name in names], clock=clock)
+    backend.start()
+    return Poller(backend, Config(), clock=clock)
+
+
+def test_history_is_bounded_and_numbers_its_points(trace_paths) -> None:
+    clock = Clock()
+    poller = replay_poller(trace_paths, clock)
+    history = History(capacity=5, wall_clock=lambda: clock.now + 1.7e9)
+    poller.subscribers.append(history.add)
+    for _ in range(12):
+        clock.now += 1.0
+        poller.poll_once()
+    view = history.since(0)
+    assert (view.first, view.last, len(view.times)) == (8, 12, 5)  # the oldest seven are gone
+    assert view.times == sorted(view.times) and view.times[-1] == clock.now + 1.7e9
+    spin = view.gpus["GPU-replay-0-spin_1sm"]
+    assert all(value is not None and value > 950 for value in spin.utilization)  # thousandths
+    assert all(value is not None and value < 20 for value in spin.sm_active)  # one SM of 132: the gap the page fills
+    assert len(history._times) == 5 and all(len(ring.values) == 5 for ring in history._utilization.values())
+    newer = history.since(10)
+    assert (newer.first, newer.last, len(newer.times)) == (11, 12, 2)
+    assert history.since(12).times == [] and history.since(12).gpus["GPU-replay-0-spin_1sm"].utilization == []
+
+
+def test_polls_faster_than_the_resolution_are_averaged_into_one_point(trace_paths) -> None:
+    clock = Clock()
+    snapshot = replay_poller(trace_paths, clock, names=("matmul_8192",)).poll_once()
+    state = snapshot.gpus[0]
+    history = History(capacity=100, resolution=1.0, wall_clock=clock)
+    for busy in (1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.2):  # every 250 ms
+        derived = dataclasses.replace(state.derived, busy=busy)
+        history.add(dataclasses.replace(snapshot, gpus=(dataclasses.replace(state, derived=derived),)))
+        clock.now += 0.25
+    view = history.since(0)
+    assert view.gpus["GPU-replay-0-matmul_8192"].utilization == [1000, 500, 50]  # the first poll, then a second's mean each
+    assert view.times == [1000.0, 1001.0, 1002.0]
+
+
+def test_a_gpu_that_leaves_leaves_the_history_and_a_down_gpu_has_no_values(trace_paths) -> None:
+    clock = Clock()
+    poller = replay_poller(trace_paths, clock)
+    history = History(capacity=10, wall_clock=clock)
+    snapshot = poller.poll_once()
+    history.add(snapshot)
+    down = dataclasses.replace(snapshot.gpus[1], derived=None)
+    clock.now += 1
+    history.add(dataclasses.replace(snapshot, gpus=(snapshot.gpus[0], down)))
+    assert history.since(0).gpus["GPU-replay-1-matmul_8192"].utilization[-1] is None
+    clock.now += 1
+    history.add(dataclasses.replace(snapshot, gpus=(snapshot.gpus[0],)))
+    assert list(history.since(0).gpus) == ["GPU-replay-0-spin_1sm"]
+
+
+def test_parse_after_takes_only_a_plain_number() -> None:
+    assert parse_after("after=42") == 42 and parse_after("x=1&after=7") == 7
+    for query in ("", "after=", "after=-1", "after=1e9", "after=" + "9" * 40, "after=%31"):
+        assert parse_after(query) == 0
+
+
+def page_server(poller: Poller, history: History, clock: Clock) -> WebServer:
+    note = "REPLAYED DATA: <test>"
+    page = LivePage(LiveData(lambda: poller.snapshot, history, note, clock), note, "/metrics")
+    exposition = Exposition(lambda: poller.snapshot)
+    server = WebServer("127.0.0.1:0", exposition.payload, poller.ready.is_set, note, page=page)
+    server.start()
+    return server
+
+
+def test_the_page_its_files_and_its_data_are_served_from_what_the_poller_published(trace_paths) -> None:
+    clock = Clock()
+    poller = replay_poller(trace_paths, clock)
+    calls = 0
+    collect = poller.backend.collect
+
+    def counted():
+        nonlocal calls
+        calls += 1
+        return collect()
+
+    poller.backend.collect = counted
+    history = History(wall_clock=clock)
+    poller.subscribers.append(history.add)
+    server = page_server(poller, history, clock)
+    try:
+        status, _, body = request(server.port, "GET", "/api/live")
+        assert status == 503 and b"first poll" in body
+        for _ in range(3):
+            clock.now += 1
+            poller.poll_once()
+        status, headers, body = request(server.port, "GET", "/")
+        assert status == 200 and headers["content-type"] == "text/html; charset=utf-8"
+        assert b"REPLAYED DATA: &lt;test&gt;" in body and b'src="ui/uPlot.iife.min.js"' in body and b"http" not in body.replace(b"https://", b"").replace(b"http-equiv", b"")
+        for path, (_, content_type) in ASSETS.items():
+            status, headers, asset = request(server.port, "GET", path)
+            assert status == 200 and headers["content-type"] == content_type and asset
+        assert b"MIT License" in request(server.port, "GET", "/ui/LICENSE-uPlot.txt")[2]
+
+        polls = calls
+        for _ in range(5):  # the page's polls read the published snapshot: no backend call
+            status, headers, body = request(server.port, "GET", "/api/live")
+        assert calls == polls
+        assert status == 200 and headers["content-type"] == "application/json" and headers["cache-control"] == "no-store"
+        data = json.loads(body)
+        assert data["replayed"] is True and data["stale"] is False and data["note"] == "REPLAYED DATA: <test>"
+        assert set(data["classes"]) >= {"underfilled", "compute", "host"} and data["classes"]["underfilled"]["what_to_try"]
+        spin, matmul = data["gpus"]
+        assert spin["bottleneck"] == "underfilled" and spin["flags"] == ["high_util_low_sm", "low_efficiency"]
+        assert matmul["bottleneck"] == "compute" and 0.5e15 < matmul["tensor_flops"] < matmul["peak_tensor_flops"]
+        assert data["fleet"]["gpus"] == 2 and data["fleet"]["flagged"] == 1 and data["fleet"]["classes"] == {"underfilled": 1, "compute": 1}
+        assert data["history"]["last"] == 3 and len(data["history"]["times"]) == 3
+
+        clock.now += 1
+        poller.poll_once()
+        newer = json.loads(request(server.port, "GET", "/api/live?after=3")[2])
+        assert (newer["history"]["first"], newer["history"]["last"], len(newer["history"]["times"])) == (4, 4, 1)
+        assert "classes" not in newer  # sent once, with the first answer
+
+        clock.now += 60  # no poll since: the data is stale and every GPU is shown down, as /metrics does
+        stale = json.loads(request(server.port, "GET", "/api/live?after=4")[2])
+        assert stale["stale"] is True and not any(gpu["up"] for gpu in stale["gpus"]) and stale["fleet"]["up"] == 0
+    finally:
+        server.close()
+
+
+def test_apps_joined_with_a_gpu_show_on_its_card(trace_paths) -> None:
+    clock = Clock()
+    snapshot = replay_poller(trace_paths, clock).poll_once()
+    matmul = snapshot.gpus[1].sample.device
+    app = AppState(name="trainer", unit="samples", up=True, gpus=(matmul,), throughput=812.5, units_per_joule=1.25)
+    spin_view, matmul_view = snapshot_overview(dataclasses.replace(snapshot, apps=(app,)), stale=False)
+    assert spin_view.apps == ()
+    assert [(each.name, each.unit, each.throughput, each.units_per_joule) for each in matmul_view.apps] == [("trainer", "samples", 812.5, 1.25)]
+
+
+@pytest.mark.parametrize("flag", ["--no-web.ui"])
+def test_no_web_ui_leaves_a_bare_exporter(flag: str) -> None:
+    with running_daemon("--demo", flag) as daemon:
+        status, page = http_get(daemon.url + "/")
+        assert status == 200 and "/metrics" in page and "uPlot" not in page
+        assert http_get(daemon.url + "/api/live")[0] == 404 and http_get(daemon.url + "/ui/page.js")[0] == 404
+        assert http_get(daemon.url + "/metrics")[0] == 200
+
+
+def test_the_history_grows_with_polls_not_with_requests() -> None:
+    with running_daemon("--demo", "--collect-interval", "200ms") as daemon:
+        first = json.loads(http_get(daemon.url + "/api/live")[1])["history"]["last"]
+        time.sleep(2.5)  # nobody asks meanwhile; a point a second
+        later = json.loads(http_get(daemon.url + "/api/live?after=" + str(first))[1])["history"]
+        assert later["last"] - first >= 2 and len(later["times"]) == later["last"] - first
