@@ -25,7 +25,7 @@ from harness import ROOT, daemon, trace_files
 sys.path.insert(0, str(ROOT))
 
 from exporter.backends.replay import ReplayBackend  # noqa: E402
-from exporter.config import Config  # noqa: E402
+from exporter.config.file import Config  # noqa: E402
 from exporter.poller import Poller  # noqa: E402
 from exporter.trace import load_trace  # noqa: E402
 from exporter.web.history import DEFAULT_CAPACITY, History  # noqa: E402

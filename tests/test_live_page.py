@@ -13,7 +13,7 @@ from test_web import request
 
 from exporter.apps.derive import AppState
 from exporter.backends.replay import ReplayBackend
-from exporter.config import Config
+from exporter.config.file import Config
 from exporter.exposition import Exposition
 from exporter.overview import snapshot_overview
 from exporter.poller import Poller
