@@ -20,10 +20,8 @@ from exporter.config.file import Config
 from exporter.config.values import MAX_DURATION
 from exporter.exposition import render
 from exporter.logs import one_line
-from exporter.pipeline.derive import derive
-from exporter.pipeline.smoothing import WindowStates
-from exporter.pipeline.split import GpuDelta, Sharing
-from exporter.pipeline.totals import Integrator, Totals
+from exporter.pipeline.split import Sharing
+from exporter.pipeline.tracker import Trackers
 from exporter.sample import DeviceInfo, GpuSample, down_sample
 from exporter.selfstats import ProcessStats, read_process_stats
 from exporter.snapshot import GpuState, Snapshot
@@ -56,8 +54,7 @@ class Poller:
         self.ready = threading.Event()
         self.attributor = Attributor(clock, wall_clock)  # Kubernetes pod attribution, on its own thread
         self._devices: list[DeviceInfo] = []
-        self._integrator = Integrator(max_gap=config.effective_stale_after)
-        self._windows = WindowStates()  # per-GPU window state: window-mean clock and power, the smoothed class
+        self._trackers = Trackers()  # every GPU's state across polls
         self._snapshot: Snapshot | None = None
         self._polls = 0
         self._duration_sum = 0.0
@@ -85,7 +82,6 @@ class Poller:
     def set_config(self, config: Config) -> None:
         """Take a reloaded config; the next poll uses it."""
         self.config = config
-        self._integrator.max_gap = config.effective_stale_after
         self.backend.configure(collect_settings(config))
         self.apps.configure(config.apps)
         self._wake.set()  # a wait begun under the old collect_interval ends now
@@ -160,15 +156,20 @@ class Poller:
         self._devices = [sample.device for sample in samples]
         return samples
 
+    @property
+    def tracked_gpus(self) -> int:
+        """How many GPUs have state kept across polls (those of the last poll)."""
+        return len(self._trackers)
+
     def _sharing_for(self, config: Config) -> Sharing | None:
-        """The fair split's state, made anew when it is switched on or its /proc moves."""
+        """The process identification of the fair split, made anew (with every GPU's ledger) when
+        it is switched on or its /proc moves."""
         settings = config.sharing
         if not settings.enabled:
             self._sharing = None
         elif self._sharing is None or str(self._sharing.resolver.proc_root) != settings.proc_root:
-            self._sharing = Sharing(Path(settings.proc_root), config.effective_stale_after)
-        else:
-            self._sharing.ledger.max_gap = config.effective_stale_after
+            self._sharing = Sharing(Path(settings.proc_root))
+            self._trackers.restart_split()
         return self._sharing
 
     def poll_once(self) -> Snapshot:
@@ -180,17 +181,10 @@ class Poller:
         identities = sharing.identities(samples) if sharing is not None else {}
         states = []
         for sample in samples:
-            state = self._windows.of(sample)
-            derived = derive(sample, config, state) if sample.up else None
-            shared = sharing is not None and sample.processes is not None
-            before = dataclasses.replace(self._integrator.totals.get(sample.device.uuid) or Totals()) if shared else None
-            totals = self._integrator.add(sample, derived, config.price_per_gpu_hour)
-            split = sharing.add(sample, identities, _delta(before, totals)) if sharing is not None and before is not None else None
-            states.append(GpuState(sample, derived, dataclasses.replace(totals), owners.get(sample.device.uuid), split))
-        uuids = {sample.device.uuid for sample in samples}
-        self._integrator.forget_except(uuids)
-        if sharing is not None:
-            sharing.ledger.forget_except(uuids)
+            uuid = sample.device.uuid
+            derived, totals, split = self._trackers.of(uuid).advance(sample, config, sharing, identities)
+            states.append(GpuState(sample, derived, totals, owners.get(uuid), split))
+        self._trackers.forget({sample.device.uuid for sample in samples})
         duration = self.timer() - started
         self._polls += 1
         self._duration_sum += duration
@@ -224,11 +218,3 @@ def collect_settings(config: Config) -> CollectSettings:
     """What the backend follows of the config."""
     return CollectSettings(config.collect_interval, config.slow_collect_interval, config.sharing.enabled)
 
-
-def _delta(before: Totals, after: Totals) -> GpuDelta:
-    """What a GPU's time integrals grew by in one poll."""
-    return GpuDelta(
-        busy_seconds=after.busy_seconds - before.busy_seconds,
-        sm_active_seconds=after.sm_active_seconds - before.sm_active_seconds,
-        busy_idle_sm_seconds=after.busy_idle_sm_seconds - before.busy_idle_sm_seconds,
-    )

@@ -11,7 +11,7 @@ import pytest
 from exporter.config.file import Config
 from exporter.peaks import PeakOverride
 from exporter.pipeline.derive import BOTTLENECK_CLASSES, MISMATCH_RULES, derive
-from exporter.pipeline.totals import Integrator
+from exporter.pipeline.totals import Growth, Totals, integrate
 from exporter.sample import DeviceInfo, GpuSample, Profiling, down_sample
 from exporter.taxonomy import BottleneckThresholds, MismatchThresholds
 from exporter.trace import load_trace, sample_from_record
@@ -253,12 +253,12 @@ def test_mig_like_sample_uses_graphics_activity_as_busy():
 # --- the Integrator ---------------------------------------------------------------------------------
 
 
-def integrate(samples: list[GpuSample], max_gap: float = 10.0, price: float | None = None) -> Integrator:
-    integrator = Integrator(max_gap=max_gap)
+def integrate_all(samples: list[GpuSample], max_gap: float = 10.0, price: float | None = None) -> Totals:
+    totals = Totals()
     config = Config(price_per_gpu_hour=price)
     for sample in samples:
-        integrator.add(sample, derive(sample, config) if sample.up else None, price)
-    return integrator
+        totals, _ = integrate(totals, sample, derive(sample, config) if sample.up else None, max_gap, price)
+    return totals
 
 
 def spin_at_fake_clock(trace_paths, count: int, step: float = 0.5, start: float = 100.0) -> list[GpuSample]:
@@ -268,7 +268,7 @@ def spin_at_fake_clock(trace_paths, count: int, step: float = 0.5, start: float 
 
 def test_busy_idle_seconds_of_one_thread_on_one_sm(trace_paths):
     samples = spin_at_fake_clock(trace_paths, 21)  # 20 intervals of 0.5 s
-    totals = integrate(samples).totals[H200.uuid]
+    totals = integrate_all(samples)
     elapsed = 10.0
     assert totals.busy_idle_sm_seconds == pytest.approx((1 - 0.0076) * elapsed, rel=0.001)
     assert totals.busy_seconds == pytest.approx(elapsed, rel=0.001)  # the engine's activity, 0.9995
@@ -279,7 +279,7 @@ def test_busy_idle_seconds_of_one_thread_on_one_sm(trace_paths):
 
 def test_busy_idle_is_the_integral_of_util_minus_sm_active(trace_paths):
     samples = steady_samples(trace_paths["matmul_8192_duty50"])
-    totals = integrate(samples).totals[H200.uuid]
+    totals = integrate_all(samples)
     expected = sum(max(0.0, s.profiling.graphics_active - s.profiling.sm_active) * (s.timestamp - p.timestamp) for p, s in zip(samples, samples[1:]))
     assert totals.busy_idle_sm_seconds == pytest.approx(expected)
     assert totals.busy_idle_sm_seconds > 0
@@ -287,12 +287,12 @@ def test_busy_idle_is_the_integral_of_util_minus_sm_active(trace_paths):
 
 def test_sm_activity_above_utilization_wastes_nothing():
     samples = [synthetic(0.5, sm_active=0.9).replace(timestamp=t) for t in (0.0, 1.0, 2.0)]
-    assert integrate(samples).totals[H200.uuid].busy_idle_sm_seconds == 0.0
+    assert integrate_all(samples).busy_idle_sm_seconds == 0.0
 
 
 def test_cost_at_the_configured_price(trace_paths):
     samples = spin_at_fake_clock(trace_paths, 21)
-    totals = integrate(samples, price=3.6).totals[H200.uuid]
+    totals = integrate_all(samples, price=3.6)
     assert totals.busy_idle_sm_cost == pytest.approx(totals.busy_idle_sm_seconds * 3.6 / 3600)
     assert totals.busy_idle_sm_cost == pytest.approx((1 - 0.0076) * 10 / 1000, rel=0.001)
 
@@ -300,39 +300,36 @@ def test_cost_at_the_configured_price(trace_paths):
 def test_a_gap_longer_than_max_gap_is_not_integrated(trace_paths):
     before = spin_at_fake_clock(trace_paths, 5, start=0.0)  # 2 s observed
     after = spin_at_fake_clock(trace_paths, 5, start=100.0)  # a 98 s hole, then 2 s observed
-    totals = integrate(before + after, max_gap=5.0).totals[H200.uuid]
+    totals = integrate_all(before + after, max_gap=5.0)
     assert totals.busy_seconds == pytest.approx(4.0, rel=0.001)
 
 
 def test_a_down_sample_resets_the_integration(trace_paths):
     samples = spin_at_fake_clock(trace_paths, 10, start=0.0)
     samples[5] = down_sample(H200, samples[5].timestamp)
-    totals = integrate(samples, max_gap=60.0).totals[H200.uuid]
+    totals = integrate_all(samples, max_gap=60.0)
     # Intervals 0-1..3-4 (4) and 6-7..8-9 (3): neither 4-5, 5-6 (down) nor anything across the outage.
     assert totals.busy_seconds == pytest.approx(7 * 0.5, rel=0.001)
 
 
 def test_time_going_backwards_is_not_integrated():
     samples = [synthetic(1.0, sm_active=0.001).replace(timestamp=t) for t in (5.0, 4.0, 4.0, 5.0)]
-    assert integrate(samples).totals[H200.uuid].busy_idle_sm_seconds == pytest.approx(0.999)
+    assert integrate_all(samples).busy_idle_sm_seconds == pytest.approx(0.999)
 
 
-def test_gpus_are_integrated_separately_and_forgotten_when_gone():
-    other = dataclasses.replace(H200, index=1, uuid="GPU-other")
-    integrator = Integrator(max_gap=10.0)
-    for t in (0.0, 1.0, 2.0):
-        for device, util in ((H200, 1.0), (other, 0.5)):
-            sample = synthetic(util, sm_active=0.001).replace(device=device, timestamp=t)
-            integrator.add(sample, derive(sample, Config()))
-    assert integrator.totals[H200.uuid].busy_idle_sm_seconds == pytest.approx(2 * 0.999)
-    assert integrator.totals["GPU-other"].busy_idle_sm_seconds == pytest.approx(2 * 0.499)
-    integrator.forget_except({H200.uuid})
-    assert set(integrator.totals) == {H200.uuid}
+def test_integrate_returns_the_new_totals_and_what_they_grew_by():
+    first, second = (synthetic(1.0, sm_active=0.25).replace(timestamp=t) for t in (0.0, 2.0))
+    start, growth = integrate(Totals(), first, derive(first, Config()), 10.0)
+    assert growth == Growth() and start.last_timestamp == 0.0
+    after, growth = integrate(start, second, derive(second, Config()), 10.0)
+    assert start == Totals(last_timestamp=0.0)  # the totals given are not changed
+    assert growth == Growth(busy_seconds=2.0, sm_active_seconds=0.5, busy_idle_sm_seconds=1.5)
+    assert (after.busy_seconds, after.sm_active_seconds, after.busy_idle_sm_seconds, after.last_timestamp) == (2.0, 0.5, 1.5, 2.0)
 
 
 def test_no_busy_idle_without_sm_activity():
     samples = [synthetic(1.0).replace(timestamp=t) for t in (0.0, 1.0, 2.0)]
-    totals = integrate(samples).totals[H200.uuid]
+    totals = integrate_all(samples)
     assert totals.busy_seconds == pytest.approx(2.0)
     assert totals.busy_idle_sm_seconds == 0.0 and totals.sm_active_seconds == 0.0
 

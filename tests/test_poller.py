@@ -288,3 +288,27 @@ def test_a_started_poller_hands_the_gil_over_often_enough_for_scrapes(trace_path
         assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_INTERVAL) and GIL_SWITCH_INTERVAL <= 0.001
     finally:
         poller.stop()
+
+
+class RenamedMig(FlakyReplay):
+    """A MIG device destroyed and re-created between polls: the same readings under a new UUID each time."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.generation = 0
+
+    def collect(self):
+        self.generation += 1
+        return [sample.replace(device=dataclasses.replace(sample.device, uuid=f"MIG-{self.generation}")) for sample in super().collect()]
+
+
+def test_a_gpu_that_is_gone_leaves_no_state_behind(trace_paths, clock):
+    """Every piece of per-GPU state (smoothing, totals, split ledger) is forgotten together: 50 polls
+    of a MIG device whose UUID changes each time keep the state of one GPU, not 50."""
+    backend = RenamedMig([load_trace(trace_paths["matmul_8192"])], clock=clock)
+    backend.start()
+    poller = Poller(backend, Config(), clock=clock)
+    for _ in range(50):
+        clock.now += 0.5
+        poller.poll_once()
+    assert poller.tracked_gpus == 1

@@ -6,12 +6,14 @@ from __future__ import annotations
 import pytest
 
 from exporter.attribution.holders import UNATTRIBUTED, Holder, ProcessIdentity
-from exporter.pipeline.split import FORGET_AFTER_SECONDS, MAX_HOLDERS_PER_GPU, GpuDelta, ShareLedger, window_shares
+from exporter.pipeline.split import FORGET_AFTER_SECONDS, MAX_HOLDERS_PER_GPU, GpuLedger, window_shares
+from exporter.pipeline.totals import Growth
 from exporter.sample import DeviceInfo, GpuProcess, GpuSample, ProcessUtilization
 
 DEVICE = DeviceInfo(index=0, uuid="GPU-0", name="NVIDIA H100 80GB HBM3")
 A, B = Holder("pod", "uid-a"), Holder("slurm_job", "42")
 IDS = {1: ProcessIdentity(A), 2: ProcessIdentity(A), 3: ProcessIdentity(B)}
+MAX_GAP = 5.0
 
 
 def sample(t: float, utilization: tuple[tuple[int, float], ...] | None = (), pids: tuple[int, ...] = (1, 3), power: float | None = 100.0, energy: float | None = None) -> GpuSample:
@@ -42,13 +44,13 @@ def test_without_samples_a_single_holder_takes_all_and_several_are_unattributed(
 
 
 def test_holder_counters_add_up_to_the_gpu_counters() -> None:
-    ledger = ShareLedger(max_gap=5.0)
+    ledger = GpuLedger()
     gpu_busy = gpu_sm = gpu_idle = 0.0
     for step, (a, b) in enumerate([(0.7, 0.3), (0.5, 0.1), (0.0, 0.4), (0.9, 0.0)]):
         s = sample(step, ((1, a), (3, b)))
-        delta = GpuDelta(busy_seconds=a + b, sm_active_seconds=(a + b) / 2, busy_idle_sm_seconds=(a + b) / 2)
+        delta = Growth(busy_seconds=a + b, sm_active_seconds=(a + b) / 2, busy_idle_sm_seconds=(a + b) / 2)
         gpu_busy, gpu_sm, gpu_idle = gpu_busy + (a + b), gpu_sm + (a + b) / 2, gpu_idle + (a + b) / 2
-        holders = ledger.add(s, window_shares(s, IDS), delta)
+        holders = ledger.add(s, window_shares(s, IDS), delta, MAX_GAP)
     assert sum(t.busy_seconds for t in holders.values()) == pytest.approx(gpu_busy)
     assert sum(t.sm_active_seconds for t in holders.values()) == pytest.approx(gpu_sm)
     assert sum(t.busy_idle_sm_seconds for t in holders.values()) == pytest.approx(gpu_idle)
@@ -57,12 +59,12 @@ def test_holder_counters_add_up_to_the_gpu_counters() -> None:
 
 
 def test_energy_counter_advances_are_split_by_power_weighted_holding_time() -> None:
-    ledger = ShareLedger(max_gap=5.0)
-    none = GpuDelta()
-    ledger.add(sample(0, energy=1000.0), {A: 1.0}, none)  # baseline reading: nothing to split yet
-    ledger.add(sample(1, power=300.0), {A: 1.0}, none)  # A alone, at 300 W
-    ledger.add(sample(2, power=100.0), {A: 0.5, B: 0.5}, none)  # shared, at 100 W
-    holders = ledger.add(sample(3, power=100.0, energy=1450.0), {UNATTRIBUTED: 1.0}, none)  # nobody ran
+    ledger = GpuLedger()
+    none = Growth()
+    ledger.add(sample(0, energy=1000.0), {A: 1.0}, none, MAX_GAP)  # baseline reading: nothing to split yet
+    ledger.add(sample(1, power=300.0), {A: 1.0}, none, MAX_GAP)  # A alone, at 300 W
+    ledger.add(sample(2, power=100.0), {A: 0.5, B: 0.5}, none, MAX_GAP)  # shared, at 100 W
+    holders = ledger.add(sample(3, power=100.0, energy=1450.0), {UNATTRIBUTED: 1.0}, none, MAX_GAP)  # nobody ran
     # weights: A 300 + 50 = 350, B 50, unattributed 100 (of 500) -> the counter's 450 J split so.
     assert holders[A].energy_joules == pytest.approx(450 * 350 / 500)
     assert holders[B].energy_joules == pytest.approx(450 * 50 / 500)
@@ -71,33 +73,31 @@ def test_energy_counter_advances_are_split_by_power_weighted_holding_time() -> N
 
 
 def test_energy_counter_restart_splits_nothing_and_gaps_are_not_weighted() -> None:
-    ledger = ShareLedger(max_gap=5.0)
-    none = GpuDelta()
-    ledger.add(sample(0, energy=5000.0), {A: 1.0}, none)
-    holders = ledger.add(sample(1, energy=10.0), {A: 1.0}, none)  # driver reloaded
+    ledger = GpuLedger()
+    none = Growth()
+    ledger.add(sample(0, energy=5000.0), {A: 1.0}, none, MAX_GAP)
+    holders = ledger.add(sample(1, energy=10.0), {A: 1.0}, none, MAX_GAP)  # driver reloaded
     assert A not in holders
-    ledger.add(sample(60, power=500.0), {B: 1.0}, none)  # after a 59 s gap: not weighted
-    holders = ledger.add(sample(61, power=100.0, energy=110.0), {A: 1.0}, none)
+    ledger.add(sample(60, power=500.0), {B: 1.0}, none, MAX_GAP)  # after a 59 s gap: not weighted
+    holders = ledger.add(sample(61, power=100.0, energy=110.0), {A: 1.0}, none, MAX_GAP)
     assert holders[A].energy_joules == pytest.approx(100)
     assert B not in holders
 
 
 def test_down_sample_splits_nothing_and_gone_holders_are_forgotten() -> None:
-    ledger = ShareLedger(max_gap=5.0)
-    ledger.add(sample(0), {A: 1.0}, GpuDelta(1.0))
+    ledger = GpuLedger()
+    ledger.add(sample(0), {A: 1.0}, Growth(1.0), MAX_GAP)
     down = GpuSample(device=DEVICE, timestamp=1, up=False)
-    assert ledger.add(down, {B: 1.0}, GpuDelta(1.0))[A].busy_seconds == 1.0
-    holders = ledger.add(sample(FORGET_AFTER_SECONDS + 1), {B: 1.0}, GpuDelta(1.0))
+    assert ledger.add(down, {B: 1.0}, Growth(1.0), MAX_GAP)[A].busy_seconds == 1.0
+    holders = ledger.add(sample(FORGET_AFTER_SECONDS + 1), {B: 1.0}, Growth(1.0), MAX_GAP)
     assert A not in holders and holders[B].busy_seconds == 1.0
-    ledger.forget_except(set())
-    assert ledger.gpus == {}
 
 
 def test_holders_beyond_the_cap_are_unattributed_and_the_total_is_kept() -> None:
-    ledger = ShareLedger(max_gap=5.0)
+    ledger = GpuLedger()
     many = {Holder("process", f"p{n}"): 1 / (MAX_HOLDERS_PER_GPU + 10) for n in range(MAX_HOLDERS_PER_GPU + 10)}
-    holders = ledger.add(sample(0), many, GpuDelta(busy_seconds=1.0))
+    holders = ledger.add(sample(0), many, Growth(busy_seconds=1.0), MAX_GAP)
     assert len(holders) == MAX_HOLDERS_PER_GPU and UNATTRIBUTED in holders
     assert sum(t.busy_seconds for t in holders.values()) == pytest.approx(1.0)
-    holders = ledger.add(sample(1), {Holder("process", "late"): 1.0}, GpuDelta(busy_seconds=1.0))
+    holders = ledger.add(sample(1), {Holder("process", "late"): 1.0}, Growth(busy_seconds=1.0), MAX_GAP)
     assert Holder("process", "late") not in holders and holders[UNATTRIBUTED].busy_seconds == pytest.approx(1.0 + 11 / (MAX_HOLDERS_PER_GPU + 10))

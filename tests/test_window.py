@@ -6,14 +6,26 @@ from __future__ import annotations
 import pytest
 
 from exporter.config.file import Config
-from exporter.pipeline.derive import derive
-from exporter.pipeline.smoothing import WindowState, WindowStates
+from exporter.pipeline.derive import derive, step
+from exporter.pipeline.smoothing import Smoothing
+from exporter.pipeline.tracker import GpuTracker
 from exporter.sample import DeviceInfo, GpuSample, Profiling
 from exporter.taxonomy import CLASS_NAMES, COUNTER_CHECKS, WHAT_TO_TRY, BottleneckThresholds, implausible_checks
 
 H100 = DeviceInfo(index=0, uuid="GPU-h100", name="NVIDIA H100 80GB HBM3", sm_count=132, max_sm_clock_mhz=1980, power_limit_watts=700)
 MATMUL = {"graphics_active": 0.98, "sm_active": 0.95, "sm_occupancy": 0.14, "tensor_active": 0.92, "dram_active": 0.25}
 IDLE = {"graphics_active": 0.0, "sm_active": 0.0, "sm_occupancy": 0.0, "tensor_active": 0.0, "dram_active": 0.0}
+
+
+class Stepper:
+    """Derives consecutive samples of one GPU as the daemon does, carrying its Smoothing from one to the next."""
+
+    def __init__(self) -> None:
+        self.state: Smoothing | None = Smoothing()
+
+    def __call__(self, sample: GpuSample, config: Config):
+        derived, self.state = step(sample, config, self.state)
+        return derived
 
 
 def window(t: float, utilization: float | None = 1.0, clock: float = 1980, power: float = 500, seconds: float = 1.0, **profiling: float) -> GpuSample:
@@ -33,32 +45,32 @@ def test_without_profiling_nvmls_figure_is_the_utilization():
 
 
 def test_the_sm_clock_of_the_flops_estimate_is_the_mean_of_both_ends_of_the_window():
-    state = WindowState()
-    derive(window(1.0, clock=1980, **MATMUL), Config(), state)
-    derived = derive(window(2.0, clock=1380, power=700, **MATMUL), Config(), state)
+    state = Stepper()
+    state(window(1.0, clock=1980, **MATMUL), Config())
+    derived = state(window(2.0, clock=1380, power=700, **MATMUL), Config())
     assert derived.sm_clock_mhz == 1680
     assert derived.tensor_flops == pytest.approx(0.92 * 989.4e12 * 1680 / 1980)
     assert derived.tensor_flop_per_joule == pytest.approx(derived.tensor_flops / 600)  # power at both ends: 500 and 700
     # A window the previous reading did not open (a gap): this poll's own clock.
-    assert derive(window(5.0, clock=1500, **MATMUL), Config(), state).sm_clock_mhz == 1500
+    assert state(window(5.0, clock=1500, **MATMUL), Config()).sm_clock_mhz == 1500
 
 
 def test_a_single_poll_never_flips_the_class():
-    state = WindowState()
+    state = Stepper()
     limits = Config(bottleneck=BottleneckThresholds(window=0.0))  # no smoothing: hysteresis alone
-    assert derive(window(1.0, **MATMUL), limits, state).bottleneck == "compute"
-    assert derive(window(2.0, **IDLE, utilization=0.0), limits, state).bottleneck == "compute"  # one idle window
-    assert derive(window(3.0, **MATMUL), limits, state).bottleneck == "compute"
-    assert derive(window(4.0, **IDLE, utilization=0.0), limits, state).bottleneck == "compute"
-    assert derive(window(5.0, **IDLE, utilization=0.0), limits, state).bottleneck == "idle"  # two in a row
+    assert state(window(1.0, **MATMUL), limits).bottleneck == "compute"
+    assert state(window(2.0, **IDLE, utilization=0.0), limits).bottleneck == "compute"  # one idle window
+    assert state(window(3.0, **MATMUL), limits).bottleneck == "compute"
+    assert state(window(4.0, **IDLE, utilization=0.0), limits).bottleneck == "compute"
+    assert state(window(5.0, **IDLE, utilization=0.0), limits).bottleneck == "idle"  # two in a row
 
 
 def test_windows_that_swing_between_busy_and_idle_read_host_steadily():
     """A loop busy half the time in ~1 s bursts, polled every 500 ms: each window alone reads compute or idle."""
-    state, classes, alone = WindowState(), [], []
+    state, classes, alone = Stepper(), [], []
     for number in range(40):
         busy = number % 4 < 2
-        derived = derive(window(0.5 * number, utilization=1.0 if busy else 0.0, seconds=0.5, **(MATMUL if busy else IDLE)), Config(), state)
+        derived = state(window(0.5 * number, utilization=1.0 if busy else 0.0, seconds=0.5, **(MATMUL if busy else IDLE)), Config())
         classes.append(derived.bottleneck)
         alone.append(derived.window_bottleneck)
     assert set(alone) == {"compute", "idle"}
@@ -66,20 +78,17 @@ def test_windows_that_swing_between_busy_and_idle_read_host_steadily():
 
 
 def test_the_class_follows_a_real_change_within_the_window_and_hold():
-    state = WindowState()
-    classes = [derive(window(float(t), utilization=1.0 if t < 10 else 0.0, **(MATMUL if t < 10 else IDLE)), Config(), state).bottleneck for t in range(20)]
+    state = Stepper()
+    classes = [state(window(float(t), utilization=1.0 if t < 10 else 0.0, **(MATMUL if t < 10 else IDLE)), Config()).bottleneck for t in range(20)]
     assert classes[:10] == ["compute"] * 10 and classes[-5:] == ["idle"] * 5
 
 
 def test_a_down_gpu_starts_its_window_state_afresh():
-    states = WindowStates()
-    state = states.of(window(1.0, **MATMUL))
-    derive(window(1.0, **MATMUL), Config(), state)
-    assert state.reported == "compute"
-    states.of(GpuSample(device=H100, timestamp=2.0, up=False))
-    assert state.reported is None and not state.windows and state.previous is None
-    states.forget_except(set())
-    assert not states.states
+    tracker = GpuTracker()
+    tracker.advance(window(1.0, **MATMUL), Config(), None, {})
+    assert tracker.smoothing.reported == "compute"
+    tracker.advance(GpuSample(device=H100, timestamp=2.0, up=False), Config(), None, {})
+    assert tracker.smoothing == Smoothing()
 
 
 @pytest.mark.parametrize(
@@ -117,6 +126,13 @@ def test_every_class_has_a_what_to_try_line():
 
 def test_the_first_real_verdict_after_the_priming_poll_needs_no_hold():
     """GPM's first poll only primes its sample pair: no profiling, so unknown; the next window decides at once."""
-    state = WindowState()
-    assert derive(window(1.0, seconds=None), Config(), state).bottleneck == "unknown"
-    assert derive(window(2.0, **MATMUL), Config(), state).bottleneck == "compute"
+    state = Stepper()
+    assert state(window(1.0, seconds=None), Config()).bottleneck == "unknown"
+    assert state(window(2.0, **MATMUL), Config()).bottleneck == "compute"
+
+
+def test_a_step_is_a_pure_function_of_the_sample_and_the_previous_state():
+    first = step(window(1.0, clock=1980, **MATMUL), Config(), Smoothing())[1]
+    again = [step(window(2.0, clock=1380, **IDLE, utilization=0.0), Config(), first) for _ in range(2)]
+    assert again[0] == again[1] and again[0][1] != first
+    assert first == step(window(1.0, clock=1980, **MATMUL), Config(), Smoothing())[1]  # the state given is unchanged

@@ -5,8 +5,8 @@ GPM and DCGM profiling readings are means over the window between two polls. NVM
 the driver's latest ~200 ms sample, not a window mean, so where profiling exists the window's
 utilization is the engine's activity over that window (GPM GRAPHICS_UTIL / DCGM 1001: the same
 quantity, equal to NVML's figure on steady loads); NVML's figure is kept as ``utilization_instant``.
-Clock and power are instant readings: with a ``WindowState`` (exporter/pipeline/smoothing.py) the figures use the
-mean of the readings at both ends of the window. The bottleneck class is judged from a short
+Clock and power are instant readings: with the GPU's ``Smoothing`` (exporter/pipeline/smoothing.py) the
+figures use the mean of the readings at both ends of the window. The bottleneck class is judged from a short
 time-weighted mean of recent windows, with hysteresis (exporter/pipeline/smoothing.py). Formulas are in the README.
 """
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from exporter.config.file import Config
 from exporter.peaks import Peak, peak_for
+from exporter.pipeline.smoothing import Smoothing
 from exporter.sample import GpuSample
 from exporter.taxonomy import (
     ACTIVITY_READINGS,
@@ -29,7 +29,7 @@ from exporter.taxonomy import (
 )
 
 if TYPE_CHECKING:
-    from exporter.pipeline.smoothing import WindowState
+    from exporter.config.file import Config
 
 BOTTLENECK_CLASSES = CLASS_NAMES
 MISMATCH_RULES = ("high_util_low_sm", "low_efficiency")
@@ -41,7 +41,7 @@ class Derived:
     utilization_instant: float | None  # NVML's latest driver sample: what nvidia-smi shows
     efficiency: float | None
     mismatch: dict[str, bool]  # only the rules whose inputs exist; all False while the counters are implausible
-    bottleneck: str  # the reported class (smoothed, with hysteresis, where a WindowState is given)
+    bottleneck: str  # the reported class (smoothed, with hysteresis, where the GPU's Smoothing is given)
     window_bottleneck: str  # the class of this window alone
     implausible: dict[str, bool]  # counter-health checks that could be judged (exporter/taxonomy.py)
     peak: Peak | None
@@ -123,10 +123,15 @@ def dram_bandwidth(sample: GpuSample, peak: Peak | None) -> float | None:
     return dram * peak.dram_bytes_per_second
 
 
-def derive(sample: GpuSample, config: Config, state: WindowState | None = None) -> Derived:
-    """Everything derived from one up sample. With ``state`` (the GPU's WindowState, fed every
-    sample in order) the clock and power are window means and the class is smoothed; without it,
-    this window is judged alone."""
+def derive(sample: GpuSample, config: Config) -> Derived:
+    """Everything derived from one up sample, this window judged alone."""
+    return step(sample, config, None)[0]
+
+
+def step(sample: GpuSample, config: Config, state: Smoothing | None) -> tuple[Derived, Smoothing | None]:
+    """Everything derived from one up sample, and the GPU's next state. With ``state`` (the GPU's
+    Smoothing after its previous sample) the clock and power are window means and the class is
+    smoothed; with None, this window is judged alone. Pure: ``state`` is not changed."""
     peak = peak_for(sample.device.name, config.peaks)
     window = activity(sample, peak)
     busy, sm_active = window.busy, window.sm_active
@@ -139,12 +144,12 @@ def derive(sample: GpuSample, config: Config, state: WindowState | None = None) 
         rules = dict.fromkeys(rules, False)
     window_class = "unknown" if flagged else classify(window, config.bottleneck)
     clock, power = sample.sm_clock_mhz, sample.power_watts
-    reported = window_class
+    reported, following = window_class, None
     if state is not None:
         clock, power = state.window_mean(sample, "sm_clock_mhz"), state.window_mean(sample, "power_watts")
-        reported = state.judge(sample, window, flagged, config.bottleneck)
+        reported, following = state.judge(sample, window, flagged, config.bottleneck)
     flops = tensor_flops(reading(sample, "tensor_active"), clock, sample.device.max_sm_clock_mhz, peak)
-    return Derived(
+    derived = Derived(
         busy=busy,
         utilization_instant=sample.gpu_utilization,
         efficiency=ratio,
@@ -158,3 +163,4 @@ def derive(sample: GpuSample, config: Config, state: WindowState | None = None) 
         dram_bytes_per_second=dram_bandwidth(sample, peak),
         tensor_flop_per_joule=flops / power if flops is not None and power else None,
     )
+    return derived, following

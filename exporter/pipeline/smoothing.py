@@ -1,4 +1,5 @@
-"""Per-GPU state across polls that keeps every derived figure on one window and the class steady.
+"""One GPU's state across polls that keeps every derived figure on one window and the class steady.
+Immutable: each poll makes the next state from the previous one (``judge``).
 
 - Instant readings (SM clock, power) are snapshots at the poll; the window they are combined with
   runs from the previous poll to this one, so the figure used is the mean of the readings at both
@@ -12,8 +13,7 @@
 
 from __future__ import annotations
 
-from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from exporter.sample import GpuSample
 from exporter.taxonomy import Activity, BottleneckThresholds, classify, mean_activity
@@ -22,19 +22,15 @@ WINDOW_START_TOLERANCE = 0.05  # seconds between the previous reading and the st
 MAX_WINDOWS = 600  # a bound on the history, whatever the span and interval
 
 
-@dataclass
-class WindowState:
-    """One GPU's recent readings; feed it every up sample in order, ``reset()`` when it goes down."""
+@dataclass(frozen=True, slots=True)
+class Smoothing:
+    """One GPU's recent readings: made from every up sample in order, started afresh when it goes down."""
 
     previous: GpuSample | None = None
-    windows: deque[tuple[float, Activity]] = field(default_factory=lambda: deque(maxlen=MAX_WINDOWS))  # (seconds, activity), oldest first
+    windows: tuple[tuple[float, Activity], ...] = ()  # (seconds, activity), oldest first
     reported: str | None = None
     challenger: str | None = None
     wins: int = 0
-
-    def reset(self) -> None:
-        self.previous, self.reported, self.challenger, self.wins = None, None, None, 0
-        self.windows.clear()
 
     def opened_by_previous(self, sample: GpuSample) -> bool:
         previous, window = self.previous, sample.window_seconds
@@ -46,53 +42,40 @@ class WindowState:
         start: float | None = getattr(self.previous, attribute) if self.opened_by_previous(sample) else None
         return now if now is None or start is None else (now + start) / 2
 
-    def judge(self, sample: GpuSample, window: Activity, flagged: bool, limits: BottleneckThresholds) -> str:
-        """Add this window and return the class to report."""
+    def judge(self, sample: GpuSample, window: Activity, flagged: bool, limits: BottleneckThresholds) -> tuple[str, Smoothing]:
+        """The class to report with this window added, and the state after it."""
         seconds = sample.window_seconds
         if seconds is None:  # no profiling window (NVML only): the time since the previous poll
             seconds = sample.timestamp - self.previous.timestamp if self.previous is not None else 0.0
+        windows = self.windows
         if flagged:
             candidate = "unknown"
         else:
-            self.windows.append((seconds, window))
-            candidate = classify(self.smoothed(limits.window), limits)
-        self.previous = sample
-        if self.reported in (None, "unknown") or candidate == self.reported:  # a first verdict needs no hold
-            self.reported, self.challenger, self.wins = candidate, None, 0
-        elif candidate == self.challenger:
-            self.wins += 1
+            windows = recent((*windows[-(MAX_WINDOWS - 1) :], (seconds, window)), limits.window)
+            candidate = classify(smoothed(windows), limits)
+        reported, challenger, wins = self.reported, self.challenger, self.wins
+        if reported in (None, "unknown") or candidate == reported:  # a first verdict needs no hold
+            reported, challenger, wins = candidate, None, 0
+        elif candidate == challenger:
+            wins += 1
         else:
-            self.challenger, self.wins = candidate, 1
-        if self.challenger is not None and self.wins >= limits.hold_polls:
-            self.reported, self.challenger, self.wins = self.challenger, None, 0
-        return self.reported
-
-    def smoothed(self, span: float) -> Activity:
-        """The mean of the newest windows that together cover ``span`` seconds (at least the newest)."""
-        kept: list[tuple[float, Activity]] = []
-        covered = 0.0
-        for seconds, activity in reversed(self.windows):
-            if kept and covered >= span:
-                break
-            kept.append((seconds, activity))
-            covered += seconds
-        while len(self.windows) > len(kept):
-            self.windows.popleft()
-        return mean_activity(kept) if len(kept) > 1 else kept[0][1]
+            challenger, wins = candidate, 1
+        if challenger is not None and wins >= limits.hold_polls:
+            reported, challenger, wins = challenger, None, 0
+        return reported, Smoothing(sample, windows, reported, challenger, wins)
 
 
-@dataclass
-class WindowStates:
-    """The WindowState of every GPU, by uuid."""
+def recent(windows: tuple[tuple[float, Activity], ...], span: float) -> tuple[tuple[float, Activity], ...]:
+    """The newest windows that together cover ``span`` seconds (at least the newest), oldest first."""
+    covered, keep = 0.0, 0
+    for seconds, _ in reversed(windows):
+        if keep and covered >= span:
+            break
+        keep += 1
+        covered += seconds
+    return windows[len(windows) - keep :]
 
-    states: dict[str, WindowState] = field(default_factory=dict)
 
-    def of(self, sample: GpuSample) -> WindowState:
-        state = self.states.setdefault(sample.device.uuid, WindowState())
-        if not sample.up:
-            state.reset()
-        return state
-
-    def forget_except(self, uuids: set[str]) -> None:
-        for uuid in set(self.states) - uuids:
-            del self.states[uuid]
+def smoothed(windows: tuple[tuple[float, Activity], ...]) -> Activity:
+    """The time-weighted mean of ``windows`` (newest first, as the sums have always run)."""
+    return mean_activity(list(reversed(windows))) if len(windows) > 1 else windows[-1][1]

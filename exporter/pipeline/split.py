@@ -18,6 +18,7 @@ from exporter.attribution.holders import UNATTRIBUTED, Holder, HolderResolver, P
 from exporter.attribution.slurm import SlurmJob
 from exporter.config.engine import setting
 from exporter.config.values import absolute_path, boolean
+from exporter.pipeline.totals import Growth
 from exporter.sample import GpuSample
 
 
@@ -64,78 +65,57 @@ class HolderTotals:
     last_seen: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
-class GpuDelta:
-    """What one GPU's own time integrals grew by in one poll."""
-
-    busy_seconds: float = 0.0
-    sm_active_seconds: float = 0.0
-    busy_idle_sm_seconds: float = 0.0
-
-
 @dataclass(slots=True)
-class _GpuLedger:
+class GpuLedger:
+    """One GPU's per-holder attributed counters, fed once per poll (kept by the GPU's tracker)."""
+
     holders: dict[Holder, HolderTotals] = field(default_factory=dict)
     last_timestamp: float | None = None
     last_energy: float | None = None
     pending_energy: dict[Holder, float] = field(default_factory=dict)  # power x time since the energy counter last moved
 
-
-@dataclass
-class ShareLedger:
-    """Per-GPU, per-holder attributed counters, fed once per poll per GPU."""
-
-    max_gap: float
-    gpus: dict[str, _GpuLedger] = field(default_factory=dict)
-
-    def add(self, sample: GpuSample, shares: Mapping[Holder, float], delta: GpuDelta) -> dict[Holder, HolderTotals]:
-        ledger = self.gpus.setdefault(sample.device.uuid, _GpuLedger())
-        shares = _capped(shares, ledger.holders)
+    def add(self, sample: GpuSample, shares: Mapping[Holder, float], delta: Growth, max_gap: float) -> dict[Holder, HolderTotals]:
+        shares = _capped(shares, self.holders)
         now = sample.timestamp
-        previous, ledger.last_timestamp = ledger.last_timestamp, (now if sample.up else None)
+        previous, self.last_timestamp = self.last_timestamp, (now if sample.up else None)
         if not sample.up:
-            return ledger.holders
+            return self.holders
         nothing = delta.busy_seconds == delta.sm_active_seconds == delta.busy_idle_sm_seconds == 0
         for holder, share in shares.items():
-            if nothing and holder not in ledger.holders:
+            if nothing and holder not in self.holders:
                 continue  # no series for a holder until something is attributed to it
-            totals = ledger.holders.setdefault(holder, HolderTotals())
+            totals = self.holders.setdefault(holder, HolderTotals())
             totals.last_seen = now
             totals.busy_seconds += share * delta.busy_seconds
             totals.sm_active_seconds += share * delta.sm_active_seconds
             totals.busy_idle_sm_seconds += share * delta.busy_idle_sm_seconds
-        if previous is not None and 0 < now - previous <= self.max_gap and sample.power_watts is not None:
+        if previous is not None and 0 < now - previous <= max_gap and sample.power_watts is not None:
             window_energy = sample.power_watts * (now - previous)
             for holder, share in shares.items():
-                ledger.pending_energy[holder] = ledger.pending_energy.get(holder, 0.0) + share * window_energy
-        self._settle_energy(ledger, sample.energy_joules, now)
-        for holder in [holder for holder, totals in ledger.holders.items() if now - totals.last_seen > FORGET_AFTER_SECONDS]:
-            del ledger.holders[holder]
-        return ledger.holders
+                self.pending_energy[holder] = self.pending_energy.get(holder, 0.0) + share * window_energy
+        self._settle_energy(sample.energy_joules, now)
+        for holder in [holder for holder, totals in self.holders.items() if now - totals.last_seen > FORGET_AFTER_SECONDS]:
+            del self.holders[holder]
+        return self.holders
 
-    @staticmethod
-    def _settle_energy(ledger: _GpuLedger, energy: float | None, now: float) -> None:
+    def _settle_energy(self, energy: float | None, now: float) -> None:
         """Split each advance of the GPU's energy counter over the holders by the power-weighted
         time they held it since the previous advance (the counter is read at the slow cadence)."""
         if energy is None:
             return
-        last, ledger.last_energy = ledger.last_energy, energy
+        last, self.last_energy = self.last_energy, energy
         if last is None or energy < last:  # the first reading, or the driver's counter restarted
-            ledger.pending_energy.clear()
+            self.pending_energy.clear()
             return
         if energy == last:
             return
-        pending = ledger.pending_energy
+        pending = self.pending_energy
         total = sum(pending.values())
         parts = {holder: weight / total for holder, weight in pending.items()} if total > 0 else {UNATTRIBUTED: 1.0}
         for holder, part in parts.items():
-            totals = ledger.holders.setdefault(holder, HolderTotals(last_seen=now))
+            totals = self.holders.setdefault(holder, HolderTotals(last_seen=now))
             totals.energy_joules += part * (energy - last)
         pending.clear()
-
-    def forget_except(self, uuids: set[str]) -> None:
-        for uuid in set(self.gpus) - uuids:
-            del self.gpus[uuid]
 
 
 def _capped(shares: Mapping[Holder, float], known: Mapping[Holder, HolderTotals]) -> dict[Holder, float]:
@@ -163,11 +143,10 @@ class GpuSharing:
 
 
 class Sharing:
-    """Identifies every GPU process once per poll and keeps the per-holder ledger (one per daemon)."""
+    """Identifies every GPU process once per poll (one per daemon); each GPU's ledger is its tracker's."""
 
-    def __init__(self, proc_root: Path, max_gap: float) -> None:
+    def __init__(self, proc_root: Path) -> None:
         self.resolver = HolderResolver(proc_root)
-        self.ledger = ShareLedger(max_gap)
 
     def identities(self, samples: Iterable[GpuSample]) -> dict[int, ProcessIdentity]:
         """PID -> identity for the processes listed or sampled on any GPU this poll."""
@@ -179,8 +158,10 @@ class Sharing:
                 names.setdefault(entry.pid, "")
         return self.resolver.resolve(names.items())
 
-    def add(self, sample: GpuSample, identities: Mapping[int, ProcessIdentity], delta: GpuDelta) -> GpuSharing:
-        holders = self.ledger.add(sample, window_shares(sample, identities), delta)
+    @staticmethod
+    def split(ledger: GpuLedger, sample: GpuSample, identities: Mapping[int, ProcessIdentity], delta: Growth, max_gap: float) -> GpuSharing:
+        """Add this poll's growth to the GPU's ledger, shared among its holders; what they hold now."""
+        holders = ledger.add(sample, window_shares(sample, identities), delta, max_gap)
         jobs = {identities[p.pid].job for p in sample.processes or () if p.pid in identities and identities[p.pid].job is not None}
         copies = tuple(sorted((holder, replace(totals)) for holder, totals in holders.items()))
         return GpuSharing(copies, tuple(sorted({SlurmJob(job.job_id, user_id=job.user_id) for job in jobs if job is not None})))

@@ -1,14 +1,19 @@
-"""The time integrals behind the busy-but-idle counters: the one stateful part of the derivations."""
+"""The time totals behind the busy and busy-but-idle counters: each GPU's ratios integrated over
+the time between its consecutive up samples. ``integrate`` returns the new totals and what they
+grew by (the fair split divides that among the GPU's holders)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from exporter.pipeline.derive import Derived
 from exporter.sample import GpuSample
 
+if TYPE_CHECKING:
+    from exporter.pipeline.derive import Derived
 
-@dataclass(slots=True)
+
+@dataclass(frozen=True, slots=True)
 class Totals:
     """Time integrals of one GPU since the daemon started (Prometheus counters)."""
 
@@ -19,41 +24,46 @@ class Totals:
     last_timestamp: float | None = None
 
 
-@dataclass
-class Integrator:
-    """Integrates each GPU's ratios over the time between its consecutive up samples.
+@dataclass(frozen=True, slots=True)
+class Growth:
+    """What one GPU's time integrals grew by in one poll."""
 
-    A gap longer than ``max_gap`` (the GPU was down or the poller stalled) is not integrated:
-    nothing is invented for time that was not observed.
-    """
+    busy_seconds: float = 0.0
+    sm_active_seconds: float = 0.0
+    busy_idle_sm_seconds: float = 0.0
 
-    max_gap: float
-    totals: dict[str, Totals] = field(default_factory=dict)
 
-    def add(self, sample: GpuSample, derived: Derived | None, price_per_gpu_hour: float | None = None) -> Totals:
-        totals = self.totals.setdefault(sample.device.uuid, Totals())
-        if not sample.up or derived is None:
-            totals.last_timestamp = None
-            return totals
-        previous, totals.last_timestamp = totals.last_timestamp, sample.timestamp
-        if previous is None:
-            return totals
-        elapsed = sample.timestamp - previous
-        if not 0 < elapsed <= self.max_gap:
-            return totals
-        sm_active = sample.profiling.sm_active
-        if derived.busy is not None:
-            totals.busy_seconds += derived.busy * elapsed
-        if sm_active is not None:
-            totals.sm_active_seconds += sm_active * elapsed
-        if derived.busy is not None and sm_active is not None and not derived.counters_implausible:
-            wasted = max(0.0, derived.busy - sm_active) * elapsed
-            totals.busy_idle_sm_seconds += wasted
-            if price_per_gpu_hour is not None:
-                totals.busy_idle_sm_cost += wasted * price_per_gpu_hour / 3600
-        return totals
+NO_GROWTH = Growth()
 
-    def forget_except(self, uuids: set[str]) -> None:
-        """Drop the totals of GPUs that are gone for good (not merely down)."""
-        for uuid in set(self.totals) - uuids:
-            del self.totals[uuid]
+
+def integrate(totals: Totals, sample: GpuSample, derived: Derived | None, max_gap: float, price_per_gpu_hour: float | None = None) -> tuple[Totals, Growth]:
+    """The totals after ``sample``, and what they grew by. A gap longer than ``max_gap`` (the GPU
+    was down or the poller stalled) is not integrated: nothing is invented for time not observed."""
+    if not sample.up or derived is None:
+        return (totals if totals.last_timestamp is None else _at(totals, None)), NO_GROWTH
+    previous = totals.last_timestamp
+    if previous is None:
+        return _at(totals, sample.timestamp), NO_GROWTH
+    elapsed = sample.timestamp - previous
+    if not 0 < elapsed <= max_gap:
+        return _at(totals, sample.timestamp), NO_GROWTH
+    sm_active = sample.profiling.sm_active
+    busy = derived.busy * elapsed if derived.busy is not None else 0.0
+    active = sm_active * elapsed if sm_active is not None else 0.0
+    wasted = cost = 0.0
+    if derived.busy is not None and sm_active is not None and not derived.counters_implausible:
+        wasted = max(0.0, derived.busy - sm_active) * elapsed
+        if price_per_gpu_hour is not None:
+            cost = wasted * price_per_gpu_hour / 3600
+    grown = Totals(
+        busy_seconds=totals.busy_seconds + busy,
+        sm_active_seconds=totals.sm_active_seconds + active,
+        busy_idle_sm_seconds=totals.busy_idle_sm_seconds + wasted,
+        busy_idle_sm_cost=totals.busy_idle_sm_cost + cost,
+        last_timestamp=sample.timestamp,
+    )
+    return grown, Growth(grown.busy_seconds - totals.busy_seconds, grown.sm_active_seconds - totals.sm_active_seconds, grown.busy_idle_sm_seconds - totals.busy_idle_sm_seconds)
+
+
+def _at(totals: Totals, timestamp: float | None) -> Totals:
+    return Totals(totals.busy_seconds, totals.sm_active_seconds, totals.busy_idle_sm_seconds, totals.busy_idle_sm_cost, timestamp)

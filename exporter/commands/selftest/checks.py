@@ -18,8 +18,8 @@ from exporter.commands.selftest.expectations import (
     Expectation,
 )
 from exporter.config.file import Config
-from exporter.pipeline.derive import MISMATCH_RULES, Derived, derive
-from exporter.pipeline.smoothing import WindowState
+from exporter.pipeline.derive import MISMATCH_RULES, Derived, step
+from exporter.pipeline.smoothing import Smoothing
 from exporter.sample import GpuSample
 
 UNITS = {"tflops": ("TFLOP/s", "tensor_flops", 1e12), "tbps": ("TB/s", "dram_bytes_per_second", 1e12)}
@@ -66,8 +66,7 @@ def check_reading(reading: Reading, config: Config) -> list[CheckResult]:
     samples = [sample for sample in reading.samples if sample.up]
     if not samples:
         return [CheckResult(name, "readings", "at least one sample while it ran", "none", False)]
-    state = WindowState()  # as the daemon derives: window-mean clock, smoothed class with hysteresis
-    derived = [derive(sample, config, state) for sample in samples]
+    derived = smoothed_readings(samples, config)
     results = [_check_class(expectation, derived), _check_stability(expectation, derived), _check_mismatch(expectation, derived)]
     if expectation.one_sm:
         results.append(_check_one_sm(expectation, samples))
@@ -75,6 +74,16 @@ def check_reading(reading: Reading, config: Config) -> list[CheckResult]:
         results.append(_check_throughput(expectation, samples, derived, reading.truth))
     return results
 
+
+
+def smoothed_readings(samples: list[GpuSample], config: Config) -> list[Derived]:
+    """What the daemon derives from consecutive up samples: window-mean clock, smoothed class with hysteresis."""
+    state: Smoothing | None = Smoothing()
+    derived = []
+    for sample in samples:
+        readings, state = step(sample, config, state)
+        derived.append(readings)
+    return derived
 
 def _majority(values: list[str]) -> tuple[str, int]:
     return Counter(values).most_common(1)[0]

@@ -1,0 +1,73 @@
+"""Everything the daemon keeps across polls for one GPU, in one place: its smoothing (window-mean
+clock and power, the steady class), its time totals and, while the fair split is on, its ledger of
+holders. One ``forget`` drops all of it when the GPU is gone (a MIG device re-created under a new
+UUID, a GPU that falls off the bus), so nothing grows with the GPUs ever seen."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+
+from exporter.attribution.holders import ProcessIdentity
+from exporter.config.file import Config
+from exporter.pipeline.derive import Derived, step
+from exporter.pipeline.smoothing import Smoothing
+from exporter.pipeline.split import GpuLedger, GpuSharing, Sharing
+from exporter.pipeline.totals import Totals, integrate
+from exporter.sample import GpuSample
+
+START = Smoothing()
+
+
+@dataclass(slots=True)
+class GpuTracker:
+    """One GPU's state across polls; ``advance`` takes its next sample."""
+
+    smoothing: Smoothing = START
+    totals: Totals = field(default_factory=Totals)
+    ledger: GpuLedger | None = None  # while the fair split is on
+
+    def advance(self, sample: GpuSample, config: Config, sharing: Sharing | None, identities: Mapping[int, ProcessIdentity]) -> tuple[Derived | None, Totals, GpuSharing | None]:
+        """Derive, integrate and (with ``sharing``) split one sample; the state moves on by one poll."""
+        derived: Derived | None = None
+        if sample.up:
+            derived, following = step(sample, config, self.smoothing)
+            self.smoothing = following or START
+        else:
+            self.smoothing = START  # a GPU that comes back starts its windows afresh
+        max_gap = config.effective_stale_after
+        self.totals, growth = integrate(self.totals, sample, derived, max_gap, config.price_per_gpu_hour)
+        split = None
+        if sharing is None:
+            self.ledger = None
+        elif sample.processes is not None:
+            if self.ledger is None:
+                self.ledger = GpuLedger()
+            split = sharing.split(self.ledger, sample, identities, growth, max_gap)
+        return derived, self.totals, split
+
+
+@dataclass
+class Trackers:
+    """The tracker of every GPU present, by UUID."""
+
+    gpus: dict[str, GpuTracker] = field(default_factory=dict)
+
+    def of(self, uuid: str) -> GpuTracker:
+        tracker = self.gpus.get(uuid)
+        if tracker is None:
+            tracker = self.gpus[uuid] = GpuTracker()
+        return tracker
+
+    def forget(self, present: Collection[str]) -> None:
+        """Drop every GPU not in ``present``: all of its state at once."""
+        for uuid in [uuid for uuid in self.gpus if uuid not in present]:
+            del self.gpus[uuid]
+
+    def restart_split(self) -> None:
+        """Start every GPU's ledger afresh (the fair split was switched on again or its /proc moved)."""
+        for tracker in self.gpus.values():
+            tracker.ledger = None
+
+    def __len__(self) -> int:
+        return len(self.gpus)
