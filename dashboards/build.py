@@ -424,7 +424,7 @@ def health_stats() -> list[dict[str, Any]]:
         stat("GPUs with implausible readings", "GPUs whose profiling readings fail a counter-health check now (gpueff_readings_implausible == 1: SM activity 0 under load, a pipe above SM activity, ...). Their class reads unknown and they count no waste; GpuReadingsImplausible fires after 15 minutes. The GPU detail dashboard's Counter health panel names the check.",
              [target(f"count(max by (cluster, instance, uuid) (gpueff_readings_implausible{s}) == 1) or vector(0)", "GPUs", instant=True)], "none", decimals=0, thresholds_=errors),
         stat("Exporter health", "Exporters Prometheus cannot scrape (up == 0), exporters serving stale data, failed collections in the time range, and exporters whose Kubernetes attribution fails now (the kubelet pod-resources call: GPU series lose their pod labels; GpuKubernetesAttributionDown).",
-             [target(f'count(up{{{NODE_SEL}, job=~".*gpu-efficiency.*"}} == 0) or vector(0)', "down", instant=True),
+             [target(f'count(up{{{NODE_SEL}}} == 0) or vector(0)', "down", instant=True),
               target(f"sum(gpueff_collect_stale{node}) or vector(0)", "stale", instant=True),
               target(f"sum(increase(gpueff_collect_errors_total{node}[$__range])) or vector(0)", "collect errors", instant=True),
               target(f"count(gpueff_kubernetes_attribution_up{node} == 0) or vector(0)", "attribution down", instant=True)], "none", decimals=0, thresholds_=errors, w=8),

@@ -113,8 +113,11 @@ def test_servicemonitor_prometheusrule_and_dashboards() -> None:
     (endpoint,) = monitor["spec"]["endpoints"]
     assert endpoint["port"] == service["spec"]["ports"][0]["name"] and endpoint["honorLabels"] is True
 
+    # The plain rules with the exporter-health alerts on this ServiceMonitor's job: the Service's name.
     rules = sorted((ROOT / "deploy" / "prometheus").glob("*rules.yml"))
-    expected_groups = [group for path in rules for group in yaml.safe_load(path.read_text())["groups"]]
+    plain = "".join(path.read_text() for path in rules)
+    assert 'job="gpu-efficiency-exporter"' in plain
+    expected_groups = [group for path in rules for group in yaml.safe_load(path.read_text().replace('job="gpu-efficiency-exporter"', f'job="{service["metadata"]["name"]}"').replace('job=\\"gpu-efficiency-exporter\\"', f'job=\\"{service["metadata"]["name"]}\\"'))["groups"]]
     assert objects["PrometheusRule/gpueff-gpu-efficiency-exporter"]["spec"]["groups"] == expected_groups
 
     dashboards = sorted((ROOT / "dashboards").glob("*.json"))
@@ -151,6 +154,18 @@ def test_every_alert_is_tunable_through_values() -> None:
     assert ">= 0.9" in tuned["GpuHighUtilizationLowSmActivity"]["expr"] and ">= 0.7" in defaults["GpuHighUtilizationLowSmActivity"]["expr"]
     # Untouched alerts keep their defaults (apart from the runbook base).
     assert tuned["GpuLost"]["expr"] == defaults["GpuLost"]["expr"] and tuned["GpuLost"]["labels"] == defaults["GpuLost"]["labels"]
+
+
+def test_the_alerts_follow_the_job_name() -> None:
+    """A fullnameOverride renames the Service, so the ServiceMonitor's job: the exporter-health
+    alerts follow it; prometheusRule.jobSelector overrides it for another scrape config."""
+    groups = render({"fullnameOverride": "gpu", "prometheusRule": {"enabled": True}})["PrometheusRule/gpu"]["spec"]["groups"]
+    renamed = {rule["alert"]: rule for group in groups for rule in group["rules"] if "alert" in rule}
+    assert renamed["GpuEfficiencyExporterDown"]["expr"] == 'up{job="gpu"} == 0\nor\nabsent(up{job="gpu"})\n'
+    chosen = alert_rules(render({"prometheusRule": {"enabled": True, "jobSelector": 'job=~"gpu|gpu-eff"'}}))
+    assert 'max_over_time(up{job=~"gpu|gpu-eff"}[1h])' in chosen["GpuEfficiencyExporterVanished"]["expr"]
+    with pytest.raises(helm.HelmError):
+        render({"prometheusRule": {"enabled": True, "jobSelector": "gpu"}})
 
 
 def test_values_list_every_alert_with_its_defaults() -> None:

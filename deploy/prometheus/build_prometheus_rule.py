@@ -2,6 +2,11 @@
 
     python deploy/prometheus/build_prometheus_rule.py          # rewrite the generated files
     python deploy/prometheus/build_prometheus_rule.py --check  # exit 1 if one is out of date
+    python deploy/prometheus/build_prometheus_rule.py --job-selector 'job="gpu"' --output my-rules.yml
+
+The last form writes only a plain rules file whose exporter-health alerts select the exporter's
+scrape targets with another label matcher (the default, `job_selector` in the source, is what the
+shipped prometheus.yml and Kubernetes manifests produce).
 
 Writes deploy/prometheus/gpu-efficiency-rules.yml (plain Prometheus, every alert at its defaults),
 deploy/kubernetes/prometheus-rule.yaml (the same as a PrometheusRule) and the generated
@@ -12,6 +17,8 @@ chart with default values renders exactly the plain rules file (tests/test_helm_
 
 from __future__ import annotations
 
+import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -58,8 +65,22 @@ def dump(data: Any) -> str:
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=10_000, allow_unicode=True)
 
 
-def load_source() -> dict[str, Any]:
-    source: dict[str, Any] = yaml.safe_load(SOURCE.read_text(encoding="utf-8"))
+# One or more PromQL label matchers, e.g. job="gpu" or job=~"gpu|gpu-efficiency-exporter", cluster="a".
+JOB_SELECTOR = re.compile(r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\\n]|\\.)*"\s*(,\s*[A-Za-z_][A-Za-z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\\n]|\\.)*"\s*)*')
+
+
+def load_source(job_selector: str | None = None) -> dict[str, Any]:
+    """The source with ``$job_selector`` filled in (its own default unless ``job_selector`` is given)."""
+    text = SOURCE.read_text(encoding="utf-8")
+    default: dict[str, Any] = yaml.safe_load(text)
+    selector = default["job_selector"] if job_selector is None else job_selector
+    if not JOB_SELECTOR.fullmatch(selector):
+        raise ValueError(f"job selector {selector!r}: expected PromQL label matchers such as job=\"gpu\"")
+    source: dict[str, Any] = yaml.safe_load(text)
+    for group in source["alert_groups"]:
+        for rule in group["rules"]:
+            for key in ("expr", "summary", "description"):
+                rule[key] = rule[key].replace("$job_selector", selector)
     for group in source["alert_groups"]:
         for rule in group["rules"]:
             uses = "$threshold" in rule["expr"]
@@ -157,9 +178,23 @@ def outputs() -> dict[Path, str]:
 
 
 def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description="Build the Prometheus rules from deploy/prometheus/rules-source.yml.")
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a generated file is out of date")
+    parser.add_argument("--job-selector", help='label matchers selecting the exporter\'s scrape targets, e.g. job="gpu" (with --output)')
+    parser.add_argument("--output", type=Path, help="write only a plain rules file here")
+    args = parser.parse_args(argv)
+    if args.output is not None:
+        try:
+            source = load_source(args.job_selector)
+        except ValueError as error:
+            parser.error(str(error))
+        args.output.write_text(render_rules(source), encoding="utf-8")
+        return 0
+    if args.job_selector is not None:
+        parser.error("--job-selector needs --output: the shipped files keep the default selector")
     stale = []
     for path, text in outputs().items():
-        if "--check" in argv:
+        if args.check:
             if not path.exists() or path.read_text(encoding="utf-8") != text:
                 stale.append(str(path.relative_to(ROOT)))
         else:
