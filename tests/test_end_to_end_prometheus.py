@@ -34,6 +34,9 @@ from conftest import ROOT, free_port, http_get, running_daemon
 from exporter.taxonomy import WHAT_TO_TRY
 
 RULES = ROOT / "deploy" / "prometheus" / "gpu-efficiency-rules.yml"
+DCGM_COMPAT_RULES = ROOT / "deploy" / "prometheus" / "dcgm-exporter-compat-rules.yml"
+# The panel and variable queries of dcgm-exporter's public Grafana dashboard (source in the file).
+DCGM_EXPORTER_DASHBOARD = ROOT / "tests" / "dcgm_exporter" / "dashboard-queries.json"
 ALERTMANAGER_CONFIG = ROOT / "deploy" / "prometheus" / "alertmanager.yml"
 DASHBOARDS = sorted((ROOT / "dashboards").glob("*.json"))
 SCRAPE_INTERVAL = 1.0
@@ -235,7 +238,7 @@ def stack(tmp_path_factory) -> Iterator[dict[str, Any]]:
         prom_port = free_port()
         (work / "prometheus.yml").write_text(json.dumps({
             "global": {"scrape_interval": f"{SCRAPE_INTERVAL:g}s", "scrape_timeout": f"{SCRAPE_INTERVAL:g}s", "evaluation_interval": "1s"},
-            "rule_files": [str(work / "rules.yml")],
+            "rule_files": [str(work / "rules.yml"), str(DCGM_COMPAT_RULES)],
             "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{am_port}"]}]}]},
             "scrape_configs": [
                 {"job_name": "gpu-efficiency-exporter", "static_configs": [{"targets": [f"127.0.0.1:{daemon.port}"]}]},
@@ -454,3 +457,28 @@ def test_recording_rules_in_live_prometheus(stack):
     assert float(per_joule["value"][1]) > 0
     spin = prom.query(f'instance_gpu:gpueff_efficiency:ratio_rate5m{{uuid="{SPIN_UUID}"}}')
     assert spin and float(spin[0]["value"][1]) < 0.02
+
+
+def test_dcgm_exporter_dashboard_queries_return_data_through_the_compat_rules(stack):
+    """Every query of dcgm-exporter's own dashboard, its variables resolved as Grafana would, answers
+    from this exporter's series through dcgm-exporter-compat-rules.yml, in dcgm-exporter's units."""
+    prom: Prometheus = stack["prometheus"]
+    dashboard = json.loads(DCGM_EXPORTER_DASHBOARD.read_text())
+    wait_for("the compat rules", lambda: prom.query("DCGM_FI_DEV_GPU_TEMP"), 15)
+    values = {}
+    for variable in dashboard["variables"]:
+        metric, label = re.fullmatch(r"label_values\((\w+), *(\w+)\)", variable["query"]).groups()
+        options = prom.api(f"label/{label}/values", **{"match[]": metric})
+        assert options, f"variable {variable['name']}: {variable['query']} has no values"
+        values[variable["name"]] = grafana_queries.format_multi(options)  # every option selected, as Grafana writes them
+    assert values["gpu"].count("|") == 17  # the demo's 18 GPUs
+    for query in dashboard["queries"]:
+        expr = grafana_queries.interpolate(query["expr"], values)
+        assert prom.query(expr), f"{query['panel']!r}: {expr} returns nothing"
+    # dcgm-exporter's units (the exact conversions are promtool cases): MiB of a constant, MHz, percent.
+    (total,) = prom.query("max(abs(DCGM_FI_DEV_FB_TOTAL - on (uuid) group_left gpueff_memory_total_bytes / 2^20))")
+    assert float(total["value"][1]) == 0
+    assert len(prom.query("DCGM_FI_DEV_SM_CLOCK > 100 < 3000")) == 18
+    assert len(prom.query("DCGM_FI_DEV_GPU_UTIL >= 0 <= 100")) == 18 and prom.query("DCGM_FI_DEV_GPU_UTIL > 1")
+    (labelled,) = prom.query('count(DCGM_FI_DEV_GPU_TEMP{UUID!="", device=~"nvidia[0-9]+", modelName!="", Hostname="127.0.0.1", DCGM_FI_DRIVER_VERSION!=""})')
+    assert labelled["value"][1] == "18"

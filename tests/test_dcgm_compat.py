@@ -1,0 +1,83 @@
+"""The dcgm-exporter compatibility rules (deploy/prometheus/dcgm-exporter-compat-rules.yml) and the
+migration guide against dcgm-exporter's own default counters file: generated files current,
+promtool's unit tests, and every default counter either recorded or explained. (Its public
+dashboard's queries run against a real Prometheus in tests/test_end_to_end_prometheus.py.)"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+
+import yaml
+from conftest import ROOT
+
+PROMETHEUS_DIR = ROOT / "deploy" / "prometheus"
+GUIDE = ROOT / "docs" / "migrating-from-dcgm-exporter.md"
+FIELDS = ROOT / "tests" / "dcgm_exporter" / "default-counters.fields"
+sys.path.insert(0, str(PROMETHEUS_DIR))
+
+import build_dcgm_compat  # noqa: E402
+
+
+def run(*command: str) -> str:
+    result = subprocess.run(command, cwd=PROMETHEUS_DIR, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, f"{' '.join(command)} failed:\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+def default_counters() -> list[tuple[str, str, bool]]:
+    """(field, Prometheus type, enabled) for each field line of dcgm-exporter's default counters."""
+    rows = [line.split(",") for line in FIELDS.read_text().splitlines() if line and not line.startswith("#")]
+    return [(name, kind, enabled == "1") for name, kind, enabled in rows]
+
+
+def guide_section(heading: str) -> str:
+    """The guide's text under ``heading`` (a whole Markdown heading line), up to the next ## heading."""
+    return GUIDE.read_text(encoding="utf-8").split(f"\n{heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def recorded() -> dict[str, str]:
+    rules = yaml.safe_load((PROMETHEUS_DIR / "dcgm-exporter-compat-rules.yml").read_text())["groups"][0]["rules"]
+    return {rule["record"]: rule["expr"] for rule in rules}
+
+
+def test_generated_files_equal_their_source():
+    subprocess.run([sys.executable, str(PROMETHEUS_DIR / "build_dcgm_compat.py"), "--check"], cwd=ROOT, check=True, timeout=60)
+
+
+def test_promtool_checks_and_unit_tests_pass():
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is not installed: tests/run.sh installs the Debian package prometheus"
+    assert "SUCCESS" in run(promtool, "check", "rules", "dcgm-exporter-compat-rules.yml")
+    assert "SUCCESS" in run(promtool, "test", "rules", "dcgm-exporter-compat-rules.test.yml")
+
+
+def test_every_default_counter_is_recorded_or_explained():
+    names = set(recorded())
+    not_provided = set(re.findall(r"`(DCGM_[A-Z0-9_]+)`", guide_section("### Not provided")))
+    labels = set(re.findall(r"`(DCGM_[A-Z0-9_]+)`", guide_section("## Labels")))
+    fields = default_counters()
+    assert len(fields) > 50
+    for name, kind, _ in fields:
+        where = labels if kind == "label" and name in labels else names | not_provided
+        assert name in where, f"{name} ({kind}) from dcgm-exporter's default counters is neither recorded nor explained in {GUIDE.name}"
+    assert not names & not_provided, "recorded and listed as not provided"
+
+
+def test_the_issues_most_queried_names_are_recorded_with_dcgm_exporters_types():
+    types: dict[str, str] = {}
+    for name, kind, enabled in default_counters():  # an enabled line's type wins over a commented-out one's
+        if enabled or name not in types:
+            types[name] = kind
+    for rule in build_dcgm_compat.COMPAT:
+        assert types.get(rule.name, rule.type) == rule.type, rule.name
+    assert {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_SM_CLOCK",
+            "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_OCCUPANCY", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"} <= set(recorded())
+
+
+def test_every_recorded_series_carries_dcgm_exporters_labels():
+    for name, expr in recorded().items():
+        if name != build_dcgm_compat.LABELS_RECORD:
+            assert f"group_left ({', '.join(build_dcgm_compat.IDENTITY_LABELS)})" in expr, name
