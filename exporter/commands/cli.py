@@ -18,7 +18,8 @@ def daemon_parser() -> argparse.ArgumentParser:
         description="Prometheus exporter that tells how much real work each NVIDIA GPU does. "
         "Subcommands: 'record' writes gpu-trace/1 files from real GPUs (see 'record --help'); "
         "'check' tells which backends and fields work on this machine (see 'check --help'); "
-        "'selftest' runs planted workloads on a GPU and checks the readings against them (see 'selftest --help').",
+        "'selftest' runs planted workloads on a GPU and checks the readings against them (see 'selftest --help'); "
+        "'top' shows each GPU's real work in a live table, from the local GPUs or a running exporter (see 'top --help').",
     )
     parser.add_argument("--version", action="version", version=f"gpu-efficiency-exporter {__version__}")
     parser.add_argument("--web.listen-address", dest="listen_address", default=DEFAULT_LISTEN_ADDRESS, help=f"address to serve on (default {DEFAULT_LISTEN_ADDRESS})")
@@ -63,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
         from exporter.commands.check import main as check
 
         return check(argv[1:])
+    if argv and argv[0] == "top":
+        from exporter.commands.top.command import main as top
+
+        return top(argv[1:])
     if argv and argv[0] == "selftest":
         from exporter.commands.selftest.command import main as selftest
 

@@ -1,0 +1,1 @@
+"""gpu-efficiency-exporter top: the command (command.py), its table (table.py) and the reader of --url (scrape.py)."""

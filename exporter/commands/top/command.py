@@ -1,0 +1,181 @@
+"""``gpu-efficiency-exporter top``: a live table of each GPU's real work, where nvidia-smi and nvitop
+show only utilization. It reads the local GPUs through the exporter's own backend and pipeline (one
+poll per frame, the poller's snapshot rendered), or a running exporter's /metrics (``--url``).
+
+In a terminal it redraws every interval on the alternate screen until ``q`` or Ctrl-C; in a pipe,
+or with ``--once``, it prints one plain frame and exits (exit status 1 if the exporter could not
+be read, 2 if nothing could be started).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import select
+import shutil
+import sys
+import termios
+import time
+import tty
+from collections.abc import Iterator
+from typing import TextIO
+
+from exporter import logs
+from exporter.backends.base import Backend, BackendUnavailable
+from exporter.commands.daemon import StartupError, choose_backend, effective_config
+from exporter.commands.flags import Parser, add_common_flags, add_dcgm_flags, duration_flag
+from exporter.commands.top.scrape import ScrapeError, fetch, metrics_url, parse
+from exporter.commands.top.table import Frame, render
+from exporter.config.engine import ConfigError
+from exporter.config.values import MIN_COLLECT_INTERVAL
+from exporter.overview import snapshot_overview
+from exporter.poller import Poller
+
+DEFAULT_INTERVAL = 1.0
+ENTER_SCREEN, LEAVE_SCREEN = "\x1b[?1049h\x1b[?25l", "\x1b[?25h\x1b[?1049l"
+HOME, CLEAR_LINE, CLEAR_BELOW = "\x1b[H", "\x1b[K", "\x1b[J"
+QUIT_KEYS = (b"q", b"Q")
+
+
+def parser() -> argparse.ArgumentParser:
+    result = Parser(
+        prog="gpu-efficiency-exporter top",
+        description="A live table of each GPU's utilization against its SM activity, efficiency, bottleneck class, estimated FLOP/s and bandwidth and flags, "
+        "read from the local GPUs (through the exporter's own backend) or from a running exporter (--url). q or Ctrl-C quits.",
+    )
+    source = result.add_mutually_exclusive_group()
+    source.add_argument("--url", help="read a running exporter's metrics instead of the local GPUs, e.g. http://gpu-node-1:9947 (/metrics is added)")
+    source.add_argument("--replay", nargs="+", metavar="FILE", help="replay gpu-trace/1 files instead of reading GPUs")
+    source.add_argument("--demo", action="store_true", help="replay the recorded traces shipped with the package (no GPU needed)")
+    result.add_argument("--backend", choices=("auto", "nvml", "dcgm", "replay"), default="auto", help="where local readings come from (default auto, as the daemon)")
+    result.add_argument("--config", help="YAML configuration file (thresholds, peaks), as the daemon's")
+    result.add_argument("--interval", dest="collect_interval", type=duration_flag(MIN_COLLECT_INTERVAL), default=None, help="time between frames, e.g. 500ms or 2s (default 1s)")
+    result.add_argument("--timeout", type=duration_flag(0.1, 60.0), default=5.0, help="--url: how long one fetch may take (default 5s)")
+    result.add_argument("--once", action="store_true", help="print one frame and exit (what a pipe gets anyway)")
+    result.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colours: auto (a terminal, unless NO_COLOR is set), always or never")
+    add_dcgm_flags(result)
+    add_common_flags(result)
+    result.set_defaults(log_level="error")  # a log line would tear the live table
+    return result
+
+
+class LocalSource:
+    """The local GPUs: the backend the daemon would pick, polled by a Poller once per frame."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        config = effective_config(args)
+        self.backend: Backend = choose_backend(args, config)
+        self.backend.start()
+        self.poller = Poller(self.backend, config)
+        self.title = "replayed traces, not live GPUs" if self.backend.replayed else f"{self.backend.name} backend"
+
+    def frame(self) -> Frame:
+        return Frame(self.title, snapshot_overview(self.poller.poll_once(), stale=False), time.time())
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+class UrlSource:
+    """A running exporter's /metrics, fetched once per frame."""
+
+    def __init__(self, url: str, timeout: float) -> None:
+        self.url = metrics_url(url)
+        self.timeout = timeout
+        self.title = self.url
+
+    def frame(self) -> Frame:
+        exporter = parse(fetch(self.url, self.timeout), self.url)
+        notes = ["replayed traces, not live GPUs" if exporter.replayed else f"{exporter.backend} backend"] + (["STALE: its last poll is older than stale_after"] if exporter.stale else [])
+        return Frame(f"{self.url} · {', '.join(notes)}", exporter.gpus, time.time())
+
+    def close(self) -> None:
+        pass
+
+
+def _use_colour(choice: str, stream: TextIO) -> bool:
+    return choice == "always" or (choice == "auto" and stream.isatty() and "NO_COLOR" not in os.environ)
+
+
+def once(source: LocalSource | UrlSource, interval: float, colour: bool, out: TextIO) -> int:
+    """One frame. Locally the GPUs are polled twice, ``interval`` apart: profiling readings are means
+    over the window between two polls."""
+    try:
+        if isinstance(source, LocalSource):
+            source.frame()
+            time.sleep(interval)
+        frame = source.frame()
+    except ScrapeError as error:
+        print(f"gpu-efficiency-exporter top: {error}", file=sys.stderr)
+        return 1
+    width = shutil.get_terminal_size((80, 24)).columns
+    out.write("\n".join(render(frame, width, None, colour)) + "\n")
+    return 0
+
+
+@contextlib.contextmanager
+def _keys(stream: TextIO) -> Iterator[int | None]:
+    """The terminal's input in cbreak mode (keys one by one, Ctrl-C still a signal), restored after;
+    None where input is not a terminal."""
+    if not stream.isatty():
+        yield None
+        return
+    fd = stream.fileno()
+    saved = termios.tcgetattr(fd)
+    tty.setcbreak(fd)
+    try:
+        yield fd
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+def live(source: LocalSource | UrlSource, interval: float, colour: bool, out: TextIO) -> int:
+    """Redraw every ``interval`` until q or Ctrl-C. A failed fetch keeps the last figures, with the
+    failure above them."""
+    shown = Frame(source.title, [])
+    out.write(ENTER_SCREEN)
+    try:
+        with _keys(sys.stdin) as keys:
+            while True:
+                started = time.monotonic()
+                try:
+                    shown = source.frame()
+                except ScrapeError as error:
+                    shown = Frame(shown.title, shown.gpus, shown.taken, f"{time.strftime('%H:%M:%S')} {error}; retrying every {interval:g} s")
+                size = shutil.get_terminal_size()
+                lines = render(shown, size.columns, size.lines, colour)
+                out.write(HOME + (CLEAR_LINE + "\n").join(lines) + CLEAR_LINE + CLEAR_BELOW)
+                out.flush()
+                wait = max(0.0, interval - (time.monotonic() - started))
+                if keys is None:
+                    time.sleep(wait)
+                elif select.select([keys], [], [], wait)[0] and os.read(keys, 1) in QUIT_KEYS:
+                    return 0
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        out.write(LEAVE_SCREEN)
+        out.flush()
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    logs.setup(args.log_level)
+    interval = args.collect_interval or DEFAULT_INTERVAL
+    source: LocalSource | UrlSource
+    try:
+        source = UrlSource(args.url, args.timeout) if args.url else LocalSource(args)
+    except BackendUnavailable as error:
+        print(f"gpu-efficiency-exporter top: {error}; run with --demo to replay recorded traces, or --url to read a running exporter", file=sys.stderr)
+        return 2
+    except (ScrapeError, StartupError, ConfigError) as error:
+        print(f"gpu-efficiency-exporter top: {error}", file=sys.stderr)
+        return 2
+    out = sys.stdout
+    try:
+        if args.once or not out.isatty():
+            return once(source, interval, _use_colour(args.color, out), out)
+        return live(source, interval, _use_colour(args.color, out), out)
+    finally:
+        source.close()

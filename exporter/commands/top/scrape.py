@@ -1,0 +1,183 @@
+"""``top --url``: a running exporter's /metrics, fetched over HTTP(S) and read back into the same
+per-GPU overview the live page shows, through prometheus_client's text parser. The page is text
+from outside: it is read bounded, and a page that does not parse is a clear error."""
+
+from __future__ import annotations
+
+import math
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporter.overview import AppFigures, GpuOverview
+
+MAX_BYTES = 64 * 1024 * 1024  # the largest node's page is under 1 MiB (docs/benchmarks.md)
+
+# Sample name -> the GpuOverview field it fills.
+_VALUES = {
+    "gpueff_gpu_utilization_ratio": "utilization",
+    "gpueff_sm_active_ratio": "sm_active",
+    "gpueff_efficiency_ratio": "efficiency",
+    "gpueff_estimated_tensor_flops_per_second": "tensor_flops",
+    "gpueff_peak_tensor_flops_per_second": "peak_tensor_flops",
+    "gpueff_estimated_dram_bytes_per_second": "dram_bytes_per_second",
+    "gpueff_peak_dram_bytes_per_second": "peak_dram_bytes_per_second",
+    "gpueff_power_watts": "power_watts",
+    "gpueff_estimated_tensor_flop_per_joule": "tensor_flop_per_joule",
+    "gpueff_memory_used_bytes": "memory_used_bytes",
+    "gpueff_memory_total_bytes": "memory_total_bytes",
+    "gpueff_busy_idle_sm_seconds_total": "busy_idle_sm_seconds",
+}
+
+
+class ScrapeError(Exception):
+    """The exporter could not be read; the message says what and where."""
+
+
+@dataclass
+class _Gpu:
+    index: int = -1
+    model: str = ""
+    source: str = ""
+    up: bool = False
+    profiling: bool = False
+    bottleneck: str | None = None
+    mismatch: list[str] = field(default_factory=list)
+    implausible: list[str] = field(default_factory=list)
+    values: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class _App:
+    unit: str = ""
+    up: bool = False
+    throughput: float | None = None
+    units_per_joule: float | None = None
+    uuids: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Exporter:
+    """What one /metrics page says."""
+
+    backend: str
+    replayed: bool
+    stale: bool
+    gpus: list[GpuOverview]
+
+
+def metrics_url(url: str) -> str:
+    """The metrics URL for what the user typed: a bare http(s)://host:port gets /metrics."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ScrapeError(f"--url {url!r}: expected http://host:port[/metrics] or https://...")
+    if parts.username or parts.password:
+        raise ScrapeError(f"--url {url!r}: credentials in the URL are not sent; top reads exporters without basic auth")
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path if parts.path not in ("", "/") else "/metrics", parts.query, ""))
+
+
+def fetch(url: str, timeout: float) -> str:
+    request = urllib.request.Request(url, headers={"Accept": "text/plain"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            body: bytes = response.read(MAX_BYTES + 1)
+    except urllib.error.HTTPError as error:
+        hint = ": it asks for a password (basic auth), which top does not send" if error.code == 401 else ""
+        raise ScrapeError(f"{url} answered HTTP {error.code} {error.reason}{hint}") from None
+    except (urllib.error.URLError, OSError) as error:
+        reason = error.reason if isinstance(error, urllib.error.URLError) else error
+        raise ScrapeError(f"cannot reach {url}: {reason}") from None
+    if len(body) > MAX_BYTES:
+        raise ScrapeError(f"{url} sent more than {MAX_BYTES // (1024 * 1024)} MiB: not an exporter's page")
+    return body.decode("utf-8", errors="replace")
+
+
+def _number(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def parse(text: str, where: str) -> Exporter:
+    """The overview of every GPU on a /metrics page (gpueff_ series only; the rest is ignored)."""
+    gpus: dict[str, _Gpu] = {}
+    apps: dict[str, _App] = {}
+    backend, replayed, stale = "", False, False
+    try:
+        samples = [sample for family in text_string_to_metric_families(text) for sample in family.samples]
+    except ValueError as error:
+        raise ScrapeError(f"{where} is not Prometheus text: {error}") from None
+    for sample in samples:
+        name, labels, value = sample.name, sample.labels, sample.value
+        if not name.startswith("gpueff_"):
+            continue
+        if name == "gpueff_exporter_build_info":
+            backend, replayed = labels.get("backend", ""), labels.get("replayed") == "true"
+        elif name == "gpueff_collect_stale":
+            stale = value == 1
+        elif name.startswith("gpueff_app_") and "app" in labels:
+            app = apps.setdefault(labels["app"], _App())
+            if name == "gpueff_app_gpu_info" and "uuid" in labels:
+                app.uuids.append(labels["uuid"])
+            elif name == "gpueff_app_up":
+                app.up = value == 1
+            elif name == "gpueff_app_throughput_per_second":
+                app.unit, app.throughput = labels.get("unit", ""), _number(value)
+            elif name == "gpueff_app_units_per_joule":
+                app.units_per_joule = _number(value)
+        elif "uuid" in labels:
+            _gpu_sample(gpus.setdefault(labels["uuid"], _Gpu()), name, labels, value)
+    joined: dict[str, list[AppFigures]] = {}
+    for app_name, app in sorted(apps.items()):
+        for uuid in app.uuids:
+            joined.setdefault(uuid, []).append(AppFigures(app_name, app.unit, app.up, app.throughput, app.units_per_joule))
+    views = [_overview(uuid, gpu, tuple(joined.get(uuid, ()))) for uuid, gpu in gpus.items() if gpu.index >= 0]
+    return Exporter(backend, replayed, stale, sorted(views, key=lambda view: (view.index, view.uuid)))
+
+
+def _gpu_sample(gpu: _Gpu, name: str, labels: dict[str, str], value: float) -> None:
+    if name == "gpueff_gpu_info":
+        gpu.model, gpu.source = labels.get("model", ""), labels.get("trace", "")
+        index = labels.get("gpu", "")
+        gpu.index = int(index) if index.isdigit() and len(index) < 10 else gpu.index
+    elif name == "gpueff_gpu_up":
+        gpu.up = value == 1
+    elif name == "gpueff_profiling_available":
+        gpu.profiling = value == 1
+    elif value == 1 and name == "gpueff_bottleneck":
+        gpu.bottleneck = labels.get("class")
+    elif value == 1 and name == "gpueff_mismatch":
+        gpu.mismatch.append(labels.get("rule", ""))
+    elif value == 1 and name == "gpueff_readings_implausible":
+        gpu.implausible.append(labels.get("check", ""))
+    elif name in _VALUES:
+        gpu.values[_VALUES[name]] = value
+
+
+def _overview(uuid: str, gpu: _Gpu, apps: tuple[AppFigures, ...]) -> GpuOverview:
+    value = lambda key: _number(gpu.values[key]) if key in gpu.values else None  # noqa: E731
+    return GpuOverview(
+        index=gpu.index,
+        uuid=uuid,
+        model=gpu.model,
+        source=gpu.source,
+        up=gpu.up,
+        utilization=value("utilization"),
+        sm_active=value("sm_active"),
+        efficiency=value("efficiency"),
+        bottleneck=gpu.bottleneck if gpu.up else None,
+        mismatch=tuple(gpu.mismatch),
+        implausible=tuple(gpu.implausible),
+        profiling=gpu.up and gpu.profiling,
+        tensor_flops=value("tensor_flops"),
+        peak_tensor_flops=value("peak_tensor_flops"),
+        dram_bytes_per_second=value("dram_bytes_per_second"),
+        peak_dram_bytes_per_second=value("peak_dram_bytes_per_second"),
+        power_watts=value("power_watts"),
+        tensor_flop_per_joule=value("tensor_flop_per_joule"),
+        memory_used_bytes=value("memory_used_bytes"),
+        memory_total_bytes=value("memory_total_bytes"),
+        busy_idle_sm_seconds=value("busy_idle_sm_seconds"),
+        apps=apps,
+    )
