@@ -68,10 +68,10 @@ class LocalSource:
         self.backend: Backend = choose_backend(args, config)
         self.backend.start()
         self.poller = Poller(self.backend, config)
-        self.title = "replayed traces, not live GPUs" if self.backend.replayed else f"{self.backend.name} backend"
+        self.source = ("replayed traces, not live GPUs" if self.backend.replayed else f"{self.backend.name} backend",)
 
     def frame(self) -> Frame:
-        return Frame(self.title, snapshot_overview(self.poller.poll_once(), stale=False), time.time())
+        return Frame(self.source, snapshot_overview(self.poller.poll_once(), stale=False), time.time())
 
     def close(self) -> None:
         self.backend.close()
@@ -83,12 +83,13 @@ class UrlSource:
     def __init__(self, url: str, timeout: float) -> None:
         self.url = metrics_url(url)
         self.timeout = timeout
-        self.title = self.url
+        self.source = (self.url,)
 
     def frame(self) -> Frame:
         exporter = parse(fetch(self.url, self.timeout), self.url)
-        notes = ["replayed traces, not live GPUs" if exporter.replayed else f"{exporter.backend} backend"] + (["STALE: its last poll is older than stale_after"] if exporter.stale else [])
-        return Frame(f"{self.url} · {', '.join(notes)}", exporter.gpus, time.time())
+        said = "replayed traces, not live GPUs" if exporter.replayed else f"{exporter.backend} backend"
+        stale = ("STALE: its last poll is older than stale_after",) if exporter.stale else ()
+        return Frame((self.url, said, *stale), exporter.gpus, time.time())
 
     def close(self) -> None:
         pass
@@ -133,7 +134,7 @@ def _keys(stream: TextIO) -> Iterator[int | None]:
 def live(source: LocalSource | UrlSource, interval: float, colour: bool, out: TextIO) -> int:
     """Redraw every ``interval`` until q or Ctrl-C. A failed fetch keeps the last figures, with the
     failure above them."""
-    shown = Frame(source.title, [])
+    shown = Frame(source.source, [])
     out.write(ENTER_SCREEN)
     try:
         with _keys(sys.stdin) as keys:
@@ -142,7 +143,7 @@ def live(source: LocalSource | UrlSource, interval: float, colour: bool, out: Te
                 try:
                     shown = source.frame()
                 except ScrapeError as error:
-                    shown = Frame(shown.title, shown.gpus, shown.taken, f"{time.strftime('%H:%M:%S')} {error}; retrying every {interval:g} s")
+                    shown = Frame(shown.source, shown.gpus, shown.taken, f"{time.strftime('%H:%M:%S')} {error}; retrying every {interval:g} s")
                 size = shutil.get_terminal_size()
                 lines = render(shown, size.columns, size.lines, colour)
                 out.write(HOME + (CLEAR_LINE + "\n").join(lines) + CLEAR_LINE + CLEAR_BELOW)

@@ -33,7 +33,7 @@ BAR = 12
 
 @dataclass(frozen=True, slots=True)
 class Frame:
-    title: str  # where the figures come from, e.g. "replay backend" or the URL
+    source: tuple[str, ...]  # where the figures come from: ("nvml backend",), or the URL and what it says
     gpus: Sequence[GpuOverview]
     taken: float | None = None  # Unix time the figures were read; None before any were
     error: str = ""  # the last fetch's failure, shown above the (last good) figures
@@ -119,7 +119,7 @@ def render(frame: Frame, width: int, height: int | None, colour: bool) -> list[s
     wide = width >= WIDE
     summary = fleet(frame.gpus)
     taken = f" {time.strftime('%H:%M:%S', time.localtime(frame.taken))}" if frame.taken is not None else ""
-    lines = [_fit(f"gpu-efficiency-exporter top{taken} · {printable(frame.title)}", width)]
+    lines = _wrap_parts([f"gpu-efficiency-exporter top{taken}", *(printable(part) for part in frame.source)], width)
     if frame.error:
         lines.append(paint(_fit(printable(frame.error), width), BOLD + RED))
     parts = [
@@ -159,10 +159,10 @@ def render(frame: Frame, width: int, height: int | None, colour: bool) -> list[s
             rows.append(_fit(printable(f"    └ {app.name}: {figures}"), width))
     shown = sorted({gpu.bottleneck for gpu in frame.gpus if gpu.up and gpu.bottleneck and gpu.bottleneck != "idle"})
     advice = [line for name in shown if name in WHAT_TO_TRY for line in textwrap.wrap(f"{name}: {WHAT_TO_TRY[name]}", width, subsequent_indent="  ")]
-    if height is not None:
-        room = height - len(lines) - min(len(advice), 3)
+    if height is not None:  # the rows first; what to try only in the room they leave
+        room = height - len(lines)
         if len(rows) > room:
             hidden = len(rows) - room + 1
-            rows = rows[: max(0, room - 1)] + [f"… {hidden} more rows: widen or heighten the terminal, or use --once in a pipe"]
-        advice = advice[: max(0, height - len(lines) - len(rows))]
+            rows = rows[: max(0, room - 1)] + [_fit(f"… {hidden} more rows: a taller terminal shows them, or top --once | less", width)]
+        advice = advice[: max(0, room - len(rows))]
     return lines + rows + [paint(line, DIM) for line in advice]
