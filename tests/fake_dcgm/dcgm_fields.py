@@ -21,6 +21,8 @@ DCGM_FT_TIMESTAMP = "t"
 
 DCGM_FE_NONE = 0
 DCGM_FE_GPU = 1
+DCGM_FE_GPU_I = 4
+DCGM_FE_GPU_CI = 5
 
 # ID -> (DCGM 4.6 name, legacy name, field type)
 FIELD_NAMES = {

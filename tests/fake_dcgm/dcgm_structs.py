@@ -17,8 +17,10 @@ from ctypes import (
     c_int64,
     c_short,
     c_uint,
+    c_uint16,
     c_uint32,
     c_ushort,
+    c_void_p,
     sizeof,
 )
 from pathlib import Path
@@ -58,6 +60,7 @@ DCGM_ST_NOT_WATCHED = -16
 DCGM_ST_NO_PERMISSION = -17
 DCGM_ST_GPU_IS_LOST = -18
 DCGM_ST_CONNECTION_NOT_VALID = -21
+DCGM_ST_GPU_NOT_SUPPORTED = -22
 DCGM_ST_GROUP_INCOMPATIBLE = -23
 DCGM_ST_MAX_LIMIT = -24
 DCGM_ST_LIBRARY_NOT_FOUND = -25
@@ -68,6 +71,7 @@ DCGM_ST_IN_USE = -34
 DCGM_ST_PROFILING_NOT_SUPPORTED = -36
 DCGM_ST_PROFILING_LIBRARY_ERROR = -37
 DCGM_ST_PROFILING_MULTI_PASS = -38
+DCGM_ST_INSUFFICIENT_DRIVER_VERSION = -44
 
 DCGM_CHIP_ARCH_VOLTA = 5
 DCGM_CHIP_ARCH_AMPERE = 7
@@ -75,6 +79,11 @@ DCGM_CHIP_ARCH_ADA = 8
 DCGM_CHIP_ARCH_HOPPER = 9
 DCGM_CHIP_ARCH_BLACKWELL = 10
 DCGM_CHIP_ARCH_UNKNOWN = 0xFFFFFFFF
+
+DCGM_MAX_NUM_GROUPS = 64
+DCGM_MAX_NUM_FIELD_GROUPS = 64
+DCGM_MAX_FIELD_IDS_PER_FIELD_GROUP = 128
+DCGM_ORDER_ASCENDING = 1
 
 DCGM_GROUP_DEFAULT = 0
 DCGM_GROUP_EMPTY = 1
@@ -143,6 +152,60 @@ class c_dcgmFieldValue_v2(Structure):
 
 
 dcgmFieldValue_version2 = make_dcgm_version(c_dcgmFieldValue_v2, 2)
+
+
+class c_dcgmFieldValue_v1(Structure):
+    _fields_ = [("version", c_uint), ("fieldId", c_ushort), ("fieldType", c_short), ("status", c_int), ("ts", c_int64), ("value", c_dcgmFieldValue_v1_value)]
+
+
+dcgmFieldValue_version1 = make_dcgm_version(c_dcgmFieldValue_v1, 1)
+
+
+class c_dcgmFieldGroupInfo_v1(Structure):
+    _fields_ = [
+        ("version", c_uint32),
+        ("numFieldIds", c_uint32),
+        ("fieldGroupId", c_void_p),
+        ("fieldGroupName", c_char * DCGM_MAX_STR_LENGTH),
+        ("fieldIds", c_uint16 * DCGM_MAX_FIELD_IDS_PER_FIELD_GROUP),
+    ]
+
+
+dcgmFieldGroupInfo_version1 = make_dcgm_version(c_dcgmFieldGroupInfo_v1, 1)
+
+
+class c_dcgmAllFieldGroup_v1(Structure):
+    _fields_ = [("version", c_uint32), ("numFieldGroups", c_uint32), ("fieldGroups", c_dcgmFieldGroupInfo_v1 * DCGM_MAX_NUM_FIELD_GROUPS)]
+
+
+dcgmAllFieldGroup_version1 = make_dcgm_version(c_dcgmAllFieldGroup_v1, 1)
+
+
+class c_dcgmMigEntityInfo_t(Structure):
+    _fields_ = [
+        ("gpuUuid", c_char * 128),
+        ("nvmlGpuIndex", c_uint),
+        ("nvmlInstanceId", c_uint),
+        ("nvmlComputeInstanceId", c_uint),
+        ("nvmlMigProfileId", c_uint),
+        ("nvmlProfileSlices", c_uint),
+    ]
+
+
+class c_dcgmMigHierarchyInfo_v2(Structure):
+    _fields_ = [("entity", c_dcgmGroupEntityPair_t), ("parent", c_dcgmGroupEntityPair_t), ("info", c_dcgmMigEntityInfo_t)]
+
+
+DCGM_MAX_INSTANCES_PER_GPU = 8
+DCGM_MAX_TOTAL_INSTANCES = 14
+DCGM_MAX_HIERARCHY_INFO = DCGM_MAX_NUM_DEVICES * DCGM_MAX_TOTAL_INSTANCES
+
+
+class c_dcgmMigHierarchy_v2(Structure):
+    _fields_ = [("version", c_uint), ("count", c_uint), ("entityList", c_dcgmMigHierarchyInfo_v2 * DCGM_MAX_HIERARCHY_INFO)]
+
+
+c_dcgmMigHierarchy_version2 = make_dcgm_version(c_dcgmMigHierarchy_v2, 2)
 
 
 class c_dcgmDevicePowerLimits_v1(Structure):

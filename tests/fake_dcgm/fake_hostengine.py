@@ -82,7 +82,7 @@ class GpuKind:
 
     @property
     def supported(self) -> frozenset[int]:
-        return frozenset(f for _major, _minor, fields in self.metric_groups for f in fields)
+        return frozenset(f for _major, _minor, fields in self.metric_groups for f in fields) & PROFILING_IDS
 
     def group_of(self, field_id: int) -> tuple[int, int] | None:
         return next(((major, minor) for major, minor, fields in self.metric_groups if field_id in fields), None)
@@ -99,7 +99,9 @@ _PRE_HOPPER_GROUPS = (
     (4, 0, (1011, 1012)),
 )
 KINDS = {
-    "hopper": GpuKind("", (9, 0), ((0, 0, tuple(sorted(PROFILING_IDS))),), 9),
+    # DcgmModuleCore.cpp ProcessProfGetMetricGroups (DCGM 4.6) answers for GPM GPUs itself, three groups:
+    # 1001-1034, the NVLink and peer-memory fields 1040-1083 (+ per-link 1532, 1533), the cycle counters 1084-1096.
+    "hopper": GpuKind("", (9, 0), ((0, 0, tuple(range(1001, 1035))), (1, 0, (*range(1040, 1084), 1532, 1533)), (2, 0, tuple(range(1084, 1097)))), 9),
     "ampere": GpuKind("NVIDIA A100-SXM4-80GB", (8, 0), _PRE_HOPPER_GROUPS, 7),
     # A PCIe card without NVLink nor the per-type tensor pipes: only some profiling fields.
     "l4": GpuKind("NVIDIA L4", (8, 9), tuple(g for g in _PRE_HOPPER_GROUPS if g[0] != 4 and g[1] != 3), 8),
@@ -109,6 +111,12 @@ KINDS = {
 
 def _env_kinds() -> list[str]:
     return [each.strip() for each in os.environ.get("FAKE_DCGM_GPUS", "").split(",") if each.strip()]
+
+
+def _env_mig() -> dict[int, int]:
+    """FAKE_DCGM_MIG="0:3,1:2": GPU 0 in MIG mode with three GPU instances, GPU 1 with two."""
+    pairs = [each.split(":") for each in os.environ.get("FAKE_DCGM_MIG", "").split(",") if each.strip()]
+    return {int(gpu): int(count) for gpu, count in pairs}
 
 
 @dataclass
@@ -124,6 +132,8 @@ class Control:
     traces: list[str] = field(default_factory=lambda: [p for p in os.environ.get("FAKE_DCGM_TRACES", "").split(os.pathsep) if p])
     embedded: list[FakeHostEngine] = field(default_factory=list)  # every embedded engine started
     shuffle_seed: int = 1
+    profiling_module: bool = field(default_factory=lambda: os.environ.get("FAKE_DCGM_PROFILING_MODULE", "1") != "0")  # DCGM 4's proprietary package installed
+    mig: dict[int, int] = field(default_factory=lambda: _env_mig())  # gpu -> GPU instances, for GPUs in MIG mode
 
     def knows(self, field_id: int, all_ids: set[int]) -> bool:
         return field_id in (self.known_field_ids if self.known_field_ids is not None else all_ids)
@@ -148,9 +158,19 @@ def _load_traces() -> list[Trace]:
 
 @dataclass
 class Watch:
+    """One client's watch of one field on one entity. DcgmCacheManager.cpp AddOrUpdateWatcher keys
+    watchers by client connection: the same client watching a field again replaces its watcher."""
+
     interval_us: int
     start_us: int
+    keep_us: int  # how long DCGM keeps this watcher's samples (maxKeepAge)
     owner: int  # the session (connection) that asked for it
+
+
+GPU, GPU_I, GPU_CI = 1, 4, 5  # dcgm_fields.py DCGM_FE_GPU, DCGM_FE_GPU_I, DCGM_FE_GPU_CI
+Entity = tuple[int, int]  # (entity group, entity id)
+MAX_GROUPS = 64  # dcgm_structs.h DCGM_MAX_NUM_GROUPS, DCGM_MAX_NUM_FIELD_GROUPS: per host engine, every client together
+MAX_INSTANCES_PER_GPU = 8  # dcgm_structs.h DCGM_MAX_INSTANCES_PER_GPU
 
 
 class FakeHostEngine:
@@ -162,16 +182,17 @@ class FakeHostEngine:
         self.running = True
         self.generation = 0
         self.started_wall_us = int(time.time() * 1e6)
-        self.watches: dict[tuple[int, int], dict[int, Watch]] = {}  # (gpu, field) -> {field group: watch}
-        self.faster_watchers: dict[int, int] = {}  # field -> update interval (us) another client watches it at
-        self.groups: dict[int, tuple[str, list[int], int]] = {}  # id -> (name, GPUs, owner)
+        self.watches: dict[tuple[Entity, int], dict[int, Watch]] = {}  # (entity, field) -> {owner: watch}
+        self.groups: dict[int, tuple[str, list[Entity], int]] = {}  # id -> (name, entities, owner)
         self.field_groups: dict[int, tuple[str, list[int], int]] = {}  # id -> (name, fields, owner)
         self.values: dict[tuple[int, int], float] = {}  # (gpu, field) -> a value set by a test
         self.blank: set[tuple[int, int]] = set()  # (gpu, field) that read DCGM_*_NOT_SUPPORTED
         self.lost: set[int] = set()
         self.paused = False
         self.frozen_us: int | None = None  # while set, DCGM's clock (and so its cache) stands still
-        self.xid: dict[int, tuple[int, int]] = {}  # gpu -> (last Xid, its ts)
+        self.xids: dict[Entity, list[tuple[int, int]]] = {}  # entity -> [(Xid, ts)], oldest first
+        self.mig: dict[int, int] = dict(CONTROL.mig)  # gpu -> number of GPU instances (one compute instance each)
+        self.log: list[str] = []  # what the host engine logs at ERROR (nv-hostengine.log)
         self.shuffle = random.Random(CONTROL.shuffle_seed)
         self._next_id = 1
 
@@ -189,15 +210,22 @@ class FakeHostEngine:
         self.field_groups.clear()
         self.paused = False
 
-    def inject_xid(self, gpu: int, code: int) -> None:
-        self.xid[gpu] = (code, self.now_us())
+    def inject_xid(self, gpu: int, code: int, entity: Entity | None = None) -> None:
+        """An Xid on ``gpu``, stored on ``entity`` (a GPU instance's for an Xid the driver attributes to it)."""
+        self.xids.setdefault(entity or (GPU, gpu), []).append((code, self.now_us()))
 
     def freeze(self) -> None:
         self.frozen_us = self.now_us()
 
     def watched(self, gpu: int = 0) -> dict[int, int]:
         """Field -> update interval (us) of what is watched on ``gpu``."""
-        return {f: self.update_period(g, f) for (g, f) in self.watches if g == gpu}
+        return {f: self.update_period((GPU, gpu), f) for ((eg, eid), f) in self.watches if (eg, eid) == (GPU, gpu)}
+
+    def watch_as_another_client(self, gpu: int, field_ids: list[int], interval_us: int, owner: int = -1) -> None:
+        """Another client of this host engine (dcgm-exporter, dcgmi dmon) watches ``field_ids`` on ``gpu``."""
+        start = self.now_us()
+        for field_id in field_ids:
+            self.watches.setdefault(((GPU, gpu), field_id), {})[owner] = Watch(interval_us, start, 10_000_000, owner)
 
     # ---- engine --------------------------------------------------------------------------------
 
@@ -208,22 +236,55 @@ class FakeHostEngine:
         self._next_id += 1
         return self._next_id
 
+    @property
+    def profiling_module_loads(self) -> bool:
+        """Whether DCGM's profiling module (the one pre-Hopper GPUs need) loads: it needs a root host engine
+        and DCGM 4's proprietary package, and GPM GPUs (Hopper and newer) do without it (DcgmModuleCore.cpp
+        ProcessProfGetMetricGroups answers for them itself; DcgmApi.cpp helperProfPauseResume: "for
+        GPM-enabled platforms, the profiling module may not be loadable")."""
+        return self.root and CONTROL.profiling_module and any(kind.metric_groups and kind.one_pass_limited for kind in self.kinds)
+
     def remove_owner(self, owner: int) -> None:
         """A client disconnected: its groups, field groups and watches go (DcgmHostEngineHandler.cpp
         OnConnectionRemove, DcgmFieldGroup.cpp OnConnectionRemove; persistAfterDisconnect is 0)."""
         for table in (self.groups, self.field_groups):
             for key in [k for k, (_name, _members, who) in table.items() if who == owner]:
                 del table[key]
-        for key, by_group in list(self.watches.items()):
-            for field_group in [fg for fg, watch in by_group.items() if watch.owner == owner]:
-                del by_group[field_group]
-            if not by_group:
+        for key, watchers in list(self.watches.items()):
+            watchers.pop(owner, None)
+            if not watchers:
                 del self.watches[key]
 
-    def update_period(self, gpu: int, field_id: int) -> int:
+    def unwatch(self, entities: list[Entity], field_ids: list[int], owner: int) -> None:
+        """dcgmUnwatchFields: this client's watchers of these fields go (DcgmCacheManager.cpp RemoveWatcher)."""
+        for entity in entities:
+            for field_id in field_ids:
+                watchers = self.watches.get((entity, field_id), {})
+                watchers.pop(owner, None)
+                if not watchers:
+                    self.watches.pop((entity, field_id), None)
+
+    def update_period(self, entity: Entity, field_id: int) -> int:
         """The fastest watcher's interval decides (DcgmCacheManager.cpp UpdateWatchFromWatchers)."""
-        own = min(watch.interval_us for watch in self.watches[(gpu, field_id)].values())
-        return min(own, self.faster_watchers.get(field_id, own))
+        return min(watch.interval_us for watch in self.watches[(entity, field_id)].values())
+
+    def gpu_of(self, entity: Entity) -> int:
+        return entity[1] if entity[0] == GPU else entity[1] // MAX_INSTANCES_PER_GPU
+
+    def instances(self) -> list[tuple[Entity, Entity, int]]:
+        """Every MIG entity: (entity, parent, instance number), GPU instances then their compute instance."""
+        out = []
+        for gpu, count in sorted(self.mig.items()):
+            for number in range(count):
+                instance = (GPU_I, gpu * MAX_INSTANCES_PER_GPU + number)
+                out.append((instance, (GPU, gpu), number))
+                out.append(((GPU_CI, instance[1]), instance, number))
+        return out
+
+    def entity_exists(self, entity: Entity) -> bool:
+        if entity[0] == GPU:
+            return 0 <= entity[1] < len(self.traces)
+        return any(each == entity for each, _parent, _number in self.instances())
 
     def record(self, gpu: int, ts_us: int) -> dict:
         trace, times = self.traces[gpu], self.times[gpu]
@@ -240,29 +301,33 @@ class FakeHostEngine:
             "enforcedPowerLimit": int(trace.gpu["power_limit_mw"] / 1000),
         }
 
-    def watch(self, gpus: list[int], field_group: int, field_ids: list[int], interval_us: int, owner: int, embedded: bool) -> str:
-        """Watch ``field_ids`` on ``gpus``; the DCGM_ST_* name of the answer. All or nothing: a refused
+    def watch(self, entities: list[Entity], field_ids: list[int], interval_us: int, keep_us: int, owner: int, embedded: bool) -> str:
+        """Watch ``field_ids`` on ``entities``; the DCGM_ST_* name of the answer. All or nothing: a refused
         watch leaves nothing watched (DcgmHostEngineHandler.cpp WatchFieldGroup: "Clean up any watches
         that were established since at least one failed")."""
         profiling = [f for f in field_ids if f in PROFILING_IDS]
         if profiling:
-            refusal = self._profiling_refusal(gpus, profiling, embedded)
+            refusal = self._profiling_refusal(sorted({self.gpu_of(e) for e in entities}), profiling, embedded)
             if refusal:
                 return refusal
+        if any(self.gpu_of(e) in self.lost for e in entities):
+            return "DCGM_ST_GPU_IS_LOST"  # DcgmCacheManager.cpp AddEntityFieldWatch: no watch on a detached GPU
         start = self.now_us()
-        for gpu in gpus:
+        for entity in entities:
             for field_id in field_ids:
-                self.watches.setdefault((gpu, field_id), {})[field_group] = Watch(interval_us, start, owner)
+                self.watches.setdefault((entity, field_id), {})[owner] = Watch(interval_us, start, keep_us, owner)
         return "DCGM_ST_OK"
 
     def _profiling_refusal(self, gpus: list[int], profiling: list[int], embedded: bool) -> str | None:
         if CONTROL.profiling_refusal:
             return CONTROL.profiling_refusal
-        # The profiling module needs root: dcgmproftester/DcgmProfTester.cpp and dcgmi/DeviceMonitor.cpp
-        # both handle DCGM_ST_REQUIRES_ROOT from dcgmWatchFields. An embedded engine runs as the exporter.
+        kinds = {self.kinds[gpu] for gpu in gpus}
+        if any(kind.one_pass_limited and kind.metric_groups for kind in kinds) and not self.profiling_module_loads:
+            return "DCGM_ST_MODULE_NOT_LOADED"  # every request to a module that did not load (DcgmHostEngineHandler.cpp)
+        # dcgmproftester/DcgmProfTester.cpp and dcgmi/DeviceMonitor.cpp both handle DCGM_ST_REQUIRES_ROOT
+        # from dcgmWatchFields. An embedded engine runs as the exporter.
         if not (CONTROL.root if embedded else self.root):
             return "DCGM_ST_REQUIRES_ROOT"
-        kinds = {self.kinds[gpu] for gpu in gpus}
         if len(kinds) > 1:  # dcgmProfWatchFields_v1 (DCGM 2.0 API docs): the group's GPUs must be identical
             return "DCGM_ST_GROUP_INCOMPATIBLE"
         kind = kinds.pop()
@@ -271,7 +336,7 @@ class FakeHostEngine:
         if any(f not in kind.supported or f in CONTROL.refuse_fields for f in profiling):
             return "DCGM_ST_NOT_SUPPORTED"
         if kind.one_pass_limited and CONTROL.multi_pass == "refuse":
-            watched = {kind.group_of(f) for (g, f) in self.watches if g in gpus and f in PROFILING_IDS}
+            watched = {kind.group_of(f) for ((eg, g), f) in self.watches if eg == GPU and g in gpus and f in PROFILING_IDS}
             wanted = watched | {kind.group_of(f) for f in profiling}
             majors = [group[0] for group in wanted if group is not None]
             if len(majors) != len(set(majors)):
@@ -280,54 +345,103 @@ class FakeHostEngine:
 
     def _multiplexed_out(self, gpu: int, field_id: int, update: int) -> bool:
         """Whether this update's pass skipped ``field_id``: its metric group shares a majorId with other
-        watched groups, and DCGM samples one of them per update (the "Multiplexing of Profiling Counters"
-        section of DCGM's user guide; DCGM issue 169: such a field then reads 0)."""
+        watched groups, by any client of this engine, and DCGM samples one of them per update (the
+        "Multiplexing of Profiling Counters" section of DCGM's user guide; DCGM issue 169: such a field
+        then reads 0)."""
         kind = self.kinds[gpu]
         if not kind.one_pass_limited:
             return False
         mine = kind.group_of(field_id)
         if mine is None:
             return False
-        watched = {kind.group_of(f) for (g, f) in self.watches if g == gpu and f in PROFILING_IDS}
+        watched = {kind.group_of(f) for ((eg, g), f) in self.watches if (eg, g) == (GPU, gpu) and f in PROFILING_IDS}
         rivals = sorted(group for group in watched if group is not None and group[0] == mine[0])
         return len(rivals) > 1 and rivals[update % len(rivals)] != mine
 
-    def reading(self, gpu: int, field_id: int, live: bool) -> tuple[str, int, float | None]:
-        """(status name, ts, value) of one field; value None means blank, "lost" a lost GPU's blank."""
+    def latest(self, entity: Entity, field_id: int, live: bool) -> tuple[str, int, float | None]:
+        """(status name, ts, value) of the latest value, as dcgmEntitiesGetLatestValues answers it; every
+        answer that is not OK is logged at ERROR, as DcgmCacheManager.cpp GetMultipleLatestSamples does
+        (DCGM 3.3.8 and older log DCGM_ST_NO_DATA too; 4.x logs it at DEBUG)."""
+        answer = self._latest(entity, field_id, live)
+        status = answer[0]
+        if status != "DCGM_ST_OK" and (status != "DCGM_ST_NO_DATA" or CONTROL.naming == "3"):
+            self.log.append(f"ERROR GetLatestSample returned {status} for entityId {entity[1]} groupId {entity[0]} fieldId {field_id}")
+        return answer
+
+    def _latest(self, entity: Entity, field_id: int, live: bool) -> tuple[str, int, float | None]:
         now = self.now_us()
+        gpu = self.gpu_of(entity)
         if gpu in self.lost:
             # DcgmCacheManager.cpp BufferOrCacheLatestGpuValue: a lost GPU's fields get
             # InsertNvmlErrorValue(NVML_ERROR_GPU_IS_LOST) with status OK and the time of the update;
             # DcgmCMUtils.cpp NvmlErrorToInt64Value/NvmlErrorToDoubleValue turn that error into the plain BLANK.
             return "DCGM_ST_OK", now, LOST
-        if not live and (gpu, field_id) not in self.watches:
+        if not live and (entity, field_id) not in self.watches:
             # DcgmCacheManager.cpp GetLatestSample: no watch -> DCGM_ST_NOT_WATCHED and a blank value.
             return "DCGM_ST_NOT_WATCHED", 0, None
         if field_id == XID_ID:
-            code, ts = self.xid.get(gpu, (None, 0))
-            return "DCGM_ST_OK", ts, None if code is None else float(code)
+            events = self.xids.get(entity)
+            if not events:
+                return "DCGM_ST_NO_DATA", 0, None  # GetLatestSample: a watched field with no sample yet
+            code, ts = events[-1]
+            return "DCGM_ST_OK", ts, float(code)
         if live:
-            ts, update = now, 1
-        else:
-            watch = min(self.watches[(gpu, field_id)].values(), key=lambda w: w.start_us)
-            period = self.update_period(gpu, field_id)
-            update = (now - watch.start_us) // period
-            ts = watch.start_us + update * period
+            return ("DCGM_ST_OK", now, *self.value_at(entity, field_id, now, 1)[1:])
+        updates = self.updates(entity, field_id, 0, now)
+        if not updates:
+            return "DCGM_ST_NO_DATA", 0, None
+        update, ts = updates[-1]
+        return self.value_at(entity, field_id, ts, update)
+
+    def updates(self, entity: Entity, field_id: int, since_us: int, until_us: int) -> list[tuple[int, int]]:
+        """(update number, ts) of the cached samples of a watched field between ``since_us`` and ``until_us``:
+        the cache keeps the longest maxKeepAge any watcher asked for (UpdateWatchFromWatchers)."""
+        watchers = self.watches[(entity, field_id)].values()
+        first = min(watch.start_us for watch in watchers)
+        period = self.update_period(entity, field_id)
+        keep = max(watch.keep_us for watch in watchers)
+        low = max(since_us, until_us - keep, first)
+        first_update = -(-(low - first) // period)
+        last_update = (until_us - first) // period
+        return [(update, first + update * period) for update in range(first_update, last_update + 1)]
+
+    def samples(self, entity: Entity, field_id: int, since_us: int, until_us: int) -> tuple[str, list[tuple[int, float | None]]]:
+        """(status, [(ts, value)]) as DcgmCacheManager.cpp GetSamples answers dcgmGetValuesSince: an unwatched
+        field is DCGM_ST_NOT_WATCHED, a time range without samples DCGM_ST_NO_DATA."""
+        if (entity, field_id) not in self.watches:
+            return "DCGM_ST_NOT_WATCHED", []
+        if field_id == XID_ID:
+            events = [(ts, float(code)) for code, ts in self.xids.get(entity, []) if since_us <= ts <= until_us]
+            return ("DCGM_ST_OK", events) if events else ("DCGM_ST_NO_DATA", [])
+        if self.gpu_of(entity) in self.lost:
+            return "DCGM_ST_OK", [(until_us, LOST)]
+        out = []
+        for update, ts in self.updates(entity, field_id, since_us, until_us):
+            status, ts, value = self.value_at(entity, field_id, ts, update)
+            out.append((ts, value))
+        return ("DCGM_ST_OK", out) if out else ("DCGM_ST_NO_DATA", [])
+
+    def value_at(self, entity: Entity, field_id: int, ts: int, update: int) -> tuple[str, int, float | None]:
+        """The value DCGM sampled at ``ts`` (its ``update``-th update of the watch); None is blank."""
+        gpu = self.gpu_of(entity)
+        kind = self.kinds[gpu]
         if field_id in PROFILING_IDS and self.paused:
             return "DCGM_ST_OK", ts, LOST  # dcgm_agent.h dcgmProfPause: "DCGM will save BLANK values while profiling is paused"
         if (gpu, field_id) in self.blank:
             return "DCGM_ST_OK", ts, None
+        if entity[0] == GPU and gpu in self.mig and field_id == 203:
+            return "DCGM_ST_OK", ts, None  # NVML answers no coarse utilization for a GPU in MIG mode
         if (gpu, field_id) in self.values:
             return "DCGM_ST_OK", ts, self.values[(gpu, field_id)]
         if field_id in PROFILING_IDS:
-            if update < 1:
-                return "DCGM_ST_OK", ts, None  # a ratio needs two samples
+            if update < 1 and not kind.one_pass_limited:
+                return "DCGM_ST_OK", ts, None  # GPM: a rate between two samples (DcgmGpmManager.cpp); the profiling module's first value is valid
             if self._multiplexed_out(gpu, field_id, update):
                 return "DCGM_ST_OK", ts, 0.0
         if field_id == 52:
             return "DCGM_ST_OK", ts, float(gpu)
         if field_id == COMPUTE_CAPABILITY_ID:
-            major, minor = self.kinds[gpu].compute_capability
+            major, minor = kind.compute_capability
             return "DCGM_ST_OK", ts, float(major << 16 | minor)  # dcgm_fields.h DCGM_CUDA_COMPUTE_CAPABILITY_MAJOR/MINOR
         if field_id == 113:
             return "DCGM_ST_OK", ts, float(self.traces[gpu].gpu["max_sm_clock_mhz"])
@@ -351,22 +465,25 @@ def embedded_engine() -> FakeHostEngine:
 
 
 def serve(address: str, traces: list[Trace] | None = None, root: bool = True) -> FakeHostEngine:
-    """Start a standalone fake nv-hostengine answering at ``address``."""
+    """Start a standalone fake nv-hostengine answering at ``address`` (host:port, or a unix socket's path)."""
     engine = FakeHostEngine(traces, root=root)
     ENGINES[normalise(address)] = engine
     return engine
 
 
 def normalise(address: str) -> str:
-    return address if ":" in address else f"{address}:5555"
+    return address if ":" in address or address.startswith("/") else f"{address}:5555"
 
 
-def standalone_engine(address: str) -> FakeHostEngine | None:
-    address = normalise(address)
+def standalone_engine(address: str, unix_socket: bool = False) -> FakeHostEngine | None:
+    """The engine answering at ``address``; a unix socket's path reaches only one served at that path."""
+    address = address if unix_socket else normalise(address)
     with _lock:
         if address not in ENGINES and os.environ.get("FAKE_DCGM_SERVE") and normalise(os.environ["FAKE_DCGM_SERVE"]) == address:
             serve(address)
         engine = ENGINES.get(address)
+    if engine is not None and unix_socket != address.startswith("/"):
+        return None
     if engine is not None:
         follow_stop_file(engine)
     return engine
