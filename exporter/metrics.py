@@ -94,6 +94,7 @@ def _rate(field: str, name: str, gpm: Gpm, dcgm: Dcgm, help_text: str) -> Metric
 NVML_ONLY = frozenset({NVML})
 NOT_REPLAY = frozenset({NVML, DCGM})
 NOT_DCGM = frozenset({NVML, REPLAY})
+DCGM_ONLY = frozenset({DCGM})
 
 METRICS: tuple[Metric, ...] = (
     # ---- identity and health, per GPU ----
@@ -101,6 +102,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("gpueff_gpu_info", GAUGE, "", "GPU identity: model, driver, PCI bus id, and the replayed trace (empty for a live GPU). Always 1.", labels=("model", "driver", "pci_bus_id", "trace"), readings=_r("sample.device"), when_down=True),
     Metric("gpueff_mig_device_info", GAUGE, "", "A MIG device, exported like a GPU under its own MIG uuid (gpu is its physical GPU's index): the physical GPU's uuid and the GPU instance id. Always 1.", labels=("parent_uuid", "gpu_instance"), readings=_r("sample.device"), backends=NVML_ONLY, when_down=True),
     Metric("gpueff_profiling_available", GAUGE, "", "1 if SM activity and the other profiling metrics (GPM or DCGM) are read on this GPU, 0 if not (pre-Hopper without DCGM, or profiling restricted to admin).", readings=_r("sample.profiling_available")),
+    Metric("gpueff_profiling_multiplexed", GAUGE, "", "DCGM before Hopper: 1 if the GPU's profiling counters are time-shared between metric groups (--dcgm.multi-pass, or another client of a shared host engine watching a rival metric group), so a profiling value can read 0 for an interval whose pass did not run; 0 if one pass holds everything read. Absent where profiling is not read through DCGM.", readings=_r("sample.profiling_multiplexed"), backends=DCGM_ONLY),
     # ---- coarse device readings ----
     Metric("gpueff_gpu_utilization_ratio", GAUGE, "ratio", "Coarse utilization over the poll window: share of the window any kernel ran (one thread on one SM reads 1; not SM activity). The engine activity GPM GRAPHICS_UTIL / DCGM 1001 where profiling is read (nvidia-smi's quantity, averaged over the window every other figure covers); NVML's figure where it is not. Every derived figure uses this one.",
            readings=_r("derived.busy")),

@@ -162,6 +162,9 @@ class GpuSample:
     process_utilization: tuple[ProcessUtilization, ...] | None = None
     profiling: Profiling = NO_PROFILING
     health: Health = NO_HEALTH
+    # DCGM before Hopper: the profiling counters are time-shared between metric groups (several passes),
+    # so a profiling value can read 0 for an interval whose pass did not run. None where not known.
+    profiling_multiplexed: bool | None = None
 
     @property
     def profiling_available(self) -> bool:

@@ -554,6 +554,7 @@ def test_requires_root_says_who_must_be_root_in_embedded_and_standalone_mode(eng
 
 
 def test_a_pause_file_pauses_embedded_profiling_and_values_stay_missing_never_zero(engine_control, tmp_path, caplog):
+    engine_control.CONTROL.gpu_kinds = ["ampere", "ampere"]  # pausing is for the profiling module's GPUs
     pause = tmp_path / "pause-profiling"
     dcgm = DcgmBackend(FAKE, collect_interval=0.1, slow_interval=1.0, pause_file=str(pause))
     dcgm.start()
@@ -572,13 +573,14 @@ def test_a_pause_file_pauses_embedded_profiling_and_values_stay_missing_never_ze
         resumed = dcgm.collect()[0]
         assert not engine.paused and resumed.profiling.readings() == {}  # the value at the resume may cover paused time
         engine.frozen_us = None  # DCGM's clock runs again: updates after the resume count
-        time.sleep(0.25)
+        time.sleep(0.45)
         assert dcgm.collect()[0].profiling_available
     finally:
         dcgm.close()
 
 
 def test_standalone_pause_is_dcgmi_profile_pause_and_reads_missing(engine_control):
+    engine_control.CONTROL.gpu_kinds = ["ampere", "ampere"]
     engine = engine_control.serve("127.0.0.1:5555")
     with pytest.raises(BackendUnavailable, match="dcgmi profile --pause"):
         DcgmBackend(FAKE, "127.0.0.1:5555", pause_file="/tmp/whatever").start()
@@ -588,6 +590,7 @@ def test_standalone_pause_is_dcgmi_profile_pause_and_reads_missing(engine_contro
         time.sleep(0.25)
         assert dcgm.collect()[0].profiling_available
         engine.paused = True  # someone ran `dcgmi profile --pause`: DCGM stores blank values
+        time.sleep(0.15)
         sample = dcgm.collect()[0]
     finally:
         dcgm.close()
@@ -609,20 +612,23 @@ def test_fields_dcgm_stops_watching_read_not_watched_and_the_watches_come_back(e
         dcgm.close()
 
 
-def test_the_window_is_dcgms_update_gap_not_the_fallback_interval(engine_control):
-    """A shared host engine updates a field at its fastest client's interval (DcgmCacheManager.cpp)."""
+def test_a_faster_client_of_a_shared_engine_gives_the_poll_windows_mean_not_its_last_sample(engine_control):
+    """A shared host engine updates a field at its fastest client's interval (DcgmCacheManager.cpp): the
+    exporter averages every sample of its poll window (dcgmGetValuesSince) instead of exporting the last."""
     dcgm = backend(interval=0.2)
     dcgm.start()
     try:
         engine = engine_control.CONTROL.embedded[-1]
-        engine.faster_watchers[1002] = 50_000  # another client watches SM activity every 50 ms
-        start = min(w.start_us for w in engine.watches[(0, 1002)].values())
+        engine.watch_as_another_client(0, [1002], 50_000)  # dcgmi dmon or dcgm-exporter at 50 ms
+        engine.values[(0, 1002)] = lambda ts: 1.0 if (ts // 50_000) % 4 == 0 else 0.0  # busy one sample in four
+        start = min(w.start_us for w in engine.watches[((1, 0), 1002)].values())
         engine.frozen_us = start + 230_000
-        assert dcgm.collect()[0].window_seconds == pytest.approx(0.2)  # first update seen: only the watch interval is known
-        engine.frozen_us = start + 290_000
-        assert dcgm.collect()[0].window_seconds == pytest.approx(0.05)  # consecutive updates 50 ms apart
-        engine.frozen_us = start + 690_000
-        assert dcgm.collect()[0].window_seconds == pytest.approx(0.2)  # updates missed in between: at most the watch interval
+        dcgm.collect()
+        for poll in range(1, 4):
+            engine.frozen_us = start + 230_000 + poll * 200_000
+            sample = dcgm.collect()[0]
+            assert sample.window_seconds == pytest.approx(0.2)  # four 50 ms samples: the whole poll window
+            assert sample.profiling.sm_active == pytest.approx(0.25)  # their mean, not the last one's 0 or 1
     finally:
         dcgm.close()
 
@@ -665,6 +671,9 @@ def test_a_profiling_watch_refused_while_nsight_holds_the_counters_is_tried_agai
         assert len(engine.groups) == groups and dcgm.profiling_refused.startswith("DCGM_ST_IN_USE")
         engine_control.CONTROL.profiling_refusal = None  # the profiler is done
         clock.now += 61
+        dcgm.collect()  # the wait doubled: not tried yet
+        assert dcgm.profiling_refused is not None
+        clock.now += 60
         dcgm.collect()
         assert dcgm.profiling_refused is None and 1002 in engine.watched(0) and 1002 in engine.watched(1)
         time.sleep(0.25)

@@ -77,7 +77,7 @@ def full_snapshot() -> Snapshot:
                         max_sm_clock_mhz=1980, max_memory_clock_mhz=2619, power_limit_watts=700)
     mig = dataclasses.replace(device, index=1, uuid="MIG-full", name="NVIDIA H100 80GB HBM3 MIG 1g.10gb", parent_uuid="GPU-full", gpu_instance_id=7)
     values = {field.name: 0.5 for field in dataclasses.fields(GpuSample) if field.type == "float | None" and field.name not in NOT_METRICS}
-    sample = GpuSample(device=device, timestamp=10.0, window_seconds=1.0, clock_event_reasons=4, remapped_rows_pending=False, remapped_rows_failure=True,
+    sample = GpuSample(device=device, timestamp=10.0, window_seconds=1.0, clock_event_reasons=4, remapped_rows_pending=False, remapped_rows_failure=True, profiling_multiplexed=False,
                        xid_errors={79: 1}, process_count=1, profiling=Profiling(**dict.fromkeys(PROFILING_FIELDS, 0.5)), health=FULL_HEALTH, **values)
     config = Config(price_per_gpu_hour=2.0)
     totals = Totals(busy_seconds=1.0, sm_active_seconds=0.5, busy_idle_sm_seconds=0.5, busy_idle_sm_cost=0.01)
@@ -205,7 +205,7 @@ def test_a_metric_with_a_dcgm_source_says_dcgm_gives_it():
     for metric, reading in READINGS:
         if reading.dcgm is not None:
             assert DCGM in metric.backends, metric.name
-        elif reading.path.startswith("sample.") and reading.path not in {"sample.up", "sample.device", "sample.profiling_available", "sample.device.power_limit_watts"}:
+        elif reading.path.startswith("sample.") and reading.path not in {"sample.up", "sample.device", "sample.profiling_available", "sample.profiling_multiplexed", "sample.device.power_limit_watts"}:
             assert DCGM not in metric.backends, metric.name
 
 

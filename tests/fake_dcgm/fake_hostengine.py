@@ -22,6 +22,7 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -185,7 +186,7 @@ class FakeHostEngine:
         self.watches: dict[tuple[Entity, int], dict[int, Watch]] = {}  # (entity, field) -> {owner: watch}
         self.groups: dict[int, tuple[str, list[Entity], int]] = {}  # id -> (name, entities, owner)
         self.field_groups: dict[int, tuple[str, list[int], int]] = {}  # id -> (name, fields, owner)
-        self.values: dict[tuple[int, int], float] = {}  # (gpu, field) -> a value set by a test
+        self.values: dict[tuple[int, int], float | Callable[[int], float]] = {}  # (gpu, field) -> a value set by a test, or its function of ts
         self.blank: set[tuple[int, int]] = set()  # (gpu, field) that read DCGM_*_NOT_SUPPORTED
         self.lost: set[int] = set()
         self.paused = False
@@ -386,7 +387,7 @@ class FakeHostEngine:
             code, ts = events[-1]
             return "DCGM_ST_OK", ts, float(code)
         if live:
-            return ("DCGM_ST_OK", now, *self.value_at(entity, field_id, now, 1)[1:])
+            return self.value_at(entity, field_id, now, 1)
         updates = self.updates(entity, field_id, 0, now)
         if not updates:
             return "DCGM_ST_NO_DATA", 0, None
@@ -432,7 +433,8 @@ class FakeHostEngine:
         if entity[0] == GPU and gpu in self.mig and field_id == 203:
             return "DCGM_ST_OK", ts, None  # NVML answers no coarse utilization for a GPU in MIG mode
         if (gpu, field_id) in self.values:
-            return "DCGM_ST_OK", ts, self.values[(gpu, field_id)]
+            value = self.values[(gpu, field_id)]
+            return "DCGM_ST_OK", ts, value(ts) if callable(value) else value
         if field_id in PROFILING_IDS:
             if update < 1 and not kind.one_pass_limited:
                 return "DCGM_ST_OK", ts, None  # GPM: a rate between two samples (DcgmGpmManager.cpp); the profiling module's first value is valid

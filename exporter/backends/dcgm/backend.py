@@ -6,14 +6,19 @@ fake of them (tests/fake_dcgm). See docs/dcgm.md.
 One DCGM group holds the GPUs; device fields are watched at the collect interval, costly ones (energy,
 ECC, remapped rows) at the slow interval, and profiling fields at the collect interval in field groups of
 their own (chosen per GPU by profiling), so a refused profiling watch leaves the rest working. Each
-poll reads the latest cached values of every GPU and field in one dcgmEntitiesGetLatestValues call.
-Blank values and values whose timestamp stopped moving are missing, never 0; a GPU none of whose device
-fields has a value (a lost GPU reads blank with status OK) is down. A lost host engine turns every GPU
-down and is reconnected with back-off.
+poll reads the latest cached device values of every GPU in one dcgmEntitiesGetLatestValues call, and
+every profiling value and Xid DCGM cached since the previous poll (dcgmGetValuesSince_v2): a shared
+host engine may sample a field faster than the exporter's watch, and the exported ratio is the mean
+over the poll window (window). Only watched fields that have data are read, so the host engine logs no
+error per poll. Blank values and values whose timestamp stopped moving are missing, never 0; a GPU none
+of whose device fields has a value (a lost GPU reads blank with status OK) is down. A lost host engine
+turns every GPU down and is reconnected with back-off; one GPU's errors (DCGM_ST_GPU_IS_LOST) and the
+host engine's limits (DCGM_ST_MAX_LIMIT) stay that GPU's or that watch's.
 
 The jobs live in their own modules of this package: bindings (loading), session (the connection, groups,
-watches), resolve (field IDs and names), decode (values), freshness (staleness and windows), profiling
-(which profiling fields to watch), xid (Xid events), fields (the field table).
+watches), resolve (field IDs and names), decode (values), freshness (staleness, update intervals),
+window (the poll window's mean), profiling (which profiling fields to watch), contention (other
+clients' profiling watches), xid (Xid events), fields (the field table).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import Any
 from exporter.backends.backoff import Backoff
 from exporter.backends.base import Backend, BackendUnavailable, CollectSettings, text
 from exporter.backends.dcgm.bindings import Bindings, load_bindings
+from exporter.backends.dcgm.contention import NONE, Contention, contention
 from exporter.backends.dcgm.decode import BLANK, OK, STALE, Decoder, FieldReading, int32_or_none
 from exporter.backends.dcgm.fields import (
     BOOLEAN_TARGETS,
@@ -41,11 +47,12 @@ from exporter.backends.dcgm.fields import (
     STATIC,
 )
 from exporter.backends.dcgm.freshness import FieldClocks
-from exporter.backends.dcgm.profiling import GpuProfiling
+from exporter.backends.dcgm.profiling import MODULE_NOT_LOADED, GpuProfiling, refusal_reasons
 from exporter.backends.dcgm.profiling import plan as plan_profiling
 from exporter.backends.dcgm.profiling import watch as watch_profiling
 from exporter.backends.dcgm.resolve import ResolvedField, resolve_fields
-from exporter.backends.dcgm.session import DcgmSession
+from exporter.backends.dcgm.session import DcgmSession, Entity, MigEntity, Watch
+from exporter.backends.dcgm.window import Sample, WindowMean, update_interval_us, window_mean
 from exporter.backends.dcgm.xid import XidCounter
 from exporter.metrics import PROFILING_RATIOS
 from exporter.sample import DeviceInfo, GpuSample, Profiling, down_sample
@@ -53,8 +60,12 @@ from exporter.sample import DeviceInfo, GpuSample, Profiling, down_sample
 log = logging.getLogger(__name__)
 
 RECONNECT_BACKOFF = (1.0, 60.0)  # first and largest wait between reconnection attempts
-PROFILING_RETRY = 60.0  # seconds between tries of a profiling watch refused as a whole (e.g. DCGM_ST_IN_USE)
+# First and largest wait between tries of a profiling watch refused as a whole (DCGM_ST_IN_USE while
+# Nsight runs, a profiling module that did not load in a shared nv-hostengine, the 64-group limit).
+PROFILING_RETRY = (60.0, 960.0)
+CONTENTION_CHECK = 60.0  # seconds between looks at other clients' field groups
 PAUSED = "paused"
+GPU_ENTITY = 1  # dcgm_fields.h DCGM_FE_GPU
 
 __all__ = ["DcgmBackend", "FieldReading", "ResolvedField"]
 
@@ -64,14 +75,27 @@ class _Gpu:
     gpu_id: int  # DCGM's GPU ID
     info: DeviceInfo
     connected: bool = True
+    lost: bool = False  # DCGM answered DCGM_ST_GPU_IS_LOST for it
     clocks: FieldClocks = field(default_factory=FieldClocks)
     readings: dict[int, FieldReading] = field(default_factory=dict)
     profiling: GpuProfiling = field(default_factory=GpuProfiling)
+    windows: dict[int, WindowMean] = field(default_factory=dict)  # the last poll window's mean per profiling field
+    contention: Contention = NONE
+    mig: bool = False  # in MIG mode
+
+
+@dataclass
+class _WindowRead:
+    """A watch read with dcgmGetValuesSince_v2 every poll."""
+
+    watch: Watch
+    since_us: int = 0
+    first: bool = True  # the first read returns what the cache held before: Xid's baseline
 
 
 def _refused_whole(gpu: _Gpu) -> bool:
-    """Whether DCGM refused every profiling field chosen for the GPU (so trying again watches nothing twice)."""
-    return bool(gpu.connected and gpu.profiling.chosen and not gpu.profiling.watched)
+    """Whether DCGM refused the GPU's profiling as a whole (so trying again later may work)."""
+    return bool(gpu.connected and gpu.profiling.whole_refusal)
 
 
 class DcgmBackend(Backend):
@@ -106,17 +130,23 @@ class DcgmBackend(Backend):
         self.unknown_fields: list[Any] = []  # the table's fields this DCGM does not know at all
         self.profiling_refused: str | None = None  # why no GPU gives SM activity, if so
         self._decode: Decoder | None = None
-        self._by_id: dict[int, ResolvedField] = {}  # every field read per poll
-        self._read_ids: list[int] = []
+        self._by_id: dict[int, ResolvedField] = {}  # every field watched
+        self._device_ids: list[int] = []  # read with dcgmEntitiesGetLatestValues
+        self._device_entities: list[Any] = []
+        self._profiling_reads: list[_WindowRead] = []
+        self._xid_read: _WindowRead | None = None
         self._gpus: list[_Gpu] = []
-        self._entities: list[Any] = []
+        self._mig: dict[Entity, MigEntity] = {}
         self._xid = XidCounter()
         self._reconnect_due: float | None = None
         self._backoff = Backoff(*RECONNECT_BACKOFF)
         self._paused = False
+        self._pause_unsupported = False
         self._all_gpus_group: Any = None
         self._profiling_groups = 0  # numbers the profiling groups' names
         self._profiling_retry_due: float | None = None
+        self._profiling_backoff = Backoff(*PROFILING_RETRY)
+        self._contention_due: float | None = None
         self._resume_guard_us = 0  # embedded: profiling values older than this came from before the resume
 
     @property
@@ -158,13 +188,18 @@ class DcgmBackend(Backend):
         session = DcgmSession(bindings, self.host, self.name_token)
         self.session = session
         self._decode = Decoder(bindings, session.status_name)
-        self.fields, self.unknown_fields = resolve_fields(bindings.fields)
         try:
+            session.init()  # before it, the bindings cannot look a field up by ID
+            self.fields, self.unknown_fields = resolve_fields(bindings.fields)
             self._connect(session)
         except session.error as error:
             session.close()
             where = f"nv-hostengine at {self.host}" if self.host else "an embedded DCGM host engine"
-            raise BackendUnavailable(f"cannot use {where} through the bindings in {bindings.path}: {session.error_name(error)} ({error})") from None
+            name = session.error_name(error)
+            hint = ""
+            if name == "DCGM_ST_INIT_ERROR" and not self.host:
+                hint = ". An embedded engine does not start at all as a normal user while any GPU has MIG on (DCGM reads MIG only as root): run the exporter as root, or use a root nv-hostengine through --dcgm.host"
+            raise BackendUnavailable(f"cannot use {where} through the bindings in {bindings.path}: {name} ({error}){hint}") from None
         if not self._gpus:
             session.close()
             raise BackendUnavailable("DCGM found no supported GPU on this machine")
@@ -179,27 +214,63 @@ class DcgmBackend(Backend):
         session.connect()
         gpu_ids = session.gpu_ids()
         self._open_gpus(session, gpu_ids)
-        group = session.group(gpu_ids, "gpus")
-        self._entities = session.entities(gpu_ids)
+        lost: set[Entity] = set()
+        group = session.group([(GPU_ENTITY, gpu_id) for gpu_id in gpu_ids], "gpus", lost)
+        for gpu in self._gpus:
+            if (GPU_ENTITY, gpu.gpu_id) in lost:
+                gpu.connected, gpu.lost = False, True
+                self.log_once(f"lost-{gpu.info.uuid}", logging.WARNING, "GPU %d (%s): DCGM reports it lost (DCGM_ST_GPU_IS_LOST); it is reported down, the other GPUs are read", gpu.info.index, gpu.info.uuid)
+        readable = [gpu.gpu_id for gpu in self._gpus if gpu.connected]
+        self._device_entities = session.entities(readable)
+        self._mig = {each.entity: each for each in self._read_mig(session) if each.gpu_id in readable}
         self._by_id = {}
         for cadence, interval in ((FAST, self.collect_interval), (SLOW, self.slow_interval)):
-            resolved = [f for f in self.fields if f.spec.cadence == cadence or (cadence == FAST and f.spec.cadence == EVENT)]
+            resolved = [f for f in self.fields if f.spec.cadence == cadence]
             if resolved:
                 session.watch(group, [f.field_id for f in resolved], interval, cadence)
                 self._by_id.update({f.field_id: f for f in resolved})
+        self._device_ids = list(self._by_id)
+        self._xid_read = None
+        events = [f for f in self.fields if f.spec.cadence == EVENT]
+        if events:
+            # Xids the driver attributes to a MIG instance are stored on its GPU and compute instance.
+            xid_group = session.group([(GPU_ENTITY, gpu_id) for gpu_id in readable] + list(self._mig), "xid") if self._mig else group
+            self._xid_read = _WindowRead(session.watch(xid_group, [f.field_id for f in events], self.collect_interval, "xid"))
+            self._by_id.update({f.field_id: f for f in events})
         self._all_gpus_group = group
+        self._profiling_reads = []
+        self._profiling_backoff.reset()
         self._watch_profiling(session, [gpu for gpu in self._gpus if gpu.connected])
         if self._paused:
             session.pause_profiling()  # a new embedded engine starts unpaused
         session.update_all()
 
+    def _read_mig(self, session: DcgmSession) -> list[MigEntity]:
+        try:
+            entities = session.mig_entities()
+        except session.error as error:
+            self.log_once("mig-hierarchy", logging.WARNING, "cannot list DCGM's MIG instances (%s): Xids attributed to a MIG instance are not counted", session.error_name(error))
+            return []
+        parents = {each.gpu_id for each in entities}
+        for gpu in self._gpus:
+            gpu.mig = gpu.gpu_id in parents
+            if gpu.mig:
+                self.log_once(
+                    f"mig-{gpu.info.uuid}",
+                    logging.INFO,
+                    "GPU %d is in MIG mode: its device fields and its instances' Xids are read; DCGM's profiling fields of its GPU instances are not (docs/dcgm.md, MIG)",
+                    gpu.info.index,
+                )
+        return entities
+
     def _watch_profiling(self, session: DcgmSession, gpus: list[_Gpu]) -> None:
         """Choose and watch the profiling fields of ``gpus``; a refusal that no smaller watch avoids
-        (another profiler holds the counters, say) is tried again every PROFILING_RETRY seconds."""
+        (another profiler holds the counters, say) is tried again later, with back-off."""
         assert self._decode is not None
         profiling = {f.field_id: f for f in self.fields if f.spec.cadence == PROFILING}
+        reasons = refusal_reasons(session)
         for gpu in gpus:
-            gpu.profiling = plan_profiling(session, gpu.gpu_id, frozenset(profiling), self.multi_pass, self._decode)
+            gpu.profiling = GpuProfiling(not_supported="the GPU is in MIG mode") if gpu.mig else plan_profiling(session, gpu.gpu_id, frozenset(profiling), self.multi_pass, self._decode)
         # DCGM watches profiling fields only on a group of identical GPUs; one group per model and choice.
         partitions: dict[tuple[str, frozenset[int]], list[_Gpu]] = {}
         for gpu in gpus:
@@ -211,20 +282,67 @@ class DcgmBackend(Backend):
             self._profiling_groups += 1
             label = f"prof{self._profiling_groups}"  # names stay unique across retries
             shared = sorted(ids) == every_gpu
-            group = self._all_gpus_group if shared else session.group(ids, label)
-            watch_profiling(session, group, [gpu.profiling for gpu in members], self.collect_interval, label)
-            if not members[0].profiling.watched and not shared:
-                session.drop_group(group)  # DCGM allows few groups: none is kept for a refused watch
+            try:
+                group = self._all_gpus_group if shared else session.group([(GPU_ENTITY, gpu_id) for gpu_id in ids], label)
+            except session.error as error:  # DCGM_ST_MAX_LIMIT, DCGM_ST_GPU_IS_LOST: this watch's problem, not the engine's
+                name = session.error_name(error)
+                reason = f"{name}: {reasons.get(name, str(error))}"
+                for gpu in members:
+                    gpu.profiling.watched, gpu.profiling.whole_refusal = frozenset(), reason
+                    gpu.profiling.refused = dict.fromkeys(gpu.profiling.chosen, reason)
+                continue
+            made = watch_profiling(session, group, [gpu.profiling for gpu in members], self.collect_interval, label)
+            if not made and not shared:
+                session.drop_group(group)  # DCGM allows 64 groups per host engine: none is kept for a refused watch
+            self._profiling_reads += [_WindowRead(watch) for watch in made]
             self._by_id.update({f: profiling[f] for gpu in members for f in gpu.profiling.watched})
-        self._read_ids = list(self._by_id)
         self._report_profiling(gpus)
-        self._profiling_retry_due = self.clock() + PROFILING_RETRY if any(_refused_whole(gpu) for gpu in gpus) else None
+        self._check_contention(session)
+        self._schedule_profiling_retry(session, gpus)
+
+    def _schedule_profiling_retry(self, session: DcgmSession, gpus: list[_Gpu]) -> None:
+        refused = [gpu for gpu in gpus if _refused_whole(gpu)]
+        if not refused:
+            self._profiling_retry_due = None
+            self._profiling_backoff.reset()
+            return
+        if session.embedded and all((gpu.profiling.whole_refusal or "").startswith(MODULE_NOT_LOADED) for gpu in refused):
+            self._profiling_retry_due = None  # an embedded engine's module does not load later: no use asking again
+            return
+        self._profiling_retry_due = self.clock() + self._profiling_backoff.wait
+        log.info("trying the DCGM profiling watch of GPU(s) %s again in %.0fs", [gpu.info.index for gpu in refused], self._profiling_backoff.wait)
+        self._profiling_backoff.grow()
 
     def _retry_profiling(self, session: DcgmSession) -> None:
         self._profiling_retry_due = None
-        retry = [gpu for gpu in self._gpus if gpu.connected and _refused_whole(gpu)]
+        retry = [gpu for gpu in self._gpus if _refused_whole(gpu)]
         log.debug("trying the refused DCGM profiling watch again on GPU(s) %s", [gpu.info.index for gpu in retry])
         self._watch_profiling(session, retry)
+
+    def _check_contention(self, session: DcgmSession) -> None:
+        """Look for other clients' profiling watches that make DCGM multiplex our counters (contention)."""
+        self._contention_due = self.clock() + CONTENTION_CHECK
+        watching = [gpu for gpu in self._gpus if gpu.connected and gpu.profiling.watched and gpu.profiling.one_pass_limited]
+        if not watching:
+            return
+        try:
+            others = session.others_field_groups()
+        except session.error as error:
+            self.log_once("field-groups", logging.INFO, "cannot list the host engine's field groups (%s): another client's competing profiling watch goes unnoticed", session.error_name(error))
+            return
+        for gpu in watching:
+            found = contention(gpu.profiling.groups, gpu.profiling.watched, others)
+            if found.rivals and found.rivals != gpu.contention.rivals:
+                rivals = ", ".join(f"'{name}' (metric group {major}.{minor})" for name, (major, minor) in found.rivals)
+                log.warning(
+                    "GPU %d (%s): another client of this DCGM host engine watches profiling fields that share the GPU's counters with the exporter's: %s. "
+                    "DCGM multiplexes them, and a profiling value can read 0 for an interval whose pass did not run (gpueff_profiling_multiplexed is 1). "
+                    "Have both clients watch the same metric groups (docs/dcgm.md, sharing a host engine)",
+                    gpu.info.index,
+                    gpu.info.name,
+                    rivals,
+                )
+            gpu.contention = found
 
     def _report_profiling(self, gpus: list[_Gpu]) -> None:
         reasons = []
@@ -236,7 +354,7 @@ class DcgmBackend(Backend):
                 notes = ([f"outside the single pass (--dcgm.multi-pass watches them): {outside}"] if outside else []) + ([f"refused: {refused}"] if refused else [])
                 log.info("%s: DCGM profiling fields watched %s%s", label, sorted(state.watched), "".join(f"; {note}" for note in notes))
                 continue
-            reason = state.not_supported or state.refused.get(SM_ACTIVE_ID) or "DCGM does not list SM activity (1002) for this GPU"
+            reason = state.whole_refusal or state.not_supported or state.refused.get(SM_ACTIVE_ID) or "DCGM does not list SM activity (1002) for this GPU"
             reasons.append(reason)
             self.log_once(f"profiling-{gpu.info.uuid}-{reason}", logging.WARNING, "%s: no SM activity from DCGM (%s): SM activity and the other profiling metrics are missing there; gpueff_profiling_available is 0", label, reason)
         connected = [gpu for gpu in self._gpus if gpu.connected]
@@ -295,7 +413,7 @@ class DcgmBackend(Backend):
             gpu.connected = False
             gpu.clocks.clear()
             gpu.readings.clear()
-        self._xid.forget_baseline()
+            gpu.windows.clear()
         self._reconnect_due = self.clock() + self._backoff.wait
         log.warning("lost DCGM (%s): every GPU is reported down; reconnecting in %.0fs", reason, self._backoff.wait)
 
@@ -315,7 +433,7 @@ class DcgmBackend(Backend):
     # ---- pausing profiling (embedded mode) -----------------------------------------------------
 
     def _follow_pause_file(self, session: DcgmSession) -> None:
-        if not self.pause_file:
+        if not self.pause_file or self._pause_unsupported:
             return
         wanted = os.path.exists(self.pause_file)
         if wanted == self._paused:
@@ -323,7 +441,14 @@ class DcgmBackend(Backend):
         try:
             session.pause_profiling() if wanted else session.resume_profiling()
         except session.error as error:
-            self.log_once(f"pause-{wanted}-{error}", logging.WARNING, "cannot %s DCGM profiling (%s)", "pause" if wanted else "resume", session.error_name(error))
+            name = session.error_name(error)
+            if name == "DCGM_ST_NOT_SUPPORTED":
+                # DcgmApi.cpp: the profiling module did not load (GPM GPUs, Hopper and newer, need none),
+                # and then DCGM cannot pause; GPM takes no profiler lock, so Nsight runs without it.
+                self._pause_unsupported = True
+                log.warning("DCGM cannot pause profiling here (DCGM_ST_NOT_SUPPORTED: its profiling module is not loaded, as on hosts whose GPUs all read GPM, which takes no profiler lock): %s is no longer followed", self.pause_file)
+                return
+            self.log_once(f"pause-{wanted}-{error}", logging.WARNING, "cannot %s DCGM profiling (%s)", "pause" if wanted else "resume", name)
             return
         self._paused = wanted
         if wanted:
@@ -347,7 +472,10 @@ class DcgmBackend(Backend):
             self._follow_pause_file(session)
             if self._profiling_retry_due is not None and now >= self._profiling_retry_due:
                 self._retry_profiling(session)
-            values = session.latest(self._entities, self._read_ids)
+            if self._contention_due is not None and now >= self._contention_due:
+                self._check_contention(session)
+            values = session.latest(self._device_entities, self._device_ids) if self._device_entities else []
+            windows = self._read_windows(session)
         except session.error as error:
             self.errors_total += 1
             self._lost(session, f"{session.error_name(error)}: {error}")
@@ -365,9 +493,11 @@ class DcgmBackend(Backend):
         samples = []
         for gpu in self._gpus:
             if not gpu.connected:
+                if gpu.lost:
+                    gpu.readings.clear()
                 samples.append(down_sample(gpu.info, now))
                 continue
-            sample = self._sample(gpu, by_gpu.get(gpu.gpu_id, []), now)
+            sample = self._sample(gpu, by_gpu.get(gpu.gpu_id, []), windows, now)
             statuses = {reading.status for field_id, reading in gpu.readings.items() if field_id in fast}
             if OK not in statuses:
                 self._log_down(session, gpu, statuses)
@@ -376,6 +506,37 @@ class DcgmBackend(Backend):
                 self._logged.discard(f"down-{gpu.info.uuid}")
             samples.append(sample)
         return samples
+
+    def _read_windows(self, session: DcgmSession) -> dict[tuple[int, int], list[Any]]:
+        """Every profiling value cached since the previous poll, by (GPU ID, field), oldest first; Xids
+        are counted on the way. Only watched fields are asked for, and a field with no sample in the
+        window answers DCGM_ST_NO_DATA, which dcgmGetValuesSince skips: the host engine logs nothing."""
+        out: dict[tuple[int, int], list[Any]] = {}
+        for read in self._profiling_reads:
+            values, read.since_us = session.values_since(read.watch, read.since_us)
+            for (_group, entity_id), value in values:
+                out.setdefault((entity_id, value.fieldId), []).append(value)
+        if self._xid_read is not None:
+            values, self._xid_read.since_us = session.values_since(self._xid_read.watch, self._xid_read.since_us)
+            if self._xid_read.first:
+                self._xid_read.first = False  # what the cache held before: the baseline
+            else:
+                self._count_xids(values)
+        for batch in out.values():
+            batch.sort(key=lambda value: value.ts)
+        return out
+
+    def _count_xids(self, values: list[tuple[Entity, Any]]) -> None:
+        assert self._decode is not None
+        by_id = {gpu.gpu_id: gpu for gpu in self._gpus if gpu.connected}
+        for entity, value in sorted(values, key=lambda each: each[1].ts):
+            number, status = self._decode(value)
+            instance = self._mig.get(entity)
+            gpu = by_id.get(instance.gpu_id if instance is not None else entity[1])
+            if gpu is None or status != OK or number is None:
+                continue
+            where = f" (GPU instance {instance.instance_id})" if instance is not None else ""
+            self._xid.count(gpu.info.uuid, gpu.info.index, int(number), where)
 
     def _log_down(self, session: DcgmSession, gpu: _Gpu, statuses: set[str]) -> None:
         key = f"down-{gpu.info.uuid}"
@@ -389,44 +550,85 @@ class DcgmBackend(Backend):
             why = f"none of its device fields has a value ({', '.join(sorted(statuses)) or 'no answer'})"
         self.log_once(key, logging.WARNING, "GPU %d (%s): %s; it is reported down until its values come back", gpu.info.index, gpu.info.uuid, why)
 
-    def _sample(self, gpu: _Gpu, values: list[Any], now: float) -> GpuSample:
+    def _sample(self, gpu: _Gpu, values: list[Any], windows: dict[tuple[int, int], list[Any]], now: float) -> GpuSample:
         assert self._decode is not None
         sample = GpuSample(device=gpu.info, timestamp=now)
-        profiling: dict[str, float] = {}
         for raw in values:
             resolved = self._by_id.get(raw.fieldId)
             if resolved is None:
                 continue
             spec = resolved.spec
             number, status = self._decode(raw)
-            if spec.cadence == EVENT:
-                self._xid.observe(gpu.info.uuid, gpu.info.index, number if status == OK else None, raw.ts)
-                gpu.readings[raw.fieldId] = FieldReading(number, status)
-                continue
-            if spec.cadence == PROFILING and raw.fieldId not in gpu.profiling.watched:
-                continue  # watched on other GPUs only: DCGM answers DCGM_ST_NOT_WATCHED here
             if status == OK and not gpu.clocks.observe(raw.fieldId, raw.ts, now) and gpu.clocks.stale(raw.fieldId, now, self._stale_limit(spec.cadence)):
                 status = STALE
-            if spec.cadence == PROFILING and (self._paused or (status == OK and raw.ts < self._resume_guard_us)):
-                status = PAUSED
             gpu.readings[raw.fieldId] = FieldReading(number if status == OK else None, status)
             if status != OK or number is None:
                 continue
-            if spec.target.startswith("profiling:"):
-                key = spec.target.split(":", 1)[1]
-                scaled = max(0.0, number * spec.scale)
-                profiling[key] = min(scaled, 1.0) if key in PROFILING_RATIOS else scaled
-                if raw.fieldId == SM_ACTIVE_ID:
-                    sample.window_seconds = gpu.clocks.window(SM_ACTIVE_ID, self.collect_interval)
-            elif spec.target in BOOLEAN_TARGETS:
+            if spec.target in BOOLEAN_TARGETS:
                 setattr(sample, spec.target, bool(number))
             elif spec.target in INTEGER_TARGETS:
                 setattr(sample, spec.target, int(number))
             else:
                 setattr(sample, spec.target, number * spec.scale)
+        profiling: dict[str, float] = {}
+        for field_id in sorted(gpu.profiling.watched):
+            spec = self._by_id[field_id].spec
+            mean, status = self._profiling_window(gpu, field_id, windows.get((gpu.gpu_id, field_id), []), now)
+            gpu.readings[field_id] = FieldReading(mean.value if mean is not None else None, status)
+            if mean is None:
+                continue
+            key = spec.target.split(":", 1)[1]
+            scaled = max(0.0, mean.value * spec.scale)
+            profiling[key] = min(scaled, 1.0) if key in PROFILING_RATIOS else scaled
+            if field_id == SM_ACTIVE_ID:
+                sample.window_seconds = mean.seconds
         sample.xid_errors = self._xid.counts(gpu.info.uuid)
         sample.profiling = Profiling(**profiling)
+        if gpu.profiling.watched:
+            sample.profiling_multiplexed = gpu.profiling.one_pass_limited and (gpu.contention.multiplexed or _several_passes(gpu.profiling))
         return sample
+
+    def _profiling_window(self, gpu: _Gpu, field_id: int, batch: list[Any], now: float) -> tuple[WindowMean | None, str]:
+        """The poll window's mean of one profiling field and its status; with no new sample the previous
+        window's mean stands until the field goes stale."""
+        assert self._decode is not None
+        if self._paused:
+            gpu.windows.pop(field_id, None)  # nothing from before the pause is served after it
+            return None, PAUSED
+        previous = gpu.clocks.last_ts(field_id)
+        fresh = [raw for raw in batch if previous is None or raw.ts > previous]
+        if not fresh:
+            if gpu.clocks.known(field_id) and gpu.clocks.stale(field_id, now, self._stale_limit(PROFILING)):
+                gpu.windows.pop(field_id, None)
+                return None, STALE
+            last = gpu.windows.get(field_id)
+            reading = gpu.readings.get(field_id)
+            return (last, OK) if last is not None else (None, reading.status if reading is not None else BLANK)
+        samples, statuses = [], []
+        for raw in fresh:
+            number, status = self._decode(raw)
+            if status == OK and raw.ts < self._resume_guard_us:
+                status = PAUSED  # sampled before the resume took effect
+            samples.append(Sample(raw.ts, number if status == OK else None))
+            statuses.append(status)
+        watch_us = int(self.collect_interval * 1_000_000)
+        interval = gpu.clocks.learn_interval(field_id, update_interval_us([each.ts for each in samples], previous), watch_us)
+        if interval < 0.9 * watch_us:
+            self.log_once(
+                f"faster-{field_id}",
+                logging.INFO,
+                "DCGM updates field %d every %.3gs, faster than the exporter's %.3gs watch (another client of the host engine watches it): each poll exports the mean of the samples in its window",
+                field_id,
+                interval / 1e6,
+                self.collect_interval,
+            )
+        gpu.clocks.observe(field_id, fresh[-1].ts, now)
+        mean = window_mean(samples if previous is not None else samples[-1:], previous, interval)
+        if mean is None:
+            gpu.windows.pop(field_id, None)
+            return None, statuses[-1]
+        gpu.windows[field_id] = mean
+        return mean, OK
 
     def _stale_limit(self, cadence: str) -> float:
         interval = self.slow_interval if cadence == SLOW else self.collect_interval
@@ -449,3 +651,10 @@ class DcgmBackend(Backend):
     def readings(self) -> dict[str, dict[int, FieldReading]]:
         """The last raw reading of every field read, by GPU UUID and field ID."""
         return {gpu.info.uuid: dict(gpu.readings) for gpu in self._gpus}
+
+
+def _several_passes(state: GpuProfiling) -> bool:
+    """Whether the watched fields span several metric groups of one major ID (--dcgm.multi-pass)."""
+    keys = {(group.major, group.minor) for group in state.groups if group.field_ids & state.watched}
+    majors = [major for major, _minor in keys]
+    return len(majors) != len(set(majors))

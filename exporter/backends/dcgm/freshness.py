@@ -1,4 +1,4 @@
-"""Whether a DCGM value is new, stale or a repeat, and the time a profiling ratio covers.
+"""Whether a DCGM value is new, stale or a repeat, and how often DCGM updates a field.
 
 Only DCGM's own timestamps are compared with each other, never with this machine's clock, so a remote
 host engine with a skewed clock does not matter; how long a timestamp has not moved is measured with
@@ -22,9 +22,11 @@ class FieldClocks:
 
     def __init__(self) -> None:
         self._seen: dict[int, _Seen] = {}
+        self._interval: dict[int, int] = {}  # field -> its update interval (us), as DCGM's timestamps show it
 
     def clear(self) -> None:
         self._seen.clear()
+        self._interval.clear()
 
     def observe(self, field_id: int, ts: int, now: float) -> bool:
         """Record a reading's timestamp; True where it is new (a DCGM update not seen before)."""
@@ -42,15 +44,14 @@ class FieldClocks:
         seen = self._seen.get(field_id)
         return seen is not None and now - seen.first_seen > limit
 
-    def window(self, field_id: int, watch_interval: float) -> float:
-        """The time the field's latest value covers: the gap between DCGM's last two updates we saw.
-
-        DCGM updates a field at the fastest interval any of its clients watches it (a shared host
-        engine may update faster than our watch asks). A gap longer than our watch interval means
-        updates came in between that we did not see, and the value covers only the last of them: then,
-        as before two updates were seen, the watch interval is the best bound.
-        """
+    def last_ts(self, field_id: int) -> int | None:
         seen = self._seen.get(field_id)
-        if seen is None or seen.previous_ts is None or seen.ts <= seen.previous_ts:
-            return watch_interval
-        return min((seen.ts - seen.previous_ts) / 1_000_000, watch_interval)
+        return seen.ts if seen is not None else None
+
+    def learn_interval(self, field_id: int, seen_in_batch: int | None, watch_interval_us: int) -> int:
+        """The field's update interval: the one its latest samples show, at most the exporter's watch
+        interval (DCGM updates a field at its fastest watcher's, and the exporter is one of them, so a
+        longer gap is a missed update)."""
+        if seen_in_batch is not None:
+            self._interval[field_id] = min(seen_in_batch, watch_interval_us)
+        return self._interval.get(field_id, watch_interval_us)

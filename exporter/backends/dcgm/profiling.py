@@ -9,8 +9,10 @@ little as possible.
    the core fields), so every value is a real reading. ``multi_pass`` watches every supported field.
    Hopper and newer read GPM, which has no such limit: every supported field is watched there.
 3. A DCGM watch is all or nothing. If the whole set is refused for a reason that is not about the
-   permission or the profiler lock, each metric group is watched on its own, SM activity's first, and a
-   refused group field by field, so one unsupported field never costs SM activity.
+   permission, the profiler lock or the host engine itself, each metric group is watched on its own, SM
+   activity's first, and a refused group field by field, so one unsupported field never costs SM
+   activity. The other refusals (WHOLE_REFUSALS) end the attempt at once: a smaller watch would only
+   make and destroy more field groups in the host engine's table of 64.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from exporter.backends.dcgm.fields import SM_ACTIVE_ID
-from exporter.backends.dcgm.session import DcgmSession, MetricGroup
+from exporter.backends.dcgm.session import DcgmSession, MetricGroup, Watch
 
 log = logging.getLogger(__name__)
 
@@ -35,16 +37,23 @@ WHOLE_REFUSALS = {
     "DCGM_ST_NO_PERMISSION",
     "DCGM_ST_IN_USE",
     "DCGM_ST_MODULE_NOT_LOADED",
+    "DCGM_ST_PROFILING_LIBRARY_ERROR",
+    "DCGM_ST_INSUFFICIENT_DRIVER_VERSION",
+    "DCGM_ST_MAX_LIMIT",
+    "DCGM_ST_GPU_IS_LOST",
     "DCGM_ST_CONNECTION_NOT_VALID",
 }
+MODULE_NOT_LOADED = "DCGM_ST_MODULE_NOT_LOADED"
 
 
 def refusal_reasons(session: DcgmSession) -> dict[str, str]:
     """What each refusal means, said right for embedded and standalone mode."""
     if session.embedded:
+        engine_root = "the exporter itself must run as root (the embedded host engine runs inside it)"
         root = "the embedded host engine runs inside the exporter, so the exporter itself must run as root for profiling metrics (or use a root nv-hostengine through --dcgm.host)"
     else:
-        root = f"the nv-hostengine at {session.host} must run as root for profiling metrics"
+        engine_root = f"the nv-hostengine at {session.host} must run as root"
+        root = f"{engine_root} for profiling metrics"
     return {
         "DCGM_ST_PROFILING_NOT_SUPPORTED": "this GPU or DCGM build does not support profiling metrics",
         "DCGM_ST_NOT_SUPPORTED": "this GPU or DCGM build does not support these profiling fields",
@@ -52,7 +61,11 @@ def refusal_reasons(session: DcgmSession) -> dict[str, str]:
         "DCGM_ST_REQUIRES_ROOT": root,
         "DCGM_ST_NO_PERMISSION": "profiling is restricted to admin users (driver option RmProfilingAdminOnly=1)",
         "DCGM_ST_PROFILING_MULTI_PASS": "these profiling fields cannot be collected in one pass on this GPU",
-        "DCGM_ST_MODULE_NOT_LOADED": "DCGM's profiling module is not loaded",
+        "DCGM_ST_MODULE_NOT_LOADED": f"DCGM's profiling module did not load in this host engine and stays unloaded until the engine restarts: {engine_root}, and DCGM 4 needs its proprietary package (datacenter-gpu-manager-4-proprietary)",
+        "DCGM_ST_PROFILING_LIBRARY_ERROR": "DCGM's profiling library failed: another DCGM host engine probably holds the GPU's profiling counters (the GPU Operator's nv-hostengine, or dcgm-exporter's embedded one); share that one with --dcgm.host",
+        "DCGM_ST_INSUFFICIENT_DRIVER_VERSION": f"the driver is too old for DCGM profiling, or {engine_root} (dcgmproftester reads this answer so)",
+        "DCGM_ST_MAX_LIMIT": "the host engine's 64 groups or 64 field groups, shared by all its clients, are used up",
+        "DCGM_ST_GPU_IS_LOST": "DCGM lost the GPU",
         "DCGM_ST_GROUP_INCOMPATIBLE": "the GPUs of the group are not identical",
     }
 
@@ -68,6 +81,7 @@ class GpuProfiling:
     refused: dict[int, str] = field(default_factory=dict)  # field -> why DCGM refused it
     not_supported: str | None = None  # why no profiling field is supported at all
     one_pass_limited: bool = True
+    whole_refusal: str | None = None  # a refusal no smaller watch avoids ("DCGM_ST_...: meaning"), to try again later
 
 
 def single_pass(groups: list[MetricGroup], wanted: frozenset[int]) -> frozenset[int]:
@@ -97,7 +111,8 @@ def plan(session: DcgmSession, gpu_id: int, wanted: frozenset[int], multi_pass: 
     except session.error as error:
         name = session.error_name(error)
         why = "this GPU does not support profiling metrics" if name == "DCGM_ST_NOT_SUPPORTED" else refusal_reasons(session).get(name, str(error))
-        return GpuProfiling(not_supported=f"{name}: {why}")
+        reason = f"{name}: {why}"
+        return GpuProfiling(not_supported=reason, whole_refusal=reason if name in WHOLE_REFUSALS else None)
     supported = frozenset().union(*(g.field_ids for g in groups)) & wanted if groups else frozenset()
     if not supported:
         return GpuProfiling(groups=groups, not_supported="DCGM lists none of the exporter's profiling fields for this GPU")
@@ -123,17 +138,19 @@ def _one_pass_limited(session: DcgmSession, gpu_id: int, decode: Decode) -> bool
     return True
 
 
-def watch(session: DcgmSession, group: Any, gpus: list[GpuProfiling], interval: float, label: str) -> None:
-    """Watch the chosen fields of ``gpus`` (identical GPUs, one DCGM group) with the fallbacks above."""
+def watch(session: DcgmSession, group: Any, gpus: list[GpuProfiling], interval: float, label: str) -> list[Watch]:
+    """Watch the chosen fields of ``gpus`` (identical GPUs, one DCGM group) with the fallbacks above;
+    the watches made."""
     chosen = sorted(gpus[0].chosen)
     watched: list[int] = []
+    made: list[Watch] = []
     refused: dict[int, str] = {}
     reasons = refusal_reasons(session)
 
     def attempt(field_ids: list[int], purpose: str) -> str | None:
         """None where DCGM watches ``field_ids``, else why not ("DCGM_ST_...: meaning")."""
         try:
-            session.watch(group, field_ids, interval, purpose)
+            made.append(session.watch(group, field_ids, interval, purpose))
         except session.error as error:
             name = session.error_name(error)
             return f"{name}: {reasons.get(name, str(error))}"
@@ -169,3 +186,5 @@ def watch(session: DcgmSession, group: Any, gpus: list[GpuProfiling], interval: 
     for gpu in gpus:
         gpu.watched = frozenset(watched)
         gpu.refused = dict(refused)
+        gpu.whole_refusal = refusal if whole(refusal) and not watched else None
+    return made

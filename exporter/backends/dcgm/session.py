@@ -4,6 +4,11 @@ The session holds the loaded bindings from the start, so no caller ever sees the
 exists between ``connect`` and ``close``. Group and field-group names carry a random token per session:
 DCGM refuses a field-group name that any client of the same host engine already uses
 (``DCGM_ST_DUPLICATE_KEY``), e.g. two containers that are each PID 1; on that refusal a new token is drawn.
+
+Groups and field groups come from one table of 64 each for the whole host engine, shared by every
+client (``DCGM_ST_MAX_LIMIT`` beyond), so every one made is destroyed again: at ``close``, or at once
+when the watch it was made for is refused. Destroying a field group does not end its watches
+(DcgmFieldGroup.cpp RemoveFieldGroup), so a watch is ended with ``dcgmUnwatchFields`` first.
 """
 
 from __future__ import annotations
@@ -18,6 +23,28 @@ from exporter.backends.dcgm.bindings import Bindings
 CONNECT_TIMEOUT = 5.0  # standalone mode: how long to wait for nv-hostengine to accept
 NAME_ATTEMPTS = 5  # fresh tokens tried when a name is taken
 ENTITY_STATUS_LOST = 4  # dcgm_structs.h DcgmEntityStatusLost (the Python bindings define no constant for it)
+UNIX_SOCKET_PREFIX = "unix:"  # --dcgm.host unix:/tmp/nv-hostengine: a host engine's unix socket
+ARCHITECTURE_UNKNOWN = (-1, 0xFFFFFFFF)  # DCGM_CHIP_ARCH_UNKNOWN as the c_int32 binding reads it, and as defined
+Entity = tuple[int, int]  # (DCGM entity group, entity ID)
+
+
+@dataclass(frozen=True)
+class Watch:
+    """A watch this session made: the field group holds ``field_ids``, watched on ``group``."""
+
+    group: Any
+    field_group: Any
+    field_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class MigEntity:
+    """A GPU instance or compute instance of a GPU in MIG mode (dcgmGetGpuInstanceHierarchy)."""
+
+    entity: Entity
+    parent: Entity
+    gpu_id: int  # the physical GPU's DCGM ID
+    instance_id: int  # the GPU instance's NVML ID on its GPU
 
 
 @dataclass(frozen=True)
@@ -40,7 +67,8 @@ class DcgmSession:
         self.name_token = token()
         self.handle: Any = None
         self._groups: list[Any] = []
-        self._field_groups: list[Any] = []
+        self._watches: list[Watch] = []
+        self.field_group_names: set[str] = set()  # every field-group name this session made
         self._status_names: dict[Any, str] = {}
         for name in sorted(dir(self.structs), reverse=True):  # where two names share a code, the first alphabetically
             if name.startswith("DCGM_ST_"):
@@ -56,16 +84,20 @@ class DcgmSession:
 
     # ---- connection ----------------------------------------------------------------------------
 
-    def connect(self) -> None:
+    def init(self) -> None:
+        """Load libdcgm (before it, the bindings' field metadata lookup cannot answer)."""
         self.structs._dcgmInit()
         self.agent.dcgmInit()
+
+    def connect(self, timeout: float = CONNECT_TIMEOUT) -> None:
         if self.host:
+            address, unix_socket = split_address(self.host)
             params = self.structs.c_dcgmConnectV2Params_v2()
             params.version = self.structs.c_dcgmConnectV2Params_version2
             params.persistAfterDisconnect = 0  # the host engine drops our groups and watches when we go
-            params.timeoutMs = int(CONNECT_TIMEOUT * 1000)
-            params.addressIsUnixSocket = 0
-            self.handle = self.agent.dcgmConnect_v2(self.host, params)
+            params.timeoutMs = int(timeout * 1000)
+            params.addressIsUnixSocket = int(unix_socket)
+            self.handle = self.agent.dcgmConnect_v2(address, params)
         else:
             self.handle = self.agent.dcgmStartEmbedded(self.structs.DCGM_OPERATION_MODE_AUTO)
 
@@ -73,18 +105,15 @@ class DcgmSession:
         """Drop the connection and everything made on it, ignoring errors (the engine may be gone)."""
         if self.handle is None:
             return
-        calls: list[tuple[Callable[..., Any], Any]] = [(self.agent.dcgmFieldGroupDestroy, each) for each in self._field_groups]
-        calls += [(self.agent.dcgmGroupDestroy, each) for each in self._groups]
-        for call, made in calls:
-            try:
-                call(self.handle, made)
-            except self.error:
-                pass
+        for watch in list(self._watches):
+            self.unwatch(watch)
+        for group in list(self._groups):
+            self.drop_group(group)
         try:
             (self.agent.dcgmStopEmbedded if self.embedded else self.agent.dcgmDisconnect)(self.handle)
         except self.error:
             pass
-        self.handle, self._groups, self._field_groups = None, [], []
+        self.handle, self._groups, self._watches = None, [], []
 
     def shutdown(self) -> None:
         try:
@@ -111,25 +140,48 @@ class DcgmSession:
             return None
 
     def chip_architecture(self, gpu_id: int) -> int | None:
-        """DCGM's DCGM_CHIP_ARCH_* for the GPU; None where this DCGM cannot say (the call is DCGM 4.2.3+)."""
+        """DCGM's DCGM_CHIP_ARCH_* for the GPU; None where this DCGM cannot say (the call is DCGM 4.2.3+,
+        and its binding reads the answer into a c_int32, so DCGM_CHIP_ARCH_UNKNOWN arrives as -1)."""
         query = getattr(self.agent, "dcgmGetGpuChipArchitecture", None)
-        unknown = getattr(self.structs, "DCGM_CHIP_ARCH_UNKNOWN", None)
         if query is None:
             return None
         try:
             architecture = int(query(self.handle, gpu_id))
         except self.error:
             return None
-        return None if architecture == unknown else architecture
+        return None if architecture in ARCHITECTURE_UNKNOWN else architecture
 
     def entities(self, gpu_ids: list[int]) -> list[Any]:
+        return self.pairs([(self.bindings.fields.DCGM_FE_GPU, gpu_id) for gpu_id in gpu_ids])
+
+    def pairs(self, entities: list[Entity]) -> list[Any]:
         pairs = []
-        for gpu_id in gpu_ids:
+        for group, entity_id in entities:
             pair = self.structs.c_dcgmGroupEntityPair_t()
-            pair.entityGroupId = self.bindings.fields.DCGM_FE_GPU
-            pair.entityId = gpu_id
+            pair.entityGroupId = group
+            pair.entityId = entity_id
             pairs.append(pair)
         return pairs
+
+    def mig_entities(self) -> list[MigEntity]:
+        """The GPU instances and compute instances of GPUs in MIG mode (none where no GPU has MIG on)."""
+        fields = self.bindings.fields
+        answer = self.agent.dcgmGetGpuInstanceHierarchy(self.handle)
+        out = []
+        gpu_of: dict[int, int] = {}
+        for index in range(answer.count):
+            each = answer.entityList[index]
+            entity = (int(each.entity.entityGroupId), int(each.entity.entityId))
+            parent = (int(each.parent.entityGroupId), int(each.parent.entityId))
+            if entity[0] == fields.DCGM_FE_GPU_I and parent[0] == fields.DCGM_FE_GPU:
+                gpu_of[entity[1]] = parent[1]
+            out.append((entity, parent, int(each.info.nvmlInstanceId)))
+        mig = []
+        for entity, parent, instance_id in out:
+            gpu_id = parent[1] if parent[0] == fields.DCGM_FE_GPU else gpu_of.get(parent[1])
+            if gpu_id is not None and entity[0] in (fields.DCGM_FE_GPU_I, fields.DCGM_FE_GPU_CI):
+                mig.append(MigEntity(entity, parent, gpu_id, instance_id))
+        return mig
 
     # ---- groups and watches --------------------------------------------------------------------
 
@@ -143,11 +195,21 @@ class DcgmSession:
                 self.name_token = self._token()
         raise AssertionError("unreachable")
 
-    def group(self, gpu_ids: list[int], purpose: str) -> Any:
+    def group(self, entities: list[Entity], purpose: str, lost: set[Entity] | None = None) -> Any:
+        """A DCGM group of ``entities``. An entity DCGM answers DCGM_ST_GPU_IS_LOST for is left out and put
+        in ``lost`` where that is given (else the error is raised); on any other error the half-made group
+        is destroyed before the error is raised."""
         group = self._named(purpose, lambda name: self.agent.dcgmGroupCreate(self.handle, self.structs.DCGM_GROUP_EMPTY, name))
         self._groups.append(group)
-        for gpu_id in gpu_ids:
-            self.agent.dcgmGroupAddEntity(self.handle, group, self.bindings.fields.DCGM_FE_GPU, gpu_id)
+        for entity in entities:
+            try:
+                self.agent.dcgmGroupAddEntity(self.handle, group, *entity)
+            except self.error as error:
+                if lost is not None and getattr(error, "value", None) == self.structs.DCGM_ST_GPU_IS_LOST:
+                    lost.add(entity)
+                    continue
+                self.drop_group(group)
+                raise
         return group
 
     def drop_group(self, group: Any) -> None:
@@ -157,19 +219,41 @@ class DcgmSession:
             pass
         self._groups.remove(group)
 
-    def watch(self, group: Any, field_ids: list[int], interval: float, purpose: str) -> None:
+    def watch(self, group: Any, field_ids: list[int], interval: float, purpose: str) -> Watch:
         """Watch ``field_ids`` on ``group`` every ``interval`` seconds. DCGM watches all of them or none;
         a refusal raises DCGMError and leaves no field group behind."""
-        field_group = self._named(purpose, lambda name: self.agent.dcgmFieldGroupCreate(self.handle, field_ids, name))
+        name_made: list[str] = []
+
+        def create(name: str) -> Any:
+            made = self.agent.dcgmFieldGroupCreate(self.handle, field_ids, name)
+            name_made.append(name)
+            return made
+
+        field_group = self._named(purpose, create)
+        self.field_group_names.update(name_made)
         try:
             self.agent.dcgmWatchFields(self.handle, group, field_group, int(interval * 1_000_000), max(3 * interval, 10.0), 2)
         except self.error:
-            try:
-                self.agent.dcgmFieldGroupDestroy(self.handle, field_group)
-            except self.error:
-                pass
+            self._destroy_field_group(field_group)
             raise
-        self._field_groups.append(field_group)
+        watch = Watch(group, field_group, tuple(field_ids))
+        self._watches.append(watch)
+        return watch
+
+    def unwatch(self, watch: Watch) -> None:
+        """End a watch and destroy its field group, ignoring errors (the engine may be gone)."""
+        try:
+            self.agent.dcgmUnwatchFields(self.handle, watch.group, watch.field_group)
+        except self.error:
+            pass
+        self._destroy_field_group(watch.field_group)
+        self._watches.remove(watch)
+
+    def _destroy_field_group(self, field_group: Any) -> None:
+        try:
+            self.agent.dcgmFieldGroupDestroy(self.handle, field_group)
+        except self.error:
+            pass
 
     def update_all(self) -> None:
         self.agent.dcgmUpdateAllFields(self.handle, 1)
@@ -177,6 +261,32 @@ class DcgmSession:
     def latest(self, entities: list[Any], field_ids: list[int], live: bool = False) -> Any:
         flags = self.structs.DCGM_FV_FLAG_LIVE_DATA if live else 0
         return self.agent.dcgmEntitiesGetLatestValues(self.handle, entities, field_ids, flags)
+
+    def values_since(self, watch: Watch, since_us: int) -> tuple[list[tuple[Entity, Any]], int]:
+        """Every cached value of the watch's fields on its group's entities from ``since_us`` on, oldest
+        first per entity and field, and the ``since_us`` of the next call (dcgmGetValuesSince_v2)."""
+        values: list[tuple[Entity, Any]] = []
+        value_type = self.structs.c_dcgmFieldValue_v1
+
+        def each(entity_group: int, entity_id: int, answers: Any, count: int, _user: Any) -> int:
+            for index in range(count):  # the buffer is DCGM's: copy before the callback returns
+                values.append(((int(entity_group), int(entity_id)), value_type.from_buffer_copy(answers[index])))
+            return 0
+
+        callback = self.agent.dcgmFieldValueEntityEnumeration_f(each)
+        next_since = self.agent.dcgmGetValuesSince_v2(self.handle, watch.group, watch.field_group, since_us, callback, None)
+        return values, int(next_since)
+
+    def others_field_groups(self) -> list[tuple[str, frozenset[int]]]:
+        """The field groups other clients of this host engine made: (name, field IDs)."""
+        answer = self.agent.dcgmFieldGroupGetAll(self.handle)
+        out = []
+        for index in range(answer.numFieldGroups):
+            each = answer.fieldGroups[index]
+            name = bytes(each.fieldGroupName).split(b"\0", 1)[0].decode("utf-8", "backslashreplace")
+            if name not in self.field_group_names:
+                out.append((name, frozenset(int(f) for f in each.fieldIds[: each.numFieldIds])))
+        return out
 
     # ---- profiling ---------------------------------------------------------------------------
 
@@ -202,3 +312,10 @@ class DcgmSession:
 
     def status_name(self, code: Any) -> str:
         return self._status_names.get(code, f"DCGM status {code}")
+
+
+def split_address(host: str) -> tuple[str, bool]:
+    """``--dcgm.host`` as dcgmConnect_v2 takes it: (address, whether it is a unix socket's path)."""
+    if host.startswith(UNIX_SOCKET_PREFIX):
+        return host.removeprefix(UNIX_SOCKET_PREFIX), True
+    return host, False
