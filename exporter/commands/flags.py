@@ -39,7 +39,7 @@ def add_common_flags(parser: argparse.ArgumentParser) -> None:
 
 def add_dcgm_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dcgm.bindings-path", dest="dcgm_bindings_path", metavar="DIR", help="folder holding DCGM's Python bindings (default: DCGM 4's /usr/share/datacenter-gpu-manager-4/bindings/python3, then DCGM 3's /usr/local/dcgm/bindings/python3)")
-    parser.add_argument("--dcgm.host", dest="dcgm_host", metavar="HOST:PORT", help="connect to a running nv-hostengine (e.g. localhost:5555) instead of starting an embedded DCGM host engine")
+    parser.add_argument("--dcgm.host", dest="dcgm_host", metavar="HOST:PORT", help="connect to this nv-hostengine (localhost:5555, or unix:/tmp/nv-hostengine for its unix socket). Default: the one the environment names (DCGM_REMOTE_HOSTENGINE_INFO, the GPU Operator's nvidia-dcgm Service), localhost:5555 or /tmp/nv-hostengine where one answers, else an embedded DCGM host engine")
     parser.add_argument("--dcgm.multi-pass", dest="dcgm_multi_pass", action="store_true", help="before Hopper, watch every profiling field DCGM supports even where that needs several passes; a field whose pass did not run then reads 0 (default: one pass): see docs/dcgm.md")
     parser.add_argument("--dcgm.pause-file", dest="dcgm_pause_file", metavar="FILE", help="embedded host engine only: while FILE exists, DCGM profiling is paused (for Nsight) and profiling metrics are missing: see docs/dcgm.md")
 

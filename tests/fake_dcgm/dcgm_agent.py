@@ -69,17 +69,13 @@ def dcgmShutdown():
 
 def dcgmStartEmbedded(opMode):
     engine = fake_hostengine.embedded_engine()
-    if engine.mig and not CONTROL().root:
+    if engine.mig and not engine.root:
         # DcgmCacheManager.cpp: "MIG mode is currently enabled; DCGM must be run as root if MIG mode is
         # enabled" (DCGM_ST_REQUIRES_ROOT), so DcgmHostEngineHandler::Init fails and DcgmApi.cpp answers
         # dcgmStartEmbedded with DCGM_ST_INIT_ERROR.
         engine.stop()
         _raise("DCGM_ST_INIT_ERROR")
     return _new_handle(_Session(engine, embedded=True))
-
-
-def CONTROL():
-    return fake_hostengine.CONTROL
 
 
 def dcgmStopEmbedded(dcgm_handle):
@@ -247,7 +243,7 @@ def dcgmWatchFields(dcgm_handle, groupId, fieldGroupId, updateFreq, maxKeepAge, 
     entities = engine.groups[groupId][1]
     field_ids = engine.field_groups[fieldGroupId][1]
     keep_us = int(max(maxKeepAge, maxKeepSamples * updateFreq / 1e6) * 1e6)  # DcgmNs::Utils::GetMaxAge
-    return _check(engine.watch(entities, field_ids, int(updateFreq), keep_us, dcgm_handle, session.embedded))
+    return _check(engine.watch(entities, field_ids, int(updateFreq), keep_us, dcgm_handle))
 
 
 def dcgmUnwatchFields(dcgm_handle, groupId, fieldGroupId):

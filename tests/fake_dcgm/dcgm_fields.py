@@ -89,7 +89,9 @@ class c_dcgm_field_meta_t:
 
 
 def DcgmFieldGetById(fieldId):
-    """Metadata for a field ID, None where this (fake) DCGM version does not know it."""
+    """Metadata for a field ID, None where this (fake) DCGM version does not know it. Like the real one
+    (testing/python3/dcgm_fields.py), it calls into libdcgm, so it raises before dcgm_structs._dcgmInit."""
+    dcgm_structs._dcgmGetFunctionPointer("DcgmFieldGetById")
     if fieldId not in FIELD_NAMES or not fake_hostengine.CONTROL.knows(fieldId, set(FIELD_NAMES)):
         return None
     new, legacy, kind = FIELD_NAMES[fieldId]

@@ -112,9 +112,20 @@ def _dcgmCheckReturn(ret):
     return ret
 
 
+dcgmLib = None  # the real module's loaded libdcgm; here only whether _dcgmInit ran
+
+
 def _dcgmInit(libDcgmPath=None):
+    global dcgmLib
     if os.environ.get("FAKE_DCGM_NO_LIBRARY") or fake_hostengine.CONTROL.no_library:
         raise DCGMError(DCGM_ST_LIBRARY_NOT_FOUND)
+    dcgmLib = True
+
+
+def _dcgmGetFunctionPointer(name):
+    """testing/python3/dcgm_structs.py: every call into libdcgm raises DCGM_ST_UNINITIALIZED before _dcgmInit."""
+    if dcgmLib is None:
+        raise DCGMError(DCGM_ST_UNINITIALIZED)
 
 
 def make_dcgm_version(struct, ver):

@@ -4,15 +4,18 @@ Not part of DCGM's bindings; the fake dcgm_agent calls it. Tests drive it throug
 (in-process) or environment variables (a daemon subprocess):
 
 - FAKE_DCGM_TRACES: trace files, one per GPU, separated by ``os.pathsep`` (default: the shipped H200 traces)
-- FAKE_DCGM_GPUS: comma-separated GPU kinds, one per GPU (``hopper``, ``ampere``, ``l4``, ``pascal``;
+- FAKE_DCGM_GPUS: comma-separated GPU kinds, one per GPU (``hopper``, ``ampere``, ``l4``, ``pascal``, ``unknown-architecture``;
   default: ``hopper`` for every GPU, as the traces were recorded on H200s)
 - FAKE_DCGM_NAMING: "4.6" (default) or "3": which field names dcgm_fields defines
 - FAKE_DCGM_PROFILING: a DCGM_ST_* name every profiling watch is refused with
 - FAKE_DCGM_ROOT: "0" runs the embedded engine (the exporter's own process) as non-root
-- FAKE_DCGM_SERVE: an address ("127.0.0.1:5555") where a standalone nv-hostengine answers
+- FAKE_DCGM_PROFILING_MODULE: "0" as if DCGM 4's proprietary package (the profiling module) were missing
+- FAKE_DCGM_MIG: "0:3,1:2": GPU 0 in MIG mode with three GPU instances (one compute instance each), GPU 1 with two
+- FAKE_DCGM_SERVE: an address ("127.0.0.1:5555", or a unix socket's path) where a standalone nv-hostengine answers
 - FAKE_DCGM_STOP_FILE: while this file exists, that standalone engine is stopped; when it goes, the engine restarts
 
-Each behaviour names the DCGM source file (NVIDIA/DCGM on GitHub, DCGM 4.6) it follows.
+Each behaviour names the DCGM source file (NVIDIA/DCGM on GitHub, DCGM 4.6, some compared with 3.3.8) it
+follows; the few taken from reports instead (the profiling module is closed source) say so.
 """
 
 from __future__ import annotations
@@ -108,6 +111,8 @@ KINDS = {
     "l4": GpuKind("NVIDIA L4", (8, 9), tuple(g for g in _PRE_HOPPER_GROUPS if g[0] != 4 and g[1] != 3), 8),
     "pascal": GpuKind("Tesla P100-PCIE-16GB", (6, 0), (), 4),
 }
+# A GPU newer than this DCGM knows: dcgmGetGpuChipArchitecture answers DCGM_CHIP_ARCH_UNKNOWN (0xFFFFFFFF).
+KINDS["unknown-architecture"] = GpuKind("NVIDIA next", (10, 0), KINDS["hopper"].metric_groups, 0xFFFFFFFF)
 
 
 def _env_kinds() -> list[str]:
@@ -302,13 +307,13 @@ class FakeHostEngine:
             "enforcedPowerLimit": int(trace.gpu["power_limit_mw"] / 1000),
         }
 
-    def watch(self, entities: list[Entity], field_ids: list[int], interval_us: int, keep_us: int, owner: int, embedded: bool) -> str:
+    def watch(self, entities: list[Entity], field_ids: list[int], interval_us: int, keep_us: int, owner: int) -> str:
         """Watch ``field_ids`` on ``entities``; the DCGM_ST_* name of the answer. All or nothing: a refused
         watch leaves nothing watched (DcgmHostEngineHandler.cpp WatchFieldGroup: "Clean up any watches
         that were established since at least one failed")."""
         profiling = [f for f in field_ids if f in PROFILING_IDS]
         if profiling:
-            refusal = self._profiling_refusal(sorted({self.gpu_of(e) for e in entities}), profiling, embedded)
+            refusal = self._profiling_refusal(sorted({self.gpu_of(e) for e in entities}), profiling)
             if refusal:
                 return refusal
         if any(self.gpu_of(e) in self.lost for e in entities):
@@ -319,15 +324,19 @@ class FakeHostEngine:
                 self.watches.setdefault((entity, field_id), {})[owner] = Watch(interval_us, start, keep_us, owner)
         return "DCGM_ST_OK"
 
-    def _profiling_refusal(self, gpus: list[int], profiling: list[int], embedded: bool) -> str | None:
+    def _profiling_refusal(self, gpus: list[int], profiling: list[int]) -> str | None:
         if CONTROL.profiling_refusal:
             return CONTROL.profiling_refusal
         kinds = {self.kinds[gpu] for gpu in gpus}
         if any(kind.one_pass_limited and kind.metric_groups for kind in kinds) and not self.profiling_module_loads:
-            return "DCGM_ST_MODULE_NOT_LOADED"  # every request to a module that did not load (DcgmHostEngineHandler.cpp)
+            # DcgmHostEngineHandler.cpp LoadModule: a module whose load failed is never tried again ("Skipping
+            # loading of module {} in status {}"), so every request to it answers DCGM_ST_MODULE_NOT_LOADED for
+            # the life of the engine. That a non-root engine's profiling module fails to load is from reports
+            # (the module is closed source).
+            return "DCGM_ST_MODULE_NOT_LOADED"
         # dcgmproftester/DcgmProfTester.cpp and dcgmi/DeviceMonitor.cpp both handle DCGM_ST_REQUIRES_ROOT
-        # from dcgmWatchFields. An embedded engine runs as the exporter.
-        if not (CONTROL.root if embedded else self.root):
+        # from dcgmWatchFields.
+        if not self.root:
             return "DCGM_ST_REQUIRES_ROOT"
         if len(kinds) > 1:  # dcgmProfWatchFields_v1 (DCGM 2.0 API docs): the group's GPUs must be identical
             return "DCGM_ST_GROUP_INCOMPATIBLE"
@@ -461,7 +470,7 @@ LOST = float("nan")  # marks "the plain DCGM_*_BLANK value" (a lost GPU, paused 
 
 
 def embedded_engine() -> FakeHostEngine:
-    engine = FakeHostEngine()
+    engine = FakeHostEngine(root=CONTROL.root)  # an embedded engine runs as the exporter's own user
     CONTROL.embedded.append(engine)
     return engine
 

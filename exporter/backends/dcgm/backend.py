@@ -27,7 +27,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,7 @@ from exporter.backends.base import Backend, BackendUnavailable, CollectSettings,
 from exporter.backends.dcgm.bindings import Bindings, load_bindings
 from exporter.backends.dcgm.contention import NONE, Contention, contention
 from exporter.backends.dcgm.decode import BLANK, OK, STALE, Decoder, FieldReading, int32_or_none
+from exporter.backends.dcgm.discover import DEFAULT_SOCKET, PROBE_TIMEOUT, candidates, find
 from exporter.backends.dcgm.fields import (
     BOOLEAN_TARGETS,
     EVENT,
@@ -113,10 +114,16 @@ class DcgmBackend(Backend):
         pause_file: str | None = None,
         wall_clock: Callable[[], float] = time.time,
         name_token: Callable[[], str] = lambda: secrets.token_hex(6),
+        discover: bool = False,
+        environ: Mapping[str, str] = os.environ,
+        socket_path: str = DEFAULT_SOCKET,
     ) -> None:
         super().__init__()
         self.bindings_path = bindings_path
         self.host = host
+        self.discover = discover  # without a host: look for a running host engine before starting an embedded one
+        self.environ = environ
+        self.socket_path = socket_path
         self.collect_interval = collect_interval
         self.slow_interval = slow_interval
         self.clock = clock
@@ -185,6 +192,8 @@ class DcgmBackend(Backend):
         if self.pause_file and self.host:
             raise BackendUnavailable(f"--dcgm.pause-file is for the embedded host engine; to pause profiling on the nv-hostengine at {self.host} run `dcgmi profile --pause` (and `--resume`) there")
         bindings = load_bindings(self.bindings_path)
+        if self.host is None and self.discover and not self.pause_file:
+            self._find_host_engine(bindings)
         session = DcgmSession(bindings, self.host, self.name_token)
         self.session = session
         self._decode = Decoder(bindings, session.status_name)
@@ -204,6 +213,33 @@ class DcgmBackend(Backend):
             session.close()
             raise BackendUnavailable("DCGM found no supported GPU on this machine")
         return [gpu.info for gpu in self._gpus]
+
+    def _find_host_engine(self, bindings: Bindings) -> None:
+        """Use a host engine that already runs (discover) rather than start an embedded one beside it."""
+
+        def refusal(address: str) -> str | None:
+            probe = DcgmSession(bindings, address, self.name_token)
+            try:
+                probe.init()
+                probe.connect(PROBE_TIMEOUT)
+            except probe.error as error:
+                return probe.error_name(error)
+            finally:
+                probe.close()
+            return None
+
+        found = find(candidates(self.environ, os.path.exists, self.socket_path), refusal)
+        tried = "; ".join(found.tried) or "nothing"
+        if found.address is not None:
+            self.host = found.address
+            log.info("DCGM: using the running nv-hostengine at %s instead of starting an embedded host engine, which would compete with it for the profiling counters", found.address)
+        elif found.named:
+            raise BackendUnavailable(
+                f"the environment names a DCGM host engine, but none answers ({tried}); not starting an embedded one, which would compete with it for the "
+                "profiling counters before Hopper. Pass --dcgm.host, or unset the variable to use an embedded host engine"
+            )
+        else:
+            log.info("DCGM: no running host engine answers (%s): starting an embedded one", tried)
 
     def close(self) -> None:
         if self.session is not None:

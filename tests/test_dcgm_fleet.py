@@ -1,0 +1,416 @@
+"""The DCGM backend as DCGM runs in real fleets: a host engine shared with other clients, one found
+already running, MIG, the refusals DCGM really gives, one GPU's errors, and the host engine's log.
+
+Each behaviour of DCGM used here is encoded in tests/fake_dcgm with the DCGM source file it follows.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+from conftest import ROOT
+from fake_pynvml import FakeGpu, FakeNvml
+
+from exporter.backends.auto import AutoBackend
+from exporter.backends.base import BackendUnavailable
+from exporter.backends.dcgm.backend import DcgmBackend
+from exporter.backends.dcgm.bindings import load_bindings
+from exporter.backends.nvml.backend import NvmlBackend
+from exporter.trace import load_trace
+
+FAKE = str(ROOT / "tests" / "fake_dcgm")
+ADDRESS = "127.0.0.1:5555"
+GPU_I = 4  # dcgm_fields.h DCGM_FE_GPU_I
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def fake(trace_paths):
+    """The fake engine's module, reset, with two GPUs: 0 plays matmul_8192, 1 plays idle."""
+    load_bindings(FAKE)
+    import fake_hostengine
+
+    fake_hostengine.reset()
+    fake_hostengine.CONTROL.traces = [str(trace_paths["matmul_8192"]), str(trace_paths["idle"])]
+    yield fake_hostengine
+    fake_hostengine.reset()
+
+
+def backend(host: str | None = ADDRESS, clock=time.monotonic, **options) -> DcgmBackend:
+    return DcgmBackend(FAKE, host=host, collect_interval=0.1, slow_interval=1.0, clock=clock, **options)
+
+
+class OtherClient:
+    """Another client of the same host engine (dcgm-exporter, `dcgmi dmon`), through DCGM's own API."""
+
+    def __init__(self, address: str = ADDRESS) -> None:
+        import dcgm_agent
+        import dcgm_structs
+
+        self.agent, self.structs = dcgm_agent, dcgm_structs
+        params = dcgm_structs.c_dcgmConnectV2Params_v2()
+        self.handle = dcgm_agent.dcgmConnect_v2(address, params)
+
+    def group(self, name: str, gpu_ids: list[int]):
+        group = self.agent.dcgmGroupCreate(self.handle, self.structs.DCGM_GROUP_EMPTY, name)
+        for gpu_id in gpu_ids:
+            self.agent.dcgmGroupAddEntity(self.handle, group, 1, gpu_id)
+        return group
+
+    def watch(self, name: str, gpu_ids: list[int], field_ids: list[int], interval_us: int) -> None:
+        field_group = self.agent.dcgmFieldGroupCreate(self.handle, field_ids, name)
+        self.agent.dcgmWatchFields(self.handle, self.group(name, gpu_ids), field_group, interval_us, 10.0, 0)
+
+    def close(self) -> None:
+        self.agent.dcgmDisconnect(self.handle)
+
+
+def field_groups_of(engine, name_part: str = "gpueff-") -> int:
+    return sum(1 for name, _fields, _owner in engine.field_groups.values() if name_part in name)
+
+
+# ---- 1. sharing a host engine ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("kind", "multiplexed"), [("ampere", True), ("hopper", False)])
+def test_another_clients_rival_metric_group_is_reported_and_marks_the_gpu_multiplexed(fake, caplog, kind, multiplexed):
+    """dcgm-exporter watching FP64 (metric group 1.1) beside the exporter's SM activity group (1.0) makes
+    DCGM alternate the passes before Hopper, and SM activity reads 0 whenever FP64's pass ran."""
+    fake.CONTROL.gpu_kinds = [kind, kind]
+    engine = fake.serve(ADDRESS)
+    other = OtherClient()
+    other.watch("dcgm-exporter-counters", [0, 1], [1006], 100_000)
+    dcgm = backend()
+    try:
+        with caplog.at_level(logging.WARNING):
+            dcgm.start()
+        readings = []
+        for _ in range(6):
+            engine.frozen_us = engine.now_us() + 100_000
+            sample = dcgm.collect()[0]
+            readings.append(sample.profiling.sm_active)
+    finally:
+        dcgm.close()
+        other.close()
+    assert sample.profiling_multiplexed is multiplexed
+    assert ("'dcgm-exporter-counters' (metric group 1.1)" in caplog.text) is multiplexed
+    if multiplexed:
+        assert 0.0 in readings and any(value and value > 0.5 for value in readings), readings
+
+
+def test_without_a_rival_a_single_pass_gpu_is_not_multiplexed_and_multi_pass_is(fake):
+    fake.CONTROL.gpu_kinds = ["ampere", "ampere"]
+    fake.serve(ADDRESS)
+    one, every = backend(), backend(multi_pass=True)
+    try:
+        one.start()
+        every.start()
+        time.sleep(0.15)
+        assert one.collect()[0].profiling_multiplexed is False
+        assert every.collect()[0].profiling_multiplexed is True
+    finally:
+        one.close()
+        every.close()
+
+
+def test_two_xids_within_one_poll_count_as_two(fake):
+    dcgm = backend(host=None)
+    dcgm.start()
+    try:
+        engine = fake.CONTROL.embedded[-1]
+        dcgm.collect()
+        engine.inject_xid(0, 79)
+        time.sleep(0.001)
+        engine.inject_xid(0, 13)
+        assert dcgm.collect()[0].xid_errors == {79: 1, 13: 1}
+    finally:
+        dcgm.close()
+
+
+# ---- 2. a running host engine first -----------------------------------------------------------------
+
+
+def test_a_running_host_engine_on_its_unix_socket_is_used_and_no_embedded_engine_starts(fake, tmp_path, trace_paths, caplog):
+    socket = tmp_path / "nv-hostengine"
+    socket.touch()
+    fake.serve(str(socket))
+    dcgm = backend(host=None, discover=True, environ={}, socket_path=str(socket))
+    auto = AutoBackend(lambda: dcgm, lambda: NvmlBackend(nvml=FakeNvml([FakeGpu(load_trace(trace_paths["idle"]), gpm=True)])), probe_timeout=3.0)
+    with caplog.at_level(logging.INFO):
+        auto.start()
+    try:
+        assert auto.name == "dcgm" and dcgm.host == f"unix:{socket}" and fake.CONTROL.embedded == []
+        assert f"using the running nv-hostengine at unix:{socket} instead of starting an embedded host engine" in caplog.text
+    finally:
+        auto.close()
+
+
+def test_a_host_engine_the_environment_names_is_used_and_one_that_does_not_answer_starts_no_embedded_engine(fake, tmp_path):
+    environ = {"DCGM_REMOTE_HOSTENGINE_INFO": "nvidia-dcgm"}  # as the GPU Operator sets it, here without the port
+    missing = str(tmp_path / "no-socket")
+    with pytest.raises(BackendUnavailable, match=r"names a DCGM host engine, but none answers \(nvidia-dcgm:5555 \(DCGM_REMOTE_HOSTENGINE_INFO\): DCGM_ST_CONNECTION_NOT_VALID.*not starting an embedded one"):
+        backend(host=None, discover=True, environ=environ, socket_path=missing).start()
+    assert fake.CONTROL.embedded == []
+    fake.serve("nvidia-dcgm:5555")
+    dcgm = backend(host=None, discover=True, environ=environ, socket_path=missing)
+    dcgm.start()
+    dcgm.close()
+    assert dcgm.host == "nvidia-dcgm:5555" and fake.CONTROL.embedded == []
+
+
+def test_with_no_host_engine_running_the_embedded_one_starts_saying_where_it_looked(fake, tmp_path, caplog):
+    dcgm = backend(host=None, discover=True, environ={}, socket_path=str(tmp_path / "no-socket"))
+    with caplog.at_level(logging.INFO):
+        dcgm.start()
+    dcgm.close()
+    assert dcgm.host is None and len(fake.CONTROL.embedded) == 1
+    assert "no running host engine answers (localhost:5555 (nv-hostengine's default port): DCGM_ST_CONNECTION_NOT_VALID): starting an embedded one" in caplog.text
+
+
+# ---- 3. MIG ------------------------------------------------------------------------------------------
+
+
+def test_an_embedded_engine_as_a_normal_user_does_not_start_while_a_gpu_has_mig_on(fake):
+    fake.CONTROL.mig = {0: 2}
+    fake.CONTROL.root = False
+    with pytest.raises(BackendUnavailable, match="DCGM_ST_INIT_ERROR.*as a normal user while any GPU has MIG on"):
+        backend(host=None).start()
+
+
+def test_xids_on_a_mig_instance_count_on_its_gpu_and_blank_utilization_keeps_the_gpu_up(fake, caplog):
+    fake.CONTROL.mig = {0: 2}
+    dcgm = backend(host=None)
+    with caplog.at_level(logging.WARNING):
+        dcgm.start()
+    try:
+        engine = fake.CONTROL.embedded[-1]
+        dcgm.collect()
+        engine.inject_xid(0, 43, entity=(GPU_I, 1))  # the driver attributes it to GPU instance 1 of GPU 0
+        time.sleep(0.15)
+        mig_gpu, other = dcgm.collect()
+        readings = dcgm.readings()["GPU-fakedcgm-0-matmul_8192"]
+    finally:
+        dcgm.close()
+    assert mig_gpu.xid_errors == {43: 1} and other.xid_errors == {}
+    assert "Xid 43 on GPU 0 (GPU-fakedcgm-0-matmul_8192) (GPU instance 1)" in caplog.text
+    assert mig_gpu.up and mig_gpu.gpu_utilization is None and readings[203].status == "blank"  # NVML gives none in MIG mode
+    assert mig_gpu.power_watts is not None and other.profiling_available
+
+
+# ---- 4. the refusals DCGM really gives ---------------------------------------------------------------
+
+
+def test_a_profiling_module_that_did_not_load_is_refused_once_with_its_hint_in_embedded_mode(fake, monkeypatch):
+    import dcgm_agent
+
+    fake.CONTROL.gpu_kinds = ["ampere", "ampere"]
+    fake.CONTROL.root = False  # the module does not load for a normal user: every profiling call answers MODULE_NOT_LOADED
+    asked = []
+    real = dcgm_agent.dcgmProfGetSupportedMetricGroups
+    monkeypatch.setattr(dcgm_agent, "dcgmProfGetSupportedMetricGroups", lambda *args: asked.append(args) or real(*args))
+    clock = Clock()
+    dcgm = backend(host=None, clock=clock)
+    dcgm.start()
+    try:
+        for _ in range(4):
+            clock.now += 1000
+            dcgm.collect()
+        assert dcgm.errors_total == 0
+    finally:
+        dcgm.close()
+    assert dcgm.profiling_refused.startswith("DCGM_ST_MODULE_NOT_LOADED")
+    assert "the exporter itself must run as root" in dcgm.profiling_refused and "datacenter-gpu-manager-4-proprietary" in dcgm.profiling_refused
+    assert len(asked) == 2  # once per GPU at start: the module of an embedded engine never loads later
+
+
+def test_a_shared_engine_without_its_profiling_module_is_asked_again_with_back_off_and_no_field_group_leaks(fake, caplog):
+    fake.CONTROL.gpu_kinds = ["ampere", "ampere"]
+    engine = fake.serve(ADDRESS, root=False)
+    clock = Clock()
+    dcgm = backend(clock=clock)
+    with caplog.at_level(logging.INFO):
+        dcgm.start()
+        try:
+            made = (len(engine.groups), len(engine.field_groups))
+            assert "again in 60s" in caplog.text and "DCGM_ST_MODULE_NOT_LOADED: DCGM's profiling module did not load" in dcgm.profiling_refused
+            clock.now += 61
+            dcgm.collect()
+            assert "again in 120s" in caplog.text and (len(engine.groups), len(engine.field_groups)) == made
+            engine.root = True  # nv-hostengine restarted as root by its operator: the module loads
+            clock.now += 121
+            dcgm.collect()
+            assert dcgm.errors_total == 0 and dcgm.profiling_refused is None and 1002 in engine.watched(0)
+        finally:
+            dcgm.close()
+
+
+@pytest.mark.parametrize(
+    ("refusal", "hint"),
+    [
+        ("DCGM_ST_PROFILING_LIBRARY_ERROR", "another DCGM host engine probably holds the GPU's profiling counters"),
+        ("DCGM_ST_INSUFFICIENT_DRIVER_VERSION", "the driver is too old for DCGM profiling, or the nv-hostengine at 127.0.0.1:5555 must run as root"),
+    ],
+)
+def test_refusals_no_smaller_watch_avoids_end_the_attempt_with_their_hint(fake, caplog, refusal, hint):
+    fake.CONTROL.gpu_kinds = ["ampere", "l4"]
+    fake.CONTROL.profiling_refusal = refusal
+    engine = fake.serve(ADDRESS)
+    clock = Clock()
+    dcgm = backend(clock=clock)
+    with caplog.at_level(logging.INFO):
+        dcgm.start()
+        try:
+            made = (len(engine.groups), len(engine.field_groups))
+            for _ in range(3):
+                clock.now += 1000
+                dcgm.collect()
+            assert (len(engine.groups), len(engine.field_groups)) == made and dcgm.errors_total == 0  # every retry destroyed what it made
+        finally:
+            dcgm.close()
+    assert dcgm.profiling_refused.startswith(refusal) and hint in dcgm.profiling_refused
+    assert "group by group" not in caplog.text  # no cascade of smaller watches, each a field group made and destroyed
+
+
+def test_the_host_engines_64_field_groups_used_up_is_a_refusal_tried_again_not_a_lost_engine(fake):
+    fake.CONTROL.gpu_kinds = ["ampere", "ampere"]
+    engine = fake.serve(ADDRESS)
+    other = OtherClient()
+    hoarded = [other.agent.dcgmFieldGroupCreate(other.handle, [150], f"other-{n}") for n in range(61)]
+    clock = Clock()
+    dcgm = backend(clock=clock)
+    dcgm.start()  # device, slow and Xid field groups fit (64), the profiling one does not
+    try:
+        assert dcgm.profiling_refused.startswith("DCGM_ST_MAX_LIMIT") and "64 field groups" in dcgm.profiling_refused
+        assert all(s.up for s in dcgm.collect()) and dcgm.errors_total == 0
+        for field_group in hoarded[:5]:
+            other.agent.dcgmFieldGroupDestroy(other.handle, field_group)
+        clock.now += 61
+        dcgm.collect()
+        assert dcgm.profiling_refused is None and 1002 in engine.watched(0)
+    finally:
+        dcgm.close()
+        other.close()
+
+
+# ---- 5. one GPU's errors ---------------------------------------------------------------------------
+
+
+def test_a_gpu_lost_before_the_connection_is_down_alone_and_the_others_are_read(fake, caplog):
+    engine = fake.serve(ADDRESS)
+    engine.lost.add(1)  # dcgmGroupAddEntity answers DCGM_ST_GPU_IS_LOST for it
+    dcgm = backend()
+    with caplog.at_level(logging.WARNING):
+        dcgm.start()
+    try:
+        time.sleep(0.25)
+        samples = dcgm.collect()
+    finally:
+        dcgm.close()
+    assert [s.up for s in samples] == [True, False] and samples[0].profiling_available and dcgm.errors_total == 0
+    assert "GPU 1 (GPU-fakedcgm-1-idle): DCGM reports it lost (DCGM_ST_GPU_IS_LOST)" in caplog.text
+
+
+def test_the_group_limit_while_trying_profiling_again_is_not_a_lost_host_engine(fake):
+    fake.CONTROL.gpu_kinds = ["ampere", "l4"]  # a profiling group of their own per GPU
+    fake.CONTROL.profiling_refusal = "DCGM_ST_IN_USE"
+    engine = fake.serve(ADDRESS)
+    clock = Clock()
+    dcgm = backend(clock=clock)
+    dcgm.start()
+    other = OtherClient()
+    try:
+        while len(engine.groups) < fake.MAX_GROUPS:  # another client takes every group left
+            other.group(f"other-{len(engine.groups)}", [])
+        fake.CONTROL.profiling_refusal = None
+        clock.now += 61
+        dcgm.collect()  # the retry's dcgmGroupCreate answers DCGM_ST_MAX_LIMIT
+        assert dcgm.errors_total == 0 and dcgm.session.handle is not None
+        assert dcgm.profiling_refused.startswith("DCGM_ST_MAX_LIMIT")
+    finally:
+        dcgm.close()
+        other.close()
+
+
+# ---- 6. the shared engine's log ----------------------------------------------------------------------
+
+
+def test_polls_read_only_watched_fields_with_data_so_the_host_engine_logs_nothing(fake):
+    """DCGM 3.3.8 logs every non-OK latest value at ERROR, DCGM_ST_NO_DATA included (DcgmCacheManager.cpp)."""
+    fake.CONTROL.naming = "3"
+    fake.CONTROL.gpu_kinds = ["hopper", "pascal"]  # profiling fields watched on GPU 0 only; no Xid yet anywhere
+    engine = fake.serve(ADDRESS)
+    dcgm = backend()
+    dcgm.start()
+    try:
+        for _ in range(5):
+            time.sleep(0.05)
+            samples = dcgm.collect()
+    finally:
+        dcgm.close()
+    assert all(s.up for s in samples) and samples[0].profiling_available
+    assert engine.log == []
+
+
+# ---- 7. smaller points -------------------------------------------------------------------------------
+
+
+def test_pausing_that_dcgm_cannot_do_on_a_gpm_only_host_is_asked_once(fake, tmp_path, monkeypatch, caplog):
+    import dcgm_agent
+
+    pause = tmp_path / "pause"
+    pause.touch()
+    calls = []
+    real = dcgm_agent.dcgmProfPause
+    monkeypatch.setattr(dcgm_agent, "dcgmProfPause", lambda handle: calls.append(handle) or real(handle))
+    dcgm = backend(host=None, pause_file=str(pause))
+    dcgm.start()
+    try:
+        with caplog.at_level(logging.WARNING):
+            for _ in range(4):
+                assert all(s.up for s in dcgm.collect())
+    finally:
+        dcgm.close()
+    assert len(calls) == 1 and caplog.text.count("DCGM cannot pause profiling here (DCGM_ST_NOT_SUPPORTED") == 1
+
+
+def test_field_ids_are_looked_up_after_dcgm_is_initialised_so_the_lookup_decides(fake, monkeypatch):
+    import dcgm_fields
+    import dcgm_structs
+
+    monkeypatch.setattr(dcgm_structs, "dcgmLib", None)  # a fresh process: libdcgm not loaded yet
+    fake.CONTROL.known_field_ids = set(dcgm_fields.FIELD_NAMES) - {1016}  # the bindings name 1016; this DCGM has no metadata for it
+    dcgm = backend(host=None)
+    dcgm.start()
+    dcgm.close()
+    assert [spec.field_id for spec in dcgm.unknown_fields] == [1016]
+
+
+def test_an_unknown_chip_architecture_arrives_as_minus_one_and_the_compute_capability_decides(fake):
+    fake.CONTROL.gpu_kinds = ["unknown-architecture", "unknown-architecture"]  # compute capability 10.0
+    dcgm = backend(host=None)
+    dcgm.start()
+    dcgm.close()
+    assert dcgm.profiling["GPU-fakedcgm-0-matmul_8192"].one_pass_limited is False
+
+
+def test_a_watch_is_ended_before_its_field_group_is_destroyed(fake):
+    """DcgmFieldGroup.cpp RemoveFieldGroup leaves the field group's watches running."""
+    engine = fake.serve(ADDRESS)
+    dcgm = backend()
+    dcgm.start()
+    try:
+        session = dcgm.session
+        watch = next(each for each in session._watches if 1002 in each.field_ids)
+        session.unwatch(watch)
+        assert 1002 not in engine.watched(0) and 203 in engine.watched(0)
+    finally:
+        dcgm.close()
