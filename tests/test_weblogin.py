@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import http.client
 import logging
+import socket
 import threading
 import time
 from pathlib import Path
@@ -140,3 +141,30 @@ def test_unknown_users_and_wrong_passwords_of_cheap_and_costly_hashes_take_as_lo
     fastest = {user: min(times) for user, times in timings.items()}
     assert all(value >= FAILED_LOGIN_DELAY * 0.9 for value in fastest.values()), fastest
     assert max(fastest.values()) / min(fastest.values()) < 2, fastest
+
+
+def get_from(source: str, port: int, authorization: str) -> int:
+    """GET /metrics over a connection from the loopback address ``source`` (127.0.0.x)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30, source_address=(source, 0))
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection.sock = sock
+    try:
+        return get(port, authorization, connection)
+    finally:
+        connection.close()
+
+
+def test_ipv4_clients_of_a_dual_stack_listener_are_throttled_one_address_each(monkeypatch):
+    """On ``[::]`` IPv4 peers arrive as ``::ffff:a.b.c.d``; taken as IPv6 they all fell in ``::/64``,
+    so one address failing locked every IPv4 client out."""
+    assert client_key("::ffff:10.0.0.5") == "10.0.0.5" and client_key("::ffff:10.0.0.6") == "10.0.0.6"
+    monkeypatch.setattr("exporter.web.login.FAILED_LOGIN_DELAY", 0.0)
+    config = parse_web_config({"basic_auth_users": {"prometheus": bcrypt.hashpw(b"right", bcrypt.gensalt(4)).decode()}}, "web.yml", Path("."))
+    web = WebServer("[::]:0", lambda gzip: Payload((b"m 1\n",), None), lambda: True, "login", web_config=config)
+    web.start()
+    try:
+        failures = [get_from("127.0.0.2", web.port, basic("prometheus", "wrong")) for _ in range(FAILED_LOGIN_BURST + 1)]
+        assert failures == [401] * FAILED_LOGIN_BURST + [429]
+        assert get_from("127.0.0.3", web.port, basic("prometheus", "right")) == 200
+    finally:
+        web.close()

@@ -33,15 +33,20 @@ ALLOWED, MISSING, THROTTLED, BUSY = "allowed", "missing", "throttled", "busy"
 
 
 def client_key(address: str) -> str:
-    """One throttle bucket per IPv4 address and per IPv6 /64 (one host usually holds a whole /64)."""
+    """One throttle bucket per IPv4 address and per IPv6 /64 (one host usually holds a whole /64).
+    An IPv4 client of a dual-stack listener arrives as ``::ffff:a.b.c.d``: that is its IPv4 address,
+    not a /64 that every IPv4 client would share."""
     if ":" not in address:
         return address
     import ipaddress
 
     try:
-        return str(ipaddress.ip_network(f"{address.split('%', 1)[0]}/64", strict=False))
+        ip = ipaddress.IPv6Address(address.split("%", 1)[0])
     except ValueError:
         return address
+    if ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ipaddress.IPv6Network((ip, 64), strict=False))
 
 
 class LoginGuard:
