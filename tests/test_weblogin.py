@@ -16,6 +16,7 @@ import bcrypt
 from exporter.exposition import Payload
 from exporter.web.login import (
     ALLOWED,
+    BUSY,
     FAILED_LOGIN_BURST,
     FAILED_LOGIN_DELAY,
     FAILED_LOGIN_REFILL,
@@ -168,3 +169,55 @@ def test_ipv4_clients_of_a_dual_stack_listener_are_throttled_one_address_each(mo
         assert get_from("127.0.0.3", web.port, basic("prometheus", "right")) == 200
     finally:
         web.close()
+
+
+class SlowAuth(BasicAuth):
+    """A bcrypt check that takes as long as a costly hash (20 ms more), without burning the CPU."""
+
+    def verify(self, user: str, password: bytes) -> bool:
+        time.sleep(0.02)
+        return super().verify(user, password)
+
+
+def test_valid_logins_do_not_queue_behind_a_flood_of_wrong_passwords_from_many_addresses():
+    """120 addresses failing keep the one check busy and its queue full. Before, every uncached
+    valid login (after a restart or a password rotation) got 429 for the whole flood."""
+    hashed = {"prometheus": bcrypt.hashpw(b"right", bcrypt.gensalt(4))}
+    guard = LoginGuard()
+    busy_seen = threading.Event()
+    stop = threading.Event()
+    failed: set[str] = set()
+
+    def flood() -> None:
+        auth = SlowAuth(hashed)
+        while not stop.is_set():
+            for n in range(120):
+                client = f"10.1.0.{n}"
+                if guard.check(auth, basic("prometheus", "guess"), client, lambda ok, client=client: failed.add(client)) == BUSY:
+                    busy_seen.set()
+            time.sleep(0.005)
+
+    def login(client: str, auth: BasicAuth) -> tuple[str | None, bool, float]:
+        finished = threading.Event()
+        outcome: list[bool] = []
+        started = time.monotonic()
+        verdict = guard.check(auth, basic("prometheus", "right"), client, lambda ok: (outcome.append(ok), finished.set()))
+        if verdict is None:
+            assert finished.wait(10)
+        return verdict, bool(outcome and outcome[0]), time.monotonic() - started
+
+    flooder = threading.Thread(target=flood)
+    flooder.start()
+    try:
+        deadline = time.monotonic() + 10
+        while len(failed) < 120 and time.monotonic() < deadline:  # every attacker has failed once (~3 s)
+            time.sleep(0.05)
+        assert busy_seen.is_set()
+        results = [login("10.9.9.9", SlowAuth(hashed))]  # a restart: a fresh client, no cache
+        results += [login("10.9.9.9", SlowAuth(hashed)) for _ in range(19)]  # rotations: a new hash, no cache
+    finally:
+        stop.set()
+        flooder.join(10)
+        guard.close()
+    assert [(verdict, ok) for verdict, ok, _ in results] == [(None, True)] * 20
+    assert max(took for _, _, took in results) < 2.0  # a check or two of 20 ms each, not the flood's queue

@@ -2,8 +2,14 @@
 
 - A request whose credentials passed before is let in at once (BasicAuth's cache).
 - Otherwise its bcrypt check runs on one worker thread, one check at a time, so failed logins
-  cost at most one core's share and scrapes on the serving thread keep answering; at most
-  ``MAX_QUEUED_CHECKS`` wait, further ones get 429 at once.
+  cost at most one core's share and scrapes on the serving thread keep answering.
+- Checks wait in three lanes, each of at most ``MAX_QUEUED_CHECKS``, taken in order: clients that
+  logged in before (remembered across web-config reloads), then clients that have not failed a
+  check in the last ``FAILURE_MEMORY`` seconds, then clients that have (and a client's checks
+  beyond its first waiting one). So a flood of wrong
+  passwords from many addresses, which keeps the check busy, does not keep Prometheus out after a
+  password rotation (first lane) or a restart (second lane): its check is among the next ones.
+  A full lane answers 429 at once.
 - Each client (an IPv4 address, an IPv6 /64) may fail ``FAILED_LOGIN_BURST`` logins in a row and
   then one every ``FAILED_LOGIN_REFILL`` seconds; beyond that it gets 429 without a check.
 - A failed check is answered no sooner than ``FAILED_LOGIN_DELAY`` after the request, so a wrong
@@ -14,10 +20,11 @@
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 from exporter.web.loop import LimitLog
 from exporter.web.tlsconfig import BasicAuth
@@ -27,6 +34,10 @@ FAILED_LOGIN_REFILL = 5.0  # seconds for a client to earn back one failed login
 FAILED_LOGIN_DELAY = 0.5  # seconds: the earliest a failed check is answered
 MAX_QUEUED_CHECKS = 16
 MAX_TRACKED_CLIENTS = 4096
+MAX_REMEMBERED_LOGINS = 1024  # clients that logged in before, for the first lane
+FAILURE_MEMORY = 600.0  # seconds a failed check keeps its client out of the second lane
+
+_Check = tuple[BasicAuth, str, bytes, str, Callable[[bool], None]]
 
 # Verdicts of LoginGuard.check besides "queued" (None)
 ALLOWED, MISSING, THROTTLED, BUSY = "allowed", "missing", "throttled", "busy"
@@ -54,9 +65,13 @@ class LoginGuard:
         self.clock = clock
         self.log = LimitLog(log_interval, clock)
         self._buckets: dict[str, tuple[float, float]] = {}  # client -> (failures it may still make, when)
+        self._logged_in: dict[str, None] = {}  # clients that passed a check, oldest first
+        self._failed_at: dict[str, float] = {}  # clients -> their last failed check, oldest first
+        self._waiting: dict[str, int] = {}  # client -> its checks queued or running
         self._lock = threading.Lock()
-        self._queue: queue.SimpleQueue[tuple[BasicAuth, str, bytes, str, Callable[[bool], None]] | None] = queue.SimpleQueue()
-        self._queued = 0
+        self._ready = threading.Condition(self._lock)
+        self._lanes: tuple[deque[_Check], ...] = (deque(), deque(), deque())  # logged in before, not failing, failing
+        self._closed = False
         self._worker: threading.Thread | None = None
 
     def check(self, auth: BasicAuth, header: str | None, client: str, done: Callable[[bool], None]) -> str | None:
@@ -70,13 +85,16 @@ class LoginGuard:
             return ALLOWED
         key = client_key(client)
         with self._lock:
+            lane = self._lanes[self._lane_of(key)]
             if not self._take(key):
                 verdict = THROTTLED
-            elif self._queued >= MAX_QUEUED_CHECKS:
+            elif len(lane) >= MAX_QUEUED_CHECKS:
                 self._give_back(key)
                 verdict = BUSY
             else:
-                self._queued += 1
+                lane.append((auth, user, password, key, done))
+                self._waiting[key] = self._waiting.get(key, 0) + 1
+                self._ready.notify()
                 verdict = None
                 if self._worker is None:
                     self._worker = threading.Thread(target=self._run, name="login-check", daemon=True)
@@ -85,16 +103,24 @@ class LoginGuard:
             self.log.warning("login throttled", f"http: {key} failed {FAILED_LOGIN_BURST} logins in a row: its logins get 429 without a check (one attempt more every {FAILED_LOGIN_REFILL:g} s)")
         elif verdict == BUSY:
             self.log.warning("login busy", f"http: {MAX_QUEUED_CHECKS} password checks already waiting: further logins get 429 at once")
-        else:
-            self._queue.put((auth, user, password, key, done))
         return verdict
 
     def close(self) -> None:
-        if self._worker is not None:
-            self._queue.put(None)
+        with self._lock:
+            self._closed = True
+            self._ready.notify()
+
+    def _next(self) -> _Check | None:
+        """The next check to run, the first lane first; None once closed."""
+        with self._lock:
+            while not self._closed and not any(self._lanes):
+                self._ready.wait()
+            if self._closed:
+                return None
+            return next(lane for lane in self._lanes if lane).popleft()
 
     def _run(self) -> None:
-        while (item := self._queue.get()) is not None:
+        while (item := self._next()) is not None:
             auth, user, password, key, done = item
             try:
                 ok = auth.verify(user, password)
@@ -102,13 +128,26 @@ class LoginGuard:
                 ok = False
                 self.log.warning("login error", f"http: a password check failed: {type(error).__name__}: {error}")
             with self._lock:
-                self._queued -= 1
+                self._waiting[key] -= 1
+                if not self._waiting[key]:
+                    del self._waiting[key]
                 if ok:
                     self._give_back(key)
+                    _remember(self._logged_in, key, None, MAX_REMEMBERED_LOGINS)
+                else:
+                    _remember(self._failed_at, key, self.clock(), MAX_TRACKED_CLIENTS)
             if not ok:
                 reason = "wrong password" if user in auth.users else "unknown user"
                 self.log.warning("login failed", f"http: failed basic-auth login from {key} as user {user[:64]!r}: {reason}")
             done(ok)
+
+    def _lane_of(self, key: str) -> int:
+        if key in self._waiting:
+            return 2
+        if key in self._logged_in:
+            return 0
+        failed = self._failed_at.get(key)
+        return 1 if failed is None or self.clock() - failed > FAILURE_MEMORY else 2
 
     def _take(self, key: str) -> bool:
         """Reserve one failure from the client's bucket (given back if the login succeeds)."""
@@ -134,3 +173,11 @@ class LoginGuard:
                 del self._buckets[key]
         if len(self._buckets) > MAX_TRACKED_CLIENTS:
             self._buckets.clear()
+
+
+def _remember(entries: dict[str, Any], key: str, value: Any, most: int) -> None:
+    """Set ``key`` as the newest entry, forgetting the oldest beyond ``most``."""
+    entries.pop(key, None)
+    entries[key] = value
+    if len(entries) > most:
+        del entries[next(iter(entries))]
