@@ -27,9 +27,9 @@ from fake_pynvml import H100_CALL_COSTS, FakeClock, FakeNvml  # noqa: E402 (need
 
 from exporter.backends.nvml.backend import NvmlBackend  # noqa: E402
 from exporter.config.file import load_config  # noqa: E402
-from exporter.exposition import Exposition  # noqa: E402
 from exporter.poller import Poller  # noqa: E402
 from exporter.trace import load_trace  # noqa: E402
+from exporter.web.payload import Payloads  # noqa: E402
 
 
 def fake_alone(gpus: int, polls: int = 300) -> dict:
@@ -65,7 +65,8 @@ def in_process(gpus: int, polls: int = 300) -> dict:
     fake = FakeNvml([load_trace(path) for path in trace_files(gpus)], clock=clock, event_wait_cap=0.5)
     backend = NvmlBackend(slow_interval=10.0, nvml=fake, clock=clock)
     poller = Poller(backend, load_config(None), clock=clock)
-    exposition = Exposition(lambda: poller.snapshot, clock=clock)
+    exposition = Payloads(clock)
+    poller.subscribe(exposition.publish)  # as the daemon: each poll's body rendered on the poller's thread
     collect_times: list[float] = []
     collect = backend.collect
 

@@ -40,7 +40,7 @@ from harness import daemon, percentile, replay_daemon_command, trace_files  # no
 
 from exporter.backends.replay import ReplayBackend  # noqa: E402
 from exporter.config.file import Config  # noqa: E402
-from exporter.exposition import render  # noqa: E402
+from exporter.exposition.render import render  # noqa: E402
 from exporter.poller import Poller  # noqa: E402
 from exporter.trace import load_trace  # noqa: E402
 from exporter.web.payload import GzipBody  # noqa: E402

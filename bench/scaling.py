@@ -32,9 +32,9 @@ from harness import daemon, percentile, replay_daemon_command, trace_files  # no
 
 from exporter.backends.replay import ReplayBackend  # noqa: E402
 from exporter.config.file import Config  # noqa: E402
-from exporter.exposition import Exposition  # noqa: E402
 from exporter.poller import Poller  # noqa: E402
 from exporter.trace import load_trace  # noqa: E402
+from exporter.web.payload import Payloads  # noqa: E402
 
 COLLECT_INTERVAL = 0.1  # the daemon's minimum: the most polls (and fresh renders) per second
 
@@ -56,7 +56,8 @@ def in_process_costs(count: int, polls: int) -> tuple[float, float]:
     """(CPU ms per poll, CPU ms per render of a fresh snapshot), measured in this process."""
     backend = ReplayBackend([load_trace(path) for path in trace_files(count)])
     poller = Poller(backend, Config())
-    exposition = Exposition(lambda: poller.snapshot)
+    exposition = Payloads()
+    poller.subscribe(exposition.publish)  # as the daemon: each poll's body rendered on the poller's thread
     backend.start()
     poller.poll_once()
     started = time.process_time()

@@ -5,7 +5,6 @@ call the backend and, while it is fresh, never render.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import sys
 import threading
@@ -18,14 +17,12 @@ from exporter.attribution.kubernetes.attribution import Attributor
 from exporter.backends.base import Backend, CollectSettings
 from exporter.config.file import Config
 from exporter.config.values import MAX_DURATION
-from exporter.exposition import render
 from exporter.logs import one_line
 from exporter.pipeline.split import Sharing
 from exporter.pipeline.tracker import Trackers
 from exporter.sample import DeviceInfo, GpuSample, down_sample
 from exporter.selfstats import ProcessStats, read_process_stats
-from exporter.snapshot import GpuState, Snapshot
-from exporter.web.payload import GzipBody
+from exporter.snapshot import GpuState, PollSettings, Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +62,7 @@ class Poller:
         self._stop = threading.Event()
         self._wake = threading.Event()  # set by stop and set_config
         self._thread: threading.Thread | None = None
-        self._gzip = False  # set once a scrape asks for gzip: then each poll compresses its body too
+        self._subscribers: list[Callable[[Snapshot], None]] = []
         self.apps = AppMonitor(config.apps, clock)  # scrapes apps on their own threads
         self._sharing: Sharing | None = None
         self.backend.configure(collect_settings(config))
@@ -75,9 +72,9 @@ class Poller:
     def snapshot(self) -> Snapshot | None:
         return self._snapshot
 
-    def compress_bodies(self) -> None:
-        """A scrape asked for gzip: from the next poll on, publish a gzip body beside the text."""
-        self._gzip = True
+    def subscribe(self, receive: Callable[[Snapshot], None]) -> None:
+        """Hand each new snapshot to ``receive`` on the poller's thread, before it is published."""
+        self._subscribers.append(receive)
 
     def set_config(self, config: Config) -> None:
         """Take a reloaded config; the next poll uses it."""
@@ -137,7 +134,7 @@ class Poller:
         """/-/ready: GPU data is served: a GPU source has started (not still waiting for the driver
         under --wait-for-driver) and a snapshot exists that is not stale (the poller keeps polling)."""
         snapshot = self._snapshot
-        return not self.backend.waiting and snapshot is not None and self.clock() - snapshot.taken_monotonic <= snapshot.config.effective_stale_after
+        return not self.backend.waiting and snapshot is not None and self.clock() - snapshot.taken_monotonic <= snapshot.settings.stale_after
 
     def _collect(self) -> list[GpuSample]:
         try:
@@ -194,7 +191,7 @@ class Poller:
             sequence=self._polls,
             gpus=tuple(states),
             taken_monotonic=self.clock(),
-            config=config,
+            settings=poll_settings(config),
             backend_name=self.backend.name,
             replayed=self.backend.replayed,
             polls_total=self._polls,
@@ -205,13 +202,18 @@ class Poller:
             attribution=self.attributor.health(),
             process=self.process_stats(),
         )
-        body = render(snapshot)
-        snapshot = dataclasses.replace(snapshot, body=body, body_gzip=GzipBody.of(body) if self._gzip else None)
+        for receive in self._subscribers:
+            receive(snapshot)
         self._snapshot = snapshot
         self.ready.set()
         for subscriber in self.subscribers:
             subscriber(snapshot)
         return snapshot
+
+
+def poll_settings(config: Config) -> PollSettings:
+    """What a snapshot's readers need of the config it was polled under."""
+    return PollSettings(config.collect_interval, config.effective_stale_after, config.kubernetes.pod_labels, config.price_per_gpu_hour, config.currency)
 
 
 def collect_settings(config: Config) -> CollectSettings:

@@ -6,13 +6,11 @@ from dataclasses import dataclass
 
 from exporter.apps.derive import AppState
 from exporter.attribution.kubernetes.owners import AttributionHealth, GpuOwners
-from exporter.config.file import Config
 from exporter.pipeline.derive import Derived
 from exporter.pipeline.split import GpuSharing
 from exporter.pipeline.totals import Totals
 from exporter.sample import GpuSample
 from exporter.selfstats import ProcessStats
-from exporter.web.payload import GzipBody
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,12 +22,23 @@ class GpuState:
     sharing: GpuSharing | None = None  # the fair split among holders; None while sharing is disabled
 
 
+@dataclass(frozen=True, slots=True)
+class PollSettings:
+    """The settings a poll was made under that its readers need."""
+
+    collect_interval: float
+    stale_after: float  # a snapshot older than this is served as down
+    pod_labels: str  # kubernetes.pod_labels
+    price_per_gpu_hour: float | None
+    currency: str
+
+
 @dataclass(frozen=True)
 class Snapshot:
     sequence: int
     gpus: tuple[GpuState, ...]
     taken_monotonic: float
-    config: Config
+    settings: PollSettings
     backend_name: str
     replayed: bool
     polls_total: int
@@ -39,7 +48,3 @@ class Snapshot:
     apps: tuple[AppState, ...] = ()  # the configured apps' latest states (exporter/apps)
     attribution: AttributionHealth | None = None  # the kubelet calls' health; None while kubernetes is disabled
     process: ProcessStats | None = None  # the daemon's own CPU, memory and file descriptors at the poll
-    # Rendered by the poller right after the poll (exporter/exposition.py): the text without the
-    # age line, and the same gzipped where scrapes asked for gzip. Empty/None until rendered.
-    body: bytes = b""
-    body_gzip: GzipBody | None = None

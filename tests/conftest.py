@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from exporter.snapshot import Snapshot
 from exporter.trace import planted_trace_paths
+from exporter.web.payload import Payloads
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -89,3 +91,20 @@ def running_daemon(*args: str, ready_timeout: float = 15.0, env: dict[str, str] 
         if process.stdout:
             daemon.output = process.stdout.read()
             process.stdout.close()
+
+
+def payloads_following(poller, clock: Callable[[], float] = time.monotonic) -> Payloads:
+    """What the daemon's /metrics serves from ``poller``: each snapshot it publishes from now on
+    (and the one it has, if any), rendered on the poller's side."""
+    payloads = Payloads(clock)
+    poller.subscribe(payloads.publish)
+    if poller.snapshot is not None:
+        payloads.publish(poller.snapshot)
+    return payloads
+
+
+def payloads_of(snapshot: Snapshot, clock: Callable[[], float] = time.monotonic) -> Payloads:
+    """/metrics serving one snapshot."""
+    payloads = Payloads(clock)
+    payloads.publish(snapshot)
+    return payloads

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporter.apps.scrape import MAX_SERIES, ScrapeError, fetch, read_counter
 from exporter.backends.replay import ReplayBackend
 from exporter.config.file import parse_config
-from exporter.exposition import render
+from exporter.exposition.render import render
 from exporter.poller import Poller
 from exporter.trace import load_trace
 

@@ -10,19 +10,21 @@ import zlib
 from collections import Counter, defaultdict
 
 import pytest
+from conftest import payloads_following, payloads_of
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter import exposition
-from exporter import poller as poller_module
 from exporter.backends.base import Backend
 from exporter.backends.replay import ReplayBackend
 from exporter.config.file import Config
-from exporter.exposition import CONTENT_TYPE, Exposition, number, render
+from exporter.exposition.render import render
+from exporter.exposition.text import CONTENT_TYPE, number
 from exporter.metrics import METRICS
 from exporter.pipeline.derive import BOTTLENECK_CLASSES
 from exporter.poller import Poller, Snapshot
 from exporter.sample import DeviceInfo, GpuSample, Profiling, down_sample
 from exporter.trace import load_trace
+from exporter.web import payload as payload_module
+from exporter.web.payload import GzipBody, Payloads
 
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 SELF_METRICS = {
@@ -80,7 +82,7 @@ def promtool_check(text: str) -> None:
 
 
 def served(snapshot: Snapshot, clock: FakeClock) -> str:
-    body = Exposition(lambda: snapshot, clock=clock).body()
+    body = payloads_of(snapshot, clock).body()
     assert body is not None
     return body.decode()
 
@@ -135,7 +137,7 @@ def test_promtool_passes_with_a_down_gpu(trace_paths):
 
 def test_promtool_passes_on_a_stale_snapshot(trace_paths):
     snapshot, clock = snapshot_of(trace_paths, Config(price_per_gpu_hour=1.0))
-    clock.now += snapshot.config.effective_stale_after + 0.1
+    clock.now += snapshot.settings.stale_after + 0.1
     text = served(snapshot, clock)
     promtool_check(text)
     gpus = by_gpu(text)
@@ -146,12 +148,12 @@ def test_promtool_passes_on_a_stale_snapshot(trace_paths):
     assert "gpueff_collect_stale 1\n" in text
     assert "gpueff_busy_idle_sm_cost_total" not in text
     age = next(s for s in series(text) if s.name == "gpueff_snapshot_age_seconds")
-    assert age.value == pytest.approx(snapshot.config.effective_stale_after + 0.1, abs=0.002)
+    assert age.value == pytest.approx(snapshot.settings.stale_after + 0.1, abs=0.002)
 
 
 def test_a_snapshot_just_inside_stale_after_is_served(trace_paths):
     snapshot, clock = snapshot_of(trace_paths)
-    clock.now += snapshot.config.effective_stale_after - 0.1
+    clock.now += snapshot.settings.stale_after - 0.1
     text = served(snapshot, clock)
     assert "gpueff_collect_stale 0\n" in text
     assert all(s.value == 1 for s in series(text) if s.name == "gpueff_gpu_up")
@@ -281,7 +283,7 @@ def test_down_gpu_keeps_no_derived_or_cost_series(trace_paths):
 
 
 def test_body_is_none_before_the_first_poll():
-    assert Exposition(lambda: None).body() is None
+    assert Payloads().body() is None
 
 
 def test_the_body_is_rendered_only_when_the_snapshot_changes(trace_paths, monkeypatch):
@@ -291,15 +293,14 @@ def test_the_body_is_rendered_only_when_the_snapshot_changes(trace_paths, monkey
         calls.append((snapshot.sequence, stale))
         return render(snapshot, stale)
 
-    monkeypatch.setattr(exposition, "render", counting_render)
-    monkeypatch.setattr(poller_module, "render", counting_render)
+    monkeypatch.setattr(payload_module, "render", counting_render)
     clock = FakeClock()
     backend = ReplayBackend([load_trace(trace_paths["spin_1sm"])], clock=clock)
     poller = Poller(backend, Config(), clock=clock)
     backend.start()
-    served_by = Exposition(lambda: poller.snapshot, clock=clock)
+    served_by = payloads_following(poller, clock)
     poller.poll_once()
-    assert calls == [(1, False)]  # rendered by the poller, right after its poll
+    assert calls == [(1, False)]  # rendered on the poller's thread, right after its poll
     bodies = [served_by.body() for _ in range(5)]
     assert calls == [(1, False)]
     assert len({body.split(b"gpueff_snapshot_age_seconds ")[0] for body in bodies}) == 1
@@ -357,25 +358,38 @@ def test_every_nvml_reading_renders_in_base_units():
     assert ("gpueff_nvlink_rx_bytes_per_second", ()) not in values and ("gpueff_dram_active_ratio", ()) not in values
 
 
-def test_a_gzip_scrape_gets_the_same_text_and_the_poller_compresses_from_then_on(trace_paths):
+def test_a_gzip_scrape_gets_the_same_text_and_each_poll_is_compressed_from_then_on(trace_paths, monkeypatch):
+    compressed = []
+
+    def counting_gzip(body):
+        compressed.append(len(body))
+        return real_gzip(body)
+
+    real_gzip = GzipBody.of
+    monkeypatch.setattr(GzipBody, "of", staticmethod(counting_gzip))
     clock = FakeClock()
     backend = ReplayBackend([load_trace(path) for path in trace_paths.values()], clock=clock)
     poller = Poller(backend, Config(), clock=clock)
     backend.start()
-    served_by = Exposition(lambda: poller.snapshot, clock=clock, on_gzip=poller.compress_bodies)
-    first = poller.poll_once()
-    assert first.body_gzip is None  # nobody asked for gzip yet: nothing compressed
+    served_by = payloads_following(poller, clock)
+    poller.poll_once()
+    assert compressed == []  # nobody asked for gzip yet: nothing compressed
     clock.now += 0.25
     zipped = served_by.payload(gzip=True)
     assert zipped.encoding == "gzip" and gzip.decompress(b"".join(zipped.parts)).decode() == served_by.body().decode()
+    assert len(compressed) == 1
     clock.now += 0.5
     second = poller.poll_once()
-    assert second.body_gzip is not None  # a scrape asked: the poller compresses each poll's body now
+    assert len(compressed) == 2  # a scrape asked: each poll's body is compressed as it is published
     clock.now += 0.125
     payload = served_by.payload(gzip=True)
+    assert len(compressed) == 2
     text = zlib.decompress(b"".join(payload.parts), wbits=31).decode()
-    assert text == second.body.decode() + "# HELP gpueff_snapshot_age_seconds Age of the served data: seconds since the last poll finished.\n# TYPE gpueff_snapshot_age_seconds gauge\ngpueff_snapshot_age_seconds 0.125\n"
-    assert payload.length < len(second.body) / 4
+    body = render(second).decode()
+    assert text == body + "# HELP gpueff_snapshot_age_seconds Age of the served data: seconds since the last poll finished.\n# TYPE gpueff_snapshot_age_seconds gauge\ngpueff_snapshot_age_seconds 0.125\n"
+    assert payload.length < len(body) / 4
     clock.now += 60  # stale: rendered again as down, and compressed once
     stale = served_by.payload(gzip=True)
+    served_by.payload(gzip=True)
+    assert len(compressed) == 3
     assert b"gpueff_collect_stale 1" in gzip.decompress(b"".join(stale.parts))

@@ -1,7 +1,7 @@
 """Faults: what the daemon does when NVML hangs, loses a GPU, answers NotSupported, or has no driver yet.
 
 Two set-ups, both with tests/fake_pynvml.py standing in for the driver:
-- in process: the daemon's own parts (NvmlBackend -> Poller -> Exposition -> WebServer on loopback),
+- in process: the daemon's own parts (NvmlBackend -> Poller -> Payloads -> WebServer on loopback),
   with faults injected into the fake while real HTTP scrapes run;
 - a real daemon process: this file run as a script puts a scripted FakeNvml in place of pynvml
   (``FAULT_SCRIPT``: which traces, when the driver appears, which call hangs from when) and runs the CLI;
@@ -32,7 +32,6 @@ from fake_pynvml import FakeNvml  # noqa: E402
 
 from exporter.backends.nvml.backend import NvmlBackend  # noqa: E402
 from exporter.config.file import Config  # noqa: E402
-from exporter.exposition import Exposition  # noqa: E402
 from exporter.poller import Poller  # noqa: E402
 from exporter.trace import load_trace  # noqa: E402
 from exporter.web.server import WebServer  # noqa: E402
@@ -79,7 +78,7 @@ if __name__ == "__main__":
 # ---- tests ------------------------------------------------------------------------------------
 
 import pytest  # noqa: E402
-from conftest import free_port, http_get, running_daemon  # noqa: E402
+from conftest import free_port, http_get, payloads_following, running_daemon  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +92,7 @@ def wired(fake: FakeNvml, **config):
     backend = NvmlBackend(slow_interval=1.0, nvml=fake)
     devices = backend.start()
     poller = Poller(backend, Config(collect_interval=0.1, **config))
-    server = WebServer(f"127.0.0.1:{free_port()}", Exposition(lambda: poller.snapshot).payload, poller.ready.is_set, "faults")
+    server = WebServer(f"127.0.0.1:{free_port()}", payloads_following(poller).payload, poller.ready.is_set, "faults")
     poller.start(devices)
     server.start()
     try:

@@ -8,9 +8,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from conftest import payloads_following
+
 from exporter.backends.replay import ReplayBackend
 from exporter.config.file import Config
-from exporter.exposition import Exposition
 from exporter.poller import Poller
 from exporter.selfstats import ProcessStats
 from exporter.trace import demo_trace_paths, load_trace
@@ -40,7 +41,7 @@ def demo_metrics() -> bytes:
         clock.now += 0.5
         poller.poll_once()
     clock.now += 0.25
-    body = Exposition(lambda: poller.snapshot, clock=clock).body()
+    body = payloads_following(poller, clock).body()
     assert body is not None
     return body
 

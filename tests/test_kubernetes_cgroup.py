@@ -80,7 +80,7 @@ def test_attributor_counts_gpu_processes_per_container(tmp_path: Path) -> None:
 
 def test_process_owners_are_exposed_per_gpu() -> None:
     from exporter.attribution.kubernetes.owners import GpuOwners
-    from exporter.exposition import render_pods
+    from exporter.exposition.render import render_pods
     from exporter.pipeline.totals import Totals
     from exporter.snapshot import GpuState
 

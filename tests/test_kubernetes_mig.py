@@ -15,7 +15,7 @@ from kubelet_fake import FakeKubelet, pod
 
 from exporter.backends.nvml.backend import NvmlBackend
 from exporter.config.file import parse_config
-from exporter.exposition import render
+from exporter.exposition.render import render
 from exporter.poller import Poller
 from exporter.trace import load_trace
 

@@ -8,13 +8,12 @@ import json
 import time
 
 import pytest
-from conftest import http_get, running_daemon
+from conftest import http_get, payloads_following, running_daemon
 from test_web import request
 
 from exporter.apps.derive import AppState
 from exporter.backends.replay import ReplayBackend
 from exporter.config.file import Config
-from exporter.exposition import Exposition
 from exporter.overview import snapshot_overview
 from exporter.poller import Poller
 from exporter.trace import load_trace
@@ -96,7 +95,7 @@ def test_parse_after_takes_only_a_plain_number() -> None:
 def page_server(poller: Poller, history: History, clock: Clock) -> WebServer:
     note = "REPLAYED DATA: <test>"
     page = LivePage(LiveData(lambda: poller.snapshot, history, note, clock), note, "/metrics")
-    exposition = Exposition(lambda: poller.snapshot)
+    exposition = payloads_following(poller)
     server = WebServer("127.0.0.1:0", exposition.payload, poller.ready.is_set, note, page=page)
     server.start()
     return server

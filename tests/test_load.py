@@ -23,12 +23,11 @@ import tracemalloc
 import uuid as uuidlib
 
 import pytest
-from conftest import running_daemon
+from conftest import payloads_following, running_daemon
 from fake_pynvml import FakeClock, FakeGpu, FakeNvml
 
 from exporter.backends.nvml.backend import NvmlBackend
 from exporter.config.file import parse_config
-from exporter.exposition import Exposition
 from exporter.poller import Poller
 from exporter.trace import load_trace
 
@@ -165,7 +164,7 @@ def test_soak_with_pod_and_process_churn_drops_gone_series_and_keeps_memory_flat
     backend = NvmlBackend(slow_interval=10.0, nvml=fake, clock=clock)
     poller = Poller(backend, config, clock=clock)
     backend.start()  # no poller thread: the test calls poll_once and moves the clock
-    exposition = Exposition(lambda: poller.snapshot, clock=clock)
+    exposition = payloads_following(poller, clock)
     rounds = int(os.environ.get("GPUEFF_SOAK_ROUNDS", "600"))
     pid = 1000
     series_counts, memory = [], []

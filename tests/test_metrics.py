@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pynvml
 import pytest
+from conftest import payloads_of
 from fake_pynvml import FakeClock, FakeGpu, FakeNvml
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -22,11 +23,11 @@ from exporter.backends.dcgm.fields import FIELDS
 from exporter.backends.nvml.backend import NvmlBackend
 from exporter.backends.replay import ReplayBackend
 from exporter.config.file import Config
-from exporter.exposition import Exposition
 from exporter.metrics import BY_NAME, DCGM, METRICS, NVML, PROFILING_FIELDS, READINGS, REPLAY, SUMMARY, Reading
 from exporter.pipeline.derive import derive
 from exporter.pipeline.split import GpuSharing, Holder, HolderTotals
 from exporter.pipeline.totals import Totals
+from exporter.poller import poll_settings
 from exporter.sample import DeviceInfo, GpuSample, Health, Profiling
 from exporter.selfstats import read_process_stats
 from exporter.snapshot import GpuState, Snapshot
@@ -86,7 +87,7 @@ def full_snapshot() -> Snapshot:
     states = tuple(GpuState(s, derive(s, config), totals, owners, sharing) for s in (sample, dataclasses.replace(sample, device=mig)))
     app = AppState(name="llm", unit="tokens", up=True, gpus=(device,), units_total=1.0, throughput=1.0, requests_per_second=1.0, units_per_joule=1.0,
                    units_per_sm_active_second=1.0, model_flops_utilization=0.1, cost_per_million_units=1.0, scrape_duration_seconds=0.01)
-    return Snapshot(sequence=1, gpus=states, taken_monotonic=10.0, config=config, backend_name="nvml", replayed=False, polls_total=1,
+    return Snapshot(sequence=1, gpus=states, taken_monotonic=10.0, settings=poll_settings(config), backend_name="nvml", replayed=False, polls_total=1,
                     collect_duration_sum_seconds=0.01, errors_total=0, last_success_wall=1.7e9, apps=(app,), process=read_process_stats(),
                     attribution=AttributionHealth(up=True, errors_total=0, last_success_wall=1.7e9))
 
@@ -96,7 +97,7 @@ def family_names(text: str) -> set[str]:
 
 
 def test_every_catalogue_metric_is_rendered_and_nothing_else():
-    body = Exposition(full_snapshot, clock=lambda: 10.0).body()
+    body = payloads_of(full_snapshot(), lambda: 10.0).body()
     assert body is not None
     assert family_names(body.decode()) == set(BY_NAME)
 

@@ -9,14 +9,13 @@ import time
 
 import pynvml
 import pytest
-from conftest import http_get
+from conftest import http_get, payloads_following
 from fake_pynvml import FakeClock, FakeGpu, FakeNvml
 
 from exporter.backends.base import BackendUnavailable
 from exporter.backends.nvml.backend import REINIT_BACKOFF, NvmlBackend, cores_per_sm
 from exporter.backends.nvml.gpm_metrics import GPM_METRICS
 from exporter.config.file import Config, load_config
-from exporter.exposition import Exposition
 from exporter.metrics import MIB
 from exporter.poller import Poller
 from exporter.trace import load_trace, parse_trace
@@ -319,7 +318,7 @@ def test_derivations_and_exposition_over_nvml_reproduce_the_planted_mismatch(tra
     workloads = ["idle", "spin_1sm", "matmul_8192", "copy_2GB", "tiny_kernels"]
     backend, fake, clock = started([traces[name] for name in workloads])
     poller = Poller(backend, load_config(None), clock=clock)
-    exposition = Exposition(lambda: poller.snapshot, clock=clock)
+    exposition = payloads_following(poller, clock)
     server = WebServer("127.0.0.1:0", exposition.payload, poller.ready.is_set, "fake NVML")
     server.start()
     try:

@@ -13,9 +13,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporter.backends.nvml.backend import NvmlBackend
 from exporter.backends.nvml.health import FAST, HEALTH_CALLS, SLOW
 from exporter.config.file import Config
-from exporter.exposition import render
+from exporter.exposition.render import render
 from exporter.pipeline.derive import derive
 from exporter.pipeline.totals import Totals
+from exporter.poller import poll_settings
 from exporter.sample import Health
 from exporter.snapshot import GpuState, Snapshot
 from exporter.trace import load_trace
@@ -140,7 +141,7 @@ def test_exposition_of_the_health_readings(trace):
     sample = backend.collect()[0]
     backend.close()
     config = Config()
-    snapshot = Snapshot(sequence=1, gpus=(GpuState(sample, derive(sample, config), Totals()),), taken_monotonic=sample.timestamp, config=config, backend_name="nvml",
+    snapshot = Snapshot(sequence=1, gpus=(GpuState(sample, derive(sample, config), Totals()),), taken_monotonic=sample.timestamp, settings=poll_settings(config), backend_name="nvml",
                         replayed=False, polls_total=1, collect_duration_sum_seconds=0.01, errors_total=0, last_success_wall=1.7e9)
     families = {family.name: family for family in text_string_to_metric_families(render(snapshot).decode())}
     values = {(sample.name, tuple(sorted((k, v) for k, v in sample.labels.items() if k not in {"gpu", "uuid"}))): sample.value for family in families.values() for sample in family.samples}

@@ -8,6 +8,7 @@ import sys
 import time
 
 import pytest
+from conftest import payloads_following
 
 from exporter.backends.replay import ReplayBackend
 from exporter.config.file import Config
@@ -61,7 +62,7 @@ def test_poll_once_snapshot_contents(trace_paths, clock):
     assert poller.snapshot is snapshot and poller.ready.is_set()
     assert snapshot.sequence == 1 and snapshot.polls_total == 1
     assert snapshot.backend_name == "replay" and snapshot.replayed
-    assert snapshot.config is poller.config
+    assert snapshot.settings.stale_after == poller.config.effective_stale_after
     assert snapshot.taken_monotonic == clock.now
     assert snapshot.last_success_wall == 1_700_000_000.0 + clock.now
     assert snapshot.errors_total == 0
@@ -147,7 +148,7 @@ def test_set_config_takes_effect_on_the_next_poll(trace_paths, clock):
     poller.set_config(relaxed)
     clock.now += 0.5
     snapshot = poller.poll_once()
-    assert snapshot.config is relaxed
+    assert (snapshot.settings.price_per_gpu_hour, snapshot.settings.currency) == (36.0, "EUR")
     assert snapshot.gpus[0].derived.mismatch == {"high_util_low_sm": False, "low_efficiency": False}
     assert snapshot.gpus[0].totals.busy_idle_sm_cost == pytest.approx(0.5 * (1 - 0.0076) * 36 / 3600, rel=0.001)
 
@@ -256,8 +257,6 @@ def test_an_interval_too_long_for_a_wait_does_not_end_polling_and_a_reload_recov
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_a_dead_poller_serves_stale_data_as_down_and_is_not_ready(trace_paths):
-    from exporter.exposition import Exposition
-
     backend = ReplayBackend([load_trace(trace_paths["matmul_8192"])])
     poller = Poller(backend, Config(collect_interval=0.1, stale_after=0.3))
     poller.start(backend.start())
@@ -272,7 +271,7 @@ def test_a_dead_poller_serves_stale_data_as_down_and_is_not_ready(trace_paths):
         poller._thread.join(5.0)
         assert not poller._thread.is_alive()
         time.sleep(0.4)
-        body = Exposition(lambda: poller.snapshot).body().decode()
+        body = payloads_following(poller).body().decode()
     finally:
         poller.stop()
     assert "gpueff_collect_stale 1" in body

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporter.attribution.kubernetes.owners import GpuOwners, PodOwner
 from exporter.backends.nvml.backend import NvmlBackend
 from exporter.config.file import parse_config
-from exporter.exposition import render
+from exporter.exposition.render import render
 from exporter.poller import Poller
 from exporter.trace import load_trace
 

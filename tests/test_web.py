@@ -9,15 +9,16 @@ import struct
 import time
 
 import pytest
-from conftest import http_get, running_daemon
+from conftest import http_get, payloads_following, running_daemon
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from exporter.backends.replay import ReplayBackend
 from exporter.config.file import Config
-from exporter.exposition import CONTENT_TYPE, Exposition, Payload
+from exporter.exposition.text import CONTENT_TYPE
 from exporter.poller import Poller
 from exporter.trace import load_trace
+from exporter.web.payload import Payload
 from exporter.web.request import REASONS, HttpError, head_end, parse_head
 from exporter.web.server import ListenAddressError, WebServer, parse_listen_address
 
@@ -37,7 +38,7 @@ def start_server(trace_paths) -> tuple[WebServer, Poller]:
     backend = ReplayBackend([load_trace(trace_paths["spin_1sm"]), load_trace(trace_paths["idle"])])
     backend.start()
     poller = Poller(backend, Config())
-    exposition = Exposition(lambda: poller.snapshot)
+    exposition = payloads_following(poller)
     web = WebServer("127.0.0.1:0", exposition.payload, poller.ready.is_set, "REPLAYED DATA: a note for the page")
     web.start()
     return web, poller

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, http_get, running_daemon
 
-from exporter.exposition import Payload
 from exporter.web.loop import Limits
+from exporter.web.payload import Payload
 from exporter.web.server import WebServer
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -122,8 +122,7 @@ def test_a_burst_of_200_connections_is_all_taken_by_the_listen_backlog():
 OUT_OF_FDS = r"""
 import logging, os, resource, sys
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
-from exporter.exposition import Payload
-from exporter.exposition import Payload
+from exporter.web.payload import Payload
 from exporter.web.server import WebServer
 from exporter.web.loop import Limits
 web = WebServer("127.0.0.1:0", lambda gzip: Payload((b"m 1\n",), None), lambda: True, "", limits=Limits(accept_backoff=0.2, max_connections=400))

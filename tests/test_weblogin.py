@@ -13,7 +13,6 @@ from pathlib import Path
 
 import bcrypt
 
-from exporter.exposition import Payload
 from exporter.web.login import (
     ALLOWED,
     BUSY,
@@ -25,6 +24,7 @@ from exporter.web.login import (
     LoginGuard,
     client_key,
 )
+from exporter.web.payload import Payload
 from exporter.web.server import WebServer
 from exporter.web.tlsconfig import BasicAuth, parse_web_config
 

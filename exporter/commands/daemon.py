@@ -18,7 +18,6 @@ from exporter.backends.waiting import WaitingBackend
 from exporter.commands.flags import dcgm_settings
 from exporter.config.engine import ConfigError, restart_only_changes
 from exporter.config.file import Config, load_config
-from exporter.exposition import Exposition
 from exporter.logs import one_line
 from exporter.poller import Poller
 from exporter.selfstats import release_freed_memory
@@ -26,6 +25,7 @@ from exporter.trace import TraceError, demo_trace_paths, load_trace
 from exporter.web.history import History
 from exporter.web.live import LiveData
 from exporter.web.page import LivePage
+from exporter.web.payload import Payloads
 from exporter.web.server import ListenAddressError, WebServer, parse_listen_address
 
 if TYPE_CHECKING:
@@ -99,10 +99,11 @@ def run(args: argparse.Namespace) -> int:
         note = f"Live data from {len(devices)} GPU(s) through the {backend.name} backend."
         level, announcement = logging.INFO, f"reading {len(devices)} GPU(s) through the {backend.name} backend"
     poller = Poller(backend, config)
-    exposition = Exposition(lambda: poller.snapshot, on_gzip=poller.compress_bodies)
+    payloads = Payloads()
+    poller.subscribe(payloads.publish)
     page = live_page(poller, note, args.telemetry_path) if getattr(args, "web_ui", True) else None
     try:
-        server = WebServer(args.listen_address, exposition.payload, poller.is_ready, note, args.telemetry_path, web_config, page=page)
+        server = WebServer(args.listen_address, payloads.payload, poller.is_ready, note, args.telemetry_path, web_config, page=page)
     except (ListenAddressError, OSError) as error:
         log.error("cannot listen on %s: %s", args.listen_address, error)
         backend.close()

@@ -65,7 +65,7 @@ def document(snapshot: Snapshot, stale: bool, age: float, history: HistoryView, 
             "replayed": snapshot.replayed,
             "stale": stale,
             "age_seconds": round(age, 3),
-            "collect_interval_seconds": snapshot.config.collect_interval,
+            "collect_interval_seconds": snapshot.settings.collect_interval,
             "fleet": _fields(fleet(gpus)),
             "gpus": [_gpu(view) for view in gpus],
         }
@@ -94,7 +94,7 @@ class LiveData:
         if snapshot is None:
             return None
         age = max(0.0, self.clock() - snapshot.taken_monotonic)
-        stale = age > snapshot.config.effective_stale_after
+        stale = age > snapshot.settings.stale_after
         view = self.history.since(after)
         key = (snapshot.sequence, stale, view.first, view.last, after == 0)
         with self._lock:

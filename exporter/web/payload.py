@@ -1,14 +1,22 @@
-"""A metrics body gzipped once per poll, finished per scrape without compressing anything.
+"""What /metrics serves: each snapshot's text rendered once, right after its poll, and gzipped once
+where scrapes ask for gzip; each scrape only appends the snapshot's age.
 
-The poller compresses the body at level 1 and stops at a sync flush; each scrape appends the
-snapshot's age line as a stored (uncompressed) final deflate block and the gzip trailer, whose CRC-32
-continues the body's. The result is one ordinary gzip member that any client decompresses.
+The body is compressed at level 1 and stops at a sync flush; each scrape appends the age line as a
+stored (uncompressed) final deflate block and the gzip trailer, whose CRC-32 continues the body's.
+The result is one ordinary gzip member that any client decompresses.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
+
+from exporter.exposition.render import age_tail, render
+from exporter.snapshot import Snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,3 +41,75 @@ class GzipBody:
         block = b"\x01" + length.to_bytes(2, "little") + (length ^ 0xFFFF).to_bytes(2, "little") + tail
         trailer = zlib.crc32(tail, self.crc).to_bytes(4, "little") + ((self.size + length) & 0xFFFFFFFF).to_bytes(4, "little")
         return self.prefix, block + trailer
+
+
+class Payload(NamedTuple):
+    """What a scrape sends: ``parts`` joined are the body (one write), ``encoding`` its Content-Encoding."""
+
+    parts: tuple[bytes, ...]
+    encoding: str | None  # "gzip" or None
+
+    @property
+    def length(self) -> int:
+        return sum(len(part) for part in self.parts)
+
+
+class _Prepared(NamedTuple):
+    snapshot: Snapshot
+    stale: bool  # rendered as stale (every GPU down)
+    body: bytes  # the text without the age line
+    gzip: GzipBody | None
+
+
+class Payloads:
+    """The latest snapshot, rendered. ``publish`` (on the poller's thread, before the snapshot is
+    served) renders it, and gzips it too from the first scrape that asked for gzip on; a scrape
+    reads what was published in one step and renders only a snapshot it finds stale (once)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._prepared: _Prepared | None = None
+        self._gzip_wanted = False
+
+    def publish(self, snapshot: Snapshot) -> None:
+        body = render(snapshot)
+        self._prepared = _Prepared(snapshot, False, body, GzipBody.of(body) if self._gzip_wanted else None)
+
+    def payload(self, gzip: bool = False) -> Payload | None:
+        """The metrics for one scrape (gzip if ``gzip``), or None before the first poll."""
+        prepared = self._prepared
+        if prepared is None:
+            return None
+        snapshot = prepared.snapshot
+        age = max(0.0, self.clock() - snapshot.taken_monotonic)
+        stale = age > snapshot.settings.stale_after
+        if stale != prepared.stale or (gzip and prepared.gzip is None):
+            prepared = self._prepare(prepared, stale, gzip)
+        tail = age_tail(age)
+        if not gzip:
+            return Payload((prepared.body, tail), None)
+        assert prepared.gzip is not None
+        return Payload(prepared.gzip.finish(tail), "gzip")
+
+    def body(self) -> bytes | None:
+        """The uncompressed metrics text, or None before the first poll."""
+        payload = self.payload()
+        return None if payload is None else b"".join(payload.parts)
+
+    def _prepare(self, seen: _Prepared, stale: bool, gzip: bool) -> _Prepared:
+        """What the poller did not make: the snapshot rendered as stale, or its gzip body before any
+        scrape had asked for gzip. Made once; a newer publication wins over it."""
+        with self._lock:
+            if gzip:
+                self._gzip_wanted = True
+            current = self._prepared
+            if current is not None and current.snapshot is seen.snapshot and current.stale == stale:
+                seen = current
+            else:
+                seen = _Prepared(seen.snapshot, stale, render(seen.snapshot, stale) if stale else seen.body, None)
+            if gzip and seen.gzip is None:
+                seen = seen._replace(gzip=GzipBody.of(seen.body))
+            if self._prepared is None or self._prepared.snapshot is seen.snapshot:
+                self._prepared = seen
+            return seen

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from exporter import __version__
-from exporter.exposition import CONTENT_TYPE
+from exporter.exposition.text import CONTENT_TYPE
 from exporter.web.live import parse_after
 from exporter.web.loop import DEFAULT_LIMITS, Connection, EventLoop, Limits, Reply
 from exporter.web.request import REASONS, Request
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 
 class Payload(Protocol):
-    """What ``metrics(gzip)`` returns (exposition.Payload): the body's pieces, written as they are
+    """What ``metrics(gzip)`` returns (web.payload.Payload): the body's pieces, written as they are
     after the head, and its Content-Encoding ("gzip" or None)."""
 
     @property

@@ -1,30 +1,24 @@
-"""Renders a Snapshot as Prometheus text exposition format (0.0.4), from the catalogue.
+"""Renders a Snapshot as Prometheus text, from the catalogue.
 
 Families (name, type, HELP, labels) come from exporter/metrics.py; this module says how each value
-is read from a GpuState, and one serializer writes every series: values carry their label values as
-data, and ``labels`` escapes them. The poller renders each snapshot once, right after its poll
-(``Poller.poll_once``), and publishes the body with it (and a gzip body where scrapes asked for
-gzip); a scrape only appends the snapshot's age. A stale snapshot is rendered again, as down, on
-the first scrape that finds it stale.
+is read from a GpuState, an app, a holder or the snapshot, and exposition/text.py writes every
+series: values carry their label values as data, and ``labels`` escapes them. The web side
+(web/payload.py) renders each snapshot once, right after its poll, and appends its age per scrape.
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable, Iterable
 from operator import attrgetter
 from typing import NamedTuple
 
 from exporter import __version__
+from exporter.exposition.text import HEADERS, family, labels, number, own_labels
 from exporter.metrics import BY_NAME, GPU, METRICS, Metric
 from exporter.pipeline.derive import BOTTLENECK_CLASSES, MISMATCH_RULES
 from exporter.pipeline.split import HolderTotals
 from exporter.snapshot import GpuState, Snapshot
 from exporter.taxonomy import CLASSES, COUNTER_CHECKS
-from exporter.web.payload import GzipBody
-
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 # NVML clock-event (throttle) reason bits -> label value.
 CLOCK_EVENT_REASONS = (
@@ -38,72 +32,6 @@ CLOCK_EVENT_REASONS = (
     (0x80, "hw_power_brake_slowdown"),
     (0x100, "display_clock_setting"),
 )
-
-# ---- the serializer -------------------------------------------------------------------------------
-
-
-def escape(value: str) -> str:
-    """A label value as the text format wants it: backslash, double quote and newline escaped."""
-    if "\\" in value or '"' in value or "\n" in value:
-        return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return value
-
-
-def escape_help(text: str) -> str:
-    """HELP text as the text format wants it: backslash and newline escaped."""
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def labels(names: tuple[str, ...], values: Iterable[object]) -> str:
-    """``name="value",...`` with every value escaped."""
-    return ",".join(f'{name}="{escape(str(value))}"' for name, value in zip(names, values))
-
-
-_OWN_LABELS: dict[tuple[tuple[str, ...], tuple[object, ...]], str] = {}
-
-
-def own_labels(names: tuple[str, ...], values: tuple[object, ...]) -> str:
-    """``labels`` for a GPU row's own labels, remembered: their values repeat every poll (a reason,
-    a rule, a class, a GPU's model), so each text is escaped and joined once, not per series."""
-    key = (names, values)
-    text = _OWN_LABELS.get(key)
-    if text is None:
-        if len(_OWN_LABELS) >= 16384:  # bounded however many GPUs come and go
-            _OWN_LABELS.clear()
-        text = _OWN_LABELS[key] = labels(names, values)
-    return text
-
-
-_INF = float("inf")
-
-
-def number(value: float) -> str:
-    """A sample value: integers without a fraction, floats by repr (shortest round-trip), Prometheus's NaN/+Inf/-Inf."""
-    if type(value) is int:
-        return str(value)
-    value = float(value)
-    if value.is_integer():
-        return str(int(value)) if -1e15 < value < 1e15 else repr(value)
-    if value != value:
-        return "NaN"
-    if value == _INF:
-        return "+Inf"
-    if value == -_INF:
-        return "-Inf"
-    return repr(value)
-
-
-def header(metric: Metric) -> tuple[str, str]:
-    return f"# HELP {metric.name} {escape_help(metric.help)}", f"# TYPE {metric.name} {metric.type}"
-
-
-HEADERS: dict[str, tuple[str, str]] = {metric.name: header(metric) for metric in METRICS}
-
-
-def family(name: str, body: list[str]) -> list[str]:
-    """A metric family's HELP and TYPE lines and its samples; nothing where it has no sample."""
-    return [*HEADERS[name], *body] if body else []
-
 
 # ---- how each GPU row is read ---------------------------------------------------------------------
 
@@ -241,7 +169,7 @@ def _gpu_labels(state: GpuState, pod_labels: str) -> str:
 
 
 def render_gpus(states: tuple[GpuState, ...], snapshot: Snapshot, stale: bool) -> list[str]:
-    base = [_gpu_labels(state, snapshot.config.kubernetes.pod_labels) for state in states]
+    base = [_gpu_labels(state, snapshot.settings.pod_labels) for state in states]
     live = [(not stale) and state.sample.up and state.derived is not None for state in states]
     lines = family("gpueff_gpu_up", [f"gpueff_gpu_up{{{label}}} {int(up)}" for label, up in zip(base, live)])
     for row in _GPU_ROWS:
@@ -258,8 +186,8 @@ def render_gpus(states: tuple[GpuState, ...], snapshot: Snapshot, stale: bool) -
                 for own, value in row.labelled(state):
                     body.append(f"{name}{{{label},{own_labels(names, own)}}} {number(value)}")
         lines += family(name, body)
-    if snapshot.config.price_per_gpu_hour is not None:
-        currency = labels(("currency",), (snapshot.config.currency,))
+    if snapshot.settings.price_per_gpu_hour is not None:
+        currency = labels(("currency",), (snapshot.settings.currency,))
         cost = [f"gpueff_busy_idle_sm_cost_total{{{label},{currency}}} {number(state.totals.busy_idle_sm_cost)}" for state, label, up in zip(states, base, live) if up and _has_sm_active(state)]
         lines += family("gpueff_busy_idle_sm_cost_total", cost)
     return lines
@@ -345,7 +273,7 @@ def render_apps(snapshot: Snapshot, stale: bool) -> list[str]:
         lines += family(metric.name, body)
     cost_labels = BY_NAME["gpueff_app_cost_per_million_units"].labels
     cost = [
-        f"gpueff_app_cost_per_million_units{{{name},{labels(cost_labels, (app.unit, snapshot.config.currency))}}} {number(app.cost_per_million_units)}"
+        f"gpueff_app_cost_per_million_units{{{name},{labels(cost_labels, (app.unit, snapshot.settings.currency))}}} {number(app.cost_per_million_units)}"
         for app, name in zip(apps, names)
         if app.up and app.cost_per_million_units is not None
     ]
@@ -403,69 +331,3 @@ _AGE_HEADER = ("\n".join(HEADERS["gpueff_snapshot_age_seconds"]) + "\n").encode(
 
 def age_tail(age: float) -> bytes:
     return b"%sgpueff_snapshot_age_seconds %.3f\n" % (_AGE_HEADER, age)
-
-
-# ---- serving ----------------------------------------------------------------------------------------
-
-
-class Payload(NamedTuple):
-    """What a scrape sends: ``parts`` joined are the body (one write), ``encoding`` its Content-Encoding."""
-
-    parts: tuple[bytes, ...]
-    encoding: str | None  # "gzip" or None
-
-    @property
-    def length(self) -> int:
-        return sum(len(part) for part in self.parts)
-
-
-class Exposition:
-    """Serves the latest snapshot's pre-rendered body plus its age; renders only a snapshot found stale."""
-
-    def __init__(self, current: Callable[[], Snapshot | None], clock: Callable[[], float] = time.monotonic, on_gzip: Callable[[], None] | None = None) -> None:
-        self.current = current
-        self.clock = clock
-        self.on_gzip = on_gzip  # told when a scrape wants gzip, so the poller compresses each poll's body
-        self._lock = threading.Lock()
-        self._key: tuple[int, bool] | None = None  # the snapshot and staleness self._body/_gzip were made for
-        self._body = b""
-        self._gzip: GzipBody | None = None
-
-    def payload(self, gzip: bool = False) -> Payload | None:
-        """The metrics for one scrape (gzip if ``gzip``), or None before the first poll."""
-        snapshot = self.current()
-        if snapshot is None:
-            return None
-        age = max(0.0, self.clock() - snapshot.taken_monotonic)
-        stale = age > snapshot.config.effective_stale_after
-        tail = age_tail(age)
-        if not stale and snapshot.body:
-            body, compressed = snapshot.body, snapshot.body_gzip
-            if not gzip:
-                return Payload((body, tail), None)
-            if compressed is not None:
-                return Payload(compressed.finish(tail), "gzip")
-        body, compressed = self._rendered(snapshot, stale, gzip)
-        if not gzip:
-            return Payload((body, tail), None)
-        assert compressed is not None
-        return Payload(compressed.finish(tail), "gzip")
-
-    def body(self) -> bytes | None:
-        """The uncompressed metrics text, or None before the first poll."""
-        payload = self.payload()
-        return None if payload is None else b"".join(payload.parts)
-
-    def _rendered(self, snapshot: Snapshot, stale: bool, gzip: bool) -> tuple[bytes, GzipBody | None]:
-        """A body the poller did not make (a stale snapshot, or gzip before the poller knew it was wanted), made once."""
-        if gzip and self.on_gzip is not None:
-            self.on_gzip()
-        key = (snapshot.sequence, stale)
-        with self._lock:
-            if key != self._key:
-                self._body = snapshot.body if snapshot.body and not stale else render(snapshot, stale)
-                self._gzip = None
-                self._key = key
-            if gzip and self._gzip is None:
-                self._gzip = GzipBody.of(self._body)
-            return self._body, self._gzip
