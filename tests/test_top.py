@@ -23,7 +23,7 @@ from exporter.backends.replay import ReplayBackend
 from exporter.commands.top.scrape import ScrapeError, metrics_url, parse
 from exporter.commands.top.table import Frame, render, usage_bar, visible_width
 from exporter.config.file import Config
-from exporter.exposition import render as render_metrics
+from exporter.exposition.render import render as render_metrics
 from exporter.overview import GpuOverview, snapshot_overview
 from exporter.poller import Poller
 from exporter.trace import demo_trace_paths, load_trace

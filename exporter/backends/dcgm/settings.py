@@ -11,11 +11,12 @@ from exporter.config.engine import RESTART, setting
 from exporter.config.values import absolute_path, boolean, optional, shown
 
 _HOST = re.compile(r"[^\s/]{1,255}")
+_UNIX = re.compile(r"unix:/\S{1,4095}")
 
 
 def host_port(value: Any) -> str:
-    if not isinstance(value, str) or not _HOST.fullmatch(value):
-        raise ValueError(f"expected HOST:PORT of an nv-hostengine such as localhost:5555, got {shown(value)}")
+    if not isinstance(value, str) or not (_HOST.fullmatch(value) or _UNIX.fullmatch(value)):
+        raise ValueError(f"expected HOST:PORT of an nv-hostengine such as localhost:5555, or unix:/PATH of its socket, got {shown(value)}")
     return value
 
 
@@ -24,6 +25,6 @@ class DcgmConfig:
     """How the DCGM backend (``--backend dcgm``, or ``auto``) reaches DCGM (see docs/dcgm.md)."""
 
     bindings_path: str | None = setting(None, optional(absolute_path), "folder holding DCGM's Python bindings (default: DCGM 4's, then DCGM 3's install folder); --dcgm.bindings-path overrides it", RESTART)
-    host: str | None = setting(None, optional(host_port), "HOST:PORT of a running nv-hostengine to connect to (default: start an embedded host engine); --dcgm.host overrides it", RESTART)
+    host: str | None = setting(None, optional(host_port), "HOST:PORT (or unix:/PATH) of the nv-hostengine to connect to (default: the one the environment names or that answers on localhost, else an embedded host engine); --dcgm.host overrides it", RESTART)
     multi_pass: bool = setting(False, boolean, "before Hopper, watch every profiling field DCGM supports even where that needs several passes; --dcgm.multi-pass sets it", RESTART)
     pause_file: str | None = setting(None, optional(absolute_path), "embedded host engine only: while this file exists, DCGM profiling is paused (for Nsight); --dcgm.pause-file overrides it", RESTART)
