@@ -159,10 +159,10 @@ def test_weakened_by_names_what_a_new_config_would_turn_off(pki):
     assert config({"basic_auth_users": users}).weakened_by(config({"tls_server_config": tls})) == "basic auth"
 
 
-def test_unknown_users_are_checked_against_a_decoy_of_the_median_cost():
+def test_unknown_users_are_checked_against_a_decoy_of_the_highest_cost_and_it_is_timed():
     cheap, costly = bcrypt.hashpw(b"a", bcrypt.gensalt(4)), bcrypt.hashpw(b"b", bcrypt.gensalt(6))
-    assert BasicAuth({"a": cheap, "b": cheap, "c": costly}).decoy_cost == 4
-    auth = BasicAuth({"a": cheap, "c": costly})
-    assert auth.decoy_cost == 4
+    auth = BasicAuth({"a": cheap, "b": cheap, "c": costly})
+    assert auth.decoy_cost == 6 and auth.costliest_seconds == 0.0
+    assert not auth.verify("a", b"wrong")  # a cheap user's failure times the costliest check once
+    assert auth._decoy is not None and auth._decoy.startswith(b"$2b$06$") and auth.costliest_seconds > 0
     assert not auth.verify("mallory", b"a")
-    assert auth._decoy is not None and auth._decoy.startswith(b"$2b$04$")

@@ -221,3 +221,22 @@ def test_valid_logins_do_not_queue_behind_a_flood_of_wrong_passwords_from_many_a
         guard.close()
     assert [(verdict, ok) for verdict, ok, _ in results] == [(None, True)] * 20
     assert max(took for _, _, took in results) < 2.0  # a check or two of 20 ms each, not the flood's queue
+
+
+def test_with_users_of_mixed_costs_every_failure_takes_as_long_as_the_costliest(monkeypatch):
+    """A cost-12 check (~250 ms here) outlasts the floor (lowered to 50 ms for the test): before, its
+    wrong password took ~250 ms while a cost-4 user's and an unknown user's took 50 ms (the decoy had
+    the median cost), so the costly user could be told apart."""
+    monkeypatch.setattr("exporter.web.login.FAILED_LOGIN_DELAY", 0.05)
+    web = server_with_users({"cheap": bcrypt.hashpw(b"x", bcrypt.gensalt(4)), "costly": bcrypt.hashpw(b"x", bcrypt.gensalt(12))})
+    try:
+        timings: dict[str, list[float]] = {}
+        for user in ("cheap", "nobody", "costly") * 2:
+            started = time.perf_counter()
+            assert get(web.port, basic(user, "wrong")) == 401
+            timings.setdefault(user, []).append(time.perf_counter() - started)
+    finally:
+        web.close()
+    fastest = {user: min(times) for user, times in timings.items()}
+    assert fastest["costly"] > 0.1, fastest  # the costly check really outlasts the floor
+    assert max(fastest.values()) / min(fastest.values()) < 1.5, fastest

@@ -28,6 +28,7 @@ import hashlib
 import re
 import secrets
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -123,15 +124,17 @@ class BasicAuth:
 
     bcrypt is slow on purpose (~70 ms at cost 10), so successful checks are cached (keyed by a
     SHA-256 of user, password and hash; at most 1024 entries). An unknown user is checked against a
-    throwaway hash of the users' typical (median) cost, so it costs what a wrong password costs.
-    ``cached`` is the cheap part, ``verify`` the bcrypt check (the server runs it off its thread).
+    throwaway hash of the users' highest cost, and ``costliest_seconds`` (how long a check of that
+    cost takes, timed from the first failure on) lets the server answer every failure no sooner
+    than that: with users of mixed costs, a wrong password of any user and an unknown user take as
+    long. ``cached`` is the cheap part, ``verify`` the bcrypt check (the server runs it off its thread).
     """
 
     def __init__(self, users: dict[str, bytes]) -> None:
         self.users = users
-        costs = sorted(int(hashed.split(b"$")[2]) for hashed in users.values())  # $2b$<cost>$..., checked by the loader
-        self.decoy_cost = costs[(len(costs) - 1) // 2]
-        self._decoy: bytes | None = None  # made on the first unknown user
+        self.decoy_cost = max(_cost(hashed) for hashed in users.values())
+        self.costliest_seconds = 0.0  # the longest a check of cost ``decoy_cost`` took; 0: not timed yet
+        self._decoy: bytes | None = None  # made on the first failure
         self._cache: dict[bytes, None] = {}
         self._lock = threading.Lock()
 
@@ -153,15 +156,14 @@ class BasicAuth:
 
     def verify(self, user: str, password: bytes) -> bool:
         """The bcrypt check (slow); a success is cached."""
-        import bcrypt
 
         hashed = self.users.get(user)
         if hashed is None:
-            if self._decoy is None:
-                self._decoy = bcrypt.hashpw(secrets.token_bytes(16), bcrypt.gensalt(self.decoy_cost))
-            hashed = self._decoy
+            hashed = self._decoy_hash()
         # bcrypt reads at most 72 bytes of a password; newer bcrypt packages refuse longer ones.
-        if not bcrypt.checkpw(password[:72], hashed) or user not in self.users:
+        if not self._timed_check(password[:72], hashed) or user not in self.users:
+            if not self.costliest_seconds:  # time the costliest check once, so this failure waits as long as any
+                self._timed_check(b"", self._decoy_hash())
             return False
         key = self._key(user, password)
         with self._lock:
@@ -169,6 +171,22 @@ class BasicAuth:
                 self._cache.clear()
             self._cache[key] = None
         return True
+
+    def _decoy_hash(self) -> bytes:
+        import bcrypt
+
+        if self._decoy is None:
+            self._decoy = bcrypt.hashpw(secrets.token_bytes(16), bcrypt.gensalt(self.decoy_cost))
+        return self._decoy
+
+    def _timed_check(self, password: bytes, hashed: bytes) -> bool:
+        import bcrypt
+
+        started = time.monotonic()
+        ok = bcrypt.checkpw(password, hashed)
+        if _cost(hashed) == self.decoy_cost:
+            self.costliest_seconds = max(self.costliest_seconds, time.monotonic() - started)
+        return ok
 
     def keep_cache_of(self, old: BasicAuth) -> None:
         """Take over the successes ``old`` has cached (after a reload): entries are keyed by the
@@ -183,6 +201,11 @@ class BasicAuth:
         if credentials is None:
             return False
         return self.cached(*credentials) or self.verify(*credentials)
+
+
+def _cost(hashed: bytes) -> int:
+    """The cost of a ``$2b$<cost>$...`` hash (its form is checked by the loader)."""
+    return int(hashed.split(b"$")[2])
 
 
 def _basic_credentials(header: str | None) -> tuple[str, bytes] | None:
