@@ -196,7 +196,7 @@ def test_xids_on_a_mig_instance_count_on_its_gpu_and_blank_utilization_keeps_the
         dcgm.collect()
         engine.inject_xid(0, 43, entity=(GPU_I, 1))  # the driver attributes it to GPU instance 1 of GPU 0
         time.sleep(0.15)
-        mig_gpu, other = dcgm.collect()
+        mig_gpu, other, *_instances = dcgm.collect()
         readings = dcgm.readings()["GPU-fakedcgm-0-matmul_8192"]
     finally:
         dcgm.close()
@@ -204,6 +204,29 @@ def test_xids_on_a_mig_instance_count_on_its_gpu_and_blank_utilization_keeps_the
     assert "Xid 43 on GPU 0 (GPU-fakedcgm-0-matmul_8192) (GPU instance 1)" in caplog.text
     assert mig_gpu.up and mig_gpu.gpu_utilization is None and readings[203].status == "blank"  # NVML gives none in MIG mode
     assert mig_gpu.power_watts is not None and other.profiling_available
+
+
+def test_a_mig_gpus_instances_are_devices_of_their_own_with_dcgms_profiling_fields(fake):
+    """dcgm-exporter reads DCGM_FE_GPU_I entities for MIG GPUs: so does the backend, one device each."""
+    fake.CONTROL.gpu_kinds = ["ampere", "ampere"]
+    fake.CONTROL.mig = {0: 2}
+    dcgm = backend(host=None)
+    devices = dcgm.start()
+    try:
+        engine = fake.CONTROL.embedded[-1]
+        assert [d.uuid for d in devices] == ["GPU-fakedcgm-0-matmul_8192", "GPU-fakedcgm-1-idle", "MIG-fakedcgm-0-matmul_8192-0", "MIG-fakedcgm-0-matmul_8192-1"]
+        assert devices[2].parent_uuid == "GPU-fakedcgm-0-matmul_8192" and devices[3].gpu_instance_id == 1 and devices[2].index == 0
+        assert devices[2].power_limit_watts is None
+        assert 1002 in engine.watched(1) and 1002 not in engine.watched(0)  # GPU 0's profiling is read on its GPU instances
+        assert ((GPU_I, 0), 1002) in engine.watches and ((GPU_I, 1), 1002) in engine.watches
+        time.sleep(0.15)
+        parent, other, first, second = dcgm.collect()
+    finally:
+        dcgm.close()
+    assert parent.up and parent.power_watts is not None and not parent.profiling_available
+    assert "MIG mode" in dcgm.profiling["GPU-fakedcgm-0-matmul_8192"].not_supported
+    assert first.up and first.profiling_available and second.profiling.sm_active is not None and other.profiling_available
+    assert first.power_watts is None and first.xid_errors == {}  # the whole GPU's readings stay on the GPU
 
 
 # ---- 4. the refusals DCGM really gives ---------------------------------------------------------------

@@ -357,6 +357,8 @@ def _fill(value, field_id, status, ts, number):
     value.ts = ts
     if kind == "d":
         value.value.dbl = _double(number)
+    elif kind == "s":
+        value.value.str = (dcgmvalue.DCGM_STR_BLANK if number is None else str(number)).encode()
     else:
         value.value.i64 = _int64(number)
 

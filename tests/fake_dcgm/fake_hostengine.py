@@ -34,6 +34,7 @@ from exporter.trace import Trace, load_trace, planted_trace_paths
 MIB = 1024 * 1024
 PROFILING_IDS = frozenset(range(1001, 1017))
 XID_ID = 230
+UUID_ID = 54
 COMPUTE_CAPABILITY_ID = 63
 # DCGM field ID -> (trace key, scale from the trace's unit to DCGM's).
 TRACE_FIELDS = {
@@ -451,6 +452,9 @@ class FakeHostEngine:
                 return "DCGM_ST_OK", ts, 0.0
         if field_id == 52:
             return "DCGM_ST_OK", ts, float(gpu)
+        if field_id == UUID_ID:  # DcgmCacheManager.cpp: nvmlDeviceGetUUID, on a GPU instance its MIG device's
+            uuid = self.device_attributes(gpu)["uuid"]
+            return "DCGM_ST_OK", ts, uuid if entity[0] == GPU else f"MIG-{uuid.removeprefix('GPU-')}-{entity[1] % MAX_INSTANCES_PER_GPU}"
         if field_id == COMPUTE_CAPABILITY_ID:
             major, minor = kind.compute_capability
             return "DCGM_ST_OK", ts, float(major << 16 | minor)  # dcgm_fields.h DCGM_CUDA_COMPUTE_CAPABILITY_MAJOR/MINOR

@@ -23,6 +23,7 @@ clients' profiling watches), xid (Xid events), fields (the field table).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import secrets
@@ -67,6 +68,7 @@ PROFILING_RETRY = (60.0, 960.0)
 CONTENTION_CHECK = 60.0  # seconds between looks at other clients' field groups
 PAUSED = "paused"
 GPU_ENTITY = 1  # dcgm_fields.h DCGM_FE_GPU
+UUID_ID = 54  # DCGM_FI_DEV_GPU_UUID (DCGM_FI_DEV_UUID before 4.6): on a GPU instance, its MIG device's UUID
 
 __all__ = ["DcgmBackend", "FieldReading", "ResolvedField"]
 
@@ -82,7 +84,13 @@ class _Gpu:
     profiling: GpuProfiling = field(default_factory=GpuProfiling)
     windows: dict[int, WindowMean] = field(default_factory=dict)  # the last poll window's mean per profiling field
     contention: Contention = NONE
-    mig: bool = False  # in MIG mode
+    mig: bool = False  # in MIG mode: its profiling is read per GPU instance
+    parent: _Gpu | None = None  # a GPU instance's physical GPU (gpu_id is then the physical GPU's)
+    instance: Entity | None = None  # a GPU instance's DCGM entity
+
+    @property
+    def entity(self) -> Entity:
+        return self.instance if self.instance is not None else (GPU_ENTITY, self.gpu_id)
 
 
 @dataclass
@@ -259,6 +267,7 @@ class DcgmBackend(Backend):
         readable = [gpu.gpu_id for gpu in self._gpus if gpu.connected]
         self._device_entities = session.entities(readable)
         self._mig = {each.entity: each for each in self._read_mig(session) if each.gpu_id in readable}
+        self._open_instances(session)
         self._by_id = {}
         for cadence, interval in ((FAST, self.collect_interval), (SLOW, self.slow_interval)):
             resolved = [f for f in self.fields if f.spec.cadence == cadence]
@@ -276,7 +285,7 @@ class DcgmBackend(Backend):
         self._all_gpus_group = group
         self._profiling_reads = []
         self._profiling_backoff.reset()
-        self._watch_profiling(session, [gpu for gpu in self._gpus if gpu.connected])
+        self._watch_profiling(session, [gpu for gpu in self._gpus if gpu.connected and not gpu.mig])
         if self._paused:
             session.pause_profiling()  # a new embedded engine starts unpaused
         session.update_all()
@@ -289,15 +298,29 @@ class DcgmBackend(Backend):
             return []
         parents = {each.gpu_id for each in entities}
         for gpu in self._gpus:
-            gpu.mig = gpu.gpu_id in parents
-            if gpu.mig:
-                self.log_once(
-                    f"mig-{gpu.info.uuid}",
-                    logging.INFO,
-                    "GPU %d is in MIG mode: its device fields and its instances' Xids are read; DCGM's profiling fields of its GPU instances are not (docs/dcgm.md, MIG)",
-                    gpu.info.index,
-                )
+            gpu.mig = gpu.gpu_id in parents and gpu.parent is None
         return entities
+
+    def _open_instances(self, session: DcgmSession) -> None:
+        """Each GPU instance of a GPU in MIG mode, exported as a device of its own (its profiling fields)."""
+        instances = [each for each in self._mig.values() if each.entity[0] == session.bindings.fields.DCGM_FE_GPU_I]
+        uuids = session.strings(session.pairs([each.entity for each in instances]), UUID_ID, self._decode) if instances else {}
+        parents = {gpu.gpu_id: gpu for gpu in self._gpus if gpu.connected and gpu.parent is None}
+        for each in sorted(instances, key=lambda instance: instance.entity):
+            parent = parents[each.gpu_id]
+            info = dataclasses.replace(
+                parent.info,
+                uuid=uuids.get(each.entity) or f"{parent.info.uuid}/gi{each.instance_id}",
+                name=f"{parent.info.name} MIG {each.slices}g",
+                power_limit_watts=None,  # power belongs to the whole GPU
+                parent_uuid=parent.info.uuid,
+                gpu_instance_id=each.instance_id,
+            )
+            self._gpus.append(_Gpu(gpu_id=each.gpu_id, info=info, parent=parent, instance=each.entity))
+        for gpu in parents.values():
+            if gpu.mig:
+                gpu.profiling = GpuProfiling(not_supported="the GPU is in MIG mode: profiling fields are read per GPU instance")
+                self.log_once(f"mig-{gpu.info.uuid}", logging.INFO, "GPU %d is in MIG mode: its GPU instances are exported as devices of their own, with DCGM's profiling fields", gpu.info.index)
 
     def _watch_profiling(self, session: DcgmSession, gpus: list[_Gpu]) -> None:
         """Choose and watch the profiling fields of ``gpus``; a refusal that no smaller watch avoids
@@ -306,20 +329,20 @@ class DcgmBackend(Backend):
         profiling = {f.field_id: f for f in self.fields if f.spec.cadence == PROFILING}
         reasons = refusal_reasons(session)
         for gpu in gpus:
-            gpu.profiling = GpuProfiling(not_supported="the GPU is in MIG mode") if gpu.mig else plan_profiling(session, gpu.gpu_id, frozenset(profiling), self.multi_pass, self._decode)
+            gpu.profiling = plan_profiling(session, gpu.gpu_id, frozenset(profiling), self.multi_pass, self._decode)
         # DCGM watches profiling fields only on a group of identical GPUs; one group per model and choice.
         partitions: dict[tuple[str, frozenset[int]], list[_Gpu]] = {}
         for gpu in gpus:
             if gpu.profiling.chosen:
                 partitions.setdefault((gpu.info.name, gpu.profiling.chosen), []).append(gpu)
-        every_gpu = sorted(gpu.gpu_id for gpu in self._gpus if gpu.connected)
+        every_gpu = sorted((GPU_ENTITY, gpu.gpu_id) for gpu in self._gpus if gpu.connected and gpu.parent is None)
         for members in partitions.values():
-            ids = [gpu.gpu_id for gpu in members]
+            entities = [gpu.entity for gpu in members]
             self._profiling_groups += 1
             label = f"prof{self._profiling_groups}"  # names stay unique across retries
-            shared = sorted(ids) == every_gpu
+            shared = sorted(entities) == every_gpu
             try:
-                group = self._all_gpus_group if shared else session.group([(GPU_ENTITY, gpu_id) for gpu_id in ids], label)
+                group = self._all_gpus_group if shared else session.group(entities, label)
             except session.error as error:  # DCGM_ST_MAX_LIMIT, DCGM_ST_GPU_IS_LOST: this watch's problem, not the engine's
                 name = session.error_name(error)
                 reason = f"{name}: {reasons.get(name, str(error))}"
@@ -402,7 +425,7 @@ class DcgmBackend(Backend):
     def _open_gpus(self, session: DcgmSession, gpu_ids: list[int]) -> None:
         value_module = session.bindings.value
         static = self._read_live(session, gpu_ids, [f for f in self.fields if f.spec.cadence == STATIC])
-        known = {gpu.info.uuid: gpu for gpu in self._gpus}
+        known = {gpu.info.uuid: gpu for gpu in self._gpus if gpu.parent is None}  # GPU instances are opened anew
         opened = []
         for gpu_id in gpu_ids:
             attributes = session.attributes(gpu_id)
@@ -527,15 +550,18 @@ class DcgmBackend(Backend):
             self._lost(session, "DCGM no longer watches the exporter's fields (DCGM_ST_NOT_WATCHED)")
             return [down_sample(gpu.info, now) for gpu in self._gpus]
         samples = []
-        for gpu in self._gpus:
-            if not gpu.connected:
+        up: dict[str, bool] = {}
+        for gpu in self._gpus:  # physical GPUs first, then their GPU instances
+            if not gpu.connected or (gpu.parent is not None and not up.get(gpu.parent.info.uuid)):
                 if gpu.lost:
                     gpu.readings.clear()
                 samples.append(down_sample(gpu.info, now))
                 continue
-            sample = self._sample(gpu, by_gpu.get(gpu.gpu_id, []), windows, now)
+            sample = self._sample(gpu, by_gpu.get(gpu.gpu_id, []) if gpu.parent is None else [], windows, now)
+            up[gpu.info.uuid] = True
             statuses = {reading.status for field_id, reading in gpu.readings.items() if field_id in fast}
-            if OK not in statuses:
+            if gpu.parent is None and OK not in statuses:
+                up[gpu.info.uuid] = False
                 self._log_down(session, gpu, statuses)
                 sample = down_sample(gpu.info, now)
             else:
@@ -543,15 +569,15 @@ class DcgmBackend(Backend):
             samples.append(sample)
         return samples
 
-    def _read_windows(self, session: DcgmSession) -> dict[tuple[int, int], list[Any]]:
+    def _read_windows(self, session: DcgmSession) -> dict[tuple[Entity, int], list[Any]]:
         """Every profiling value cached since the previous poll, by (GPU ID, field), oldest first; Xids
         are counted on the way. Only watched fields are asked for, and a field with no sample in the
         window answers DCGM_ST_NO_DATA, which dcgmGetValuesSince skips: the host engine logs nothing."""
-        out: dict[tuple[int, int], list[Any]] = {}
+        out: dict[tuple[Entity, int], list[Any]] = {}
         for read in self._profiling_reads:
             values, read.since_us = session.values_since(read.watch, read.since_us)
-            for (_group, entity_id), value in values:
-                out.setdefault((entity_id, value.fieldId), []).append(value)
+            for entity, value in values:
+                out.setdefault((entity, value.fieldId), []).append(value)
         if self._xid_read is not None:
             values, self._xid_read.since_us = session.values_since(self._xid_read.watch, self._xid_read.since_us)
             if self._xid_read.first:
@@ -564,7 +590,7 @@ class DcgmBackend(Backend):
 
     def _count_xids(self, values: list[tuple[Entity, Any]]) -> None:
         assert self._decode is not None
-        by_id = {gpu.gpu_id: gpu for gpu in self._gpus if gpu.connected}
+        by_id = {gpu.gpu_id: gpu for gpu in self._gpus if gpu.connected and gpu.parent is None}
         for entity, value in sorted(values, key=lambda each: each[1].ts):
             number, status = self._decode(value)
             instance = self._mig.get(entity)
@@ -586,7 +612,7 @@ class DcgmBackend(Backend):
             why = f"none of its device fields has a value ({', '.join(sorted(statuses)) or 'no answer'})"
         self.log_once(key, logging.WARNING, "GPU %d (%s): %s; it is reported down until its values come back", gpu.info.index, gpu.info.uuid, why)
 
-    def _sample(self, gpu: _Gpu, values: list[Any], windows: dict[tuple[int, int], list[Any]], now: float) -> GpuSample:
+    def _sample(self, gpu: _Gpu, values: list[Any], windows: dict[tuple[Entity, int], list[Any]], now: float) -> GpuSample:
         assert self._decode is not None
         sample = GpuSample(device=gpu.info, timestamp=now)
         for raw in values:
@@ -609,7 +635,7 @@ class DcgmBackend(Backend):
         profiling: dict[str, float] = {}
         for field_id in sorted(gpu.profiling.watched):
             spec = self._by_id[field_id].spec
-            mean, status = self._profiling_window(gpu, field_id, windows.get((gpu.gpu_id, field_id), []), now)
+            mean, status = self._profiling_window(gpu, field_id, windows.get((gpu.entity, field_id), []), now)
             gpu.readings[field_id] = FieldReading(mean.value if mean is not None else None, status)
             if mean is None:
                 continue
@@ -618,7 +644,8 @@ class DcgmBackend(Backend):
             profiling[key] = min(scaled, 1.0) if key in PROFILING_RATIOS else scaled
             if field_id == SM_ACTIVE_ID:
                 sample.window_seconds = mean.seconds
-        sample.xid_errors = self._xid.counts(gpu.info.uuid)
+        if gpu.parent is None:
+            sample.xid_errors = self._xid.counts(gpu.info.uuid)
         sample.profiling = Profiling(**profiling)
         if gpu.profiling.watched:
             sample.profiling_multiplexed = gpu.profiling.one_pass_limited and (gpu.contention.multiplexed or _several_passes(gpu.profiling))

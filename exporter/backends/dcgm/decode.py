@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from exporter.backends.base import text
 from exporter.backends.dcgm.bindings import Bindings
 
 OK, BLANK, STALE = "ok", "blank", "stale"
@@ -29,6 +30,8 @@ class Decoder:
         self.ok = bindings.structs.DCGM_ST_OK
         self.double = bindings.fields.DCGM_FT_DOUBLE
         self.integers = (bindings.fields.DCGM_FT_INT64, bindings.fields.DCGM_FT_TIMESTAMP)
+        self.string = bindings.fields.DCGM_FT_STRING
+        self.string_blank = bindings.value.DCGM_STR_IS_BLANK
         self.double_blank = bindings.value.DCGM_FP64_IS_BLANK
         self.int64_blank = bindings.value.DCGM_INT64_IS_BLANK
         self.status_name = status_name
@@ -45,6 +48,13 @@ class Decoder:
             whole = int(raw.value.i64)
             return (None, BLANK) if self.int64_blank(whole) else (float(whole), OK)
         return None, f"unexpected field type {kind!r}"
+
+    def text(self, raw: Any) -> str | None:
+        """A string field's value; None where it is blank, failed or not a string."""
+        if raw.status != self.ok or chr(raw.fieldType) != self.string:
+            return None
+        value = text(bytes(raw.value.str).split(b"\0", 1)[0])
+        return None if not value or self.string_blank(value) else value
 
 
 def int32_or_none(value: Any, value_module: Any) -> float | None:

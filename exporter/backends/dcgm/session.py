@@ -45,6 +45,7 @@ class MigEntity:
     parent: Entity
     gpu_id: int  # the physical GPU's DCGM ID
     instance_id: int  # the GPU instance's NVML ID on its GPU
+    slices: int  # the MIG profile's slices
 
 
 @dataclass(frozen=True)
@@ -175,12 +176,12 @@ class DcgmSession:
             parent = (int(each.parent.entityGroupId), int(each.parent.entityId))
             if entity[0] == fields.DCGM_FE_GPU_I and parent[0] == fields.DCGM_FE_GPU:
                 gpu_of[entity[1]] = parent[1]
-            out.append((entity, parent, int(each.info.nvmlInstanceId)))
+            out.append((entity, parent, int(each.info.nvmlInstanceId), int(each.info.nvmlProfileSlices)))
         mig = []
-        for entity, parent, instance_id in out:
+        for entity, parent, instance_id, slices in out:
             gpu_id = parent[1] if parent[0] == fields.DCGM_FE_GPU else gpu_of.get(parent[1])
             if gpu_id is not None and entity[0] in (fields.DCGM_FE_GPU_I, fields.DCGM_FE_GPU_CI):
-                mig.append(MigEntity(entity, parent, gpu_id, instance_id))
+                mig.append(MigEntity(entity, parent, gpu_id, instance_id, slices))
         return mig
 
     # ---- groups and watches --------------------------------------------------------------------
@@ -261,6 +262,15 @@ class DcgmSession:
     def latest(self, entities: list[Any], field_ids: list[int], live: bool = False) -> Any:
         flags = self.structs.DCGM_FV_FLAG_LIVE_DATA if live else 0
         return self.agent.dcgmEntitiesGetLatestValues(self.handle, entities, field_ids, flags)
+
+    def strings(self, entities: list[Any], field_id: int, decode: Any) -> dict[Entity, str]:
+        """A string field read once without a watch, by entity; blank or failed values are left out."""
+        out = {}
+        for value in self.latest(entities, [field_id], live=True):
+            read = decode.text(value)
+            if read is not None:
+                out[(int(value.entityGroupId), int(value.entityId))] = read
+        return out
 
     def values_since(self, watch: Watch, since_us: int) -> tuple[list[tuple[Entity, Any]], int]:
         """Every cached value of the watch's fields on its group's entities from ``since_us`` on, oldest
