@@ -10,7 +10,7 @@ import logging
 import time
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, running_daemon
 from fake_pynvml import FakeGpu, FakeNvml
 
 from exporter.backends.auto import AutoBackend
@@ -227,6 +227,18 @@ def test_a_mig_gpus_instances_are_devices_of_their_own_with_dcgms_profiling_fiel
     assert "MIG mode" in dcgm.profiling["GPU-fakedcgm-0-matmul_8192"].not_supported
     assert first.up and first.profiling_available and second.profiling.sm_active is not None and other.profiling_available
     assert first.power_watts is None and first.xid_errors == {}  # the whole GPU's readings stay on the GPU
+
+
+def test_daemon_serves_a_mig_gpus_instances_through_dcgm(trace_paths):
+    env = {"FAKE_DCGM_TRACES": str(trace_paths["matmul_8192"]), "FAKE_DCGM_GPUS": "ampere", "FAKE_DCGM_MIG": "0:2"}
+    info = 'gpueff_mig_device_info{gpu="0",uuid="MIG-fakedcgm-0-matmul_8192-1",parent_uuid="GPU-fakedcgm-0-matmul_8192",gpu_instance="1"} 1'
+    active = 'gpueff_sm_active_ratio{gpu="0",uuid="MIG-fakedcgm-0-matmul_8192-1"}'
+    with running_daemon("--backend", "dcgm", "--dcgm.bindings-path", FAKE, "--collect-interval", "100ms", env=env) as daemon:
+        deadline = time.monotonic() + 10
+        while not (info in (body := daemon.metrics()) and active in body):
+            assert time.monotonic() < deadline, body[-3000:]
+            time.sleep(0.1)
+    assert 'gpueff_power_watts{gpu="0",uuid="GPU-fakedcgm-0-matmul_8192"}' in body
 
 
 # ---- 4. the refusals DCGM really gives ---------------------------------------------------------------
