@@ -21,8 +21,8 @@ MIB = 1024 * 1024
 # Metric types.
 GAUGE, COUNTER, SUMMARY = "gauge", "counter", "summary"
 # Scopes: which series a row renders and which labels they carry before the row's own.
-GPU, POD, HOLDER, APP, EXPORTER, PROCESS = "gpu", "pod", "holder", "app", "exporter", "process"
-SCOPE_LABELS = {GPU: ("gpu", "uuid"), POD: ("gpu", "uuid"), HOLDER: ("gpu", "uuid"), APP: ("app",), EXPORTER: (), PROCESS: ()}
+GPU, POD, HOLDER, APP, EXPORTER, PROCESS, ATTRIBUTION = "gpu", "pod", "holder", "app", "exporter", "process", "attribution"
+SCOPE_LABELS = {GPU: ("gpu", "uuid"), POD: ("gpu", "uuid"), HOLDER: ("gpu", "uuid"), APP: ("app",), EXPORTER: (), PROCESS: (), ATTRIBUTION: ()}
 # Backends.
 NVML, DCGM, REPLAY = "nvml", "dcgm", "replay"
 ALL = frozenset({NVML, DCGM, REPLAY})
@@ -242,9 +242,9 @@ METRICS: tuple[Metric, ...] = (
     Metric("gpueff_holder_busy_idle_sm_seconds_total", COUNTER, "seconds", "This holder's share of gpueff_busy_idle_sm_seconds_total, split in proportion to busy time window by window.", scope=HOLDER, labels=("holder_kind", "holder"), backends=NVML_ONLY),
     Metric("gpueff_holder_energy_joules_total", COUNTER, "joules", "This holder's share of the energy counter's advances since the daemon started, split by power-weighted holding time; unattributed takes the windows no holder ran in.", scope=HOLDER, labels=("holder_kind", "holder"), backends=NVML_ONLY),
     Metric("gpueff_gpu_job_info", GAUGE, "", "The Slurm jobs whose processes run on this GPU (from their cgroups), for joins with the GPU's series. user_id is known on cgroup v1 only. Always 1.", scope=HOLDER, labels=("job_id", "user_id"), backends=NVML_ONLY),
-    Metric("gpueff_kubernetes_attribution_up", GAUGE, "", "1 if the last kubelet pod-resources List call answered; 0 if it failed (the last good pod assignment is kept for 3 refresh intervals).", scope=EXPORTER),
-    Metric("gpueff_kubernetes_attribution_errors_total", COUNTER, "", "Kubelet pod-resources List calls that failed or could not be made (no socket, no grpcio).", scope=EXPORTER),
-    Metric("gpueff_kubernetes_attribution_last_success_timestamp_seconds", GAUGE, "seconds", "Unix time of the last kubelet pod-resources List answer.", scope=EXPORTER),
+    Metric("gpueff_kubernetes_attribution_up", GAUGE, "", "1 if the last kubelet pod-resources List call answered; 0 if it failed (the last good pod assignment is kept for 3 refresh intervals).", scope=ATTRIBUTION),
+    Metric("gpueff_kubernetes_attribution_errors_total", COUNTER, "", "Kubelet pod-resources List calls that failed or could not be made (no socket, no grpcio).", scope=ATTRIBUTION),
+    Metric("gpueff_kubernetes_attribution_last_success_timestamp_seconds", GAUGE, "seconds", "Unix time of the last kubelet pod-resources List answer.", scope=ATTRIBUTION),
     # ---- per application (docs/apps.md) ----
     Metric("gpueff_app_up", GAUGE, "", "1 if the app's last scrape answered with its counter, 0 if it was down, slow, too large or not Prometheus text.", scope=APP),
     Metric("gpueff_app_scrape_errors_total", COUNTER, "", "Failed scrapes of the app since the exporter started.", scope=APP),

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from operator import attrgetter
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from exporter import __version__
+from exporter.apps.derive import AppState
+from exporter.attribution.kubernetes.owners import AttributionHealth
 from exporter.exposition.text import HEADERS, family, labels, number, own_labels
-from exporter.metrics import BY_NAME, GPU, METRICS, Metric
+from exporter.metrics import APP, ATTRIBUTION, BY_NAME, EXPORTER, GPU, HOLDER, METRICS, POD, PROCESS, SUMMARY, Metric
 from exporter.pipeline.derive import BOTTLENECK_CLASSES, MISMATCH_RULES
 from exporter.pipeline.split import HolderTotals
+from exporter.selfstats import ProcessStats
 from exporter.snapshot import GpuState, Snapshot
 from exporter.taxonomy import CLASSES, COUNTER_CHECKS
 
@@ -152,7 +155,6 @@ def _gpu_row(metric: Metric) -> _GpuRow:
 _GPU_ROWS = tuple(_gpu_row(metric) for metric in METRICS if metric.scope == GPU and metric.name not in {"gpueff_gpu_up", "gpueff_busy_idle_sm_cost_total"})
 _GPU_LABELS = ("gpu", "uuid")
 _POD_LABELS = BY_NAME["gpueff_gpu_pod_info"].labels
-_PROCESS_LABELS = BY_NAME["gpueff_pod_compute_processes"].labels
 
 
 def _device_labels(state: GpuState) -> str:
@@ -193,136 +195,168 @@ def render_gpus(states: tuple[GpuState, ...], snapshot: Snapshot, stale: bool) -
     return lines
 
 
-# The fair split (docs/sharing.md): the holder's value, and whether the GPU exports its counterpart.
-_HOLDER_VALUES: dict[str, tuple[Callable[[HolderTotals], float], Callable[[GpuState], bool]]] = {
-    "gpueff_holder_busy_seconds_total": (lambda t: t.busy_seconds, _has_busy),
-    "gpueff_holder_sm_active_seconds_total": (lambda t: t.sm_active_seconds, _has_sm_active),
-    "gpueff_holder_busy_idle_sm_seconds_total": (lambda t: t.busy_idle_sm_seconds, lambda s: _has_sm_active(s) and _has_busy(s)),
-    "gpueff_holder_energy_joules_total": (lambda t: t.energy_joules, lambda s: s.sample.energy_joules is not None),
+# ---- every other scope: a reader per catalogue row ---------------------------------------------------
+#
+# A reader gives a row's series for one subject of its scope (a GPU's state for pod and holder rows,
+# an app for app rows, the snapshot for the exporter's own rows): (the row's own label values, value)
+# pairs; values beyond the row's own labels are dropped (an app figure offers its unit to the rows
+# that have a unit label). Rows are rendered in catalogue order, scope by scope; a summary's reader
+# gives its sum, then its count.
+
+Series = Iterable[tuple[tuple[object, ...], float]]
+Reader = Callable[[Any, Any, bool], Series]  # (subject, snapshot, stale) -> series
+
+
+def _holder_row(value: Callable[[HolderTotals], float], exported: Callable[[GpuState], bool]) -> Reader:
+    """A holder's share of one GPU counter, where the GPU exports that counter."""
+
+    def series(state: GpuState, _snapshot: Snapshot, _stale: bool) -> Series:
+        assert state.sharing is not None
+        return [((holder.kind, holder.name), value(totals)) for holder, totals in state.sharing.holders] if exported(state) else ()
+
+    return series
+
+
+def _app_row(value: Callable[[AppState], float | None]) -> Reader:
+    """A per-app figure: none while the app is down or the snapshot stale; a row with a unit label carries the app's."""
+
+    def series(app: AppState, _snapshot: Snapshot, stale: bool) -> Series:
+        figure = value(app) if app.up and not stale else None
+        return () if figure is None else [((app.unit,), figure)]
+
+    return series
+
+
+def _process_row(value: Callable[[ProcessStats], float | None]) -> Reader:
+    def series(snapshot: Snapshot, _snapshot: Snapshot, _stale: bool) -> Series:
+        figure = value(snapshot.process) if snapshot.process is not None else None
+        return () if figure is None else [((), figure)]
+
+    return series
+
+
+def _attribution_row(value: Callable[[AttributionHealth], float | None]) -> Reader:
+    def series(snapshot: Snapshot, _snapshot: Snapshot, _stale: bool) -> Series:
+        figure = value(snapshot.attribution) if snapshot.attribution is not None else None
+        return () if figure is None else [((), figure)]
+
+    return series
+
+
+def _one(value: Callable[[Snapshot, bool], float | None]) -> Reader:
+    """One unlabelled series of the exporter itself, absent where ``value`` is None."""
+
+    def series(snapshot: Snapshot, _snapshot: Snapshot, stale: bool) -> Series:
+        figure = value(snapshot, stale)
+        return () if figure is None else [((), figure)]
+
+    return series
+
+
+_CLASS_INFO: Series = [((each.name, each.meaning, each.what_to_try), 1) for each in CLASSES]  # the same every poll
+
+_READERS: dict[str, Reader] = {
+    # Kubernetes attribution: a stale snapshot keeps the assignments (identity, like gpueff_gpu_info) but not the process counts.
+    "gpueff_gpu_pod_info": lambda state, _snapshot, _stale: [((owner.namespace, owner.pod, owner.container), 1) for owner in state.owners.pods],
+    "gpueff_pod_compute_processes": lambda state, _snapshot, stale: () if stale else [((owner.pod_uid, owner.container_id), count) for owner, count in state.owners.processes],
+    # The fair split (docs/sharing.md): a holder's value where the GPU exports its counterpart.
+    "gpueff_holder_busy_seconds_total": _holder_row(lambda t: t.busy_seconds, _has_busy),
+    "gpueff_holder_sm_active_seconds_total": _holder_row(lambda t: t.sm_active_seconds, _has_sm_active),
+    "gpueff_holder_busy_idle_sm_seconds_total": _holder_row(lambda t: t.busy_idle_sm_seconds, lambda s: _has_sm_active(s) and _has_busy(s)),
+    "gpueff_holder_energy_joules_total": _holder_row(lambda t: t.energy_joules, lambda s: s.sample.energy_joules is not None),
+    "gpueff_gpu_job_info": lambda state, _snapshot, _stale: [((job.job_id, job.user_id), 1) for job in state.sharing.jobs],
+    # Per app (exporter/apps, docs/apps.md): a stale snapshot shows only gpueff_app_up 0 and the error count.
+    "gpueff_app_up": lambda app, _snapshot, stale: [((), int(app.up and not stale))],
+    "gpueff_app_scrape_errors_total": lambda app, _snapshot, _stale: [((), app.scrape_errors_total)],
+    "gpueff_app_gpus": lambda app, _snapshot, stale: () if stale else [((), len(app.gpus))],
+    "gpueff_app_gpu_info": lambda app, _snapshot, stale: () if stale else [((device.index, device.uuid), 1) for device in app.gpus],
+    "gpueff_app_units_total": _app_row(lambda app: app.units_total),
+    "gpueff_app_throughput_per_second": _app_row(lambda app: app.throughput),
+    "gpueff_app_requests_per_second": _app_row(lambda app: app.requests_per_second),
+    "gpueff_app_units_per_joule": _app_row(lambda app: app.units_per_joule),
+    "gpueff_app_units_per_sm_active_second": _app_row(lambda app: app.units_per_sm_active_second),
+    "gpueff_app_model_flops_utilization_ratio": _app_row(lambda app: app.model_flops_utilization),
+    "gpueff_app_scrape_duration_seconds": _app_row(lambda app: app.scrape_duration_seconds),
+    "gpueff_app_cost_per_million_units": lambda app, snapshot, stale: [((app.unit, snapshot.settings.currency), app.cost_per_million_units)] if app.up and not stale and app.cost_per_million_units is not None else (),
+    # The exporter itself.
+    "gpueff_exporter_build_info": lambda snapshot, _snapshot, _stale: [((__version__, snapshot.backend_name, str(snapshot.replayed).lower()), 1)],
+    "gpueff_bottleneck_class_info": lambda _subject, _snapshot, _stale: _CLASS_INFO,
+    "gpueff_collect_duration_seconds": lambda snapshot, _snapshot, _stale: [((), snapshot.collect_duration_sum_seconds), ((), snapshot.polls_total)],
+    "gpueff_collect_errors_total": _one(lambda snapshot, _stale: snapshot.errors_total),
+    "gpueff_collect_stale": _one(lambda _snapshot, stale: int(stale)),
+    "gpueff_last_collect_success_timestamp_seconds": _one(lambda snapshot, _stale: snapshot.last_success_wall),
+    "gpueff_kubernetes_attribution_up": _attribution_row(lambda health: int(health.up)),
+    "gpueff_kubernetes_attribution_errors_total": _attribution_row(lambda health: health.errors_total),
+    "gpueff_kubernetes_attribution_last_success_timestamp_seconds": _attribution_row(lambda health: health.last_success_wall),
+    "process_cpu_seconds_total": _process_row(lambda process: process.cpu_seconds),
+    "process_resident_memory_bytes": _process_row(lambda process: process.resident_bytes),
+    "process_virtual_memory_bytes": _process_row(lambda process: process.virtual_bytes),
+    "process_open_fds": _process_row(lambda process: process.open_fds),
+    "process_max_fds": _process_row(lambda process: process.max_fds),
+    "process_start_time_seconds": _process_row(lambda process: process.start_time_seconds),
 }
-_HOLDER_LABELS = BY_NAME["gpueff_holder_busy_seconds_total"].labels
-_JOB_LABELS = BY_NAME["gpueff_gpu_job_info"].labels
+_ELSEWHERE = {"gpueff_snapshot_age_seconds"}  # appended per scrape (age_tail)
 
 
-def render_sharing(states: Iterable[GpuState], stale: bool) -> list[str]:
+class _Row(NamedTuple):
+    name: str
+    own_labels: tuple[str, ...]
+    summary: bool
+    read: Reader
+
+
+def _rows(scope: str) -> tuple[_Row, ...]:
+    rows = []
+    for metric in METRICS:
+        if metric.scope != scope or metric.name in _ELSEWHERE:
+            continue
+        if metric.name not in _READERS:
+            raise LookupError(f"{metric.name}: a {scope} row of the catalogue with no reader in exposition/render.py")
+        rows.append(_Row(metric.name, metric.labels, metric.type == SUMMARY, _READERS[metric.name]))
+    return tuple(rows)
+
+
+_SCOPE_ROWS = {scope: _rows(scope) for scope in (POD, HOLDER, EXPORTER, PROCESS, ATTRIBUTION, APP)}
+
+
+def render_scope(scope: str, subjects: list[tuple[str, Any]], snapshot: Snapshot | None, stale: bool) -> list[str]:
+    """Every row of ``scope``, for (scope label text, subject) pairs, in catalogue order."""
+    lines: list[str] = []
+    if not subjects:
+        return lines
+    for row in _SCOPE_ROWS[scope]:
+        name, body = row.name, []
+        for scope_labels, subject in subjects:
+            series = row.read(subject, snapshot, stale)
+            if row.summary:
+                (_, total), (_, count) = series
+                body += [f"{name}_sum {number(total)}", f"{name}_count {number(count)}"]
+                continue
+            for own, value in series:
+                text = ",".join(part for part in (scope_labels, labels(row.own_labels, own)) if part)
+                body.append(f"{name}{{{text}}} {number(value)}" if text else f"{name} {number(value)}")
+        lines += family(name, body)
+    return lines
+
+
+def render_pods(states: Iterable[GpuState], stale: bool = False, snapshot: Snapshot | None = None) -> list[str]:
+    """Kubernetes attribution of each GPU that has it (its readers need no snapshot)."""
+    return render_scope(POD, [(_device_labels(state), state) for state in states if state.owners is not None], snapshot, stale)
+
+
+def render_sharing(states: Iterable[GpuState], stale: bool, snapshot: Snapshot) -> list[str]:
     """Per-holder counters of shared GPUs and the Slurm jobs on each GPU; nothing for a GPU that is
     down or a stale snapshot (both are derived from running processes)."""
-    if stale:
-        return []
-    live = [(state, state.sharing) for state in states if state.sharing is not None and state.sample.up and state.derived is not None]
-    lines: list[str] = []
-    for name, (value, exported) in _HOLDER_VALUES.items():
-        body: list[str] = []
-        for state, sharing in live:
-            if exported(state):
-                device = _device_labels(state)
-                body.extend(f"{name}{{{device},{labels(_HOLDER_LABELS, (holder.kind, holder.name))}}} {number(value(totals))}" for holder, totals in sharing.holders)
-        lines += family(name, body)
-    jobs = [f"gpueff_gpu_job_info{{{_device_labels(state)},{labels(_JOB_LABELS, (job.job_id, job.user_id))}}} 1" for state, sharing in live for job in sharing.jobs]
-    return lines + family("gpueff_gpu_job_info", jobs)
-
-
-def render_pods(states: Iterable[GpuState], stale: bool = False) -> list[str]:
-    """Kubernetes attribution: every container a GPU is assigned to, and its processes by pod.
-    A stale snapshot keeps the assignments (identity, like gpueff_gpu_info) but not the process counts."""
-    info: list[str] = []
-    processes: list[str] = []
-    for state in states:
-        if state.owners is None:
-            continue
-        gpu = _device_labels(state)
-        info.extend(f"gpueff_gpu_pod_info{{{gpu},{labels(_POD_LABELS, (owner.namespace, owner.pod, owner.container))}}} 1" for owner in state.owners.pods)
-        if not stale:
-            processes.extend(f"gpueff_pod_compute_processes{{{gpu},{labels(_PROCESS_LABELS, (owner.pod_uid, owner.container_id))}}} {count}" for owner, count in state.owners.processes)
-    return family("gpueff_gpu_pod_info", info) + family("gpueff_pod_compute_processes", processes)
-
-
-# ---- per app, the exporter, the process -------------------------------------------------------------
-
-_APP_VALUES: dict[str, Callable[..., float | None]] = {
-    "gpueff_app_units_total": lambda app: app.units_total,
-    "gpueff_app_throughput_per_second": lambda app: app.throughput,
-    "gpueff_app_requests_per_second": lambda app: app.requests_per_second,
-    "gpueff_app_units_per_joule": lambda app: app.units_per_joule,
-    "gpueff_app_units_per_sm_active_second": lambda app: app.units_per_sm_active_second,
-    "gpueff_app_model_flops_utilization_ratio": lambda app: app.model_flops_utilization,
-    "gpueff_app_scrape_duration_seconds": lambda app: app.scrape_duration_seconds,
-}
-_APP_ROWS = tuple(metric for metric in METRICS if metric.name in _APP_VALUES)
-
-
-def render_apps(snapshot: Snapshot, stale: bool) -> list[str]:
-    """Per-app metrics (exporter/apps, docs/apps.md). A stale snapshot shows only gpueff_app_up 0."""
-    apps = snapshot.apps
-    if not apps:
-        return []
-    names = [labels(("app",), (app.name,)) for app in apps]
-    lines = family("gpueff_app_up", [f"gpueff_app_up{{{name}}} {int(app.up and not stale)}" for app, name in zip(apps, names)])
-    lines += family("gpueff_app_scrape_errors_total", [f"gpueff_app_scrape_errors_total{{{name}}} {app.scrape_errors_total}" for app, name in zip(apps, names)])
-    if stale:
-        return lines
-    lines += family("gpueff_app_gpus", [f"gpueff_app_gpus{{{name}}} {len(app.gpus)}" for app, name in zip(apps, names)])
-    lines += family("gpueff_app_gpu_info", [f"gpueff_app_gpu_info{{{name},{labels(_GPU_LABELS, (device.index, device.uuid))}}} 1" for app, name in zip(apps, names) for device in app.gpus])
-    for metric in _APP_ROWS:
-        get, body = _APP_VALUES[metric.name], []
-        for app, name in zip(apps, names):
-            value = get(app) if app.up else None
-            if value is not None:
-                unit = f",{labels(('unit',), (app.unit,))}" if metric.labels else ""
-                body.append(f"{metric.name}{{{name}{unit}}} {number(value)}")
-        lines += family(metric.name, body)
-    cost_labels = BY_NAME["gpueff_app_cost_per_million_units"].labels
-    cost = [
-        f"gpueff_app_cost_per_million_units{{{name},{labels(cost_labels, (app.unit, snapshot.settings.currency))}}} {number(app.cost_per_million_units)}"
-        for app, name in zip(apps, names)
-        if app.up and app.cost_per_million_units is not None
-    ]
-    return lines + family("gpueff_app_cost_per_million_units", cost)
-
-
-_CLASS_INFO = family("gpueff_bottleneck_class_info", [f"gpueff_bottleneck_class_info{{{labels(BY_NAME['gpueff_bottleneck_class_info'].labels, (each.name, each.meaning, each.what_to_try))}}} 1" for each in CLASSES])  # the same every poll
-
-
-def render_self(snapshot: Snapshot, stale: bool) -> list[str]:
-    build = labels(BY_NAME["gpueff_exporter_build_info"].labels, (__version__, snapshot.backend_name, str(snapshot.replayed).lower()))
-    lines = family("gpueff_exporter_build_info", [f"gpueff_exporter_build_info{{{build}}} 1"])
-    lines += _CLASS_INFO
-    lines += family("gpueff_collect_duration_seconds", [f"gpueff_collect_duration_seconds_sum {number(snapshot.collect_duration_sum_seconds)}", f"gpueff_collect_duration_seconds_count {snapshot.polls_total}"])
-    lines += family("gpueff_collect_errors_total", [f"gpueff_collect_errors_total {snapshot.errors_total}"])
-    lines += family("gpueff_collect_stale", [f"gpueff_collect_stale {int(stale)}"])
-    if snapshot.last_success_wall is not None:
-        lines += family("gpueff_last_collect_success_timestamp_seconds", [f"gpueff_last_collect_success_timestamp_seconds {number(snapshot.last_success_wall)}"])
-    process = snapshot.process
-    if process is not None:
-        for name, value in (
-            ("process_cpu_seconds_total", process.cpu_seconds),
-            ("process_resident_memory_bytes", process.resident_bytes),
-            ("process_virtual_memory_bytes", process.virtual_bytes),
-            ("process_open_fds", process.open_fds),
-            ("process_max_fds", process.max_fds),
-            ("process_start_time_seconds", process.start_time_seconds),
-        ):
-            if value is not None:
-                lines += family(name, [f"{name} {number(value)}"])
-    return lines
-
-
-def render_attribution(snapshot: Snapshot) -> list[str]:
-    """The kubelet pod-resources calls' health (docs/kubernetes.md); nothing while kubernetes is disabled."""
-    health = snapshot.attribution
-    if health is None:
-        return []
-    lines = family("gpueff_kubernetes_attribution_up", [f"gpueff_kubernetes_attribution_up {int(health.up)}"])
-    lines += family("gpueff_kubernetes_attribution_errors_total", [f"gpueff_kubernetes_attribution_errors_total {health.errors_total}"])
-    if health.last_success_wall is not None:
-        lines += family("gpueff_kubernetes_attribution_last_success_timestamp_seconds", [f"gpueff_kubernetes_attribution_last_success_timestamp_seconds {number(health.last_success_wall)}"])
-    return lines
+    live = [] if stale else [(_device_labels(state), state) for state in states if state.sharing is not None and state.sample.up and state.derived is not None]
+    return render_scope(HOLDER, live, snapshot, stale)
 
 
 def render(snapshot: Snapshot, stale: bool = False) -> bytes:
     """The whole text but the snapshot's age, which a scrape appends (``age_tail``)."""
-    lines = render_gpus(snapshot.gpus, snapshot, stale) + render_pods(snapshot.gpus, stale) + render_sharing(snapshot.gpus, stale) + render_self(snapshot, stale)
-    lines += render_attribution(snapshot) + render_apps(snapshot, stale)
+    itself = [("", snapshot)]
+    lines = render_gpus(snapshot.gpus, snapshot, stale) + render_pods(snapshot.gpus, stale, snapshot) + render_sharing(snapshot.gpus, stale, snapshot)
+    lines += render_scope(EXPORTER, itself, snapshot, stale) + render_scope(PROCESS, itself, snapshot, stale) + render_scope(ATTRIBUTION, itself, snapshot, stale)
+    lines += render_scope(APP, [(labels(("app",), (app.name,)), app) for app in snapshot.apps], snapshot, stale)
     return ("\n".join(lines) + "\n").encode()
 
 
