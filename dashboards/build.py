@@ -28,21 +28,37 @@ APP_SEL = 'cluster=~"$cluster", namespace=~"$namespace", pod=~"$pod"'
 GPU_LEGEND = "{{instance}} GPU {{gpu}}"
 TAGS = ["gpu", "gpu-efficiency"]
 
-# The application-throughput dashboard's server counters: (label, counter name), first is the default.
-# The variables hold a metric NAME, and the panels put it into rate(...[$__rate_interval]) with the
-# Namespace/Pod matchers: the server's series are filtered like the GPUs' (docs: "Variables").
-THROUGHPUT_CHOICES = (
-    ("vLLM generated tokens", "vllm:generation_tokens_total"),
-    ("SGLang generated tokens", "sglang:generation_tokens_total"),
-    ("TGI generated tokens", "tgi_request_generated_tokens_sum"),
-    ("Triton inferences", "nv_inference_count"),
-    ("Apps joined by this exporter (docs/apps.md)", "gpueff_app_units_total"),
+# The application-throughput dashboard's server counters, as regular expressions over metric names.
+# The variables list the names Prometheus really stores that match (vLLM and SGLang in either
+# spelling: Prometheus 2.x stores vllm:x as vllm_x, docs/apps.md), so a panel puts one exact name
+# into rate(...[$__rate_interval]) with the Namespace/Pod matchers (docs: "Variables").
+# Names from each server's source (docs/apps.md, "Servers and their metric names").
+THROUGHPUT_COUNTERS = (
+    "vllm[:_]generation_tokens_total",  # vLLM generated tokens
+    "sglang[:_]generation_tokens_total",  # SGLang generated tokens (counted when a request finishes)
+    "tgi_request_generated_tokens_sum",  # TGI generated tokens (per finished request)
+    "generation_tokens_total",  # NVIDIA NIM for LLMs generated tokens
+    "nv_inference_count",  # Triton inferences
+    "gpueff_app_units_total",  # apps joined by this exporter (docs/apps.md)
 )
-REQUEST_CHOICES = (
-    ("vLLM completed requests", "vllm:request_success_total"),
-    ("TGI requests", "tgi_request_count"),
-    ("Triton successful requests", "nv_inference_request_success"),
+REQUEST_COUNTERS = (
+    "vllm[:_]request_success_total",  # vLLM finished requests
+    "sglang[:_]num_requests_total",  # SGLang finished requests
+    "tgi_request_success",  # TGI finished requests (tgi_request_count counts the ones received)
+    "nv_inference_request_success",  # Triton successful requests
 )
+# The serving panels, per server: (legend, [metric names, first found wins]); each name is read in
+# both spellings. vLLM V1 renamed time_per_output_token_seconds to inter_token_latency_seconds and
+# gpu_cache_usage_perc to kv_cache_usage_perc: the current names first, the old ones as fallback.
+QUANTILES = ((0.5, "p50"), (0.95, "p95"))
+SERVING: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
+    "ttft": (("vLLM", ("vllm:time_to_first_token_seconds_bucket",)), ("SGLang", ("sglang:time_to_first_token_seconds_bucket",))),
+    "itl": (("vLLM", ("vllm:inter_token_latency_seconds_bucket", "vllm:time_per_output_token_seconds_bucket")),
+            ("SGLang", ("sglang:inter_token_latency_seconds_bucket", "sglang:time_per_output_token_seconds_bucket"))),
+    "waiting": (("vLLM", ("vllm:num_requests_waiting",)), ("SGLang", ("sglang:num_queue_reqs",))),
+    "running": (("vLLM", ("vllm:num_requests_running",)), ("SGLang", ("sglang:num_running_reqs",))),
+    "kv_cache": (("vLLM", ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")), ("SGLang", ("sglang:token_usage",))),
+}
 
 
 def sel(*extra: str) -> str:
@@ -232,23 +248,50 @@ def gpu_variables(*, one_gpu: bool = False) -> list[dict[str, Any]]:
     ]
 
 
-def custom_variable(name: str, label: str, choices: tuple[tuple[str, str], ...], description: str) -> dict[str, Any]:
-    def escape(text: str) -> str:
-        return text.replace(",", "\\,")
-
-    text, value = choices[0]
+def metric_name_variable(name: str, label: str, patterns: tuple[str, ...], description: str) -> dict[str, Any]:
+    """A single-value variable listing the metric names Prometheus stores that match ``patterns``
+    in the selected cluster and namespaces. Sorted descending, so vLLM comes first and the
+    exporter's own gpueff_app_units_total last; Grafana opens on the first."""
+    query = f'label_values({{__name__=~"{"|".join(patterns)}", cluster=~"$cluster", namespace=~"$namespace"}}, __name__)'
     return {
         "name": name,
         "label": label,
         "description": description,
-        "type": "custom",
-        "query": ",".join(f"{escape(t)} : {escape(v)}" for t, v in choices),
-        "current": {"selected": True, "text": text, "value": value},
-        "options": [{"selected": i == 0, "text": t, "value": v} for i, (t, v) in enumerate(choices)],
+        "type": "query",
+        "datasource": DS,
+        "query": query,
+        "definition": query,
+        "refresh": 2,
+        "sort": 2,
         "multi": False,
         "includeAll": False,
+        "current": {},
+        "options": [],
         "hide": 0,
+        "regex": "",
     }
+
+
+def spellings(name: str) -> tuple[str, ...]:
+    """A metric name as the server writes it and as Prometheus 2.x stores it (colons as underscores)."""
+    escaped = name.replace(":", "_")
+    return (name, escaped) if escaped != name else (name,)
+
+
+def first_found(names: tuple[str, ...], expression: str) -> str:
+    """``expression`` (with ``{name}``) for each name in each spelling, joined with ``or``: the first
+    name found wins, and one spelling of a series never meets the other inside rate() (a regex over
+    __name__ would fail with "vector cannot contain metrics with the same labelset" while both are
+    in the window, as after an upgrade from Prometheus 2.x to 3.x)."""
+    return "\n  or ".join(expression.format(name=spelled) for name in names for spelled in spellings(name))
+
+
+def per_server(role: str, expression: str, by: str = "") -> str:
+    """One series per server (label ``server``) of a serving role: ``expression`` over that
+    server's first name found, servers side by side."""
+    keep = f"sum by ({by}, server)" if by else "sum by (server)"
+    parts = [f'label_replace(\n  {first_found(names, expression)},\n  "server", "{legend}", "", "")' for legend, names in SERVING[role]]
+    return f"{keep} (\n" + "\nor ".join(parts) + "\n)"
 
 
 # Layout ----------------------------------------------------------------------------------------
@@ -560,11 +603,13 @@ def app_units_per_joule() -> str:
 
 def app_throughput() -> dict[str, Any]:
     s = sel()
-    throughput_var = custom_variable("throughput", "Throughput counter", THROUGHPUT_CHOICES, "The application's counter of work done (a metric name; the panels take its rate over $__rate_interval, filtered by Namespace/Pod). Edit the variable to add your own server.")
-    requests_var = custom_variable("requests", "Requests counter", REQUEST_CHOICES, "The application's counter of completed requests (a metric name).")
+    throughput_var = metric_name_variable("throughput", "Throughput counter", THROUGHPUT_COUNTERS, "The application's counter of work done: the names stored in Prometheus among vLLM's, SGLang's (either spelling: Prometheus 2.x stores vllm:x as vllm_x), TGI's, NIM's, Triton's and the exporter's own app join. The panels take its rate over $__rate_interval, filtered by Namespace/Pod. Edit the variable's regex to add your own server.")
+    requests_var = metric_name_variable("requests", "Requests counter", REQUEST_COUNTERS, "The application's counter of finished requests: the names stored in Prometheus among vLLM's, SGLang's, TGI's and Triton's.")
     app_var = query_variable("app", "App (exporter join)", 'label_values(gpueff_app_up{cluster=~"$cluster", job=~"$job", instance=~"$instance"}, app)', "Apps the exporter joins with their GPUs (docs/apps.md): the per-app panels.")
     tput, reqs = server_rate("throughput"), server_rate("requests")
-    vllm = "{" + APP_SEL + "}"
+    server_sel = "{{" + APP_SEL + "}}"  # inside str.format templates below
+    rate_by_le = "sum by (le) (rate({name}" + server_sel + "[$__rate_interval]))"
+    summed, averaged = "sum({name}" + server_sel + ")", "avg({name}" + server_sel + ")"
     per_app = "{{app}} ({{instance}})"
     panels = [
         row("Throughput against the GPU"),
@@ -590,16 +635,14 @@ def app_throughput() -> dict[str, Any]:
         timeseries("Units per SM-active second", "Per app: units of work per GPU-second its GPUs' SMs were active. Falling while SM activity holds means the same GPU work yields less output (longer prompts, a slower kernel path).",
                    [target(app_metric("gpueff_app_units_per_sm_active_second"), per_app + " {{unit}}")], "short", min_=0),
         row("Serving (vLLM's metrics)"),
-        timeseries("Time to first token", "Median and 95th percentile time from a request's arrival to its first generated token (vllm:time_to_first_token_seconds). Rising with the queue: too few generation slots or KV cache.",
-                   [target(f"histogram_quantile(0.5, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{vllm}[$__rate_interval])))", "p50"),
-                    target(f"histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{vllm}[$__rate_interval])))", "p95")], "s", min_=0, w=6),
-        timeseries("Time per output token", "Median and 95th percentile time between generated tokens (vllm:time_per_output_token_seconds): the decode speed each user sees. Rising with batch size is the batching trade-off; rising alone is a slower GPU path.",
-                   [target(f"histogram_quantile(0.5, sum by (le) (rate(vllm:time_per_output_token_seconds_bucket{vllm}[$__rate_interval])))", "p50"),
-                    target(f"histogram_quantile(0.95, sum by (le) (rate(vllm:time_per_output_token_seconds_bucket{vllm}[$__rate_interval])))", "p95")], "s", min_=0, w=6),
-        timeseries("Queue", "Requests waiting for a generation slot and requests being generated (vllm:num_requests_waiting, vllm:num_requests_running). A growing queue with flat throughput is saturation.",
-                   [target(f"sum(vllm:num_requests_waiting{vllm})", "waiting"), target(f"sum(vllm:num_requests_running{vllm})", "running")], "none", min_=0, w=6),
-        timeseries("KV-cache use", "Share of the KV cache in use (vllm:gpu_cache_usage_perc; vllm:kv_cache_usage_perc in newer vLLM). Near 1 with a queue: the cache, not the GPU's compute, limits the batch.",
-                   [target(f"avg(vllm:gpu_cache_usage_perc{vllm}) or avg(vllm:kv_cache_usage_perc{vllm})", "KV cache")], "percentunit", min_=0, max_=1, w=6),
+        timeseries("Time to first token", "Median and 95th percentile time from a request's arrival to its first generated token, per server (vllm:time_to_first_token_seconds, sglang:time_to_first_token_seconds; either spelling). Rising with the queue: too few generation slots or KV cache.",
+                   [target(f"histogram_quantile({q}, {per_server('ttft', rate_by_le, by='le')})", "{{server}} " + legend) for q, legend in QUANTILES], "s", min_=0, w=6),
+        timeseries("Inter-token latency", "Median and 95th percentile time between generated tokens, per server: the decode speed each user sees (vllm:inter_token_latency_seconds, or vllm:time_per_output_token_seconds before vLLM V1 renamed it; sglang:inter_token_latency_seconds). Rising with batch size is the batching trade-off; rising alone is a slower GPU path.",
+                   [target(f"histogram_quantile({q}, {per_server('itl', rate_by_le, by='le')})", "{{server}} " + legend) for q, legend in QUANTILES], "s", min_=0, w=6),
+        timeseries("Queue", "Requests waiting for a generation slot and requests being generated, per server (vllm:num_requests_waiting and vllm:num_requests_running; sglang:num_queue_reqs and sglang:num_running_reqs). A growing queue with flat throughput is saturation.",
+                   [target(per_server("waiting", summed), "{{server}} waiting"), target(per_server("running", summed), "{{server}} running")], "none", min_=0, w=6),
+        timeseries("KV-cache use", "Share of the KV cache in use, per server (vllm:kv_cache_usage_perc, or vllm:gpu_cache_usage_perc before vLLM V1 renamed it; sglang:token_usage). Near 1 with a queue: the cache, not the GPU's compute, limits the batch.",
+                   [target(per_server("kv_cache", averaged), "{{server}} KV cache")], "percentunit", min_=0, max_=1, w=6),
         row("Why throughput is flat"),
         timeseries("SM, tensor and DRAM activity", "Average SM, tensor-pipe and DRAM activity of the selected GPUs. Throughput flat with DRAM near 0.8: memory-bandwidth ceiling (quantise, fuse attention, add replicas). Flat with SM and DRAM both low: batching limit (raise the batch size / max concurrent sequences).",
                    [target(f"avg(gpueff_sm_active_ratio{s})", "SM activity"), target(f"avg(gpueff_tensor_active_ratio{s})", "tensor"), target(f"avg(gpueff_dram_active_ratio{s})", "DRAM")],

@@ -2,7 +2,8 @@
 
 Implements the parts of Grafana's interpolation the dashboards in dashboards/ use: ``$var`` and
 ``${var}``; multi-value query variables formatted as a Prometheus regex (values escaped, several
-values as ``(a|b)``, "All" as the variable's allValue); custom variables; and the built-ins
+values as ``(a|b)``, "All" as the variable's allValue; a single-value one on its first option in
+the variable's sort order); custom variables; and the built-ins
 ``$__interval``, ``$__rate_interval`` and ``$__range`` (Grafana's rule:
 ``$__rate_interval = max($__interval + scrape interval, 4 x scrape interval)``).
 
@@ -111,10 +112,20 @@ def resolve_variables(dashboard: dict[str, Any], label_values: Callable[[str | N
                 raise ValueError(f"{dashboard['uid']}: variable {name}: only label_values(...) queries are supported, got {variable['definition']!r}")
             selector = match.group("selector")
             options = label_values(interpolate(selector, values) if selector else None, match.group("label"))
-            values[name] = pick(variable, options)
+            values[name] = pick(variable, options) if variable["multi"] else first_option(variable, options)
         else:
             raise ValueError(f"{dashboard['uid']}: variable {name}: unsupported type {kind!r}")
     return values
+
+
+def first_option(variable: dict[str, Any], options: list[str]) -> str:
+    """A single-value query variable with no saved value: Grafana takes the first option in the
+    variable's order (sort 0: as the data source answers, 1: alphabetical, 2: alphabetical
+    descending), "" where there is none."""
+    order = {0: options, 1: sorted(options), 2: sorted(options, reverse=True)}.get(variable["sort"])
+    if order is None:
+        raise ValueError(f"variable {variable['name']}: sort {variable['sort']} is not implemented here")
+    return order[0] if order else ""
 
 
 def queries(dashboard: dict[str, Any], values: dict[str, str]) -> Iterator[Query]:

@@ -64,14 +64,16 @@ def test_colon_names_and_total_suffix_from_a_real_prometheus_client_counter():
 
 # What Prometheus 2.42 (Debian 12) asks for: OpenMetrics 1.0.0 without escaping=allow-utf-8.
 PROMETHEUS_2_ACCEPT = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+# What Prometheus 3.x asks for by default (prometheus.io, "Content negotiation"): UTF-8 names.
+PROMETHEUS_3_ACCEPT = "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.3,text/plain;version=0.0.4;q=0.2,*/*;q=0.1"
 
 
 @pytest.mark.parametrize("server", sorted(servers()))
 def test_every_recorded_server_joins_in_either_spelling(server):
     """Each server's recorded families (tests/apps/server_metrics.yml) in a real prometheus_client
     registry behind its own negotiation: the work and requests counters join under the name the
-    server writes and under the name Prometheus 2.x stores (colons as underscores), from the
-    exporter's own scrape and from an OpenMetrics answer like the one Prometheus 2.x gets."""
+    server writes (Prometheus 3.x keeps it) and under the name Prometheus 2.x stores (colons as
+    underscores), from the exporter's own scrape and from the answers Prometheus 2.x and 3.x get."""
     metrics = ServerMetrics(server)
     for _ in range(3):
         request = Request(metrics, prompt_tokens=4, clock=time.monotonic)
@@ -81,18 +83,22 @@ def test_every_recorded_server_joins_in_either_spelling(server):
         request.finish()
     joined = {"units": 15.0, "completions": 3.0}
     with wsgi_serving(metrics.wsgi_app()) as url:
-        with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept": PROMETHEUS_2_ACCEPT}), timeout=2) as response:
-            assert response.headers["Content-Type"].startswith("application/openmetrics-text")
-            openmetrics = response.read().decode()
+        pages = {}
+        for prometheus, accept in (("2.x", PROMETHEUS_2_ACCEPT), ("3.x", PROMETHEUS_3_ACCEPT)):
+            with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept": accept}), timeout=2) as response:
+                assert response.headers["Content-Type"].startswith("application/openmetrics-text")
+                pages[prometheus] = response.read().decode()
         for role, expected in joined.items():
             metric = metrics.metric(role)
             if metric is None:
                 continue
             name = exposed_name(metric)
-            if ":" in name:  # the negotiation really escapes: Prometheus 2.x never sees the colon
-                assert f"\n{escaped(name)}" in openmetrics and f"\n{name}" not in openmetrics
+            if ":" in name:  # the negotiation really escapes for 2.x, and only for 2.x
+                assert f"\n{escaped(name)}" in pages["2.x"] and f"\n{name}" not in pages["2.x"]
+                assert f"\n{name}" in pages["3.x"] and f"\n{escaped(name)}" not in pages["3.x"]
             for configured in (name, escaped(name)):
-                for answer in (fetch(url, timeout=2, max_bytes=1 << 20, names=[configured]), answer_of(openmetrics, configured)):
+                answers = [fetch(url, timeout=2, max_bytes=1 << 20, names=[configured])] + [answer_of(page, configured) for page in pages.values()]
+                for answer in answers:
                     assert sum(read_counter(answer, configured, {}).values()) == expected, (server, role, configured)
 
 

@@ -12,6 +12,7 @@ import sys
 import grafana_queries
 import pytest
 import yaml
+from apps.server_metrics import exposed_name, servers
 from conftest import ROOT
 
 from exporter.pipeline.derive import BOTTLENECK_CLASSES
@@ -148,14 +149,12 @@ def test_firing_alerts_annotate_the_timelines(path):
 def test_application_dashboard_takes_counters_from_variables_and_filters_them():
     dashboard = grafana_queries.load(DASHBOARD_DIR / "gpu-efficiency-app-throughput.json")
     variables = {v["name"]: v for v in dashboard["templating"]["list"]}
-    assert variables["throughput"]["current"]["value"] == "vllm:generation_tokens_total"
-    assert variables["requests"]["current"]["value"] == "vllm:request_success_total"
-    # Grafana parses a custom variable's options from its query: "text : value" pairs, commas separate.
     for name in ("throughput", "requests"):
-        pairs = re.split(r"(?<!\\),", variables[name]["query"])
-        assert [p.split(" : ", 1)[1] for p in pairs] == [o["value"] for o in variables[name]["options"]]
-        # Metric names only: nothing Grafana would escape or leave unfilled inside a value.
-        assert all(re.fullmatch(r"[a-zA-Z_:][a-zA-Z0-9_:]*", o["value"]) for o in variables[name]["options"])
+        variable = variables[name]
+        # The names Prometheus stores, one at a time, vLLM's first (descending order).
+        assert variable["type"] == "query" and not variable["multi"] and not variable["includeAll"] and variable["sort"] == 2, name
+        assert grafana_queries.LABEL_VALUES.match(variable["definition"]).group("label") == "__name__", name
+        assert 'cluster=~"$cluster", namespace=~"$namespace"' in variable["definition"], name
     by_title = {p["title"]: [t["expr"] for t in p["targets"]] for p in grafana_queries.panels(dashboard)}
     throughput = 'sum(rate({__name__="$throughput", cluster=~"$cluster", namespace=~"$namespace", pod=~"$pod"}[$__rate_interval]))'
     assert by_title["Throughput vs SM activity"][0] == throughput and "gpueff_sm_occupancy_ratio" in " ".join(by_title["Throughput vs SM activity"])
@@ -168,9 +167,35 @@ def test_application_dashboard_takes_counters_from_variables_and_filters_them():
     for title, metric in (("Units per joule", "gpueff_app_throughput_per_second"), ("Model FLOPs utilization", "gpueff_app_model_flops_utilization_ratio"),
                           ("Cost per million units", "gpueff_app_cost_per_million_units"), ("Units per SM-active second", "gpueff_app_units_per_sm_active_second")):
         assert metric in by_title[title][0] and "gpueff_app_gpu_info" in by_title[title][0], title
-    for title, metric in (("Time to first token", "vllm:time_to_first_token_seconds_bucket"), ("Time per output token", "vllm:time_per_output_token_seconds_bucket"),
-                          ("Queue", "vllm:num_requests_waiting"), ("KV-cache use", "vllm:gpu_cache_usage_perc")):
-        assert metric in " ".join(by_title[title]), title
+    # No regex over __name__ inside rate(): both spellings of one series in its window would fail it.
+    assert not any(re.search(r"rate\(\{__name__=~", expr) for exprs in by_title.values() for expr in exprs)
+
+
+# The serving panels and the role of the recorded series each one reads.
+SERVING_PANELS = {"ttft": "Time to first token", "itl": "Inter-token latency", "waiting": "Queue", "running": "Queue", "kv_cache": "KV-cache use"}
+
+
+@pytest.mark.parametrize("server", sorted(servers()))
+def test_the_app_dashboard_reads_each_recorded_server_in_either_spelling(server):
+    """Driven by tests/apps/server_metrics.yml: each server's work and requests counters are among
+    the variables' names in both spellings (what the server writes, what Prometheus 2.x stores);
+    the serving panels read vLLM's (current and older names) and SGLang's in both spellings."""
+    dashboard = grafana_queries.load(DASHBOARD_DIR / "gpu-efficiency-app-throughput.json")
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    patterns = {name: re.search(r'__name__=~"([^"]+)"', variables[name]["definition"]).group(1) for name in ("throughput", "requests")}
+    by_title = {p["title"]: " ".join(t["expr"] for t in p["targets"]) for p in grafana_queries.panels(dashboard)}
+    description = servers()[server]
+    for metric in description["metrics"]:
+        name, role = exposed_name(metric), metric["role"]
+        spelled = {name, name.replace(":", "_")}
+        if role == "units":
+            assert all(re.fullmatch(patterns["throughput"], each) for each in spelled), (server, name)
+        if role == "completions":
+            assert all(re.fullmatch(patterns["requests"], each) for each in spelled), (server, name)
+        if role in SERVING_PANELS and ":" in metric["name"]:  # the prometheus_client servers with prefixed names
+            series = metric["name"] + ("_bucket" if metric["type"] == "histogram" else "")
+            for each in {series, series.replace(":", "_")}:
+                assert re.search(rf"\b{re.escape(each)}\{{", by_title[SERVING_PANELS[role]]), (server, each)
 
 
 def test_bottleneck_state_timeline_maps_every_class():

@@ -59,8 +59,11 @@ NOT_IN_REPLAY = ("gpueff_compute_processes", "gpueff_compute_process_memory_byte
                  "gpueff_temperature_limit_celsius", "gpueff_retired_pages",
                  # Never set without a kubelet that answered once.
                  "gpueff_kubernetes_attribution_last_success_timestamp_seconds")
-# The exporter joins the token server with GPUs 0 and 5.
+# The exporter joins the vLLM-like token server with GPUs 0 and 5.
 APP_GPUS = ("0", "5")
+# The token servers (tests/apps/server_metrics.yml) and the namespace label their scrape adds: the
+# dashboards' All matches the empty one; the pre-V1 vLLM names are checked on their own namespace.
+APP_SERVERS = {"vllm": "", "sglang": "", "vllm-0.8": "legacy"}
 
 
 def binary(*names: str) -> str:
@@ -179,10 +182,10 @@ def shortened_rules(text: str) -> str:
 
 
 class LoadDriver:
-    """Sends completion requests to the app until stopped, so its counters move."""
+    """Sends completion requests to the apps in turn until stopped, so their counters move."""
 
-    def __init__(self, url: str) -> None:
-        self.url = url
+    def __init__(self, urls: list[str]) -> None:
+        self.urls = urls
         self.sent = 0
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
@@ -190,8 +193,9 @@ class LoadDriver:
 
     def run(self) -> None:
         body = json.dumps({"prompt": "how busy is the gpu", "max_tokens": 16}).encode()
-        while not self._stop.wait(0.05):
-            request = urllib.request.Request(self.url + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
+        while not self._stop.wait(0.05 / len(self.urls)):
+            url = self.urls[self.sent % len(self.urls)]
+            request = urllib.request.Request(url + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
             with contextlib.suppress(OSError), urllib.request.urlopen(request, timeout=5) as response:
                 response.read()
                 self.sent += 1
@@ -214,16 +218,22 @@ def stack(tmp_path_factory) -> Iterator[dict[str, Any]]:
                                                 f"--web.listen-address=127.0.0.1:{am_port}", "--cluster.listen-address="], work / "alertmanager.log")
         stack.callback(alertmanager.stop)
 
-        app_port = free_port()
-        app = Process("token_server", [sys.executable, str(ROOT / "tests" / "apps" / "token_server.py"), "--listen", f"127.0.0.1:{app_port}"], work / "app.log")
-        stack.callback(app.stop)
-        app_url = f"http://127.0.0.1:{app_port}"
-        wait_for("the token server", lambda: (app.check_running(), http_get(app_url + "/health", timeout=1)[0] == 200)[1], 15)
+        # Text-generation servers exposing vLLM's (V1), SGLang's and vLLM 0.8's metrics through
+        # prometheus_client's own negotiation, as the real servers do (tests/apps/server_metrics.yml).
+        apps: dict[str, str] = {}
+        for server in APP_SERVERS:
+            port = free_port()
+            app = Process(f"token_server {server}", [sys.executable, str(ROOT / "tests" / "apps" / "token_server.py"), "--listen", f"127.0.0.1:{port}", "--server", server], work / f"app-{server}.log")
+            stack.callback(app.stop)
+            apps[server] = f"http://127.0.0.1:{port}"
+            wait_for(f"the {server} token server", lambda app=app, url=apps[server]: (app.check_running(), http_get(url + "/health", timeout=1)[0] == 200)[1], 15)
+        app_url = apps["vllm"]
 
         (work / "exporter.yml").write_text(yaml.safe_dump({
             "price_per_gpu_hour": 2.5, "currency": "USD",
-            "apps": [{"name": "llm", "url": app_url + "/metrics", "counter": "vllm:generation_tokens_total", "unit": "tokens",
-                      "requests_counter": "vllm:request_success_total", "gpus": [int(gpu) for gpu in APP_GPUS], "flops_per_unit": 1.6e10,
+            # The counters as Prometheus 2.x shows them: the join takes either spelling.
+            "apps": [{"name": "llm", "url": app_url + "/metrics", "counter": "vllm_generation_tokens_total", "unit": "tokens",
+                      "requests_counter": "vllm_request_success_total", "gpus": [int(gpu) for gpu in APP_GPUS], "flops_per_unit": 1.6e10,
                       "scrape_interval": "500ms", "scrape_timeout": "500ms"}],
             # Attribution on, with no kubelet: gpueff_kubernetes_attribution_up is 0 (the
             # exporter-health panels read it, GpuKubernetesAttributionDown fires).
@@ -231,7 +241,7 @@ def stack(tmp_path_factory) -> Iterator[dict[str, Any]]:
         }))
         daemon = stack.enter_context(running_daemon("--demo", "--collect-interval", "500ms", "--config", str(work / "exporter.yml")))
 
-        load = LoadDriver(app_url)
+        load = LoadDriver(list(apps.values()))
         stack.callback(load.stop)
 
         (work / "rules.yml").write_text(shortened_rules(RULES.read_text()))
@@ -242,7 +252,8 @@ def stack(tmp_path_factory) -> Iterator[dict[str, Any]]:
             "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{am_port}"]}]}]},
             "scrape_configs": [
                 {"job_name": "gpu-efficiency-exporter", "static_configs": [{"targets": [f"127.0.0.1:{daemon.port}"]}]},
-                {"job_name": "token-server", "static_configs": [{"targets": [f"127.0.0.1:{app_port}"]}]},
+                *({"job_name": f"{server}-server", "static_configs": [{"targets": [url.removeprefix("http://")], "labels": {"namespace": APP_SERVERS[server]}}]}
+                  for server, url in apps.items()),
             ],
         }))
         prometheus = Process("prometheus", [binary("prometheus"), f"--config.file={work / 'prometheus.yml'}", f"--storage.tsdb.path={work / 'data'}",
@@ -256,10 +267,11 @@ def stack(tmp_path_factory) -> Iterator[dict[str, Any]]:
 
         wait_for("Alertmanager to be ready", lambda: ready(alertmanager, f"http://127.0.0.1:{am_port}"), 20)
         wait_for("Prometheus to be ready", lambda: ready(prometheus, prom.url), 20)
-        wait_for("both scrape targets up", lambda: len(prom.query('up == 1')) == 2, 20)
+        wait_for("every scrape target up", lambda: len(prom.query('up == 1')) == 1 + len(apps), 20)
         started = time.time()
         # Enough samples for rate() over $__rate_interval (4 scrapes) and for the recording rules.
-        wait_for("the app's token rate", lambda: prom.query("sum(rate(vllm:generation_tokens_total[4s])) > 0"), 20)
+        # Prometheus 2.x asked for OpenMetrics without escaping=allow-utf-8: the colons were escaped.
+        wait_for("the app's token rate", lambda: prom.query("sum(rate(vllm_generation_tokens_total[4s])) > 0"), 20)
         wait_for("the exporter's app join", lambda: prom.query("gpueff_app_units_per_joule > 0"), 20)
         time.sleep(max(0.0, started + 6 - time.time()))
         yield {"prometheus": prom, "webhook": webhook, "daemon_metrics": daemon.metrics(), "started": started, "work": work, "load": load,
@@ -482,3 +494,66 @@ def test_dcgm_exporter_dashboard_queries_return_data_through_the_compat_rules(st
     assert len(prom.query("DCGM_FI_DEV_GPU_UTIL >= 0 <= 100")) == 18 and prom.query("DCGM_FI_DEV_GPU_UTIL > 1")
     (labelled,) = prom.query('count(DCGM_FI_DEV_GPU_TEMP{UUID!="", device=~"nvidia[0-9]+", modelName!="", Hostname="127.0.0.1", DCGM_FI_DRIVER_VERSION!=""})')
     assert labelled["value"][1] == "18"
+
+
+def test_prometheus_2_stores_the_names_with_colons_escaped(stack):
+    """The servers negotiate like vLLM and SGLang: Debian's Prometheus 2.x asks for OpenMetrics
+    without escaping=allow-utf-8 and gets every colon of a sample name as an underscore."""
+    prom: Prometheus = stack["prometheus"]
+    assert prom.api("status/buildinfo")["version"].startswith("2.")
+    names = set(prom.api("label/__name__/values"))
+    assert {"vllm_generation_tokens_total", "sglang_generation_tokens_total", "vllm_inter_token_latency_seconds_bucket", "vllm_time_per_output_token_seconds_bucket"} <= names
+    assert not [name for name in names if ":" in name and not name.startswith(("namespace:", "job:", "instance_gpu:", "holder:"))]
+
+
+def app_dashboard_values(prom: Prometheus, stack: dict[str, Any], **chosen: str) -> tuple[dict[str, Any], dict[str, str], float]:
+    dashboard = grafana_queries.load(ROOT / "dashboards" / "gpu-efficiency-app-throughput.json")
+    end = time.time()
+    start = stack["started"] + 1
+    values = {**grafana_queries.resolve_variables(dashboard, _label_values(prom, start, end), pick_all), **grafana_queries.builtins(end - start, SCRAPE_INTERVAL), **chosen}
+    return dashboard, values, end
+
+
+def panel_result(prom: Prometheus, dashboard: dict[str, Any], values: dict[str, str], title: str, end: float) -> list[list[dict[str, Any]]]:
+    (panel,) = [p for p in grafana_queries.panels(dashboard) if p["title"] == title]
+    return [prom.api("query_range", query=grafana_queries.interpolate(t["expr"], values), start=end - 20, end=end, step=1)["result"] for t in panel["targets"]]
+
+
+def test_the_counter_variables_list_each_servers_stored_names_and_every_choice_has_data(stack):
+    prom: Prometheus = stack["prometheus"]
+    dashboard, values, end = app_dashboard_values(prom, stack)
+    # Grafana opens on the first name in descending order: vLLM's, as Prometheus 2.x stores it.
+    assert values["throughput"] == "vllm_generation_tokens_total" and values["requests"] == "vllm_request_success_total"
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    label_values = _label_values(prom, end - 60, end)
+    for name, expected in (("throughput", {"vllm_generation_tokens_total", "sglang_generation_tokens_total", "gpueff_app_units_total"}),
+                           ("requests", {"vllm_request_success_total", "sglang_num_requests_total"})):
+        match = grafana_queries.LABEL_VALUES.match(variables[name]["definition"])
+        options = set(label_values(grafana_queries.interpolate(match.group("selector"), values), "__name__"))
+        assert expected <= options, (name, options)
+        for option in expected:
+            chosen = {**values, name: option}
+            for title in ("Throughput vs SM activity", "Request arrivals vs completions vs throughput", "Throughput per request"):
+                assert all(panel_result(prom, dashboard, chosen, title, end)), (name, option, title)
+
+
+def test_serving_panels_show_each_server_current_names_first_older_ones_as_fallback(stack):
+    prom: Prometheus = stack["prometheus"]
+    dashboard, values, end = app_dashboard_values(prom, stack)
+    for title in ("Time to first token", "Inter-token latency", "Queue", "KV-cache use"):
+        for result in panel_result(prom, dashboard, values, title, end):
+            assert {series["metric"].get("server") for series in result} == {"vLLM", "SGLang"}, title
+    # The pre-V1 vLLM (time_per_output_token_seconds, gpu_cache_usage_perc) in its own namespace.
+    legacy = {**values, "namespace": "legacy"}
+    for title in ("Time to first token", "Inter-token latency", "Queue", "KV-cache use"):
+        for result in panel_result(prom, dashboard, legacy, title, end):
+            assert {series["metric"].get("server") for series in result} == {"vLLM"}, title
+
+
+def test_application_rules_read_what_prometheus_2_stores(stack):
+    """namespace:app_generation_tokens:rate5m and the arrivals rule, which AppThroughputFlatUnderRisingLoad
+    needs, have data from the escaped names: vLLM and SGLang summed, the old vLLM in its namespace."""
+    prom: Prometheus = stack["prometheus"]
+    for rule in ("namespace:app_generation_tokens:rate5m", "namespace:app_requests_arrived:rate5m"):
+        series = wait_for(rule, lambda rule=rule: {s["metric"].get("namespace", ""): float(s["value"][1]) for s in prom.query(rule)}.keys() >= {"", "legacy"} and prom.query(rule), 15)
+        assert all(float(s["value"][1]) > 0 for s in series if rule.startswith("namespace:app_generation")), series
