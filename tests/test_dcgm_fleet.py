@@ -176,6 +176,20 @@ def test_with_no_host_engine_running_the_embedded_one_starts_saying_where_it_loo
     assert "no running host engine answers (localhost:5555 (nv-hostengine's default port): DCGM_ST_CONNECTION_NOT_VALID): starting an embedded one" in caplog.text
 
 
+def test_looking_for_a_running_host_engine_can_be_turned_off_in_the_dcgm_section_or_by_flag(fake):
+    from exporter.backends.auto import live_backend
+    from exporter.backends.dcgm.settings import DcgmConfig
+    from exporter.commands.check import parser
+    from exporter.commands.flags import dcgm_settings
+    from exporter.config.file import parse_config
+
+    config = parse_config({"dcgm": {"discover": False}})
+    assert config.dcgm.discover is False and DcgmConfig().discover is True
+    assert live_backend("dcgm", config).discover is False
+    assert dcgm_settings(parser().parse_args(["--dcgm.no-discover"]), DcgmConfig()).discover is False
+    assert dcgm_settings(parser().parse_args([]), DcgmConfig()).discover is True
+
+
 # ---- 3. MIG ------------------------------------------------------------------------------------------
 
 

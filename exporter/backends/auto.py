@@ -111,7 +111,7 @@ def live_backend(kind: str, config: Config) -> Backend:
 
     def make_dcgm() -> DcgmBackend:
         dcgm = config.dcgm
-        return DcgmBackend(dcgm.bindings_path, dcgm.host, config.collect_interval, config.slow_collect_interval, multi_pass=dcgm.multi_pass, pause_file=dcgm.pause_file, discover=True)
+        return DcgmBackend(dcgm.bindings_path, dcgm.host, config.collect_interval, config.slow_collect_interval, multi_pass=dcgm.multi_pass, pause_file=dcgm.pause_file, discover=dcgm.discover)
 
     if kind == "dcgm":
         return make_dcgm()

@@ -194,6 +194,6 @@ def main(argv: list[str]) -> int:
     logs.setup(args.log_level)
     dcgm = dcgm_settings(args, DcgmConfig())
     return run(
-        lambda: DcgmBackend(dcgm.bindings_path, dcgm.host, collect_interval=CHECK_INTERVAL, slow_interval=1.0, multi_pass=dcgm.multi_pass, discover=True),
+        lambda: DcgmBackend(dcgm.bindings_path, dcgm.host, collect_interval=CHECK_INTERVAL, slow_interval=1.0, multi_pass=dcgm.multi_pass, discover=dcgm.discover),
         lambda: NvmlBackend(slow_interval=1.0),
     )

@@ -42,6 +42,7 @@ def add_dcgm_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dcgm.host", dest="dcgm_host", metavar="HOST:PORT", help="connect to this nv-hostengine (localhost:5555, or unix:/tmp/nv-hostengine for its unix socket). Default: the one the environment names (DCGM_REMOTE_HOSTENGINE_INFO, the GPU Operator's nvidia-dcgm Service), localhost:5555 or /tmp/nv-hostengine where one answers, else an embedded DCGM host engine")
     parser.add_argument("--dcgm.multi-pass", dest="dcgm_multi_pass", action="store_true", help="before Hopper, watch every profiling field DCGM supports even where that needs several passes; a field whose pass did not run then reads 0 (default: one pass): see docs/dcgm.md")
     parser.add_argument("--dcgm.pause-file", dest="dcgm_pause_file", metavar="FILE", help="embedded host engine only: while FILE exists, DCGM profiling is paused (for Nsight) and profiling metrics are missing: see docs/dcgm.md")
+    parser.add_argument("--dcgm.no-discover", dest="dcgm_no_discover", action="store_true", help="without --dcgm.host, start an embedded DCGM host engine at once instead of first looking for a running nv-hostengine: see docs/dcgm.md")
 
 
 def dcgm_settings(args: argparse.Namespace, base: DcgmConfig) -> DcgmConfig:
@@ -51,4 +52,5 @@ def dcgm_settings(args: argparse.Namespace, base: DcgmConfig) -> DcgmConfig:
         host=args.dcgm_host or base.host,
         multi_pass=args.dcgm_multi_pass or base.multi_pass,
         pause_file=args.dcgm_pause_file or base.pause_file,
+        discover=base.discover and not args.dcgm_no_discover,
     )

@@ -28,3 +28,4 @@ class DcgmConfig:
     host: str | None = setting(None, optional(host_port), "HOST:PORT (or unix:/PATH) of the nv-hostengine to connect to (default: the one the environment names or that answers on localhost, else an embedded host engine); --dcgm.host overrides it", RESTART)
     multi_pass: bool = setting(False, boolean, "before Hopper, watch every profiling field DCGM supports even where that needs several passes; --dcgm.multi-pass sets it", RESTART)
     pause_file: str | None = setting(None, optional(absolute_path), "embedded host engine only: while this file exists, DCGM profiling is paused (for Nsight); --dcgm.pause-file overrides it", RESTART)
+    discover: bool = setting(True, boolean, "without a host: use an nv-hostengine found running (named by DCGM_REMOTE_HOSTENGINE_INFO or the GPU Operator's Service, on localhost:5555 or /tmp/nv-hostengine) before starting an embedded one; false starts an embedded one at once; --dcgm.no-discover sets it false", RESTART)
