@@ -243,6 +243,35 @@ def test_a_mig_gpus_instances_are_devices_of_their_own_with_dcgms_profiling_fiel
     assert first.power_watts is None and first.xid_errors == {}  # the whole GPU's readings stay on the GPU
 
 
+def test_a_refused_xid_watch_on_mig_instances_keeps_the_gpus_xids_and_the_connection(fake, monkeypatch, caplog):
+    import dcgm_agent
+    import dcgm_structs
+
+    fake.CONTROL.mig = {0: 2}
+    real = dcgm_agent.dcgmWatchFields
+
+    def refuse_on_instances(handle, group, field_group, *args):
+        engine = fake.CONTROL.embedded[-1]
+        if any(entity[0] != 1 for entity in engine.groups[group.value][1]):  # an older DCGM, say
+            raise dcgm_structs.DCGMError(dcgm_structs.DCGM_ST_NOT_SUPPORTED)
+        return real(handle, group, field_group, *args)
+
+    monkeypatch.setattr(dcgm_agent, "dcgmWatchFields", refuse_on_instances)
+    dcgm = backend(host=None)
+    with caplog.at_level(logging.WARNING):
+        dcgm.start()
+    try:
+        engine = fake.CONTROL.embedded[-1]
+        dcgm.collect()
+        engine.inject_xid(0, 79)
+        time.sleep(0.01)
+        assert dcgm.collect()[0].xid_errors == {79: 1}
+    finally:
+        dcgm.close()
+    assert "cannot watch Xids on the MIG instances (DCGM_ST_NOT_SUPPORTED)" in caplog.text
+    assert len(engine.groups) == 0  # the refused group went too (and the rest at close)
+
+
 def test_daemon_serves_a_mig_gpus_instances_through_dcgm(trace_paths):
     env = {"FAKE_DCGM_TRACES": str(trace_paths["matmul_8192"]), "FAKE_DCGM_GPUS": "ampere", "FAKE_DCGM_MIG": "0:2"}
     info = 'gpueff_mig_device_info{gpu="0",uuid="MIG-fakedcgm-0-matmul_8192-1",parent_uuid="GPU-fakedcgm-0-matmul_8192",gpu_instance="1"} 1'

@@ -279,8 +279,7 @@ class DcgmBackend(Backend):
         events = [f for f in self.fields if f.spec.cadence == EVENT]
         if events:
             # Xids the driver attributes to a MIG instance are stored on its GPU and compute instance.
-            xid_group = session.group([(GPU_ENTITY, gpu_id) for gpu_id in readable] + list(self._mig), "xid") if self._mig else group
-            self._xid_read = _WindowRead(session.watch(xid_group, [f.field_id for f in events], self.collect_interval, "xid"))
+            self._xid_read = _WindowRead(self._watch_xids(session, group, readable, [f.field_id for f in events]))
             self._by_id.update({f.field_id: f for f in events})
         self._all_gpus_group = group
         self._profiling_reads = []
@@ -289,6 +288,21 @@ class DcgmBackend(Backend):
         if self._paused:
             session.pause_profiling()  # a new embedded engine starts unpaused
         session.update_all()
+
+    def _watch_xids(self, session: DcgmSession, group: Any, readable: list[int], field_ids: list[int]) -> Watch:
+        """Watch the Xid field on the GPUs and, where GPUs are in MIG mode, on their instances, where the
+        driver's instance-attributed Xids are stored. A refusal on the instances keeps the GPUs' watch."""
+        if self._mig:
+            try:
+                with_instances = session.group([(GPU_ENTITY, gpu_id) for gpu_id in readable] + list(self._mig), "xid")
+                try:
+                    return session.watch(with_instances, field_ids, self.collect_interval, "xid")
+                except session.error:
+                    session.drop_group(with_instances)
+                    raise
+            except session.error as error:
+                self.log_once("xid-instances", logging.WARNING, "cannot watch Xids on the MIG instances (%s): Xids the driver attributes to an instance are not counted", session.error_name(error))
+        return session.watch(group, field_ids, self.collect_interval, "xid")
 
     def _read_mig(self, session: DcgmSession) -> list[MigEntity]:
         try:
@@ -304,7 +318,12 @@ class DcgmBackend(Backend):
     def _open_instances(self, session: DcgmSession) -> None:
         """Each GPU instance of a GPU in MIG mode, exported as a device of its own (its profiling fields)."""
         instances = [each for each in self._mig.values() if each.entity[0] == session.bindings.fields.DCGM_FE_GPU_I]
-        uuids = session.strings(session.pairs([each.entity for each in instances]), UUID_ID, self._decode) if instances else {}
+        uuids: dict[Entity, str] = {}
+        if instances:
+            try:
+                uuids = session.strings(session.pairs([each.entity for each in instances]), UUID_ID, self._decode)
+            except session.error as error:
+                self.log_once("mig-uuids", logging.WARNING, "cannot read the MIG devices' UUIDs (%s): GPU instances are named <GPU uuid>/gi<n>", session.error_name(error))
         parents = {gpu.gpu_id: gpu for gpu in self._gpus if gpu.connected and gpu.parent is None}
         for each in sorted(instances, key=lambda instance: instance.entity):
             parent = parents[each.gpu_id]
