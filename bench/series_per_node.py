@@ -4,9 +4,10 @@
 Runs the real daemon on its NVML backend over tests/fake_pynvml.py (so any node shape can be had
 without the hardware) for these node shapes, each with two compute processes per device and the
 fair split on (``sharing.enabled``), and prints per shape: the series in one /metrics answer, by
-family group; the bytes, plain and gzip; and the daemon's RSS after a minute of 1 s polls:
+family group; the bytes, plain and gzip; and the daemon's RSS after a minute of 1 s polls; then the
+series each collector (exporter/collectors.py) adds, which is what ``--no-collector.NAME`` saves:
 
-- 8 GPUs (an HGX H100 node);
+- 8 GPUs (an HGX H100 node: 18 NVLink links each);
 - 8 GPUs each split into 7 MIG devices (56 devices: the most series a node can have).
 
 The figures size the ServiceMonitor's ``sampleLimit`` and the chart's memory request and limit.
@@ -29,6 +30,8 @@ from harness import ROOT, daemon
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
+from exporter.collectors import COLLECTOR_OF, COLLECTORS  # noqa: E402
+
 MATMUL = ROOT / "exporter" / "traces" / "h200" / "matmul_8192.json"
 SHAPES = {"8 GPUs": (8, 0), "8 GPUs x 7 MIG devices": (8, 7)}
 
@@ -42,7 +45,7 @@ def serve(gpus: int, migs: int, flags: list[str]) -> int:
     trace = load_trace(MATMUL)
     devices = []
     for gpu in range(gpus):
-        devices.append(FakeGpu(trace, uuid=f"GPU-{gpu:08x}-0000-0000-0000-000000000000", name="NVIDIA H100 80GB HBM3",
+        devices.append(FakeGpu(trace, uuid=f"GPU-{gpu:08x}-0000-0000-0000-000000000000", name="NVIDIA H100 80GB HBM3", nvlink_links=(True,) * 18,
                                processes=[] if migs else [(10_000 + 10 * gpu + n, 8 << 30, f"trainer{n}") for n in range(2)],
                                process_duty={} if migs else {10_000 + 10 * gpu + n: 0.4 for n in range(2)}))
     for gpu in range(gpus):
@@ -80,7 +83,8 @@ def measure(shape: str, gpus: int, migs: int, seconds: float) -> dict[str, objec
             rss = running.rss_bytes()
     lines = [line for line in body.decode().splitlines() if line and not line.startswith("#")]
     groups = Counter(family_group(line) for line in lines)
-    return {"shape": shape, "devices": gpus * max(1, migs), "series": len(lines), "groups": dict(groups.most_common()),
+    collectors = Counter(COLLECTOR_OF.get(line.split("{", 1)[0].split(" ", 1)[0], "") for line in lines)
+    return {"shape": shape, "devices": gpus * max(1, migs), "series": len(lines), "groups": dict(groups.most_common()), "collectors": collectors,
             "bytes": len(body), "gzip_bytes": len(gzip.compress(body, 1)), "rss_mib": rss / 2**20}
 
 
@@ -93,10 +97,17 @@ def main() -> int:
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; fake pynvml; two processes per device; sharing on\n")
     print("| node | devices | series | by group | bytes (gzip) | daemon RSS |")
     print("| --- | ---: | ---: | --- | ---: | ---: |")
+    rows = []
     for shape, (gpus, migs) in SHAPES.items():
         row = measure(shape, gpus, migs, args.seconds)
+        rows.append(row)
         groups = ", ".join(f"{name} {count}" for name, count in row["groups"].items())  # type: ignore[attr-defined]
         print(f"| {shape} | {row['devices']} | {row['series']} | {groups} | {row['bytes']:,} ({row['gzip_bytes']:,}) | {row['rss_mib']:.1f} MiB |", flush=True)
+    print("\n| collector | " + " | ".join(f"series, {row['shape']}" for row in rows) + " |")
+    print("| --- |" + " ---: |" * len(rows))
+    for name in COLLECTORS:
+        print(f"| `{name}` | " + " | ".join(str(row["collectors"][name]) for row in rows) + " |")  # type: ignore[index]
+    print("| (always: identity, pods, holders, apps, the exporter) | " + " | ".join(str(row["collectors"][""]) for row in rows) + " |")  # type: ignore[index]
     return 0
 
 

@@ -213,10 +213,10 @@ class Poller:
 
 def poll_settings(config: Config) -> PollSettings:
     """What a snapshot's readers need of the config it was polled under."""
-    return PollSettings(config.collect_interval, config.effective_stale_after, config.kubernetes.pod_labels, config.price_per_gpu_hour, config.currency)
+    return PollSettings(config.collect_interval, config.effective_stale_after, config.kubernetes.pod_labels, config.price_per_gpu_hour, config.currency, config.collectors.disabled)
 
 
 def collect_settings(config: Config) -> CollectSettings:
     """What the backend follows of the config."""
-    return CollectSettings(config.collect_interval, config.slow_collect_interval, config.sharing.enabled)
+    return CollectSettings(config.collect_interval, config.slow_collect_interval, config.sharing.enabled, config.collectors.disabled)
 

@@ -31,6 +31,7 @@ class PollSettings:
     pod_labels: str  # kubernetes.pod_labels
     price_per_gpu_hour: float | None
     currency: str
+    disabled_collectors: tuple[str, ...] = ()  # collectors.disabled: their series are not rendered
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The dcgm-exporter compatibility rules (deploy/prometheus/dcgm-exporter-compat-rules.yml) and the
+"""The dcgm-exporter compatibility rules (deploy/prometheus/dcgm-exporter-compat.yml) and the
 migration guide against dcgm-exporter's own default counters file: generated files current,
 promtool's unit tests, and every default counter either recorded or explained. (Its public
 dashboard's queries run against a real Prometheus in tests/test_end_to_end_prometheus.py.)"""
@@ -39,7 +39,7 @@ def guide_section(heading: str) -> str:
 
 
 def recorded() -> dict[str, str]:
-    rules = yaml.safe_load((PROMETHEUS_DIR / "dcgm-exporter-compat-rules.yml").read_text())["groups"][0]["rules"]
+    rules = yaml.safe_load((PROMETHEUS_DIR / "dcgm-exporter-compat.yml").read_text())["groups"][0]["rules"]
     return {rule["record"]: rule["expr"] for rule in rules}
 
 
@@ -50,8 +50,8 @@ def test_generated_files_equal_their_source():
 def test_promtool_checks_and_unit_tests_pass():
     promtool = shutil.which("promtool")
     assert promtool, "promtool is not installed: tests/run.sh installs the Debian package prometheus"
-    assert "SUCCESS" in run(promtool, "check", "rules", "dcgm-exporter-compat-rules.yml")
-    assert "SUCCESS" in run(promtool, "test", "rules", "dcgm-exporter-compat-rules.test.yml")
+    assert "SUCCESS" in run(promtool, "check", "rules", "dcgm-exporter-compat.yml")
+    assert "SUCCESS" in run(promtool, "test", "rules", "dcgm-exporter-compat.test.yml")
 
 
 def test_every_default_counter_is_recorded_or_explained():

@@ -34,7 +34,7 @@ from conftest import ROOT, free_port, http_get, running_daemon
 from exporter.taxonomy import WHAT_TO_TRY
 
 RULES = ROOT / "deploy" / "prometheus" / "gpu-efficiency-rules.yml"
-DCGM_COMPAT_RULES = ROOT / "deploy" / "prometheus" / "dcgm-exporter-compat-rules.yml"
+DCGM_COMPAT_RULES = ROOT / "deploy" / "prometheus" / "dcgm-exporter-compat.yml"
 # The panel and variable queries of dcgm-exporter's public Grafana dashboard (source in the file).
 DCGM_EXPORTER_DASHBOARD = ROOT / "tests" / "dcgm_exporter" / "dashboard-queries.json"
 ALERTMANAGER_CONFIG = ROOT / "deploy" / "prometheus" / "alertmanager.yml"
@@ -473,7 +473,7 @@ def test_recording_rules_in_live_prometheus(stack):
 
 def test_dcgm_exporter_dashboard_queries_return_data_through_the_compat_rules(stack):
     """Every query of dcgm-exporter's own dashboard, its variables resolved as Grafana would, answers
-    from this exporter's series through dcgm-exporter-compat-rules.yml, in dcgm-exporter's units."""
+    from this exporter's series through dcgm-exporter-compat.yml, in dcgm-exporter's units."""
     prom: Prometheus = stack["prometheus"]
     dashboard = json.loads(DCGM_EXPORTER_DASHBOARD.read_text())
     wait_for("the compat rules", lambda: prom.query("DCGM_FI_DEV_GPU_TEMP"), 15)

@@ -40,6 +40,7 @@ class CollectSettings:
     collect_interval: float = 1.0
     slow_interval: float = 10.0  # energy, ECC, remapped rows, memory temperature
     process_utilization: bool = False  # read per-process utilization samples where the backend can (NVML; docs/sharing.md)
+    disabled_collectors: tuple[str, ...] = ()  # readings of these collectors need not be read (exporter/collectors.py)
 
 
 class Backend(abc.ABC):

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from exporter import __version__, logs
-from exporter.commands.flags import Parser, add_common_flags, add_dcgm_flags, duration_flag
+from exporter.commands.flags import Parser, add_collector_flags, add_common_flags, add_dcgm_flags, duration_flag
 from exporter.config.values import MIN_COLLECT_INTERVAL, parse_duration
 
 DEFAULT_LISTEN_ADDRESS = ":9947"
@@ -34,6 +34,7 @@ def daemon_parser() -> argparse.ArgumentParser:
     source.add_argument("--demo", action="store_true", help="replay the recorded H200 traces shipped with the package (no GPU needed)")
     parser.add_argument("--backend", choices=("auto", "nvml", "dcgm", "replay"), default="auto", help="where readings come from (default auto: DCGM where it answers with profiling fields, else NVML with GPM where the GPU has it; --replay and --demo imply replay): see docs/dcgm.md")
     add_dcgm_flags(parser)
+    add_collector_flags(parser)
     add_common_flags(parser)
     return parser
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from exporter.backends.base import Backend, BackendUnavailable
 from exporter.backends.waiting import WaitingBackend
-from exporter.commands.flags import dcgm_settings
+from exporter.commands.flags import collectors_settings, dcgm_settings
 from exporter.config.engine import ConfigError, restart_only_changes
 from exporter.config.file import Config, load_config
 from exporter.logs import one_line
@@ -44,7 +44,7 @@ def effective_config(args: argparse.Namespace) -> Config:
     config = load_config(args.config)
     if args.collect_interval is not None:
         config = dataclasses.replace(config, collect_interval=args.collect_interval)
-    return dataclasses.replace(config, dcgm=dcgm_settings(args, config.dcgm))
+    return dataclasses.replace(config, dcgm=dcgm_settings(args, config.dcgm), collectors=collectors_settings(args, config.collectors))
 
 
 def choose_backend(args: argparse.Namespace, config: Config) -> Backend:

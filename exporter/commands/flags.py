@@ -10,6 +10,7 @@ from typing import NoReturn
 
 from exporter import logs
 from exporter.backends.dcgm.settings import DcgmConfig
+from exporter.collectors import COLLECTORS, CollectorsConfig
 from exporter.config.values import MAX_DURATION, min_duration
 
 
@@ -43,6 +44,22 @@ def add_dcgm_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dcgm.multi-pass", dest="dcgm_multi_pass", action="store_true", help="before Hopper, watch every profiling field DCGM supports even where that needs several passes; a field whose pass did not run then reads 0 (default: one pass): see docs/dcgm.md")
     parser.add_argument("--dcgm.pause-file", dest="dcgm_pause_file", metavar="FILE", help="embedded host engine only: while FILE exists, DCGM profiling is paused (for Nsight) and profiling metrics are missing: see docs/dcgm.md")
     parser.add_argument("--dcgm.no-discover", dest="dcgm_no_discover", action="store_true", help="without --dcgm.host, start an embedded DCGM host engine at once instead of first looking for a running nv-hostengine: see docs/dcgm.md")
+
+
+def add_collector_flags(parser: argparse.ArgumentParser) -> None:
+    for name, collector in COLLECTORS.items():
+        parser.add_argument(f"--collector.{name}", dest=f"collector_{name}", action=argparse.BooleanOptionalAction, default=None,
+                            help=f"export {collector.help} (on by default; --no-collector.{name} drops them, over the config file's collectors.disabled)")
+
+
+def collectors_settings(args: argparse.Namespace, base: CollectorsConfig) -> CollectorsConfig:
+    """``base`` (the config file's ``collectors:`` section) with the ``--collector.*`` flags applied over it."""
+    disabled = set(base.disabled)
+    for name in COLLECTORS:
+        wanted = getattr(args, f"collector_{name}", None)
+        if wanted is not None:
+            (disabled.discard if wanted else disabled.add)(name)
+    return CollectorsConfig(disabled=tuple(sorted(disabled)))
 
 
 def dcgm_settings(args: argparse.Namespace, base: DcgmConfig) -> DcgmConfig:

@@ -10,6 +10,7 @@ from typing import Any
 from exporter.apps.settings import AppConfig
 from exporter.attribution.kubernetes.settings import KubernetesConfig
 from exporter.backends.dcgm.settings import DcgmConfig
+from exporter.collectors import CollectorsConfig
 from exporter.config.engine import ConfigError, load_section, reference, section, section_list, setting
 from exporter.config.values import MIN_COLLECT_INTERVAL, label_value, min_duration, non_negative, optional
 from exporter.config.yaml_safe import read_yaml
@@ -37,6 +38,7 @@ class Config:
     kubernetes: KubernetesConfig = section(KubernetesConfig, "pod attribution on Kubernetes (docs/kubernetes.md)")
     sharing: SharingConfig = section(SharingConfig, "per-holder fair split of shared GPUs, Slurm jobs (docs/sharing.md)")
     dcgm: DcgmConfig = section(DcgmConfig, "how the DCGM backend reaches DCGM (docs/dcgm.md)")
+    collectors: CollectorsConfig = section(CollectorsConfig, "which per-GPU metric families are exported (docs/collectors.md)")
 
     @property
     def effective_stale_after(self) -> float:

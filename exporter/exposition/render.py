@@ -8,6 +8,7 @@ series: values carry their label values as data, and ``labels`` escapes them. Th
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from operator import attrgetter
 from typing import Any, NamedTuple
@@ -15,6 +16,7 @@ from typing import Any, NamedTuple
 from exporter import __version__
 from exporter.apps.derive import AppState
 from exporter.attribution.kubernetes.owners import AttributionHealth
+from exporter.collectors import disabled_metrics
 from exporter.exposition.text import HEADERS, family, labels, number, own_labels
 from exporter.metrics import APP, ATTRIBUTION, BY_NAME, EXPORTER, GPU, HOLDER, METRICS, POD, PROCESS, SUMMARY, Metric
 from exporter.pipeline.derive import BOTTLENECK_CLASSES, MISMATCH_RULES
@@ -170,11 +172,19 @@ def _gpu_labels(state: GpuState, pod_labels: str) -> str:
     return text if owner is None else f"{text},{labels(_POD_LABELS, (owner.namespace, owner.pod, owner.container))}"
 
 
+@functools.cache
+def _exported_rows(disabled: tuple[str, ...]) -> tuple[_GpuRow, ...]:
+    """The GPU rows the enabled collectors export (exporter/collectors.py)."""
+    dropped = disabled_metrics(disabled)
+    return tuple(row for row in _GPU_ROWS if row.name not in dropped)
+
+
 def render_gpus(states: tuple[GpuState, ...], snapshot: Snapshot, stale: bool) -> list[str]:
     base = [_gpu_labels(state, snapshot.settings.pod_labels) for state in states]
     live = [(not stale) and state.sample.up and state.derived is not None for state in states]
     lines = family("gpueff_gpu_up", [f"gpueff_gpu_up{{{label}}} {int(up)}" for label, up in zip(base, live)])
-    for row in _GPU_ROWS:
+    disabled = snapshot.settings.disabled_collectors
+    for row in _exported_rows(disabled) if disabled else _GPU_ROWS:
         name, body = row.name, []
         for state, label, up in zip(states, base, live):
             if not up and not row.when_down:
@@ -188,7 +198,7 @@ def render_gpus(states: tuple[GpuState, ...], snapshot: Snapshot, stale: bool) -
                 for own, value in row.labelled(state):
                     body.append(f"{name}{{{label},{own_labels(names, own)}}} {number(value)}")
         lines += family(name, body)
-    if snapshot.settings.price_per_gpu_hour is not None:
+    if snapshot.settings.price_per_gpu_hour is not None and "efficiency" not in disabled:
         currency = labels(("currency",), (snapshot.settings.currency,))
         cost = [f"gpueff_busy_idle_sm_cost_total{{{label},{currency}}} {number(state.totals.busy_idle_sm_cost)}" for state, label, up in zip(states, base, live) if up and _has_sm_active(state)]
         lines += family("gpueff_busy_idle_sm_cost_total", cost)

@@ -53,6 +53,7 @@ class NvmlBackend(Backend):
     def __init__(self, slow_interval: float = 10.0, nvml: ModuleType | None = None, clock: Callable[[], float] = time.monotonic, process_utilization: bool = False) -> None:
         super().__init__()
         self.slow_interval = slow_interval
+        self.disabled_collectors: frozenset[str] = frozenset()  # their health readings are not read
         self.process_utilization = process_utilization  # read per-process samples (the fair split, docs/sharing.md)
         self.clock = clock
         self._nvml = nvml
@@ -81,6 +82,7 @@ class NvmlBackend(Backend):
     def configure(self, settings: CollectSettings) -> None:
         super().configure(settings)
         self.slow_interval = settings.slow_interval
+        self.disabled_collectors = frozenset(settings.disabled_collectors)
 
     def start(self) -> list[DeviceInfo]:
         nvml = self.nvml
@@ -325,7 +327,7 @@ class NvmlBackend(Backend):
             setattr(sample, key, value)
         sample.device = gpu.info  # the slow read may have found a new power limit
         if gpu.health is not None:
-            sample.health = gpu.health.read(nvml, handle, now, self.slow_interval)
+            sample.health = gpu.health.read(nvml, handle, now, self.slow_interval, self.disabled_collectors)
         if self._xid is not None:
             sample.xid_errors = self._xid.counts(gpu.info.uuid)
         return sample

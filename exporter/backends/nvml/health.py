@@ -33,6 +33,7 @@ class HealthCall:
     key: str  # what the GPU remembers as unsupported
     cadence: str
     read: Reader
+    collector: str  # the collector (exporter/collectors.py) whose series it feeds: not read while that is disabled
 
 
 def _pcie_replays(nvml: ModuleType, handle: Any) -> dict[str, Any]:
@@ -120,16 +121,16 @@ def _nvlink_states(nvml: ModuleType, handle: Any) -> dict[str, Any]:
 
 
 HEALTH_CALLS: tuple[HealthCall, ...] = (
-    HealthCall("pstate", FAST, _pstate),
-    HealthCall("encoder", FAST, _codec("nvmlDeviceGetEncoderUtilization", "encoder_utilization")),
-    HealthCall("decoder", FAST, _codec("nvmlDeviceGetDecoderUtilization", "decoder_utilization")),
-    HealthCall("fan", FAST, _fan),
-    HealthCall("pcie_replays", SLOW, _pcie_replays),
-    HealthCall("pcie_link", SLOW, _pcie_link("nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetCurrPcieLinkWidth", "")),
-    HealthCall("pcie_link_max", SLOW, _pcie_link("nvmlDeviceGetMaxPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkWidth", "_max")),
-    HealthCall("nvlink_errors", SLOW, _nvlink_errors),
-    HealthCall("nvlink_states", SLOW, _nvlink_states),
-    *(HealthCall(f"violation_{name}", SLOW, _violation(policy, name)) for policy, name in (
+    HealthCall("pstate", FAST, _pstate, "clocks"),
+    HealthCall("encoder", FAST, _codec("nvmlDeviceGetEncoderUtilization", "encoder_utilization"), "video"),
+    HealthCall("decoder", FAST, _codec("nvmlDeviceGetDecoderUtilization", "decoder_utilization"), "video"),
+    HealthCall("fan", FAST, _fan, "fan"),
+    HealthCall("pcie_replays", SLOW, _pcie_replays, "pcie"),
+    HealthCall("pcie_link", SLOW, _pcie_link("nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetCurrPcieLinkWidth", ""), "pcie"),
+    HealthCall("pcie_link_max", SLOW, _pcie_link("nvmlDeviceGetMaxPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkWidth", "_max"), "pcie"),
+    HealthCall("nvlink_errors", SLOW, _nvlink_errors, "nvlink"),
+    HealthCall("nvlink_states", SLOW, _nvlink_states, "nvlink"),
+    *(HealthCall(f"violation_{name}", SLOW, _violation(policy, name), "violations") for policy, name in (
         ("NVML_PERF_POLICY_POWER", "power"),
         ("NVML_PERF_POLICY_THERMAL", "thermal"),
         ("NVML_PERF_POLICY_SYNC_BOOST", "sync_boost"),
@@ -137,10 +138,10 @@ HEALTH_CALLS: tuple[HealthCall, ...] = (
         ("NVML_PERF_POLICY_LOW_UTILIZATION", "low_utilization"),
         ("NVML_PERF_POLICY_RELIABILITY", "reliability"),
     )),
-    HealthCall("retired_single_bit", SLOW, _retired_pages("NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS", "single_bit")),
-    HealthCall("retired_double_bit", SLOW, _retired_pages("NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR", "double_bit")),
-    HealthCall("retired_pending", SLOW, _retired_pending),
-    *(HealthCall(f"threshold_{name}", SLOW, _threshold(threshold, name)) for threshold, name in (
+    HealthCall("retired_single_bit", SLOW, _retired_pages("NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS", "single_bit"), "errors"),
+    HealthCall("retired_double_bit", SLOW, _retired_pages("NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR", "double_bit"), "errors"),
+    HealthCall("retired_pending", SLOW, _retired_pending, "errors"),
+    *(HealthCall(f"threshold_{name}", SLOW, _threshold(threshold, name), "thermal") for threshold, name in (
         ("NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", "slowdown"),
         ("NVML_TEMPERATURE_THRESHOLD_SHUTDOWN", "shutdown"),
         ("NVML_TEMPERATURE_THRESHOLD_GPU_MAX", "gpu_max"),
@@ -170,20 +171,21 @@ class HealthReader:
     slow: dict[str, Any] = field(default_factory=dict)
     slow_time: float | None = None
 
-    def read(self, nvml: ModuleType, handle: Any, now: float, slow_interval: float) -> Health:
+    def read(self, nvml: ModuleType, handle: Any, now: float, slow_interval: float, disabled: frozenset[str] = frozenset()) -> Health:
+        """The fast readings now and the slow ones when due, leaving out the ``disabled`` collectors'."""
         slow_due = self.slow_time is None or now - self.slow_time >= slow_interval
         values: dict[str, Any] = {}
         if slow_due:
             self.slow_time = now
-            self.slow = self._read(nvml, handle, SLOW)
+            self.slow = self._read(nvml, handle, SLOW, disabled)
         values.update(self.slow)
-        values.update(self._read(nvml, handle, FAST))
+        values.update(self._read(nvml, handle, FAST, disabled))
         return dataclasses.replace(NO_HEALTH, **values) if values else NO_HEALTH
 
-    def _read(self, nvml: ModuleType, handle: Any, cadence: str) -> dict[str, Any]:
+    def _read(self, nvml: ModuleType, handle: Any, cadence: str, disabled: frozenset[str]) -> dict[str, Any]:
         values: dict[str, Any] = {}
         for call in self.calls:
-            if call.cadence != cadence or call.key in self.unsupported:
+            if call.cadence != cadence or call.key in self.unsupported or call.collector in disabled:
                 continue
             try:
                 values.update(call.read(nvml, handle))
