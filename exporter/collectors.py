@@ -34,7 +34,7 @@ COLLECTORS: dict[str, Collector] = {
                          "gpueff_retired_pages_pending", "gpueff_xid_errors_total")),
     "processes": Collector("compute processes and their memory", ("gpueff_compute_processes", "gpueff_compute_process_memory_bytes")),
     "profiling": Collector("SM activity and occupancy, engine, tensor, DRAM and pipe activity, PCIe and NVLink traffic (GPM or DCGM)",
-                           ("gpueff_profiling_available", "gpueff_sm_active_ratio", "gpueff_sm_occupancy_ratio", "gpueff_graphics_engine_active_ratio", "gpueff_tensor_active_ratio",
+                           ("gpueff_profiling_available", "gpueff_profiling_multiplexed", "gpueff_sm_active_ratio", "gpueff_sm_occupancy_ratio", "gpueff_graphics_engine_active_ratio", "gpueff_tensor_active_ratio",
                             "gpueff_tensor_hmma_active_ratio", "gpueff_tensor_imma_active_ratio", "gpueff_tensor_dfma_active_ratio", "gpueff_dram_active_ratio", "gpueff_fp64_active_ratio",
                             "gpueff_fp32_active_ratio", "gpueff_fp16_active_ratio", "gpueff_integer_active_ratio", "gpueff_pcie_tx_bytes_per_second", "gpueff_pcie_rx_bytes_per_second",
                             "gpueff_nvlink_tx_bytes_per_second", "gpueff_nvlink_rx_bytes_per_second")),
