@@ -18,12 +18,12 @@ host engine's limits (DCGM_ST_MAX_LIMIT) stay that GPU's or that watch's.
 The jobs live in their own modules of this package: bindings (loading), session (the connection, groups,
 watches), resolve (field IDs and names), decode (values), freshness (staleness, update intervals),
 window (the poll window's mean), profiling (which profiling fields to watch), contention (other
-clients' profiling watches), xid (Xid events), fields (the field table).
+clients' profiling watches), discover (a running host engine first), mig (GPU instances), xid (Xid
+events), fields (the field table).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import secrets
@@ -34,10 +34,11 @@ from typing import Any
 
 from exporter.backends.backoff import Backoff
 from exporter.backends.base import Backend, BackendUnavailable, CollectSettings, text
+from exporter.backends.dcgm import mig
 from exporter.backends.dcgm.bindings import Bindings, load_bindings
 from exporter.backends.dcgm.contention import NONE, Contention, contention
 from exporter.backends.dcgm.decode import BLANK, OK, STALE, Decoder, FieldReading, int32_or_none
-from exporter.backends.dcgm.discover import DEFAULT_SOCKET, PROBE_TIMEOUT, candidates, find
+from exporter.backends.dcgm.discover import DEFAULT_SOCKET, find_host_engine
 from exporter.backends.dcgm.fields import (
     BOOLEAN_TARGETS,
     EVENT,
@@ -68,7 +69,6 @@ PROFILING_RETRY = (60.0, 960.0)
 CONTENTION_CHECK = 60.0  # seconds between looks at other clients' field groups
 PAUSED = "paused"
 GPU_ENTITY = 1  # dcgm_fields.h DCGM_FE_GPU
-UUID_ID = 54  # DCGM_FI_DEV_GPU_UUID (DCGM_FI_DEV_UUID before 4.6): on a GPU instance, its MIG device's UUID
 
 __all__ = ["DcgmBackend", "FieldReading", "ResolvedField"]
 
@@ -201,7 +201,7 @@ class DcgmBackend(Backend):
             raise BackendUnavailable(f"--dcgm.pause-file is for the embedded host engine; to pause profiling on the nv-hostengine at {self.host} run `dcgmi profile --pause` (and `--resume`) there")
         bindings = load_bindings(self.bindings_path)
         if self.host is None and self.discover and not self.pause_file:
-            self._find_host_engine(bindings)
+            self.host = find_host_engine(bindings, self.environ, self.socket_path, self.name_token)
         session = DcgmSession(bindings, self.host, self.name_token)
         self.session = session
         self._decode = Decoder(bindings, session.status_name)
@@ -222,33 +222,6 @@ class DcgmBackend(Backend):
             raise BackendUnavailable("DCGM found no supported GPU on this machine")
         return [gpu.info for gpu in self._gpus]
 
-    def _find_host_engine(self, bindings: Bindings) -> None:
-        """Use a host engine that already runs (discover) rather than start an embedded one beside it."""
-
-        def refusal(address: str) -> str | None:
-            probe = DcgmSession(bindings, address, self.name_token)
-            try:
-                probe.init()
-                probe.connect(PROBE_TIMEOUT)
-            except probe.error as error:
-                return probe.error_name(error)
-            finally:
-                probe.close()
-            return None
-
-        found = find(candidates(self.environ, os.path.exists, self.socket_path), refusal)
-        tried = "; ".join(found.tried) or "nothing"
-        if found.address is not None:
-            self.host = found.address
-            log.info("DCGM: using the running nv-hostengine at %s instead of starting an embedded host engine, which would compete with it for the profiling counters", found.address)
-        elif found.named:
-            raise BackendUnavailable(
-                f"the environment names a DCGM host engine, but none answers ({tried}); not starting an embedded one, which would compete with it for the "
-                "profiling counters before Hopper. Pass --dcgm.host, or unset the variable to use an embedded host engine"
-            )
-        else:
-            log.info("DCGM: no running host engine answers (%s): starting an embedded one", tried)
-
     def close(self) -> None:
         if self.session is not None:
             self.session.close()
@@ -266,8 +239,8 @@ class DcgmBackend(Backend):
                 self.log_once(f"lost-{gpu.info.uuid}", logging.WARNING, "GPU %d (%s): DCGM reports it lost (DCGM_ST_GPU_IS_LOST); it is reported down, the other GPUs are read", gpu.info.index, gpu.info.uuid)
         readable = [gpu.gpu_id for gpu in self._gpus if gpu.connected]
         self._device_entities = session.entities(readable)
-        self._mig = {each.entity: each for each in self._read_mig(session) if each.gpu_id in readable}
-        self._open_instances(session)
+        self._mig = {each.entity: each for each in mig.hierarchy(session, self.log_once) if each.gpu_id in readable}
+        self._open_instances(session, list(self._mig.values()))
         self._by_id = {}
         for cadence, interval in ((FAST, self.collect_interval), (SLOW, self.slow_interval)):
             resolved = [f for f in self.fields if f.spec.cadence == cadence]
@@ -279,7 +252,8 @@ class DcgmBackend(Backend):
         events = [f for f in self.fields if f.spec.cadence == EVENT]
         if events:
             # Xids the driver attributes to a MIG instance are stored on its GPU and compute instance.
-            self._xid_read = _WindowRead(self._watch_xids(session, group, readable, [f.field_id for f in events]))
+            gpus = [(GPU_ENTITY, gpu_id) for gpu_id in readable]
+            self._xid_read = _WindowRead(mig.watch_xids(session, group, gpus, list(self._mig.values()), [f.field_id for f in events], self.collect_interval, self.log_once))
             self._by_id.update({f.field_id: f for f in events})
         self._all_gpus_group = group
         self._profiling_reads = []
@@ -289,57 +263,17 @@ class DcgmBackend(Backend):
             session.pause_profiling()  # a new embedded engine starts unpaused
         session.update_all()
 
-    def _watch_xids(self, session: DcgmSession, group: Any, readable: list[int], field_ids: list[int]) -> Watch:
-        """Watch the Xid field on the GPUs and, where GPUs are in MIG mode, on their instances, where the
-        driver's instance-attributed Xids are stored. A refusal on the instances keeps the GPUs' watch."""
-        if self._mig:
-            try:
-                with_instances = session.group([(GPU_ENTITY, gpu_id) for gpu_id in readable] + list(self._mig), "xid")
-                try:
-                    return session.watch(with_instances, field_ids, self.collect_interval, "xid")
-                except session.error:
-                    session.drop_group(with_instances)
-                    raise
-            except session.error as error:
-                self.log_once("xid-instances", logging.WARNING, "cannot watch Xids on the MIG instances (%s): Xids the driver attributes to an instance are not counted", session.error_name(error))
-        return session.watch(group, field_ids, self.collect_interval, "xid")
-
-    def _read_mig(self, session: DcgmSession) -> list[MigEntity]:
-        try:
-            entities = session.mig_entities()
-        except session.error as error:
-            self.log_once("mig-hierarchy", logging.WARNING, "cannot list DCGM's MIG instances (%s): Xids attributed to a MIG instance are not counted", session.error_name(error))
-            return []
-        parents = {each.gpu_id for each in entities}
-        for gpu in self._gpus:
-            gpu.mig = gpu.gpu_id in parents and gpu.parent is None
-        return entities
-
-    def _open_instances(self, session: DcgmSession) -> None:
-        """Each GPU instance of a GPU in MIG mode, exported as a device of its own (its profiling fields)."""
-        instances = [each for each in self._mig.values() if each.entity[0] == session.bindings.fields.DCGM_FE_GPU_I]
-        uuids: dict[Entity, str] = {}
-        if instances:
-            try:
-                uuids = session.strings(session.pairs([each.entity for each in instances]), UUID_ID, self._decode)
-            except session.error as error:
-                self.log_once("mig-uuids", logging.WARNING, "cannot read the MIG devices' UUIDs (%s): GPU instances are named <GPU uuid>/gi<n>", session.error_name(error))
+    def _open_instances(self, session: DcgmSession, instances: list[MigEntity]) -> None:
+        """Mark the GPUs in MIG mode and add their GPU instances as devices of their own (mig)."""
+        assert self._decode is not None
         parents = {gpu.gpu_id: gpu for gpu in self._gpus if gpu.connected and gpu.parent is None}
-        for each in sorted(instances, key=lambda instance: instance.entity):
-            parent = parents[each.gpu_id]
-            info = dataclasses.replace(
-                parent.info,
-                uuid=uuids.get(each.entity) or f"{parent.info.uuid}/gi{each.instance_id}",
-                name=f"{parent.info.name} MIG {each.slices}g",
-                power_limit_watts=None,  # power belongs to the whole GPU
-                parent_uuid=parent.info.uuid,
-                gpu_instance_id=each.instance_id,
-            )
-            self._gpus.append(_Gpu(gpu_id=each.gpu_id, info=info, parent=parent, instance=each.entity))
         for gpu in parents.values():
+            gpu.mig = any(each.gpu_id == gpu.gpu_id for each in instances)
             if gpu.mig:
                 gpu.profiling = GpuProfiling(not_supported="the GPU is in MIG mode: profiling fields are read per GPU instance")
                 self.log_once(f"mig-{gpu.info.uuid}", logging.INFO, "GPU %d is in MIG mode: its GPU instances are exported as devices of their own, with DCGM's profiling fields", gpu.info.index)
+        devices = mig.instance_devices(session, instances, {gpu_id: gpu.info for gpu_id, gpu in parents.items()}, self._decode, self.log_once)
+        self._gpus += [_Gpu(gpu_id=each.gpu_id, info=info, parent=parents[each.gpu_id], instance=each.entity) for each, info in devices]
 
     def _watch_profiling(self, session: DcgmSession, gpus: list[_Gpu]) -> None:
         """Choose and watch the profiling fields of ``gpus``; a refusal that no smaller watch avoids

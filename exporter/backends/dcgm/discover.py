@@ -21,9 +21,14 @@ embedded engine is started: it would compete with the one the environment says r
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+
+from exporter.backends.base import BackendUnavailable
+from exporter.backends.dcgm.bindings import Bindings
+from exporter.backends.dcgm.session import DcgmSession
 
 log = logging.getLogger(__name__)
 
@@ -93,3 +98,32 @@ def find(candidates: list[Candidate], refusal: Callable[[str], str | None]) -> F
             return Found(each.address, tuple(tried), any(c.named for c in candidates))
         tried.append(f"{each.address} ({each.source}): {why}")
     return Found(None, tuple(tried), any(c.named for c in candidates))
+
+
+def find_host_engine(bindings: Bindings, environ: Mapping[str, str], socket_path: str, token: Callable[[], str]) -> str | None:
+    """The address of a host engine that answers; None where the embedded engine may start instead.
+    Raises BackendUnavailable where the environment names a host engine and none answers."""
+
+    def refusal(address: str) -> str | None:
+        probe = DcgmSession(bindings, address, token)
+        try:
+            probe.init()
+            probe.connect(PROBE_TIMEOUT)
+        except probe.error as error:
+            return probe.error_name(error)
+        finally:
+            probe.close()
+        return None
+
+    found = find(candidates(environ, os.path.exists, socket_path), refusal)
+    tried = "; ".join(found.tried) or "nothing"
+    if found.address is not None:
+        log.info("DCGM: using the running nv-hostengine at %s instead of starting an embedded host engine, which would compete with it for the profiling counters", found.address)
+    elif found.named:
+        raise BackendUnavailable(
+            f"the environment names a DCGM host engine, but none answers ({tried}); not starting an embedded one, which would compete with it for the "
+            "profiling counters before Hopper. Pass --dcgm.host, or --dcgm.no-discover for an embedded host engine"
+        )
+    else:
+        log.info("DCGM: no running host engine answers (%s): starting an embedded one", tried)
+    return found.address

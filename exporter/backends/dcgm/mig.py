@@ -1,0 +1,69 @@
+"""GPUs in MIG mode through DCGM: their GPU and compute instances (dcgmGetGpuInstanceHierarchy, entities
+DCGM_FE_GPU_I and DCGM_FE_GPU_CI), each GPU instance exported as a device of its own with its
+profiling fields (as dcgm-exporter reads them), and the Xid watch that includes the instances, where
+DCGM stores the Xids the driver attributes to one. See docs/dcgm.md, MIG.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any, Protocol
+
+from exporter.backends.dcgm.decode import Decoder
+from exporter.backends.dcgm.session import DcgmSession, Entity, MigEntity, Watch
+from exporter.sample import DeviceInfo
+
+UUID_ID = 54  # DCGM_FI_DEV_GPU_UUID (DCGM_FI_DEV_UUID before 4.6): on a GPU instance, its MIG device's UUID
+
+
+class LogOnce(Protocol):
+    def __call__(self, key: str, level: int, message: str, *args: Any) -> None: ...
+
+
+def hierarchy(session: DcgmSession, log_once: LogOnce) -> list[MigEntity]:
+    """Every GPU and compute instance; none where DCGM cannot list them (logged once)."""
+    try:
+        return session.mig_entities()
+    except session.error as error:
+        log_once("mig-hierarchy", logging.WARNING, "cannot list DCGM's MIG instances (%s): MIG GPUs' instances are not exported", session.error_name(error))
+        return []
+
+
+def instance_devices(session: DcgmSession, instances: list[MigEntity], parents: dict[int, DeviceInfo], decode: Decoder, log_once: LogOnce) -> list[tuple[MigEntity, DeviceInfo]]:
+    """The GPU instances among ``instances`` as devices, under their MIG UUIDs (field 54, read once)."""
+    gpu_instances = sorted((each for each in instances if each.entity[0] == session.bindings.fields.DCGM_FE_GPU_I), key=lambda each: each.entity)
+    uuids: dict[Entity, str] = {}
+    if gpu_instances:
+        try:
+            uuids = session.strings(session.pairs([each.entity for each in gpu_instances]), UUID_ID, decode)
+        except session.error as error:
+            log_once("mig-uuids", logging.WARNING, "cannot read the MIG devices' UUIDs (%s): GPU instances are named <GPU uuid>/gi<n>", session.error_name(error))
+    out = []
+    for each in gpu_instances:
+        parent = parents[each.gpu_id]
+        info = dataclasses.replace(
+            parent,
+            uuid=uuids.get(each.entity) or f"{parent.uuid}/gi{each.instance_id}",
+            name=f"{parent.name} MIG {each.slices}g",
+            power_limit_watts=None,  # power belongs to the whole GPU
+            parent_uuid=parent.uuid,
+            gpu_instance_id=each.instance_id,
+        )
+        out.append((each, info))
+    return out
+
+
+def watch_xids(session: DcgmSession, gpus_group: Any, gpus: list[Entity], instances: list[MigEntity], field_ids: list[int], interval: float, log_once: LogOnce) -> Watch:
+    """Watch the Xid field on the GPUs and their instances; a refusal on the instances keeps the GPUs' watch."""
+    if instances:
+        try:
+            group = session.group(gpus + [each.entity for each in instances], "xid")
+            try:
+                return session.watch(group, field_ids, interval, "xid")
+            except session.error:
+                session.drop_group(group)
+                raise
+        except session.error as error:
+            log_once("xid-instances", logging.WARNING, "cannot watch Xids on the MIG instances (%s): Xids the driver attributes to an instance are not counted", session.error_name(error))
+    return session.watch(gpus_group, field_ids, interval, "xid")
