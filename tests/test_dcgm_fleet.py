@@ -418,6 +418,41 @@ def test_the_group_limit_while_trying_profiling_again_is_not_a_lost_host_engine(
         other.close()
 
 
+def test_a_watch_whose_cache_answers_an_error_costs_its_values_not_the_connection(fake, monkeypatch, caplog):
+    """DcgmApi.cpp helperGetValuesSince ends the call at a field whose cache answers an error other than NO_DATA."""
+    import dcgm_agent
+    import dcgm_structs
+
+    real = dcgm_agent.dcgmGetValuesSince_v2
+    failing = {"on": False}
+
+    def since(handle, group, field_group, *args):
+        engine = fake.CONTROL.embedded[-1]
+        if failing["on"] and 1002 in engine.field_groups[field_group.value][1]:
+            raise dcgm_structs.DCGMError(dcgm_structs.DCGM_ST_NOT_SUPPORTED)
+        return real(handle, group, field_group, *args)
+
+    monkeypatch.setattr(dcgm_agent, "dcgmGetValuesSince_v2", since)
+    dcgm = backend(host=None)
+    dcgm.start()
+    try:
+        time.sleep(0.25)
+        assert dcgm.collect()[0].profiling_available
+        failing["on"] = True
+        with caplog.at_level(logging.WARNING):
+            for _ in range(3):
+                time.sleep(0.12)
+                samples = dcgm.collect()
+        failing["on"] = False
+        time.sleep(0.12)
+        back = dcgm.collect()
+    finally:
+        dcgm.close()
+    assert all(s.up for s in samples) and dcgm.errors_total == 0 and "lost DCGM" not in caplog.text
+    assert caplog.text.count("DCGM answered DCGM_ST_NOT_SUPPORTED reading fields") == 1
+    assert back[0].profiling_available
+
+
 # ---- 6. the shared engine's log ----------------------------------------------------------------------
 
 

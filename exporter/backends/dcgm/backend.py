@@ -69,6 +69,7 @@ PROFILING_RETRY = (60.0, 960.0)
 CONTENTION_CHECK = 60.0  # seconds between looks at other clients' field groups
 PAUSED = "paused"
 GPU_ENTITY = 1  # dcgm_fields.h DCGM_FE_GPU
+CONNECTION_ERRORS = {"DCGM_ST_CONNECTION_NOT_VALID", "DCGM_ST_UNINITIALIZED"}  # the host engine, not one watch
 
 __all__ = ["DcgmBackend", "FieldReading", "ResolvedField"]
 
@@ -523,16 +524,15 @@ class DcgmBackend(Backend):
         return samples
 
     def _read_windows(self, session: DcgmSession) -> dict[tuple[Entity, int], list[Any]]:
-        """Every profiling value cached since the previous poll, by (GPU ID, field), oldest first; Xids
+        """Every profiling value cached since the previous poll, by (entity, field), oldest first; Xids
         are counted on the way. Only watched fields are asked for, and a field with no sample in the
         window answers DCGM_ST_NO_DATA, which dcgmGetValuesSince skips: the host engine logs nothing."""
         out: dict[tuple[Entity, int], list[Any]] = {}
         for read in self._profiling_reads:
-            values, read.since_us = session.values_since(read.watch, read.since_us)
-            for entity, value in values:
+            for entity, value in self._values_since(session, read):
                 out.setdefault((entity, value.fieldId), []).append(value)
         if self._xid_read is not None:
-            values, self._xid_read.since_us = session.values_since(self._xid_read.watch, self._xid_read.since_us)
+            values = self._values_since(session, self._xid_read)
             if self._xid_read.first:
                 self._xid_read.first = False  # what the cache held before: the baseline
             else:
@@ -540,6 +540,20 @@ class DcgmBackend(Backend):
         for batch in out.values():
             batch.sort(key=lambda value: value.ts)
         return out
+
+    def _values_since(self, session: DcgmSession, read: _WindowRead) -> list[tuple[Entity, Any]]:
+        """One watch's new values. dcgmGetValuesSince stops at the first field whose cache answers an
+        error other than DCGM_ST_NO_DATA (DcgmApi.cpp): that costs this watch's values this poll, not
+        the connection; only a connection error is the host engine's."""
+        try:
+            values, read.since_us = session.values_since(read.watch, read.since_us)
+        except session.error as error:
+            name = session.error_name(error)
+            if name in CONNECTION_ERRORS:
+                raise
+            self.log_once(f"since-{name}-{read.watch.field_ids}", logging.WARNING, "DCGM answered %s reading fields %s since the last poll: their values are missing while it does", name, list(read.watch.field_ids))
+            return []
+        return values
 
     def _count_xids(self, values: list[tuple[Entity, Any]]) -> None:
         assert self._decode is not None
