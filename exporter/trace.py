@@ -17,6 +17,7 @@ from exporter.backends.nvml.gpm_metrics import GPM_METRICS, to_sample_unit
 from exporter.config.values import shown
 from exporter.metrics import READINGS
 from exporter.sample import DeviceInfo, GpuSample, Profiling
+from exporter.untrusted import read_file
 
 FORMAT = "gpu-trace/1"
 MAX_TRACE_BYTES = 64 * 1024 * 1024
@@ -197,14 +198,13 @@ def parse_trace(data: Any, path: str) -> Trace:
 def load_trace(path: str | Path) -> Trace:
     path = Path(path)
     try:
-        size = path.stat().st_size
-        if size > MAX_TRACE_BYTES:
-            raise TraceError(f"trace {path}: {size} bytes is over the {MAX_TRACE_BYTES} byte limit")
-        text = path.read_text(encoding="utf-8")
+        text = read_file(path, MAX_TRACE_BYTES).decode("utf-8")
     except OSError as error:
         raise TraceError(f"trace {path}: cannot read it: {error.strerror or error}") from None
     except UnicodeDecodeError:
         raise TraceError(f"trace {path}: not UTF-8 text") from None
+    except ValueError as error:  # not a regular file, or too large
+        raise TraceError(f"trace {path}: {error}") from None
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as error:  # JSONDecodeError, or an integer of more than 4300 digits

@@ -1,4 +1,5 @@
-"""Text made by someone else: process names, cgroup paths, strings from the GPU driver.
+"""Text made by someone else: process names, cgroup paths, strings from the GPU driver; and the
+files an operator names (configs, traces), read bounded and only where they are regular files.
 
 Any process on the node can name itself with arbitrary bytes (``prctl(PR_SET_NAME)``) and any
 cgroup manager can create directories with them, so none of it is assumed to be UTF-8: bytes that
@@ -8,6 +9,8 @@ read is bounded in length. Nothing here raises on content; reading raises ``OSEr
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 MAX_STRING_BYTES = 4096  # a driver string or a path: NVML's process name buffer is 1,024 bytes
@@ -23,3 +26,21 @@ def read_text(path: Path, max_bytes: int = MAX_PROC_FILE_BYTES) -> str:
     """A small file's first ``max_bytes`` bytes, decoded as ``decode`` does; raises OSError only."""
     with open(path, "rb") as file:
         return decode(file.read(max_bytes), max_bytes)
+
+
+def read_file(path: str | Path, max_bytes: int) -> bytes:
+    """A regular file's bytes, at most ``max_bytes``. Raises OSError where it cannot be read, and
+    ValueError (saying why) where it is not a regular file or is larger: the size is checked
+    before reading, and a FIFO or device is refused without waiting for a writer (opened
+    non-blocking), so a reload never blocks the daemon or its shutdown."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(descriptor, "rb") as file:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError("not a regular file (a FIFO, device or directory is refused)")
+        if info.st_size > max_bytes:
+            raise ValueError(f"{info.st_size} bytes is over the {max_bytes} byte limit")
+        data = file.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ValueError(f"over the {max_bytes} byte limit")
+    return data

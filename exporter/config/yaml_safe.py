@@ -8,11 +8,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from exporter.config.values import cut, shown
+from exporter.untrusted import read_file
 
 if TYPE_CHECKING:
     import yaml
 
 MAX_ALIAS_NODES = 10_000  # nodes that aliases may add to a YAML document once expanded
+# A config or web config is a few KB; PyYAML holds ~50 times a document's size while loading it.
+MAX_YAML_BYTES = 1024 * 1024
 
 
 @functools.cache
@@ -74,17 +77,18 @@ def _expanded_nodes(node: yaml.Node, sizes: dict[int, int], open_nodes: set[int]
     return size
 
 
-def read_yaml(path: str | Path, what: str, error: type[Exception], max_bytes: int | None = None) -> Any:
+def read_yaml(path: str | Path, what: str, error: type[Exception], max_bytes: int = MAX_YAML_BYTES) -> Any:
     """Read and decode a YAML file; every problem is raised as ``error`` naming ``what`` and the file.
 
-    Duplicate keys, alias bombs and recursive aliases are refused (``_strict_loader``)."""
+    Only a regular file of at most ``max_bytes`` is read (``untrusted.read_file``). Duplicate keys,
+    alias bombs and recursive aliases are refused (``_strict_loader``)."""
     where = f"{what} {path}"
     try:
-        raw = Path(path).read_bytes() if max_bytes is None else Path(path).read_bytes()[: max_bytes + 1]
+        raw = read_file(path, max_bytes)
     except OSError as problem:
         raise error(f"{where}: cannot read it: {problem.strerror or problem}") from None
-    if max_bytes is not None and len(raw) > max_bytes:
-        raise error(f"{where}: over the {max_bytes} byte limit")
+    except ValueError as problem:
+        raise error(f"{where}: {problem}") from None
     import yaml
 
     try:

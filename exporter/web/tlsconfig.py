@@ -27,6 +27,7 @@ import binascii
 import hashlib
 import re
 import secrets
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
@@ -371,8 +372,9 @@ def parse_web_config(data: Any, path: str, base: Path) -> WebConfig:
     if tls is not None:
         for name in ("cert_file", "key_file", "client_ca_file"):
             file = getattr(tls, name)
-            if file is not None and not file.is_file():
-                raise WebConfigError(f"{where}: 'tls_server_config.{name}': cannot read {file}: no such file")
+            problem = _unusable(file) if file is not None else None
+            if problem is not None:
+                raise WebConfigError(f"{where}: 'tls_server_config.{name}': cannot read {file}: {problem}")
         try:
             context = tls.context()
         except OSError as error:  # ssl.SSLError is an OSError
@@ -380,8 +382,22 @@ def parse_web_config(data: Any, path: str, base: Path) -> WebConfig:
     return WebConfig(path, tls, headers, users, context, BasicAuth(users) if users else None)
 
 
+def _unusable(file: Path) -> str | None:
+    """Why a certificate, key or CA file cannot be handed to ``ssl`` (which would wait on a FIFO
+    and read a file of any size), or None."""
+    try:
+        info = file.stat()
+    except OSError:
+        return "no such file"
+    if not stat.S_ISREG(info.st_mode):
+        return "not a regular file (a FIFO, device or directory is refused)"
+    if info.st_size > _MAX_FILE_BYTES:
+        return f"{info.st_size} bytes is over the {_MAX_FILE_BYTES} byte limit"
+    return None
+
+
 def load_web_config(path: str | Path) -> WebConfig:
     """Read and validate a web config file; every error names the file."""
     path = Path(path)
-    data = read_yaml(path, "web config file", WebConfigError, max_bytes=_MAX_FILE_BYTES)
+    data = read_yaml(path, "web config file", WebConfigError)
     return parse_web_config(data, str(path), path.parent)
