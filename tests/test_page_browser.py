@@ -4,10 +4,13 @@ stops. GPUEFF_SCREENSHOTS=docs/images makes it save the screenshots the docs sho
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from pathlib import Path
 
 import pytest
+from apps_servers import serving
 from browser import CHROMIUM, Browser
 from conftest import ROOT, running_daemon
 
@@ -74,3 +77,33 @@ def test_the_live_page_draws_updates_and_reports_a_stopped_daemon(tmp_path: Path
         assert status.startswith("Lost contact with the exporter at ") and "no answer: it has stopped or cannot be reached" in status
         assert browser.evaluate("document.querySelectorAll('#gpus .gpu').length") == DEMO_GPUS
         save(browser, "live-page-daemon-stopped.png", 430)
+
+
+HOSTILE = '<img src=x onerror="document.title=1">&amp;'
+
+
+def test_names_from_outside_are_text_and_an_apps_throughput_shows_on_its_gpu(tmp_path: Path, trace_paths) -> None:
+    trace = json.loads(trace_paths["matmul_8192"].read_text())
+    trace["workload"] = HOSTILE
+    (tmp_path / "hostile.json").write_text(json.dumps(trace))
+    started = time.monotonic()
+
+    def app(handler) -> None:  # a trainer counting 500 samples a second
+        body = f"# TYPE samples_total counter\nsamples_total {(time.monotonic() - started) * 500}\n".encode()
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/plain; version=0.0.4")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    with serving(app) as url:
+        config = tmp_path / "config.yml"
+        config.write_text(f"apps:\n  - {{name: trainer, url: '{url}', counter: samples_total, unit: samples, gpus: [0], scrape_interval: 500ms}}\n")
+        with running_daemon("--replay", str(tmp_path / "hostile.json"), "--config", str(config)) as daemon, Browser(tmp_path / "profile") as browser:
+            browser.navigate(daemon.url + "/")
+            browser.wait_for("window.gpueffPage && gpueffPage.updates >= 1")
+            assert browser.evaluate("document.querySelector('#gpus .gpu .source').textContent") == HOSTILE
+            assert browser.evaluate("document.querySelectorAll('#gpus img').length") == 0 and browser.evaluate("document.title") == "gpu-efficiency-exporter"
+            line = browser.wait_for("(document.querySelector('#gpus .gpu .apps').innerText.match(/trainer: .*samples\\/s · .*samples\\/J/) || [''])[0]", timeout=20)
+            rate = float(line.removeprefix("trainer: ").split(" ")[0])
+            assert 400 < rate < 600, line  # 500 a second, measured between scrapes half a second apart
