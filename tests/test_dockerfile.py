@@ -1,6 +1,7 @@
-"""The Dockerfile: hadolint-clean, and what it promises (multi-stage, non-root, NVIDIA runtime
-settings, OCI labels, a build context that builds the package). No container engine runs here, so
-the image itself is not built by these tests."""
+"""The Dockerfile: hadolint-clean, and what it promises (multi-stage, bases pinned by digest,
+non-root, NVIDIA runtime settings, OCI labels, a build context that builds the package, the DCGM
+target). No container engine runs here: tests/test_image.py runs the same root file system, built
+by deploy/image/build-rootfs.sh from the Dockerfile's inputs."""
 
 from __future__ import annotations
 
@@ -9,15 +10,19 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tomllib
 import zipfile
 from pathlib import Path
 
 from conftest import ROOT
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the `build` package of the test extras brings tomli to 3.10
+    import tomli as tomllib
+
 DOCKERFILE = ROOT / "Dockerfile"
 HADOLINT = Path(sys.executable).parent / "hadolint"
-REQUIRED_LABELS = [f"org.opencontainers.image.{name}:text" for name in ("title", "description", "version", "licenses")]
+REQUIRED_LABELS = [f"org.opencontainers.image.{name}:text" for name in ("title", "description", "version", "licenses", "source", "revision")]
 
 
 def instructions() -> list[tuple[str, str]]:
@@ -41,17 +46,52 @@ def test_hadolint_finds_nothing() -> None:
     assert result.returncode == 0 and json.loads(result.stdout or "[]") == [], result.stdout + result.stderr
 
 
+def stage(name: str) -> list[tuple[str, str]]:
+    """The instructions of the stage named `name`, its FROM first."""
+    steps = instructions()
+    start = next(i for i, (keyword, args) in enumerate(steps) if keyword == "FROM" and args.endswith(f" AS {name}"))
+    end = next((i for i in range(start + 1, len(steps)) if steps[i][0] == "FROM"), len(steps))
+    return steps[start:end]
+
+
 def test_multi_stage_non_root_nvidia_runtime_settings() -> None:
     steps = instructions()
     stages = [args for keyword, args in steps if keyword == "FROM"]
-    assert len(stages) >= 2 and " AS build" in stages[0]
-    final = steps[max(i for i, (keyword, _) in enumerate(steps) if keyword == "FROM"):]
-    user = [args for keyword, args in final if keyword == "USER"]
+    assert stages[-1] == "runtime", "the default target is the plain runtime"
+    runtime = stage("runtime")
+    user = [args for keyword, args in runtime if keyword == "USER"]
     assert user and user[-1].split(":")[0].isdigit() and int(user[-1].split(":")[0]) != 0
-    env = " ".join(args for keyword, args in final if keyword == "ENV")
+    env = " ".join(args for keyword, args in runtime if keyword == "ENV")
     assert "NVIDIA_VISIBLE_DEVICES=all" in env and "NVIDIA_DRIVER_CAPABILITIES=utility" in env
-    assert any(keyword == "COPY" and args.startswith("--from=build ") for keyword, args in final)
-    assert ("EXPOSE", "9947") in final
+    # pip runs only in the wheels stage; the runtime gets the wheels through a bind mount, not a layer.
+    (run,) = [args for keyword, args in runtime if keyword == "RUN"]
+    assert "--mount=type=bind,from=wheels,source=/wheels,target=/wheels" in run and "install-exporter.sh /wheels" in run
+    assert "xargs --arg-file=/usr/local/share/gpu-efficiency-exporter/packages.txt apt-get install" in run
+    assert ("EXPOSE", "9947") in runtime
+
+
+def test_bases_are_pinned_by_digest_and_labels_name_source_and_revision() -> None:
+    arguments = dict(args.split("=", 1) for keyword, args in instructions() if keyword == "ARG" and "=" in args)
+    images = [arguments[name] for name in ("DEBIAN_IMAGE", "DCGM_SOURCE_IMAGE")]
+    assert all("@sha256:" in image and len(image.split("@sha256:")[1]) == 64 for image in images), images
+    assert arguments["DEBIAN_IMAGE"].startswith("debian:trixie-slim@"), "Debian 13, whose python3 is 3.13"
+    external = {args.split()[0] for keyword, args in instructions() if keyword == "FROM"} - {"runtime"}
+    assert external == {"${DEBIAN_IMAGE}", "${DCGM_SOURCE_IMAGE}"}
+    labels = " ".join(args for keyword, args in stage("runtime") if keyword == "LABEL")
+    assert 'org.opencontainers.image.revision="${REVISION}"' in labels and 'org.opencontainers.image.source="https://' in labels
+
+
+def test_dcgm_target_adds_the_client_library_and_bindings_where_the_exporter_looks() -> None:
+    from exporter.backends.dcgm.bindings import DEFAULT_BINDINGS_PATHS
+
+    dcgm = stage("dcgm")
+    assert dcgm[0] == ("FROM", "runtime AS dcgm")
+    copies = [args for keyword, args in dcgm if keyword == "COPY"]
+    assert any(args.startswith("--from=dcgm-packages /dcgm/lib/ ") for args in copies)
+    (bindings,) = [args.split()[-1] for args in copies if "bindings" in args]
+    assert bindings == DEFAULT_BINDINGS_PATHS[0], "the exporter's default --dcgm.bindings-path"
+    (run,) = [args for keyword, args in stage("dcgm-packages") if keyword == "RUN"]
+    assert "datacenter-gpu-manager-4-core" in run and f"test -f {bindings}/dcgm_agent.py" in run
 
 
 def test_entrypoint_is_the_installed_daemon_with_valid_flags() -> None:
@@ -79,6 +119,7 @@ def test_the_build_context_builds_the_package_with_the_kubernetes_code(tmp_path:
         if source.is_dir():
             shutil.copytree(source, context / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         else:
+            (context / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(source, context / name)
     result = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check", "-q", "-w", str(tmp_path / "out"), str(context)],
@@ -92,11 +133,10 @@ def test_the_build_context_builds_the_package_with_the_kubernetes_code(tmp_path:
 
 
 def test_the_image_runs_a_python_the_tests_run_on() -> None:
-    """The image's Python minor is one tests/run.sh runs the whole suite on, and pyproject declares it."""
-    image = next(args for keyword, args in instructions() if keyword == "ARG" and args.startswith("PYTHON_IMAGE="))
-    minor = image.split(":", 1)[1].split("-", 1)[0]
-    assert minor == "3.13", image  # tests/run.sh: the machine's python3 (3.11) and CPython 3.13
+    """The image's Python (Debian 13's python3: 3.13, checked in tests/test_image.py) is one
+    tests/run.sh runs the whole suite on, and pyproject declares it and 3.10 (Ubuntu 22.04)."""
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     declared = {c.rsplit(" :: ", 1)[1] for c in pyproject["classifiers"] if c.startswith("Programming Language :: Python :: 3.")}
-    assert {"3.11", "3.12", minor} <= declared
-    assert pyproject["requires-python"] == ">=3.11"
+    assert {"3.10", "3.11", "3.12", "3.13"} <= declared
+    assert pyproject["requires-python"] == ">=3.10"
+    assert "debian:trixie-slim@" in (ROOT / "Dockerfile").read_text()
