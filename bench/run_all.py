@@ -58,7 +58,7 @@ def main() -> None:
     rows.append(("poll wall time with H100 call costs (sleeps): median / slow-cadence poll", *(f"{ms(walls[g]['wall_p50'])} / {ms(walls[g]['wall_max'])}" for g in GPU_COUNTS), "well under the 1 s interval"))
     rows.append(("daemon process CPU over ~20 s at 1 s (fake NVML), % of a core", *(f"{processes[g]['core_percent']:.2f} % ({processes[g]['core_percent'] / g:.3f} % per GPU)" for g in GPU_COUNTS), "<= 0.5 % per GPU"))
 
-    print(f"Benchmarks of gpu-efficiency-exporter, {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC")
+    print(f"Benchmarks of gpu-efficiency-exporter, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
     print(f"Machine: {machine()}; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after; run took {time.monotonic() - started:.0f} s")
     print()
     print("| measure | 1 GPU | 8 GPUs | target |")

@@ -29,6 +29,7 @@ stage_done() {  # wall time, and CPU time: on a busy machine the wall time says 
 missing=()
 command -v promtool >/dev/null || missing+=(prometheus)
 command -v prometheus-alertmanager >/dev/null || command -v alertmanager >/dev/null || missing+=(prometheus-alertmanager)
+command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)  # the image's root file system (deploy/image/)
 command -v chromium >/dev/null || missing+=(chromium)  # the live page's browser test (tests/test_page_browser.py)
 command -v tmux >/dev/null || missing+=(tmux)  # the terminal view's test (tests/test_top.py)
 if ((${#missing[@]})); then
@@ -74,8 +75,21 @@ status=0 static_ok=1
 ((static_ok)) || status=1
 stage_done "ruff and mypy"
 
-# ---- the whole suite on each Python
+# ---- packaging: the container image's root file system, built without a container engine from the
+# Dockerfile's inputs (tests/test_image.py runs the daemon in it), and a pipx install of the wheel on
+# Ubuntu 22.04's Python 3.10 where this machine has one (docs/bare-metal.md)
 closing=()
+python310=${GPUEFF_PYTHON310:-$(ls -d "${PYENV_ROOT:-/root/.pyenv}"/versions/3.10.*/bin/python3 2>/dev/null | tail -n 1 || true)}
+if PYTHON="$venv/bin/python" deploy/image/build-rootfs.sh .image/rootfs; then
+    export GPUEFF_IMAGE_ROOTFS=$PWD/.image/rootfs
+else
+    closing+=("image root file system: FAILED (deploy/image/build-rootfs.sh, see above)"); status=1
+fi
+bash tests/packaging.sh "$venv/bin/python" "${python310:-$venv/bin/python}" \
+    || { closing+=("pipx install: FAILED (tests/packaging.sh, see above)"); status=1; }
+stage_done "image rootfs and pipx"
+
+# ---- the whole suite on each Python
 suite() {  # suite <venv> [pytest arguments]
     local folder=$1 label rc
     shift
@@ -98,6 +112,16 @@ GPUEFF_LOAD_SECONDS=${GPUEFF_LOAD_SECONDS:-30} suite "$venv" "$@"
 stage_done "suite on python3"
 GPUEFF_LOAD_SECONDS=${GPUEFF_LOAD_SECONDS:-20} suite "$venv313" "$@"
 stage_done "suite on CPython 3.13"
+# Python 3.10 (Ubuntu 22.04's): the suite without the slow and end-to-end tests, which exercise the
+# same code as on 3.11 and 3.13 and would add minutes (README, "Python versions"); mypy checks the
+# package against 3.10's standard library above.
+if [ -n "$python310" ]; then
+    make_venv "$python310" "${GPUEFF_TEST_VENV310:-.venv-3.10}"
+    suite "${GPUEFF_TEST_VENV310:-.venv-3.10}" -m "not slow and not e2e" "$@"
+else
+    closing+=("CPython 3.10: NOT RUN (no pyenv 3.10 here; set GPUEFF_PYTHON310)")
+fi
+stage_done "suite on CPython 3.10"
 
 echo
 echo "tests/run.sh: time per stage"

@@ -29,7 +29,7 @@ def _write(folder: Path, name: str, certificate: x509.Certificate, key: ec.Ellip
 
 
 def _builder(subject: str, issuer: x509.Name | None, public_key) -> x509.CertificateBuilder:
-    now = datetime.datetime.now(datetime.UTC)
+    now = datetime.datetime.now(datetime.timezone.utc)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
     return (
         x509.CertificateBuilder()

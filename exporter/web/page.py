@@ -22,7 +22,7 @@ HTML = "text/html; charset=utf-8"
 
 
 def _read(name: str) -> bytes:
-    return resources.files("exporter").joinpath("web", "ui", name).read_bytes()
+    return resources.files("exporter").joinpath("web").joinpath("ui").joinpath(name).read_bytes()  # one name per call: Python 3.10
 
 
 def assets() -> dict[str, tuple[bytes, bytes]]:

@@ -1,0 +1,104 @@
+"""Bare-metal packaging: the wheel and sdist that `python -m build` makes pass `twine check`, carry
+what an install needs (the daemon's entry point, the traces of --demo, Python >= 3.10), and the
+hardened systemd unit passes `systemd-analyze verify` with a low exposure score. Offline: the build
+runs without isolation on the test environment's setuptools. tests/packaging.sh installs the
+wheel with pipx (that needs the dependencies from PyPI)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from email.parser import Parser
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+UNIT = ROOT / "deploy" / "systemd" / "gpu-efficiency-exporter.service"
+
+
+@pytest.fixture(scope="module")
+def dists(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("dist")
+    source = tmp_path_factory.mktemp("source") / "tree"
+    # A copy of the tree, so the build's own build/ and *.egg-info stay out of the checkout.
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", ".venv*", ".python-*", ".image*", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis"))
+    result = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--sdist", "--wheel", "--outdir", str(out), str(source)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (wheel,) = out.glob("*.whl")
+    (sdist,) = out.glob("*.tar.gz")
+    return {"wheel": wheel, "sdist": sdist}
+
+
+def test_twine_check_passes_strict(dists: dict[str, Path]) -> None:
+    result = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", str(dists["wheel"]), str(dists["sdist"])], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.count("PASSED") == 2, result.stdout + result.stderr
+
+
+def test_wheel_metadata_entry_point_and_data(dists: dict[str, Path]) -> None:
+    from exporter import __version__
+
+    with zipfile.ZipFile(dists["wheel"]) as wheel:
+        names = set(wheel.namelist())
+        info = f"gpu_efficiency_exporter-{__version__}.dist-info"
+        metadata = Parser().parsestr(wheel.read(f"{info}/METADATA").decode())
+        entry_points = wheel.read(f"{info}/entry_points.txt").decode()
+    assert metadata["Requires-Python"] == ">=3.10" and metadata["Version"] == __version__
+    assert "Programming Language :: Python :: 3.10" in metadata.get_all("Classifier")
+    assert re.search(r"^gpu-efficiency-exporter = exporter\.commands\.cli:main$", entry_points, re.M), entry_points
+    assert {"exporter/__init__.py", "exporter/traces/README.md"} <= names
+    assert any(name.startswith("exporter/traces/h200/") and name.endswith(".json") for name in names), "the --demo traces"
+    assert not any(name.startswith("tests/") for name in names)
+
+
+def test_sdist_rebuilds_the_same_package(dists: dict[str, Path], tmp_path: Path) -> None:
+    with tarfile.open(dists["sdist"]) as sdist:
+        sdist.extractall(tmp_path, filter="data")
+    (tree,) = tmp_path.iterdir()
+    assert (tree / "pyproject.toml").is_file() and (tree / "README.md").is_file() and (tree / "exporter" / "traces" / "README.md").is_file()
+    result = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir", str(tmp_path / "out"), str(tree)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (rebuilt,) = (tmp_path / "out").glob("*.whl")
+    assert sorted(zipfile.ZipFile(rebuilt).namelist()) == sorted(zipfile.ZipFile(dists["wheel"]).namelist())
+
+
+@pytest.fixture
+def unit_with_this_daemon(tmp_path: Path) -> Path:
+    """The unit with ExecStart pointing at this environment's daemon: verify checks that it exists."""
+    daemon = Path(sys.executable).parent / "gpu-efficiency-exporter"
+    text = UNIT.read_text()
+    assert "ExecStart=/usr/local/bin/gpu-efficiency-exporter " in text
+    path = tmp_path / UNIT.name
+    path.write_text(text.replace("/usr/local/bin/gpu-efficiency-exporter", str(daemon)))
+    return path
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed (Debian package systemd)")
+def test_systemd_unit_verifies_and_is_hardened(unit_with_this_daemon: Path) -> None:
+    verify = subprocess.run(["systemd-analyze", "verify", str(unit_with_this_daemon)], capture_output=True, text=True, timeout=60)
+    assert verify.returncode == 0 and verify.stderr.strip() == "", verify.stderr
+    security = subprocess.run(["systemd-analyze", "security", "--offline=yes", "--no-pager", str(unit_with_this_daemon)], capture_output=True, text=True, timeout=60)
+    exposure = float(re.search(r"Overall exposure level for \S+: ([0-9.]+)", security.stdout).group(1))
+    print(f"systemd-analyze security: exposure {exposure} (0 = most locked down, 10 = none)")
+    assert exposure <= 2.5, security.stdout[-3000:]
+
+
+def test_systemd_unit_settings_the_daemon_relies_on() -> None:
+    settings: dict[str, list[str]] = {}
+    for line in UNIT.read_text().splitlines():
+        if "=" in line and not line.startswith(("#", "[")):
+            key, _, value = line.partition("=")
+            settings.setdefault(key, []).append(value)
+    assert settings["DynamicUser"] == ["yes"] and settings["CapabilityBoundingSet"] == [""] and settings["ProtectSystem"] == ["strict"]
+    # Each would hide /dev/nvidia* (NVML's only way to the driver) or other users' processes.
+    for key in ("PrivateDevices", "ProtectClock", "DevicePolicy", "DeviceAllow", "ProtectProc", "PrivateUsers"):
+        assert key not in settings, key
+    assert settings["ExecReload"] == ["/bin/kill -HUP $MAINPID"], "SIGHUP reloads config and web config"
+    from exporter.commands.cli import daemon_parser
+
+    args = daemon_parser().parse_args(settings["ExecStart"][0].split()[1:-1])
+    assert args.wait_for_driver and args.listen_address == ":9947"
