@@ -66,7 +66,6 @@ class Poller:
         self.apps = AppMonitor(config.apps, clock)  # scrapes apps on their own threads
         self._sharing: Sharing | None = None
         self.backend.configure(collect_settings(config))
-        self.subscribers: list[Callable[[Snapshot], None]] = []  # told of each published snapshot, on the poller's thread
 
     @property
     def snapshot(self) -> Snapshot | None:
@@ -206,8 +205,6 @@ class Poller:
             receive(snapshot)
         self._snapshot = snapshot
         self.ready.set()
-        for subscriber in self.subscribers:
-            subscriber(snapshot)
         return snapshot
 
 

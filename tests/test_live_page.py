@@ -41,7 +41,7 @@ def test_history_is_bounded_and_numbers_its_points(trace_paths) -> None:
     clock = Clock()
     poller = replay_poller(trace_paths, clock)
     history = History(capacity=5, wall_clock=lambda: clock.now + 1.7e9)
-    poller.subscribers.append(history.add)
+    poller.subscribe(history.add)
     for _ in range(12):
         clock.now += 1.0
         poller.poll_once()
@@ -114,7 +114,7 @@ def test_the_page_its_files_and_its_data_are_served_from_what_the_poller_publish
 
     poller.backend.collect = counted
     history = History(wall_clock=clock)
-    poller.subscribers.append(history.add)
+    poller.subscribe(history.add)
     server = page_server(poller, history, clock)
     try:
         status, _, body = request(server.port, "GET", "/api/live")

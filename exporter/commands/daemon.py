@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
 def live_page(poller: Poller, note: str, telemetry_path: str) -> LivePage:
     """The live page on /, its history fed with each snapshot the poller publishes."""
     history = History()
-    poller.subscribers.append(history.add)
+    poller.subscribe(history.add)
     return LivePage(LiveData(lambda: poller.snapshot, history, note), note, telemetry_path)
 
 
