@@ -26,6 +26,19 @@ def pod(namespace: str, name: str, containers: dict[str, dict[str, list[str]]]) 
     )
 
 
+def dra_pod(namespace: str, name: str, containers: dict[str, list[tuple[str, str, str]]]) -> pb.PodResources:
+    """A PodResources message whose containers hold DRA devices: container name -> (driver, pool, device)."""
+    return pb.PodResources(
+        name=name,
+        namespace=namespace,
+        containers=[
+            pb.ContainerResources(name=container, dynamic_resources=[pb.DynamicResource(claim_name=f"{name}-gpu", claim_namespace=namespace, claim_resources=[
+                pb.ClaimResource(driver_name=driver, pool_name=pool, device_name=device) for driver, pool, device in devices])])
+            for container, devices in containers.items()
+        ],
+    )
+
+
 class FakeKubelet:
     """Serves ``pods`` (replaceable while running) and counts the List calls it answers."""
 

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from exporter.attribution.cgroup import process_owner
+from exporter.attribution.kubernetes.apiserver import ApiError, ApiServer
+from exporter.attribution.kubernetes.dra import DeviceKey, ResourceSlices
 from exporter.attribution.kubernetes.owners import AttributionHealth, GpuOwners, PodOwner, ProcessOwner
 from exporter.attribution.kubernetes.settings import KubernetesConfig
 from exporter.logs import one_line
@@ -50,6 +52,9 @@ class PodRefresher:
         self._expired_logged = False
         self._problem: str | None = None  # the kind of the last logged problem; None while it works
         self._client: Any = None  # a PodResourcesClient once the socket exists
+        self._slices: ResourceSlices | None = None  # this node's DRA GPUs on the API server (kubernetes.dra_drivers)
+        self._dra: dict[DeviceKey, str] = {}
+        self._dra_problem: str | None = None
         self._stop = threading.Event()
         self._answered = threading.Event()  # the first call has finished, well or not
         self._thread = threading.Thread(target=self._run, name="kubelet-pod-resources", daemon=True)
@@ -97,13 +102,36 @@ class PodRefresher:
         except PodResourcesError as error:
             self._failed(f"call:{error.code}", "kubernetes: %s", error)
             return
-        pods = gpu_owners(response, settings.resource_names)
+        pods = gpu_owners(response, settings.resource_names, self._dra_devices())
         with self._lock:
             self._pods, self._success, self._last_success_wall, self._up = pods, self.clock(), self.wall_clock(), True
         self._expired_logged = False
         if self._problem is not None:
             log.info("kubernetes: pod attribution works again (%d GPU(s) assigned to pods)", len(pods))
             self._problem = None
+
+    def _dra_devices(self) -> dict[DeviceKey, str]:
+        """This node's DRA GPUs from its ResourceSlices; the last good answer when a read fails."""
+        settings = self.settings
+        if not settings.dra_drivers:
+            return {}
+        try:
+            if self._slices is None:
+                node = settings.effective_node_name
+                if not node:
+                    raise ApiError("no node name: set kubernetes.node_name or the NODE_NAME environment variable (the chart sets it)")
+                api = ApiServer.in_cluster(Path(settings.service_account_dir), settings.timeout, settings.max_message_bytes)
+                self._slices = ResourceSlices(api, node, settings.dra_drivers)
+            self._dra = self._slices.read()
+        except ApiError as error:
+            if self._dra_problem != str(error):
+                log.warning("kubernetes: DRA GPUs cannot be attributed (%s); the last ResourceSlices read are used", error)
+                self._dra_problem = str(error)
+            return self._dra
+        if self._dra_problem is not None:
+            log.info("kubernetes: ResourceSlices read again (%d DRA GPU(s) on this node)", len(self._dra))
+            self._dra_problem = None
+        return self._dra
 
     def _failed(self, kind: str, message: str, *args: Any) -> None:
         with self._lock:

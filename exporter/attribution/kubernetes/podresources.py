@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import fnmatch
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import grpc
 
 from exporter.attribution.kubernetes import podresources_pb2 as pb
+from exporter.attribution.kubernetes.dra import DeviceKey
 from exporter.attribution.kubernetes.owners import PodOwner
 
 LIST_METHOD = "/v1.PodResourcesLister/List"
@@ -32,17 +33,25 @@ def device_uuid(device_id: str) -> str:
     return device_id.split("::", 1)[0]
 
 
-def gpu_owners(response: pb.ListPodResourcesResponse, resource_patterns: Iterable[str]) -> dict[str, tuple[PodOwner, ...]]:
-    """GPU (or MIG) UUID -> the containers it is assigned to, sorted, from a List response."""
+def gpu_owners(response: pb.ListPodResourcesResponse, resource_patterns: Iterable[str], dra_devices: Mapping[DeviceKey, str] | None = None) -> dict[str, tuple[PodOwner, ...]]:
+    """GPU (or MIG) UUID -> the containers it is assigned to, sorted, from a List response: devices
+    of the extended resources matching ``resource_patterns`` (device plugins), and DRA devices whose
+    (driver, pool, device) ``dra_devices`` maps to a UUID."""
     patterns = tuple(resource_patterns)
     owners: dict[str, set[PodOwner]] = defaultdict(set)
     for pod in response.pod_resources:
         for container in pod.containers:
+            owner = PodOwner(pod.namespace, pod.name, container.name)
             for devices in container.devices:
                 if not any(fnmatch.fnmatchcase(devices.resource_name, pattern) for pattern in patterns):
                     continue
                 for device_id in devices.device_ids:
-                    owners[device_uuid(device_id)].add(PodOwner(pod.namespace, pod.name, container.name))
+                    owners[device_uuid(device_id)].add(owner)
+            for claim in container.dynamic_resources if dra_devices else ():
+                for device in claim.claim_resources:
+                    uuid = dra_devices.get((device.driver_name, device.pool_name, device.device_name)) if dra_devices else None
+                    if uuid is not None:
+                        owners[uuid].add(owner)
     return {uuid: tuple(sorted(found)) for uuid, found in owners.items()}
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
+from typing import Any
 
 from exporter.config.engine import SettingError, setting
 from exporter.config.values import (
@@ -13,9 +16,23 @@ from exporter.config.values import (
     one_of,
     positive_int,
     resource_patterns,
+    shown,
 )
 
 POD_LABEL_MODES = ("every_series", "info_only")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def dra_drivers(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) and len(item) <= 253 and _DNS_SUBDOMAIN.fullmatch(item) for item in value):
+        raise ValueError(f"expected a list of DRA driver names (DNS subdomains such as gpu.nvidia.com), got {shown(value)}")
+    return tuple(value)
+
+
+def node_name(value: Any) -> str:
+    if not isinstance(value, str) or len(value) > 253 or (value and not _DNS_SUBDOMAIN.fullmatch(value)):
+        raise ValueError(f"expected a Kubernetes node name, got {shown(value)}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -30,7 +47,14 @@ class KubernetesConfig:
     resource_names: tuple[str, ...] = setting(("nvidia.com/gpu", "nvidia.com/mig-*"), resource_patterns, "extended resources whose device ids are GPU or MIG UUIDs")
     process_attribution: bool = setting(False, boolean, "also attribute GPU processes to pods through /proc/<pid>/cgroup (needs hostPID)")
     proc_root: str = setting("/proc", absolute_path, "where the host's /proc is (process_attribution)")
+    dra_drivers: tuple[str, ...] = setting((), dra_drivers, "DRA drivers whose devices are GPUs (gpu.nvidia.com): GPUs allocated through ResourceClaims are attributed like device-plugin ones, their UUIDs read from this node's ResourceSlices on the API server (needs list on resourceslices); empty: off")
+    node_name: str = setting("", node_name, "this node's name, to read only its ResourceSlices (default: the NODE_NAME environment variable, which the chart sets)")
+    service_account_dir: str = setting("/var/run/secrets/kubernetes.io/serviceaccount", absolute_path, "where the pod's service-account token and the cluster CA are, for the API server calls")
     pod_labels: str = setting("every_series", one_of(POD_LABEL_MODES), "every_series: a GPU held by one container carries namespace, pod and container on all its series; info_only: only on gpueff_gpu_pod_info, so a GPU's series keep their identity when its pod changes (docs/sharing.md)")
+
+    @property
+    def effective_node_name(self) -> str:
+        return self.node_name or os.environ.get("NODE_NAME", "")
 
     def check(self) -> None:
         if self.timeout > self.refresh_interval:
