@@ -113,6 +113,33 @@ def test_in_a_pipe_it_prints_one_plain_frame_and_exits() -> None:
     assert any(line.startswith("underfilled: Give each kernel more parallel work") for line in lines)
 
 
+def test_local_gpus_are_read_through_the_nvml_backend_and_the_pipeline(monkeypatch, capsys, trace_paths) -> None:
+    from fake_pynvml import FakeNvml
+
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml([load_trace(trace_paths["spin_1sm"])]))  # the driver, answering as a real GPU would
+    from exporter.commands.top.command import main
+
+    assert main(["--backend", "nvml", "--once", "--interval", "200ms", "--color", "never"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("gpu-efficiency-exporter top ") and lines[0].endswith(" · nvml backend")
+    row = next(line for line in lines if line.startswith("  0 "))
+    # Two polls 200 ms apart: GPM's profiling readings are means over the window between them.
+    assert re.search(r"^  0 100% +1% 0\.01 underfilled .* busy-SMs-idle low-eff$", row), row
+
+
+def test_without_a_driver_it_says_where_else_to_look(monkeypatch, capsys, trace_paths) -> None:
+    from fake_pynvml import FakeNvml
+
+    fake = FakeNvml([load_trace(trace_paths["idle"])])
+    fake.unload_driver()
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    from exporter.commands.top.command import main
+
+    assert main(["--backend", "nvml", "--once"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("gpu-efficiency-exporter top: ") and "--demo" in error and "--url" in error and error.count("\n") == 1
+
+
 def test_url_reads_a_running_exporter_and_says_when_it_cannot() -> None:
     with running_daemon("--demo") as daemon:
         done = run_top("--url", daemon.url, "--once")
