@@ -22,7 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from exporter.config.engine import setting
-from exporter.config.values import min_duration, positive_int, ratio
+from exporter.config.values import min_duration, ratio, whole_number
+
+MAX_HOLD_POLLS = 1000
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,7 @@ class BottleneckThresholds:
     latency_occupancy: float = setting(0.1, ratio, "latency: SM occupancy below this ...")
     latency_work: float = setting(0.2, ratio, "... and every pipe and DRAM below this")
     window: float = setting(5.0, min_duration(0.0), "the class is judged from the readings' time-weighted mean over this much recent time (at least the last poll's window)")
-    hold_polls: int = setting(2, positive_int, "a new class is reported only once it has won this many polls in a row (2: no single poll flips it)")
+    hold_polls: int = setting(2, whole_number(MAX_HOLD_POLLS, "a class that must win longer than that would never change"), "a new class is reported only once it has won this many polls in a row (2: no single poll flips it; at most 1000)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -368,3 +368,34 @@ def test_dcgm_flags_override_the_dcgm_section():
     args = daemon_parser().parse_args(["--dcgm.host", "10.0.0.2:5555", "--dcgm.multi-pass"])
     assert dcgm_settings(args, base) == DcgmConfig(bindings_path=None, host="10.0.0.2:5555", multi_pass=True, pause_file="/run/pause")
     assert dcgm_settings(daemon_parser().parse_args([]), base) == base
+
+
+APP = "apps:\n  - name: llm\n    url: '{url}'\n    counter: tokens_total\n    unit: tokens\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "reason"),
+    [
+        ("kubernetes:\n  max_message_bytes: 4294967296\n", "kubernetes.max_message_bytes", "must be at most 2,147,483,647 (gRPC takes a 32-bit signed limit)"),
+        (APP.format(url="http://127.0.0.1:8000/metrics") + "    max_response_bytes: " + "1" + "0" * 100 + "\n", "apps[0].max_response_bytes", "must be at most 1,073,741,824"),
+        ("bottleneck:\n  hold_polls: 100000000000\n", "bottleneck.hold_polls", "must be at most 1,000"),
+        (APP.format(url="http://127.0.0.1:8000/métriques"), "apps[0].url", "a URL is ASCII: percent-encode"),
+        (APP.format(url="http://" + "a" * 64 + ".example:8000/metrics"), "apps[0].url", "one over 63 characters"),
+        (APP.format(url="http://a..b:8000/metrics"), "apps[0].url", "an empty part"),
+    ],
+    ids=["grpc-overflow", "response-bytes", "hold-polls", "non-ascii-path", "long-host-label", "empty-host-label"],
+)
+def test_values_accepted_before_but_unusable_later_are_refused_at_load(tmp_path, text, key, reason):
+    """Each of these loaded, then failed every kubelet call (grpc OverflowError) or every scrape
+    (the request line cannot be encoded, the host name cannot be resolved), or made a setting
+    that can never act."""
+    path, message = load_error(tmp_path, text)
+    assert message.startswith(f"config file {path}: '{key}': ")
+    assert reason in message
+
+
+def test_the_largest_accepted_message_limit_works_with_grpc():
+    import grpc
+
+    limit = parse_config({"kubernetes": {"max_message_bytes": 2**31 - 1}}).kubernetes.max_message_bytes
+    grpc.insecure_channel("unix:///nonexistent.sock", options=[("grpc.max_receive_message_length", limit)]).close()

@@ -16,13 +16,14 @@ from exporter.config.values import (
     min_duration,
     non_negative,
     optional,
-    positive_int,
     positive_scientific,
     regex,
     unit_name,
+    whole_number,
 )
 
 DEFAULT_SCRAPE_TIMEOUT = 2.0
+MAX_RESPONSE_BYTES = 1 << 30  # the scrape streams in bounded memory; this only bounds its reading time
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class AppConfig:
     price_per_gpu_hour: float | None = setting(None, optional(non_negative), "what one of its GPU-hours costs (default: the top-level price_per_gpu_hour)")
     scrape_interval: float = setting(5.0, min_duration(MIN_COLLECT_INTERVAL), "how often its endpoint is scraped (100ms to 1h)")
     scrape_timeout: float = setting(None, optional(min_duration(0.01)), "the whole scrape (connect, headers, body) must finish within this (default: 2s, or scrape_interval if shorter; at most scrape_interval)")
-    max_response_bytes: int = setting(16 * 1024 * 1024, positive_int, "a larger response fails the scrape")
+    max_response_bytes: int = setting(16 * 1024 * 1024, whole_number(MAX_RESPONSE_BYTES, "no metrics page is that large; the limit bounds how long a scrape reads"), "a larger response fails the scrape (at most 1 GiB)")
 
     def __post_init__(self) -> None:
         if self.scrape_timeout is None:  # Prometheus' own default

@@ -106,6 +106,18 @@ def positive_int(value: Any) -> int:
     return value
 
 
+def whole_number(maximum: int, why: str) -> Callable[[Any], int]:
+    """A whole number from 1 to ``maximum``; the error says ``why`` a larger one cannot work."""
+
+    def parse(value: Any) -> int:
+        number = positive_int(value)
+        if number > maximum:
+            raise ValueError(f"must be at most {maximum:,} ({why}), got {shown(value)}")
+        return number
+
+    return parse
+
+
 def label_value(value: Any) -> str:
     if not isinstance(value, str) or not value or len(value) > 64:
         raise ValueError(f"expected a non-empty string of at most 64 characters, got {shown(value)}")
@@ -129,6 +141,12 @@ def http_url(value: Any) -> str:
         raise ValueError(f"{shown(value)}: {error}") from None
     if port == 0:
         raise ValueError(f"{shown(value)}: port 0 cannot be scraped")
+    if not value.isascii() or not value.isprintable():
+        raise ValueError(f"{shown(value)}: a URL is ASCII: percent-encode other characters of the path (%C3%A9 for é) and give an international host name in its xn-- form")
+    try:
+        parts.hostname.encode("idna")
+    except UnicodeError:
+        raise ValueError(f"{shown(value)}: the host name has an empty part or one over 63 characters") from None
     return value
 
 

@@ -14,12 +14,13 @@ from exporter.config.values import (
     format_duration,
     min_duration,
     one_of,
-    positive_int,
     resource_patterns,
     shown,
+    whole_number,
 )
 
 POD_LABEL_MODES = ("every_series", "info_only")
+MAX_MESSAGE_BYTES = (1 << 31) - 1  # grpc.max_receive_message_length is a C int: larger overflows on every call
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
@@ -43,7 +44,7 @@ class KubernetesConfig:
     pod_resources_socket: str = setting("/var/lib/kubelet/pod-resources/kubelet.sock", absolute_path, "the kubelet pod-resources API socket")
     refresh_interval: float = setting(10.0, min_duration(1.0), "how often the kubelet is asked, off the poll thread (1s to 1h; never per scrape)")
     timeout: float = setting(1.0, min_duration(0.01), "a List call that takes longer fails (at most refresh_interval)")
-    max_message_bytes: int = setting(16 * 1024 * 1024, positive_int, "a larger List response fails the call")
+    max_message_bytes: int = setting(16 * 1024 * 1024, whole_number(MAX_MESSAGE_BYTES, "gRPC takes a 32-bit signed limit"), "a larger List response fails the call (at most 2 GiB - 1)")
     resource_names: tuple[str, ...] = setting(("nvidia.com/gpu", "nvidia.com/mig-*"), resource_patterns, "extended resources whose device ids are GPU or MIG UUIDs")
     process_attribution: bool = setting(False, boolean, "also attribute GPU processes to pods through /proc/<pid>/cgroup (needs hostPID)")
     proc_root: str = setting("/proc", absolute_path, "where the host's /proc is (process_attribution)")
