@@ -18,12 +18,14 @@ import os
 import platform
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
+
+from harness import free_port  # bench/ is first on sys.path when a benchmark runs
 
 ROOT = Path(__file__).resolve().parent.parent
 N = 8192  # matmul size: 2 * N^3 FLOP per matmul
@@ -40,11 +42,6 @@ APP_SERIES = (
     "gpueff_app_scrape_errors_total",
 )
 
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def get(url: str, timeout: float = 5.0) -> str:
@@ -166,7 +163,7 @@ def main() -> int:
     return 0
 
 
-def summary(samples: list[dict[str, float | str]], own: dict[str, object], flops_per_unit: float, out: Path) -> str:
+def summary(samples: list[dict[str, float | str]], own: dict[str, Any], flops_per_unit: float, out: Path) -> str:
     first, last = samples[0], samples[-1]
     window = float(last["t"]) - float(first["t"])
     own_delta = float(last["own_count"]) - float(first["own_count"])

@@ -30,7 +30,7 @@ from types import ModuleType
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from apps_servers import send, serving  # noqa: E402
+from fakes.apps import send, serving  # noqa: E402
 
 NAME = "vllm:generation_tokens_total"
 COUNTER = f'# HELP {NAME} Generation tokens.\n# TYPE {NAME} counter\n{NAME}{{model_name="llama"}} 123456\n'.encode()

@@ -22,7 +22,6 @@ import http.client
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,6 +32,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from harness import free_port  # noqa: E402 (bench/ is first on sys.path when a benchmark runs)
 
 from exporter.backends.nvml.gpm_metrics import GPM_METRICS  # noqa: E402
 from exporter.commands.selftest.workloads import SelftestUnavailable  # noqa: E402
@@ -47,11 +48,6 @@ class BenchError(Exception):
 
 # ---- processes, scrapes -------------------------------------------------------------------------
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def get(port: int, path: str = "/metrics") -> float:
@@ -130,7 +126,7 @@ def nvitop_exporter(port: int) -> list[str]:
 def overhead(name: str, command: Callable[[int], list[str]], minutes: float, scrapes: int) -> dict[str, float]:
     port = free_port()
     with Exporter(command(port), port) as exporter:
-        pid = exporter.selfstats.pid
+        pid = exporter.process.pid
         time.sleep(10)  # imports, NVML init and the first polls are not the steady state
         started, cpu_before = time.monotonic(), cpu_seconds(pid)
         while time.monotonic() - started < minutes * 60:

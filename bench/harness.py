@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -26,7 +27,7 @@ def trace_files(count: int) -> list[str]:
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
 
 
 class Daemon:
@@ -69,12 +70,14 @@ def daemon(command: list[str], ready_timeout: float = 30.0, cwd: Path | str = RO
     ``python -m exporter`` runs the tree in ``cwd`` (the working directory comes first on its path)."""
     port = free_port()
     process = subprocess.Popen([*command, "--web.listen-address", f"127.0.0.1:{port}", "--log.level", "warn"], cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    stderr = process.stderr
     running = Daemon(process, port)
     try:
         deadline = time.monotonic() + ready_timeout
         while True:
             if process.poll() is not None:
-                raise RuntimeError(f"the daemon exited with {process.returncode}: {process.stderr.read()}")
+                raise RuntimeError(f"the daemon exited with {process.returncode}: {stderr.read()}")
             with contextlib.suppress(OSError):
                 if running.get("/-/ready")[0] == 200:
                     break
@@ -90,7 +93,18 @@ def daemon(command: list[str], ready_timeout: float = 30.0, cwd: Path | str = RO
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-        process.stderr.close()
+        stderr.close()
+
+
+_POLLS = re.compile(rb"^gpueff_collect_duration_seconds_count (\d+)$", re.M)
+
+
+def polls_served(body: bytes) -> int:
+    """How many polls a /metrics body says the daemon has made."""
+    match = _POLLS.search(body)
+    if match is None:
+        raise ValueError("no gpueff_collect_duration_seconds_count in the /metrics body")
+    return int(match.group(1))
 
 
 def replay_daemon_command(gpus: int, interval: str = "1s") -> list[str]:

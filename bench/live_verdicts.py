@@ -5,7 +5,7 @@
 The poller, backend and derivations are the daemon's own (NVML with GPM, default config but the
 interval); each line of FILE is one poll of GPU ``--gpu`` as JSON: the reported class and the
 window's own, utilization (window and instant), SM activity, tensor, DRAM, the estimates, mismatch
-and counter-health flags. bench/record_corpus.py --live runs it beside each corpus workload.
+and counter-health flags. tools/record_corpus.py --live runs it beside each corpus workload.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def main() -> int:
     backend = NvmlBackend(slow_interval=10.0)
     poller = Poller(backend, config)
     poller._devices = backend.start()
-    lines = []
+    lines: list[dict[str, object]] = []
     try:
         started = next_tick = time.monotonic()
         while time.monotonic() - started < args.duration:

@@ -35,13 +35,14 @@ import os
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from harness import free_port  # bench/ is first on sys.path when a benchmark runs
 
 ROOT = Path(__file__).resolve().parent.parent
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -59,11 +60,6 @@ def child_env() -> dict[str, str]:
     env = dict(os.environ, **NO_MULTICAST, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
     return env
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def scrape(port: int) -> tuple[float, bytes]:
@@ -328,7 +324,7 @@ def measure(command: list[str], port: int, seconds: float, scrapes: int, log: Pa
     with Process(command, log) as exporter:
         exporter.wait_port(port)
         time.sleep(10)  # imports, NVML init and the first polls are not the steady state
-        pid = exporter.selfstats.pid
+        pid = exporter.process.pid
         cpu_before, started = cpu_seconds(pid), time.monotonic()
         latencies, sizes, series = [], [], []
         while time.monotonic() - started < seconds:

@@ -4,7 +4,7 @@
    plus the fake's own Python, which a second run measures alone), of derivations + snapshot, and
    of rendering the exposition text, per GPU per poll, and the total as % of one core at 1 s.
 2. The wall time of a poll when each fake call sleeps its H100 cost (what keeps the poller busy).
-3. The real daemon process (bench/fake_nvml_daemon.py) left to poll for ~20 s at 1 s: its process
+3. The real daemon process (tools/fake_nvml_daemon.py) left to poll for ~20 s at 1 s: its process
    CPU time (all threads: poller, HTTP server, Xid watcher) from /proc, as % of one core, and RSS.
 
 Prints figures; asserts nothing.
@@ -18,16 +18,19 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 from harness import ROOT, daemon, trace_files
 
 sys.path.insert(0, str(ROOT / "tests"))
 
-from fake_pynvml import H100_CALL_COSTS, FakeClock, FakeNvml  # noqa: E402 (needs the path above)
+from fakes.nvml import H100_CALL_COSTS, FakeClock, FakeNvml  # noqa: E402 (needs the path above)
 
 from exporter.backends.nvml.backend import NvmlBackend  # noqa: E402
 from exporter.config.file import load_config  # noqa: E402
 from exporter.poller import Poller  # noqa: E402
+from exporter.sample import GpuSample  # noqa: E402
 from exporter.trace import load_trace  # noqa: E402
 from exporter.web.payload import Payloads  # noqa: E402
 
@@ -41,11 +44,18 @@ def fake_alone(gpus: int, polls: int = 300) -> dict:
     backend.start()
     backend.collect()
     clock.advance(1.0)
-    calls: list[tuple] = []
+    calls: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+
+    def recorded(method: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any) -> Any:
+            calls.append((method, args))
+            return method(*args)
+
+        return call
+
     for name in dir(FakeNvml):
         if getattr(getattr(FakeNvml, name), "fake_api", False) and name != "nvmlEventSetWait":
-            method = getattr(fake, name)
-            setattr(fake, name, lambda *args, method=method: calls.append((method, args)) or method(*args))
+            setattr(fake, name, recorded(getattr(fake, name)))
     backend.collect()  # a poll without the slow calls, as most are
     try:
         started = time.thread_time()
@@ -70,15 +80,15 @@ def in_process(gpus: int, polls: int = 300) -> dict:
     collect_times: list[float] = []
     collect = backend.collect
 
-    def timed_collect():
+    def timed_collect() -> list[GpuSample]:
         started = time.thread_time()
         samples = collect()
         collect_times.append(time.thread_time() - started)
         return samples
 
-    backend.collect = timed_collect
+    backend.collect = timed_collect  # type: ignore[method-assign]  # times each collect in place
     backend.start()
-    stages = {"collect": [], "derive": [], "render": [], "total": []}
+    stages: dict[str, list[float]] = {"collect": [], "derive": [], "render": [], "total": []}
     try:
         for number in range(polls + 20):
             started = time.thread_time()
@@ -119,7 +129,7 @@ def poll_wall(gpus: int, polls: int = 30) -> dict:
 
 def daemon_process(gpus: int, seconds: float = 20.0) -> dict:
     """Process CPU of the real daemon on the fake NVML over ``seconds`` at a 1 s interval."""
-    command = [sys.executable, str(ROOT / "bench" / "fake_nvml_daemon.py"), str(gpus), "--collect-interval", "1s"]
+    command = [sys.executable, str(ROOT / "tools" / "fake_nvml_daemon.py"), str(gpus), "--collect-interval", "1s"]
     with daemon(command) as running:
         time.sleep(3.0)  # warm-up: imports settle, GPM primed
         running.get()

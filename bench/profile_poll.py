@@ -64,7 +64,8 @@ def main() -> int:
     print(f"CPU over {args.polls} polls: {cpu / wall * 60:.4f} s/min ({cpu / args.polls * 1000:.3f} ms per poll)")
     print(f"RSS after polls: {rss_mb():.1f} MB")
     stats = pstats.Stats(profiler)
-    nvml_time = sum(entry[2] for key, entry in stats.stats.items() if "pynvml" in key[0] or key[0] == "~")
+    entries = stats.stats  # type: ignore[attr-defined]  # pstats keeps them there; typeshed does not say so
+    nvml_time = sum(entry[2] for key, entry in entries.items() if "pynvml" in key[0] or key[0] == "~")
     print(f"time inside pynvml and C calls: {nvml_time / args.polls * 1000:.3f} ms per poll")
     stats.sort_stats("tottime").print_stats(25)
     backend.close()

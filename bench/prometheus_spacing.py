@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import daemon, percentile, replay_daemon_command, trace_files  # noqa: E402
+from harness import daemon, percentile, polls_served, replay_daemon_command, trace_files  # noqa: E402
 
 from exporter.backends.replay import ReplayBackend  # noqa: E402
 from exporter.config.file import Config  # noqa: E402
@@ -114,11 +114,11 @@ def cpu_per_gpu_per_poll(count: int, interval: float, seconds: float, tree: Path
     with daemon(replay_daemon_command(count, f"{int(interval * 1000)}ms"), cwd=tree) as running:
         time.sleep(1.0)
         status, body = running.get()
-        first_cpu, first_polls = cpu_ns(running.pid), int(POLLS.search(body).group(1))
+        first_cpu, first_polls = cpu_ns(running.pid), polls_served(body)
         time.sleep(seconds)
         cpu = (cpu_ns(running.pid) - first_cpu) / 1e9
         status, body = running.get()
-        polls = int(POLLS.search(body).group(1)) - first_polls
+        polls = polls_served(body) - first_polls
     return cpu / max(polls, 1) / count * 1e6
 
 

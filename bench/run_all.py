@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime
 import os
 import platform
-import sys
 import time
 
 import poll_cpu
@@ -68,4 +67,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import re
 import statistics
 import time
+from typing import Any
 
-from harness import daemon, percentile, replay_daemon_command
-
-POLLS = re.compile(rb"^gpueff_collect_duration_seconds_count (\d+)$", re.M)
+from harness import daemon, percentile, polls_served, replay_daemon_command
 
 
 def _scrapes(port: int, seconds: float, spacing: float, keep_alive: bool, path: str = "/metrics") -> tuple[list[float], list[float]]:
@@ -40,7 +38,7 @@ def _scrapes(port: int, seconds: float, spacing: float, keep_alive: bool, path: 
             body = connection.getresponse().read()
         elapsed = time.perf_counter() - started
         latencies.append(elapsed)
-        poll = POLLS.search(body).group(1) if path == "/metrics" else None
+        poll = polls_served(body) if path == "/metrics" else None
         if last_poll is not None and poll != last_poll:
             after_poll.append(elapsed)
         last_poll = poll
@@ -53,7 +51,7 @@ def _scrapes(port: int, seconds: float, spacing: float, keep_alive: bool, path: 
 def measure(gpus: int, seconds: float = 5.0, spacing: float = 0.003) -> dict:
     with daemon(replay_daemon_command(gpus, "1s")) as running:
         _scrapes(running.port, 1.5, spacing, keep_alive=True)  # warm-up
-        result = {"gpus": gpus, "body_bytes": len(running.get()[1])}
+        result: dict[str, Any] = {"gpus": gpus, "body_bytes": len(running.get()[1])}
         for mode, keep_alive in (("keep-alive", True), ("new connection", False)):
             latencies, after_poll = _scrapes(running.port, seconds, spacing, keep_alive)
             result[mode] = {

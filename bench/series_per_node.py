@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Series, payload and memory per node, measured from the exposition (issue 18: fleet practice).
 
-Runs the real daemon on its NVML backend over tests/fake_pynvml.py (so any node shape can be had
+Runs the real daemon on its NVML backend over tests/fakes/nvml.py (so any node shape can be had
 without the hardware) for these node shapes, each with two compute processes per device and the
 fair split on (``sharing.enabled``), and prints per shape: the series in one /metrics answer, by
 family group; the bytes, plain and gzip; and the daemon's RSS after a minute of 1 s polls; then the
@@ -38,7 +38,7 @@ SHAPES = {"8 GPUs": (8, 0), "8 GPUs x 7 MIG devices": (8, 7)}
 
 def serve(gpus: int, migs: int, flags: list[str]) -> int:
     """The daemon over a fake pynvml of ``gpus`` GPUs with ``migs`` MIG devices each."""
-    from fake_pynvml import FakeGpu, FakeNvml
+    from fakes.nvml import FakeGpu, FakeNvml
 
     from exporter.trace import load_trace
 
@@ -54,7 +54,7 @@ def serve(gpus: int, migs: int, flags: list[str]) -> int:
             devices.append(FakeGpu(trace, uuid=f"MIG-{gpu:04x}{mig:04x}-0000-0000-0000-000000000000", name="NVIDIA H100 80GB HBM3 MIG 1g.10gb",
                                    mig_of=gpu, gpu_instance_id=mig + 1, processes=[(pid, 4 << 30, f"server{pid % 2}") for pid in pids],
                                    process_duty=dict.fromkeys(pids, 0.4)))
-    sys.modules["pynvml"] = FakeNvml(devices, event_wait_cap=0.5)  # type: ignore[assignment]
+    sys.modules["pynvml"] = FakeNvml(devices, event_wait_cap=0.5)
     from exporter.commands.cli import main as daemon_main
 
     return daemon_main(flags)

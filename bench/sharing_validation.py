@@ -22,7 +22,6 @@ import argparse
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -31,6 +30,8 @@ import urllib.request
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+from harness import free_port  # bench/ is first on sys.path when a benchmark runs
 
 PERIOD = 0.2  # seconds per burst-and-sleep cycle
 SIZE = 8192
@@ -131,11 +132,6 @@ class Sampler(threading.Thread):
             self.calls.append(record)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 def scrape(port: int) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
     from prometheus_client.parser import text_string_to_metric_families
@@ -225,8 +221,8 @@ def main() -> int:
             b, a = holders(before, metric), holders(after, metric)
             phase[metric] = {h: a[h] - b.get(h, 0.0) for h in a}
         for metric in GPU_METRICS:
-            b, a = gpu(before, metric), gpu(after, metric)
-            phase[metric] = None if a is None or b is None else a - b
+            gpu_before, gpu_after = gpu(before, metric), gpu(after, metric)
+            phase[metric] = None if gpu_after is None or gpu_before is None else gpu_after - gpu_before
         phase["scrape_seconds"] = scrapes[index + 1][0] - scrapes[index][0]
         result["phases"].append(phase)
     result["job_info"] = [dict(k) for k in scrapes[-1][1].get("gpueff_gpu_job_info", {})]

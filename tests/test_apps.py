@@ -9,9 +9,9 @@ import tracemalloc
 import urllib.request
 
 import pytest
-from apps.server_metrics import Request, ServerMetrics, exposed_name, servers
-from apps_servers import App, answer_of, send, serving, slow, trickle, wsgi_serving
 from conftest import free_port
+from fakes.app_servers.server_metrics import Request, ServerMetrics, exposed_name, servers
+from fakes.apps import App, answer_of, send, serving, slow, trickle, wsgi_serving
 from prometheus_client import Counter, Histogram
 
 from exporter.apps.counters import CounterIncrease
@@ -70,7 +70,7 @@ PROMETHEUS_3_ACCEPT = "application/openmetrics-text;version=1.0.0;escaping=allow
 
 @pytest.mark.parametrize("server", sorted(servers()))
 def test_every_recorded_server_joins_in_either_spelling(server):
-    """Each server's recorded families (tests/apps/server_metrics.yml) in a real prometheus_client
+    """Each server's recorded families (tests/fakes/app_servers/server_metrics.yml) in a real prometheus_client
     registry behind its own negotiation: the work and requests counters join under the name the
     server writes (Prometheus 3.x keeps it) and under the name Prometheus 2.x stores (colons as
     underscores), from the exporter's own scrape and from the answers Prometheus 2.x and 3.x get."""

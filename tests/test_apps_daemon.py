@@ -9,8 +9,8 @@ import threading
 import time
 
 import pytest
-from apps_servers import App, serving, slow
 from conftest import free_port, running_daemon
+from fakes.apps import App, serving, slow
 from prometheus_client import Counter
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -221,7 +221,7 @@ def test_daemon_scrapes_a_real_app_at_a_known_rate(tmp_path):
 
 
 def test_process_pattern_follows_the_processes_nvml_lists(trace_paths):
-    from fake_pynvml import FakeClock, FakeGpu, FakeNvml
+    from fakes.nvml import FakeClock, FakeGpu, FakeNvml
 
     from exporter.backends.nvml.backend import NvmlBackend
     from exporter.sample import GpuProcess

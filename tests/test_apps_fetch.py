@@ -9,8 +9,8 @@ import threading
 import time
 
 import pytest
-from apps_servers import App, answer_of, dribble, raw_serving, serving
 from conftest import free_port
+from fakes.apps import App, answer_of, dribble, raw_serving, serving
 from prometheus_client import Counter
 from prometheus_client.parser import text_string_to_metric_families
 

@@ -8,7 +8,7 @@ import time
 import tracemalloc
 
 import pytest
-from apps_servers import answer_of, send, serving
+from fakes.apps import answer_of, send, serving
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 from conftest import ROOT
-from fake_pynvml import FakeGpu, FakeNvml
+from fakes.nvml import FakeGpu, FakeNvml
 
 from exporter.backends.dcgm.backend import DcgmBackend
 from exporter.backends.dcgm.bindings import load_bindings
@@ -18,7 +18,7 @@ from exporter.backends.nvml.backend import NvmlBackend
 from exporter.commands import check
 from exporter.trace import load_trace
 
-FAKE = str(ROOT / "tests" / "fake_dcgm")
+FAKE = str(ROOT / "tests" / "fakes" / "dcgm")
 
 
 def run_check(*args: str, **env: str) -> tuple[int, str, float]:

@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 from conftest import running_daemon
-from fake_pynvml import FakeClock, FakeGpu, FakeNvml
+from fakes.nvml import FakeClock, FakeGpu, FakeNvml
 from prometheus_client.parser import text_string_to_metric_families
 from test_metrics import full_snapshot
 

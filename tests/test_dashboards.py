@@ -12,8 +12,8 @@ import sys
 import grafana_queries
 import pytest
 import yaml
-from apps.server_metrics import exposed_name, servers
 from conftest import ROOT
+from fakes.app_servers.server_metrics import exposed_name, servers
 
 from exporter.pipeline.derive import BOTTLENECK_CLASSES
 
@@ -177,7 +177,7 @@ SERVING_PANELS = {"ttft": "Time to first token", "itl": "Inter-token latency", "
 
 @pytest.mark.parametrize("server", sorted(servers()))
 def test_the_app_dashboard_reads_each_recorded_server_in_either_spelling(server):
-    """Driven by tests/apps/server_metrics.yml: each server's work and requests counters are among
+    """Driven by tests/fakes/app_servers/server_metrics.yml: each server's work and requests counters are among
     the variables' names in both spellings (what the server writes, what Prometheus 2.x stores);
     the serving panels read vLLM's (current and older names) and SGLang's in both spellings."""
     dashboard = grafana_queries.load(DASHBOARD_DIR / "gpu-efficiency-app-throughput.json")

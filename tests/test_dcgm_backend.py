@@ -1,4 +1,4 @@
-"""The DCGM backend against the fake DCGM bindings (tests/fake_dcgm), driven by the recorded traces.
+"""The DCGM backend against the fake DCGM bindings (tests/fakes/dcgm), driven by the recorded traces.
 
 The fake is loaded exactly as the real bindings are: from a folder given as the bindings path.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, running_daemon
-from fake_pynvml import FakeGpu, FakeNvml
+from fakes.nvml import FakeGpu, FakeNvml
 
 from exporter.backends.auto import AutoBackend
 from exporter.backends.base import BackendUnavailable
@@ -22,7 +22,7 @@ from exporter.backends.dcgm.bindings import load_bindings
 from exporter.backends.nvml.backend import NvmlBackend
 from exporter.trace import load_trace
 
-FAKE = str(ROOT / "tests" / "fake_dcgm")
+FAKE = str(ROOT / "tests" / "fakes" / "dcgm")
 MIB = 1024 * 1024
 
 
@@ -349,7 +349,7 @@ def test_daemon_serves_dcgm_readings_and_survives_a_host_engine_restart(trace_pa
         assert "gpueff_sm_active_ratio{" in wait_for(daemon, lambda b: up in b and "gpueff_sm_active_ratio{" in b)
 
 
-# ---- the real DCGM's behaviours (each encoded in tests/fake_dcgm with the DCGM source it follows) ----
+# ---- the real DCGM's behaviours (each encoded in tests/fakes/dcgm with the DCGM source it follows) ----
 
 
 def step(engine, seconds: float) -> None:

@@ -1,7 +1,7 @@
 """The DCGM backend as DCGM runs in real fleets: a host engine shared with other clients, one found
 already running, MIG, the refusals DCGM really gives, one GPU's errors, and the host engine's log.
 
-Each behaviour of DCGM used here is encoded in tests/fake_dcgm with the DCGM source file it follows.
+Each behaviour of DCGM used here is encoded in tests/fakes/dcgm with the DCGM source file it follows.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import time
 
 import pytest
 from conftest import ROOT, running_daemon
-from fake_pynvml import FakeGpu, FakeNvml
+from fakes.nvml import FakeGpu, FakeNvml
 
 from exporter.backends.auto import AutoBackend
 from exporter.backends.base import BackendUnavailable
@@ -20,7 +20,7 @@ from exporter.backends.dcgm.bindings import load_bindings
 from exporter.backends.nvml.backend import NvmlBackend
 from exporter.trace import load_trace
 
-FAKE = str(ROOT / "tests" / "fake_dcgm")
+FAKE = str(ROOT / "tests" / "fakes" / "dcgm")
 ADDRESS = "127.0.0.1:5555"
 GPU_I = 4  # dcgm_fields.h DCGM_FE_GPU_I
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from kube_api_fake import FakeApiServer, resource_slice
-from kubelet_fake import FakeKubelet, dra_pod, pod
+from fakes.kubelet import FakeKubelet, dra_pod, pod
 
 from exporter.attribution.kubernetes.attribution import Attributor
 from exporter.attribution.kubernetes.dra import device_uuids

@@ -61,7 +61,7 @@ NOT_IN_REPLAY = ("gpueff_compute_processes", "gpueff_compute_process_memory_byte
                  "gpueff_kubernetes_attribution_last_success_timestamp_seconds")
 # The exporter joins the vLLM-like token server with GPUs 0 and 5.
 APP_GPUS = ("0", "5")
-# The token servers (tests/apps/server_metrics.yml) and the namespace label their scrape adds: the
+# The token servers (tests/fakes/app_servers/server_metrics.yml) and the namespace label their scrape adds: the
 # dashboards' All matches the empty one; the pre-V1 vLLM names are checked on their own namespace.
 APP_SERVERS = {"vllm": "", "sglang": "", "vllm-0.8": "legacy"}
 
@@ -219,11 +219,11 @@ def stack(tmp_path_factory) -> Iterator[dict[str, Any]]:
         stack.callback(alertmanager.stop)
 
         # Text-generation servers exposing vLLM's (V1), SGLang's and vLLM 0.8's metrics through
-        # prometheus_client's own negotiation, as the real servers do (tests/apps/server_metrics.yml).
+        # prometheus_client's own negotiation, as the real servers do (tests/fakes/app_servers/server_metrics.yml).
         apps: dict[str, str] = {}
         for server in APP_SERVERS:
             port = free_port()
-            app = Process(f"token_server {server}", [sys.executable, str(ROOT / "tests" / "apps" / "token_server.py"), "--listen", f"127.0.0.1:{port}", "--server", server], work / f"app-{server}.log")
+            app = Process(f"token_server {server}", [sys.executable, str(ROOT / "tests" / "fakes" / "app_servers" / "token_server.py"), "--listen", f"127.0.0.1:{port}", "--server", server], work / f"app-{server}.log")
             stack.callback(app.stop)
             apps[server] = f"http://127.0.0.1:{port}"
             wait_for(f"the {server} token server", lambda app=app, url=apps[server]: (app.check_running(), http_get(url + "/health", timeout=1)[0] == 200)[1], 15)

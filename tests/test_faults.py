@@ -1,12 +1,12 @@
 """Faults: what the daemon does when NVML hangs, loses a GPU, answers NotSupported, or has no driver yet.
 
-Two set-ups, both with tests/fake_pynvml.py standing in for the driver:
+Two set-ups, both with tests/fakes/nvml.py standing in for the driver:
 - in process: the daemon's own parts (NvmlBackend -> Poller -> Payloads -> WebServer on loopback),
   with faults injected into the fake while real HTTP scrapes run;
 - a real daemon process: this file run as a script puts a scripted FakeNvml in place of pynvml
   (``FAULT_SCRIPT``: which traces, when the driver appears, which call hangs from when) and runs the CLI;
   app endpoints that hang or flood (raw sockets on loopback) and a DCGM host engine that goes away
-  (tests/fake_dcgm) against the real daemon too.
+  (tests/fakes/dcgm) against the real daemon too.
 SIGHUP with a broken config and SIGTERM without faults are covered in test_daemon.py and test_tls.py.
 """
 
@@ -28,7 +28,7 @@ if __name__ == "__main__":  # the launcher: make the package and the fake import
     sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import pynvml  # noqa: E402 (the real module: constants only)
-from fake_pynvml import FakeNvml  # noqa: E402
+from fakes.nvml import FakeNvml  # noqa: E402
 
 from exporter.backends.nvml.backend import NvmlBackend  # noqa: E402
 from exporter.config.file import Config  # noqa: E402
@@ -346,7 +346,7 @@ def test_app_endpoints_that_hang_or_flood_never_slow_scrapes_or_grow_memory(tmp_
 
 
 def test_a_dcgm_disconnect_never_stalls_scrapes_and_recovers(trace_paths, tmp_path):
-    fake_bindings = str(ROOT / "tests" / "fake_dcgm")
+    fake_bindings = str(ROOT / "tests" / "fakes" / "dcgm")
     engine = f"127.0.0.1:{free_port()}"
     stop_file = tmp_path / "hostengine-stopped"
     env = {"FAKE_DCGM_SERVE": engine, "FAKE_DCGM_STOP_FILE": str(stop_file), "FAKE_DCGM_TRACES": str(trace_paths["matmul_8192"])}

@@ -13,7 +13,7 @@ import string
 from pathlib import Path
 
 import pytest
-from apps_servers import answer_of
+from fakes.apps import answer_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -212,7 +212,7 @@ def test_the_app_fetch_answers_any_bytes_with_a_body_or_a_scrape_error(http_peer
 
 @pytest.fixture(scope="module")
 def http_peer():
-    from apps_servers import raw_serving
+    from fakes.apps import raw_serving
 
     answers: list[bytes] = [b""]
     with raw_serving(lambda connection: connection.sendall(answers[0])) as url:

@@ -10,8 +10,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from fake_pynvml import FakeClock, FakeGpu, FakeNvml
-from kubelet_fake import FakeKubelet, pod
+from fakes.kubelet import FakeKubelet, pod
+from fakes.nvml import FakeClock, FakeGpu, FakeNvml
 
 from exporter.backends.nvml.backend import NvmlBackend
 from exporter.config.file import parse_config

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT, free_port, http_get, running_daemon
+from fakes.kubelet import FakeKubelet, pod
 from kube_schemas import documents
-from kubelet_fake import FakeKubelet, pod
 
 PROMETHEUS = shutil.which("prometheus")
 

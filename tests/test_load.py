@@ -24,7 +24,7 @@ import uuid as uuidlib
 
 import pytest
 from conftest import payloads_following, running_daemon
-from fake_pynvml import FakeClock, FakeGpu, FakeNvml
+from fakes.nvml import FakeClock, FakeGpu, FakeNvml
 
 from exporter.backends.nvml.backend import NvmlBackend
 from exporter.config.file import parse_config
@@ -129,7 +129,7 @@ def test_100_concurrent_scrapers_over_tls_with_basic_auth(tmp_path):
 
 
 # The fake kubelet's gRPC server lives in this process too; what it keeps is not the exporter's.
-NOT_THE_EXPORTER = [tracemalloc.Filter(False, pattern) for pattern in ("*grpc/_server.py", "*concurrent/futures/*", "*threading.py", "*kubelet_fake.py", tracemalloc.__file__)]
+NOT_THE_EXPORTER = [tracemalloc.Filter(False, pattern) for pattern in ("*grpc/_server.py", "*concurrent/futures/*", "*threading.py", "*fakes/kubelet.py", tracemalloc.__file__)]
 
 
 def exporter_side_memory() -> tracemalloc.Snapshot:
@@ -144,7 +144,7 @@ def pod_uid() -> str:
 @pytest.fixture
 def churn_world(tmp_path, trace_paths):
     """Two fake GPUs, a fake kubelet and a fake /proc whose pods and processes the test replaces."""
-    from kubelet_fake import FakeKubelet  # needs grpcio (test extra)
+    from fakes.kubelet import FakeKubelet  # needs grpcio (test extra)
 
     clock = FakeClock()
     gpus = [FakeGpu(load_trace(trace_paths[name])) for name in ("matmul_8192", "copy_2GB")]
@@ -157,7 +157,7 @@ def churn_world(tmp_path, trace_paths):
 
 
 def test_soak_with_pod_and_process_churn_drops_gone_series_and_keeps_memory_flat(churn_world):
-    from kubelet_fake import pod
+    from fakes.kubelet import pod
 
     clock, fake, kubelet, socket_path, proc = churn_world
     config = parse_config({"collect_interval": "1s", "kubernetes": {"enabled": True, "pod_resources_socket": str(socket_path), "refresh_interval": "1s", "process_attribution": True, "proc_root": str(proc)}})

@@ -12,7 +12,7 @@ from pathlib import Path
 import pynvml
 import pytest
 from conftest import payloads_of
-from fake_pynvml import FakeClock, FakeGpu, FakeNvml
+from fakes.nvml import FakeClock, FakeGpu, FakeNvml
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.apps.derive import AppState
@@ -131,7 +131,7 @@ def test_the_dcgm_field_table_is_the_catalogues():
 
 
 def test_the_dcgm_fakes_agree_with_the_catalogue():
-    load_bindings(str(ROOT / "tests" / "fake_dcgm"))
+    load_bindings(str(ROOT / "tests" / "fakes" / "dcgm"))
     import dcgm_fields
     import fake_hostengine
 

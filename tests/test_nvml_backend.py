@@ -10,7 +10,7 @@ import time
 import pynvml
 import pytest
 from conftest import http_get, payloads_following
-from fake_pynvml import FakeClock, FakeGpu, FakeNvml
+from fakes.nvml import FakeClock, FakeGpu, FakeNvml
 
 from exporter.backends.base import BackendUnavailable
 from exporter.backends.nvml.backend import REINIT_BACKOFF, NvmlBackend, cores_per_sm

@@ -7,7 +7,7 @@ import dataclasses
 
 import pynvml
 import pytest
-from fake_pynvml import FakeClock, FakeGpu, FakeNvml
+from fakes.nvml import FakeClock, FakeGpu, FakeNvml
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.backends.nvml.backend import NvmlBackend

@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-from apps_servers import serving
 from browser import CHROMIUM, Browser
 from conftest import ROOT, running_daemon
+from fakes.apps import serving
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed: tests/run.sh installs it (apt-get install chromium)")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import running_daemon
-from kubelet_fake import FakeKubelet, pod
+from fakes.kubelet import FakeKubelet, pod
 
 from exporter.attribution.kubernetes.attribution import Attributor
 from exporter.attribution.kubernetes.owners import AttributionHealth, PodOwner

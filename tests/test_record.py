@@ -7,7 +7,7 @@ import logging
 import sys
 
 import pytest
-from fake_pynvml import FakeClock, FakeGpu, FakeNvml
+from fakes.nvml import FakeClock, FakeGpu, FakeNvml
 
 from exporter.backends.base import BackendUnavailable
 from exporter.backends.nvml.backend import NvmlBackend

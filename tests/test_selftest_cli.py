@@ -206,7 +206,7 @@ def test_every_workload_reports_the_figure_its_expectation_checks():
 def test_live_path_with_the_nvml_backend_on_a_fake_driver(trace_paths, monkeypatch):
     """The live selftest end to end in-process: the daemon's NvmlBackend reads a fake pynvml that plays
     the spin_1sm recording, while the CPU stand-in runs the workloads (no GPU can exist here)."""
-    from fake_pynvml import FakeNvml
+    from fakes.nvml import FakeNvml
 
     from exporter.commands.selftest import workloads
     from exporter.commands.selftest.checks import check_readings, exit_code

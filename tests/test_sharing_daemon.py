@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pynvml
 import pytest
-from fake_pynvml import FakeClock, FakeGpu, FakeNvml
+from fakes.nvml import FakeClock, FakeGpu, FakeNvml
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.attribution.kubernetes.owners import GpuOwners, PodOwner

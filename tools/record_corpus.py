@@ -1,6 +1,6 @@
 """Record the real-workload corpus: each workload runs here while ``exporter record`` samples the GPU.
 
-    python3 bench/record_corpus.py --out DIR [--only NAME,...] [--duration 24] [--interval 0.5] [--live]
+    python3 tools/record_corpus.py --out DIR [--only NAME,...] [--duration 24] [--interval 0.5] [--live]
 
 Needs one NVIDIA GPU with GPM (Hopper or newer), PyTorch with CUDA, and (for the Llama workloads)
 transformers; models are built from a config with random weights, nothing is downloaded. Each
@@ -23,6 +23,7 @@ The truths, per workload:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -168,7 +169,7 @@ def matmul_workloads(torch: Any, out: Path, duration: float, interval: float) ->
             time.sleep(half)
             work.add()
 
-        record_while(f"matmul_duty_{label}", f"torch bf16 {MATMUL_N}^3 matmuls for {half * 1000:g} ms, then the host sleeps {half * 1000:g} ms (50 % duty, period {label})", duty, out, duration, interval, ("tflops",), lambda period=period: {"period_s": period, "duty": 0.5})
+        record_while(f"matmul_duty_{label}", f"torch bf16 {MATMUL_N}^3 matmuls for {half * 1000:g} ms, then the host sleeps {half * 1000:g} ms (50 % duty, period {label})", duty, out, duration, interval, ("tflops",), functools.partial(dict, period_s=period, duty=0.5))
 
 
 def graph_decode(torch: Any, out: Path, duration: float, interval: float) -> None:
@@ -303,7 +304,7 @@ def llama_workloads(torch: Any, out: Path, duration: float, interval: float, onl
         generate(timed)
         call_time = time.perf_counter() - started
         say(f"{name}: {call_time:.2f} s a call, {generate_batch * new / call_time:.0f} new tokens/s")
-        record_while(name, f"model.generate (eager, dynamic KV cache, greedy) on the same {total / 1e9:.2f} B Llama: batch {generate_batch}, {prompt}-token prompt, {new} new tokens", generate, out, duration, interval, ("tflops", "tbps"), lambda call_time=call_time, generate_batch=generate_batch: {"tokens_per_s": round(generate_batch * new / call_time, 1)})
+        record_while(name, f"model.generate (eager, dynamic KV cache, greedy) on the same {total / 1e9:.2f} B Llama: batch {generate_batch}, {prompt}-token prompt, {new} new tokens", generate, out, duration, interval, ("tflops", "tbps"), functools.partial(dict, tokens_per_s=round(generate_batch * new / call_time, 1)))
 
 
 def idle(torch: Any, out: Path, duration: float, interval: float) -> None:

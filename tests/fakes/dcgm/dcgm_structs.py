@@ -1,6 +1,6 @@
 """Fake of DCGM's dcgm_structs module (testing/python3/dcgm_structs.py): the status codes, DCGMError and
 the ctypes structures the exporter uses, laid out as in DCGM's bindings. ``_dcgmInit`` loads no library:
-the engine is tests/fake_dcgm/fake_hostengine.py, loaded here by its path (the real module imports only
+the engine is tests/fakes/dcgm/fake_hostengine.py, loaded here by its path (the real module imports only
 dcgmvalue and the standard library, and the exporter puts no bindings folder on sys.path).
 """
 

@@ -1,6 +1,6 @@
-"""The real daemon on its NVML backend, with tests/fake_pynvml.py standing in for pynvml.
+"""The real daemon on its NVML backend, with tests/fakes/nvml.py standing in for pynvml.
 
-    python bench/fake_nvml_daemon.py GPUS [daemon flags...]
+    python tools/fake_nvml_daemon.py GPUS [daemon flags...]
 
 GPUS fake GPUs play the shipped traces (repeated where GPUS > 6). Calls cost nothing, so what the
 process spends is the daemon's own CPU (plus the fake's Python). nvmlEventSetWait blocks up to
@@ -10,20 +10,21 @@ process spends is the daemon's own CPU (plus the fake's Python). nvmlEventSetWai
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
-from harness import ROOT, trace_files
-
+ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from fake_pynvml import FakeNvml  # noqa: E402 (needs the paths above)
+from fakes.nvml import FakeNvml  # noqa: E402 (needs the paths above)
 
-from exporter.trace import load_trace  # noqa: E402
+from exporter.trace import load_trace, planted_trace_paths  # noqa: E402
 
 
 def main() -> int:
     gpus, flags = int(sys.argv[1]), sys.argv[2:]
-    sys.modules["pynvml"] = FakeNvml([load_trace(path) for path in trace_files(gpus)], event_wait_cap=0.5)
+    traces = [load_trace(path) for path in planted_trace_paths()]
+    sys.modules["pynvml"] = FakeNvml([traces[index % len(traces)] for index in range(gpus)], event_wait_cap=0.5)
     from exporter.commands.cli import main as daemon_main
 
     return daemon_main(flags)

@@ -2,13 +2,13 @@
 
 It really serves requests: ``POST /v1/completions`` with ``{"prompt": "...", "max_tokens": N}``
 generates N words, one per ``--token-delay``, and answers them as JSON. Its ``/metrics`` carries the
-families that ``--server`` (vllm, sglang, ... : tests/apps/server_metrics.yml) really exposes, in a
+families that ``--server`` (vllm, sglang, ... : tests/fakes/app_servers/server_metrics.yml) really exposes, in a
 prometheus_client registry served by prometheus_client's own ``make_wsgi_app``: the Accept header is
 negotiated as vLLM and SGLang negotiate it, so Prometheus 2.x stores ``vllm:generation_tokens_total``
 as ``vllm_generation_tokens_total`` and Prometheus 3.x keeps the colon. The KV-cache gauge reads the
 share of generation slots in use.
 
-    python tests/apps/token_server.py --listen 127.0.0.1:8000 [--server sglang] [--max-concurrency 4]
+    python tests/fakes/app_servers/token_server.py --listen 127.0.0.1:8000 [--server sglang] [--max-concurrency 4]
 """
 
 from __future__ import annotations

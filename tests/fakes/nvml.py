@@ -186,7 +186,7 @@ class FakeNvml:
     def __getattr__(self, name: str) -> Any:
         value = getattr(_real, name, None)
         if value is None or inspect.isfunction(value):
-            raise AttributeError(f"the fake pynvml has no {name!r}: add it to tests/fake_pynvml.py")
+            raise AttributeError(f"the fake pynvml has no {name!r}: add it to tests/fakes/nvml.py")
         return value
 
     # ---- injection -----------------------------------------------------------------------------
