@@ -114,7 +114,7 @@ def test_in_a_pipe_it_prints_one_plain_frame_and_exits() -> None:
 
 
 def test_local_gpus_are_read_through_the_nvml_backend_and_the_pipeline(monkeypatch, capsys, trace_paths) -> None:
-    from fake_pynvml import FakeNvml
+    from fakes.nvml import FakeNvml
 
     monkeypatch.setitem(sys.modules, "pynvml", FakeNvml([load_trace(trace_paths["spin_1sm"])]))  # the driver, answering as a real GPU would
     from exporter.commands.top.command import main
@@ -128,7 +128,7 @@ def test_local_gpus_are_read_through_the_nvml_backend_and_the_pipeline(monkeypat
 
 
 def test_without_a_driver_it_says_where_else_to_look(monkeypatch, capsys, trace_paths) -> None:
-    from fake_pynvml import FakeNvml
+    from fakes.nvml import FakeNvml
 
     fake = FakeNvml([load_trace(trace_paths["idle"])])
     fake.unload_driver()
