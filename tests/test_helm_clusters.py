@@ -292,7 +292,17 @@ def test_everything_on_lints_and_every_object_validates() -> None:
     assert report["errors"] == [] and [m for m in report["messages"] if m["severity"] >= 2] == []
     objects = render(EVERYTHING)
     checked = validate_all(obj for key, obj in objects.items() if key != "NOTES")
-    assert {"NetworkPolicy/gpueff-gpu-efficiency-exporter", SECRET, "ResourceQuota/gpueff-gpu-efficiency-exporter-critical-pods", "DaemonSet/gpueff-gpu-efficiency-exporter"} <= set(checked)
+    assert {"NetworkPolicy/gpueff-gpu-efficiency-exporter", SECRET, "ResourceQuota/gpueff-gpu-efficiency-exporter-critical-pods", DAEMONSET, MONITOR, "PrometheusRule/gpueff-gpu-efficiency-exporter"} <= set(checked)
+    pod_monitored = render({**EVERYTHING, "serviceMonitor": {"enabled": False}, "podMonitor": {"enabled": True, "basicAuth": SCRAPE_SECRET, "tlsConfig": {"insecureSkipVerify": True}, "podTargetLabels": ["rack"]}})
+    assert POD_MONITOR in validate_all([pod_monitored[POD_MONITOR]])
+
+
+def test_operator_objects_are_checked_against_the_operators_schema() -> None:
+    """A typo in a relabeling (sourcelabels) or a wrong type would pass Helm and fail at the API server."""
+    with pytest.raises(AssertionError, match="sourcelabels"):
+        validate_all([render({"serviceMonitor": {"enabled": True, "metricRelabelings": [{"sourcelabels": ["__name__"], "action": "drop"}]}})[MONITOR]])
+    with pytest.raises(AssertionError, match="action"):
+        validate_all([render({"podMonitor": {"enabled": True, "relabelings": [{"action": "delete"}]}})[POD_MONITOR]])
 
 
 def test_values_yaml_documents_every_schema_key() -> None:
