@@ -109,7 +109,7 @@ def in_process(gpus: int, polls: int = 300) -> dict:
 
 
 def poll_wall(gpus: int, polls: int = 30) -> dict:
-    """Wall time of one collect when every fake call sleeps what it costs on an H100 (GPU_FACTS):
+    """Wall time of one collect when every fake call sleeps what it costs on an H100 (docs/gpu-facts.md):
     how long a poll keeps the poller thread busy. Fake time 1 s per poll, so every 10th is slow."""
     clock = FakeClock()
     fake = FakeNvml([load_trace(path) for path in trace_files(gpus)], clock=clock, call_cost=H100_CALL_COSTS, event_wait_cap=0.5)

@@ -1,6 +1,6 @@
 """Peak figures per GPU model, the denominators of the achieved FLOP/s and bandwidth estimates.
 
-Figures are dense (no sparsity), from NVIDIA's data sheets as collected in GPU_FACTS. A model that
+Figures are dense (no sparsity), from NVIDIA's data sheets (docs/gpu-facts.md). A model that
 is not in the table (or in the config's ``peaks:``) gets no estimate rather than a wrong one.
 """
 

@@ -66,7 +66,7 @@ def read_process_stats() -> ProcessStats | None:
 
 def release_freed_memory() -> None:
     """Hand the heap that start-up freed back to the OS (glibc's malloc_trim): importing pynvml and
-    initialising NVML leave megabytes freed but held (GPU_FACTS). Nothing where libc is not glibc."""
+    initialising NVML leave megabytes freed but held (docs/gpu-facts.md). Nothing where libc is not glibc."""
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):

@@ -133,7 +133,7 @@ def test_missing_truth_readings_and_profiling_fail(readings):
 
 
 def test_one_warp_on_every_sm_reads_as_latency_bound():
-    """No trace of it was recorded: a reading with GPU_FACTS' H200 figures (SM 99.96 %, occupancy 1.56 %)."""
+    """No trace of it was recorded: a reading with the H200 figures of docs/gpu-facts.md (SM 99.96 %, occupancy 1.56 %)."""
     device = DeviceInfo(index=0, uuid="GPU-x", name="NVIDIA H200", sm_count=132, max_sm_clock_mhz=1980)
     profiling = {"sm_active": 0.9996, "sm_occupancy": 0.0156, "tensor_active": 0.0, "dram_active": 0.0, "fp32_active": 0.0, "integer_active": 0.01}
     samples = [GpuSample(device=device, timestamp=t * 0.5, window_seconds=0.5, gpu_utilization=1.0, sm_clock_mhz=1980, profiling=Profiling(**profiling)) for t in range(8)]

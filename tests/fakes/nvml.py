@@ -34,7 +34,7 @@ import pynvml as _real
 
 from exporter.trace import Trace
 
-# Seconds per call measured on an H100 (shared/GPU_FACTS.md), for benchmarks that want them.
+# Seconds per call measured on an H100 (docs/gpu-facts.md), for benchmarks that want them.
 H100_CALL_COSTS = {
     "nvmlDeviceGetUtilizationRates": 5e-6,
     "nvmlDeviceGetPowerUsage": 5e-6,

@@ -1,6 +1,6 @@
 """Live GPUs through NVML (nvidia-ml-py), with GPM profiling metrics on Hopper and newer.
 
-Cost control (see GPU_FACTS): cheap calls every poll; energy, ECC, remapped rows and memory
+Cost control (docs/gpu-facts.md): cheap calls every poll; energy, ECC, remapped rows and memory
 temperature at the slow cadence; PCIe rates from GPM, never nvmlDeviceGetPcieThroughput (it blocks
 20 ms). A call that answers NotSupported once is not made again for that GPU.
 """

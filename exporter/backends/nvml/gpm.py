@@ -1,5 +1,5 @@
 """GPM (Hopper and newer): one pair of samples per GPU or MIG device, swapped every read, and the
-profiling metrics of the window between them, each checked by its own return code (GPU_FACTS)."""
+profiling metrics of the window between them, each checked by its own return code (docs/gpu-facts.md)."""
 
 from __future__ import annotations
 
