@@ -21,6 +21,12 @@ from exporter.untrusted import read_file
 
 FORMAT = "gpu-trace/1"
 MAX_TRACE_BYTES = 64 * 1024 * 1024
+# A replay divides by the interval and takes times modulo the loop's length: an interval of 5e-324 s
+# overflowed every poll, and at t = 1e308 a window shorter than the float's spacing there made the
+# loop 0 s long (ZeroDivisionError). Recordings take a sample every 100 ms or more, for hours at most.
+MIN_INTERVAL_S = 0.001
+MAX_INTERVAL_S = 3600.0
+MAX_TRACE_SECONDS = 1e7  # 115 days: a window of 1 ms is still 500,000 float steps long there
 
 # NVML sample keys, from the catalogue: trace key -> (GpuSample field, scale from the trace's unit).
 NVML_KEYS: dict[str, tuple[str, float]] = {reading.trace[0]: (reading.field, reading.trace[1]) for _, reading in READINGS if reading.trace is not None}
@@ -113,16 +119,16 @@ def record_from_sample(sample: GpuSample, t: float) -> dict[str, Any]:
     return record
 
 
-def _check_number(value: Any, where: str, *, integer: bool = False, allow_null: bool = False, maximum: float = sys.float_info.max) -> None:
+def _check_number(value: Any, where: str, *, integer: bool = False, allow_null: bool = False, maximum: float = sys.float_info.max, kind: str = "") -> None:
     if value is None and allow_null:
         return
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= maximum  # no NaN, inf, or int too big for a float
     if ok and integer:
         ok = float(value).is_integer()
     if not ok:
-        if maximum < sys.float_info.max:
+        if not kind and maximum < sys.float_info.max:
             kind = f"a percentage from 0 to {maximum:g}"
-        else:
+        elif not kind:
             kind = "a non-negative integer" if integer else "a non-negative number"
         raise TraceError(f"{where}: expected {kind}{' or null' if allow_null else ''}, got {shown(value)}")
 
@@ -167,8 +173,8 @@ def parse_trace(data: Any, path: str) -> Trace:
         _check_number(value, f"trace {path}: 'truth.{key}'")
     interval = data["interval_s"]
     _check_number(interval, f"trace {path}: 'interval_s'")
-    if interval <= 0:
-        raise TraceError(f"trace {path}: 'interval_s' must be above 0, got {interval!r}")
+    if not MIN_INTERVAL_S <= interval <= MAX_INTERVAL_S:
+        raise TraceError(f"trace {path}: 'interval_s' must be from {MIN_INTERVAL_S:g} to {MAX_INTERVAL_S:g} seconds, got {shown(interval)}")
     samples = data["samples"]
     if not isinstance(samples, list) or not samples:
         raise TraceError(f"trace {path}: 'samples' must be a non-empty list")
@@ -179,7 +185,7 @@ def parse_trace(data: Any, path: str) -> Trace:
             raise TraceError(f"{where}: expected an object, got {type(record).__name__}")
         if "t" not in record:
             raise TraceError(f"{where}: missing key 't'")
-        _check_number(record["t"], f"{where}.t")
+        _check_number(record["t"], f"{where}.t", maximum=MAX_TRACE_SECONDS, kind=f"a time in seconds from 0 to {MAX_TRACE_SECONDS:g}")
         if record["t"] <= previous_t:
             raise TraceError(f"{where}.t: times must increase, got {record['t']!r} after {previous_t!r}")
         previous_t = record["t"]

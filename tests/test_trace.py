@@ -111,7 +111,7 @@ def mutate(change) -> dict:
         (mutate(lambda d: d["gpu"].update(name="")), "'gpu.name'", "non-empty string"),
         (mutate(lambda d: d["gpu"].update(colour="green")), "'gpu.colour'", "not a known key"),
         (mutate(lambda d: d.update(gpu=[])), "'gpu'", "must be an object"),
-        (mutate(lambda d: d.update(interval_s=0)), "'interval_s'", "above 0"),
+        (mutate(lambda d: d.update(interval_s=0)), "'interval_s'", "must be from 0.001 to 3600 seconds"),
         (mutate(lambda d: d.update(interval_s="0.5")), "'interval_s'", "non-negative number"),
         (mutate(lambda d: d.update(truth={"tflops": "fast"})), "'truth.tflops'", "non-negative number"),
         (mutate(lambda d: d.update(truth=[])), "'truth'", "must be an object"),
@@ -247,12 +247,15 @@ def test_any_corruption_of_a_trace_is_a_trace_error_or_a_usable_trace(tmp_path, 
     except TraceError as error:
         assert str(error).startswith(f"trace {target}: ")
         return
-    backend = ReplayBackend([trace], clock=lambda: 0.0)
+    now = [0.0]
+    backend = ReplayBackend([trace], clock=lambda: now[0])
     device = backend.start()[0]
     for record in trace.samples:
         sample = sample_from_record(device, record, 0.0, trace.interval_s)
         derive(sample, Config())
-    backend.collect()
+    for now[0] in (0.0, 1.0, 2.5, 1000.3):  # polls over several loops of the recording
+        for sample in backend.collect():
+            derive(sample, Config())
 
 
 def test_warm_up_samples_are_kept_but_not_looped(tmp_path):
@@ -270,3 +273,21 @@ def test_bad_warmup_samples_is_a_clear_error(tmp_path, value):
     data["warmup_samples"] = value
     with pytest.raises(TraceError, match=r"'warmup_samples' must be a whole number from 0 to 4 \(fewer than the samples\)"):
         load_trace(write(tmp_path, data))
+
+
+@pytest.mark.parametrize(
+    ("change", "place", "reason"),
+    [
+        ({"interval_s": 5e-324}, "'interval_s'", "must be from 0.001 to 3600 seconds"),
+        ({"interval_s": 1e300}, "'interval_s'", "must be from 0.001 to 3600 seconds"),
+        ({"samples": [{"t": 1e308, "util_gpu": 50}]}, "samples[0].t", "expected a time in seconds from 0 to 1e+07"),
+        ({"samples": [{"t": 1.0, "util_gpu": 50}, {"t": 1e308, "util_gpu": 50}]}, "samples[1].t", "expected a time in seconds from 0 to 1e+07"),
+    ],
+    ids=["tiny-interval", "huge-interval", "far-time", "far-last-time"],
+)
+def test_traces_that_validated_but_could_not_replay_are_refused_at_load(tmp_path, change, place, reason):
+    """Before, these loaded and then every poll raised OverflowError, or ZeroDivisionError in
+    ReplayBackend.record_at (a loop of 0 s: 1e308 minus an interval is 1e308 again)."""
+    data = good_trace() | change
+    _, message = trace_error(tmp_path, data)
+    assert place in message and reason in message
