@@ -11,8 +11,9 @@ import bcrypt
 import helm_python as helm
 import pytest
 import yaml
+from conftest import ROOT
 from helm_render import CHART, DAEMONSET, pod_spec, render
-from kube_schemas import validate_all
+from kube_schemas import documents, validate_all
 from tls_certs import make_pki
 
 from exporter.commands.cli import daemon_parser
@@ -309,3 +310,58 @@ def test_values_yaml_documents_every_schema_key() -> None:
     """values.yaml carries every top-level key the schema accepts, so users find them there."""
     schema = yaml.safe_load((CHART / "values.schema.json").read_text())
     assert set(schema["properties"]) == set(yaml.safe_load((CHART / "values.yaml").read_text()))
+
+
+# --- Pod Security Standards: which namespace level each configuration needs ---------------------------------
+
+BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD", "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
+RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"}
+
+
+def pod_security_level(pod: dict[str, Any]) -> str:
+    """The strictest Pod Security Standards level (restricted, baseline, privileged) the pod meets,
+    by the standards' rules for the fields a pod spec of this chart can carry."""
+    containers = pod["containers"] + pod.get("initContainers", [])
+    contexts = [container.get("securityContext", {}) for container in containers]
+    pod_context = pod.get("securityContext", {})
+    volume_kinds = {key for volume in pod["volumes"] for key in volume if key != "name"}
+    baseline = (
+        not any(pod.get(key) for key in ("hostNetwork", "hostPID", "hostIPC"))
+        and not any(context.get("privileged") for context in contexts)
+        and all(set(context.get("capabilities", {}).get("add", [])) <= BASELINE_CAPABILITIES for context in contexts)
+        and "hostPath" not in volume_kinds
+        and not any(port.get("hostPort") for container in containers for port in container.get("ports", []))
+        and all(context.get("seccompProfile", {}).get("type") != "Unconfined" for context in [pod_context, *contexts])
+    )
+    if not baseline:
+        return "privileged"
+
+    def effective(key: str, context: dict[str, Any]) -> Any:
+        return context.get(key, pod_context.get(key))
+
+    restricted = (
+        volume_kinds <= RESTRICTED_VOLUMES
+        and all(context.get("allowPrivilegeEscalation") is False for context in contexts)
+        and all(effective("runAsNonRoot", context) is True and effective("runAsUser", context) != 0 for context in contexts)
+        and all((effective("seccompProfile", context) or {}).get("type") in ("RuntimeDefault", "Localhost") for context in contexts)
+        and all("ALL" in context.get("capabilities", {}).get("drop", []) and set(context.get("capabilities", {}).get("add", [])) <= {"NET_BIND_SERVICE"} for context in contexts)
+    )
+    return "restricted" if restricted else "baseline"
+
+
+@pytest.mark.parametrize(("values", "level"), [
+    ({}, "privileged"),  # the kubelet's pod-resources socket is a hostPath
+    ({"podResources": {"enabled": False}}, "restricted"),
+    ({"podResources": {"enabled": False}, "webConfig": {"existingSecret": "web", "tls": True}, "dcgm": {"enabled": True}, "networkPolicy": {"enabled": True}}, "restricted"),
+    ({"podResources": {"enabled": False}, "hostPID": True}, "privileged"),
+    ({"podResources": {"enabled": False}, "profilingAdmin": True}, "privileged"),
+])
+def test_pod_security_level_each_configuration_needs(values: dict[str, Any], level: str) -> None:
+    assert pod_security_level(pod_spec(render(values))) == level
+
+
+def test_the_plain_manifests_namespace_admits_the_daemonset() -> None:
+    (namespace,) = documents((ROOT / "deploy" / "kubernetes" / "namespace.yaml").read_text())
+    (daemonset,) = documents((ROOT / "deploy" / "kubernetes" / "daemonset.yaml").read_text())
+    needed = pod_security_level(daemonset["spec"]["template"]["spec"])
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == needed == "privileged"
