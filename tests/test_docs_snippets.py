@@ -1,0 +1,64 @@
+"""Every YAML and PromQL snippet in the README and docs/ parses: YAML with PyYAML, and through the
+exporter's own config loader where it is a piece of the exporter's config file; PromQL through
+Debian's promtool, as the expression of a recording rule."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from exporter.config.file import Config, parse_config
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+CONFIG_KEYS = set(Config.__dataclass_fields__)
+
+
+def snippets(language: str) -> list[tuple[str, str]]:
+    """(where, text) of every fenced ``language`` block."""
+    found = []
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        for match in re.finditer(rf"^```{language}\n(.*?)^```", text, re.S | re.M):
+            line = text.count("\n", 0, match.start()) + 1
+            found.append((f"{page.relative_to(ROOT)}:{line}", match.group(1)))
+    return found
+
+
+YAML = snippets("yaml")
+PROMQL = snippets("promql")
+
+
+def test_the_docs_have_snippets_to_check():
+    assert len(YAML) >= 10 and len(PROMQL) >= 5
+
+
+@pytest.mark.parametrize("where, text", YAML, ids=[where for where, _ in YAML])
+def test_yaml_snippet_parses_and_exporter_config_loads(where: str, text: str) -> None:
+    data = yaml.safe_load(text)
+    assert data is not None, where
+    if isinstance(data, list) and all(isinstance(item, dict) and "url" in item and "counter" in item for item in data):
+        parse_config({"apps": data})  # entries of the apps: list
+    elif isinstance(data, dict) and set(data) <= CONFIG_KEYS:
+        parse_config(data)  # a piece of the exporter's config file
+
+
+def expressions(text: str) -> list[str]:
+    """The expressions of a PromQL block: comment lines dropped, blank lines between expressions."""
+    kept = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    return [part.strip() for part in re.split(r"\n\s*\n", kept) if part.strip()]
+
+
+def test_every_promql_snippet_parses(tmp_path: Path) -> None:
+    rules = [{"record": f"docs:snippet_{number}", "expr": expression} for number, (_, text) in enumerate(PROMQL) for expression in expressions(text)]
+    assert len(rules) >= len(PROMQL)
+    path = tmp_path / "docs-snippets.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "docs", "rules": rules}]}), encoding="utf-8")
+    result = subprocess.run([PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
