@@ -4,7 +4,7 @@ script and style, and the vendored uPlot with its licence, read once from the pa
 from __future__ import annotations
 
 import html
-from importlib import resources
+from pathlib import Path
 from string import Template
 
 from exporter import __version__
@@ -18,11 +18,13 @@ ASSETS = {
     "/ui/uPlot.min.css": ("vendor/uplot/uPlot.min.css", "text/css; charset=utf-8"),
     "/ui/LICENSE-uPlot.txt": ("vendor/uplot/LICENSE", "text/plain; charset=utf-8"),
 }
-HTML = "text/html; charset=utf-8"
+
+
+UI = Path(__file__).with_name("ui")  # package data (pyproject.toml), read as plain files: importlib.resources would import tempfile, bz2 and lzma
 
 
 def _read(name: str) -> bytes:
-    return resources.files("exporter").joinpath("web").joinpath("ui").joinpath(name).read_bytes()  # one name per call: Python 3.10
+    return (UI / name).read_bytes()
 
 
 def assets() -> dict[str, tuple[bytes, bytes]]:
