@@ -35,7 +35,8 @@ class BrowserError(AssertionError):
 
 
 def _above_four(fd: int) -> int:
-    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD, 10)
+    os.set_inheritable(moved, False)  # only the browser gets it, through pass_fds
     os.close(fd)
     return moved
 
