@@ -165,11 +165,15 @@ def _device_labels(state: GpuState) -> str:
 
 
 def _gpu_labels(state: GpuState, pod_labels: str) -> str:
-    """gpu and uuid, plus namespace, pod and container while exactly one container holds the GPU
-    (kubernetes.pod_labels every_series; with info_only they stay on gpueff_gpu_pod_info)."""
+    """gpu and uuid, plus namespace, pod, container and the pod's allow-listed labels
+    (kubernetes.pod_label_keys) while exactly one container holds the GPU (kubernetes.pod_labels
+    every_series; with info_only they stay on gpueff_gpu_pod_info, without the copied labels)."""
     owner = state.owners.single_pod if state.owners is not None and pod_labels == "every_series" else None
     text = _device_labels(state)
-    return text if owner is None else f"{text},{labels(_POD_LABELS, (owner.namespace, owner.pod, owner.container))}"
+    if owner is None:
+        return text
+    copied = f",{labels(tuple(name for name, _ in owner.labels), (value for _, value in owner.labels))}" if owner.labels else ""
+    return f"{text},{labels(_POD_LABELS, (owner.namespace, owner.pod, owner.container))}{copied}"
 
 
 @functools.cache

@@ -14,24 +14,27 @@ cheap). Problems are logged once per kind; nothing raises.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from exporter.attribution.cgroup import process_owner
 from exporter.attribution.kubernetes.apiserver import ApiError, ApiServer
 from exporter.attribution.kubernetes.dra import DeviceKey, ResourceSlices
 from exporter.attribution.kubernetes.owners import AttributionHealth, GpuOwners, PodOwner, ProcessOwner
+from exporter.attribution.kubernetes.podlabels import PODS_PATH, LabelPairs, pod_labels
 from exporter.attribution.kubernetes.settings import KubernetesConfig
 from exporter.logs import one_line
 from exporter.sample import GpuSample
 
 log = logging.getLogger(__name__)
 
+_T = TypeVar("_T")
 KEEP_INTERVALS = 3  # refresh intervals the last good pod assignment outlives failed calls
 FIRST_CALL_WAIT = 1.0  # seconds a (re)configured attribution waits for its first List answer
 
@@ -52,9 +55,11 @@ class PodRefresher:
         self._expired_logged = False
         self._problem: str | None = None  # the kind of the last logged problem; None while it works
         self._client: Any = None  # a PodResourcesClient once the socket exists
-        self._slices: ResourceSlices | None = None  # this node's DRA GPUs on the API server (kubernetes.dra_drivers)
+        self._api: ApiServer | None = None  # for kubernetes.dra_drivers and pod_label_keys
+        self._slices: ResourceSlices | None = None
+        self._api_problems: dict[str, str] = {}  # what cannot be read -> why, as last logged
         self._dra: dict[DeviceKey, str] = {}
-        self._dra_problem: str | None = None
+        self._labels: dict[tuple[str, str], LabelPairs] = {}
         self._stop = threading.Event()
         self._answered = threading.Event()  # the first call has finished, well or not
         self._thread = threading.Thread(target=self._run, name="kubelet-pod-resources", daemon=True)
@@ -103,6 +108,9 @@ class PodRefresher:
             self._failed(f"call:{error.code}", "kubernetes: %s", error)
             return
         pods = gpu_owners(response, settings.resource_names, self._dra_devices())
+        if settings.pod_label_keys:
+            labels = self._pod_labels()
+            pods = {uuid: tuple(dataclasses.replace(owner, labels=labels.get((owner.namespace, owner.pod), ())) for owner in owners) for uuid, owners in pods.items()}
         with self._lock:
             self._pods, self._success, self._last_success_wall, self._up = pods, self.clock(), self.wall_clock(), True
         self._expired_logged = False
@@ -112,26 +120,39 @@ class PodRefresher:
 
     def _dra_devices(self) -> dict[DeviceKey, str]:
         """This node's DRA GPUs from its ResourceSlices; the last good answer when a read fails."""
-        settings = self.settings
-        if not settings.dra_drivers:
+        if not self.settings.dra_drivers:
             return {}
-        try:
-            if self._slices is None:
-                node = settings.effective_node_name
-                if not node:
-                    raise ApiError("no node name: set kubernetes.node_name or the NODE_NAME environment variable (the chart sets it)")
-                api = ApiServer.in_cluster(Path(settings.service_account_dir), settings.timeout, settings.max_message_bytes)
-                self._slices = ResourceSlices(api, node, settings.dra_drivers)
-            self._dra = self._slices.read()
-        except ApiError as error:
-            if self._dra_problem != str(error):
-                log.warning("kubernetes: DRA GPUs cannot be attributed (%s); the last ResourceSlices read are used", error)
-                self._dra_problem = str(error)
-            return self._dra
-        if self._dra_problem is not None:
-            log.info("kubernetes: ResourceSlices read again (%d DRA GPU(s) on this node)", len(self._dra))
-            self._dra_problem = None
+        def read(api: ApiServer, node: str) -> dict[DeviceKey, str]:
+            if self._slices is None:  # kept: it remembers which resource.k8s.io version answers
+                self._slices = ResourceSlices(api, node, self.settings.dra_drivers)
+            return self._slices.read()
+
+        self._dra = self._from_api("DRA GPUs cannot be attributed", read, self._dra)
         return self._dra
+
+    def _pod_labels(self) -> dict[tuple[str, str], LabelPairs]:
+        """The allow-listed labels of this node's pods; the last good answer when a read fails."""
+        self._labels = self._from_api("pod labels cannot be read", lambda api, node: pod_labels(api.get(PODS_PATH, fieldSelector=f"spec.nodeName={node}"), self.settings.pod_label_keys), self._labels)
+        return self._labels
+
+    def _from_api(self, what: str, read: Callable[[ApiServer, str], _T], last: _T) -> _T:
+        """``read`` against the API server for this node, or ``last`` (warned about once per cause)."""
+        settings = self.settings
+        try:
+            node = settings.effective_node_name
+            if not node:
+                raise ApiError("no node name: set kubernetes.node_name or the NODE_NAME environment variable (the chart sets it)")
+            if self._api is None:
+                self._api = ApiServer.in_cluster(Path(settings.service_account_dir), settings.timeout, settings.max_message_bytes)
+            found = read(self._api, node)
+        except ApiError as error:
+            if self._api_problems.get(what) != str(error):
+                log.warning("kubernetes: %s (%s); the last answer is used", what, error)
+                self._api_problems[what] = str(error)
+            return last
+        if self._api_problems.pop(what, None) is not None:
+            log.info("kubernetes: the API server answers again (%s)", what)
+        return found
 
     def _failed(self, kind: str, message: str, *args: Any) -> None:
         with self._lock:

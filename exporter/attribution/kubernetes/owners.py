@@ -12,6 +12,7 @@ class PodOwner:
     namespace: str
     pod: str
     container: str
+    labels: tuple[tuple[str, str], ...] = ()  # the pod's allow-listed labels (kubernetes.pod_label_keys): (label name, value)
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from exporter.attribution.kubernetes.podlabels import pod_label_keys
 from exporter.config.engine import SettingError, setting
 from exporter.config.values import (
     absolute_path,
@@ -51,6 +52,7 @@ class KubernetesConfig:
     dra_drivers: tuple[str, ...] = setting((), dra_drivers, "DRA drivers whose devices are GPUs (gpu.nvidia.com): GPUs allocated through ResourceClaims are attributed like device-plugin ones, their UUIDs read from this node's ResourceSlices on the API server (needs list on resourceslices); empty: off")
     node_name: str = setting("", node_name, "this node's name, to read only its ResourceSlices (default: the NODE_NAME environment variable, which the chart sets)")
     service_account_dir: str = setting("/var/run/secrets/kubernetes.io/serviceaccount", absolute_path, "where the pod's service-account token and the cluster CA are, for the API server calls")
+    pod_label_keys: tuple[str, ...] = setting((), pod_label_keys, "pod labels copied onto the series of the GPUs a pod holds (dcgm-exporter's enablePodLabels): at most 10 keys, each under its Prometheus form (app.kubernetes.io/name -> app_kubernetes_io_name), values cut to 128 characters; read from the API server (needs list on pods)")
     pod_labels: str = setting("every_series", one_of(POD_LABEL_MODES), "every_series: a GPU held by one container carries namespace, pod and container on all its series; info_only: only on gpueff_gpu_pod_info, so a GPU's series keep their identity when its pod changes (docs/sharing.md)")
 
     @property
