@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
+from fakes.kube_api import FakeApiServer, resource_slice
 from fakes.kubelet import FakeKubelet, dra_pod, pod
-from kube_api_fake import FakeApiServer, resource_slice
 
 from exporter.attribution.kubernetes.attribution import Attributor
 from exporter.attribution.kubernetes.dra import device_uuids

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from conftest import running_daemon
-from kube_api_fake import FakeApiServer
-from kubelet_fake import FakeKubelet, pod
+from fakes.kube_api import FakeApiServer
+from fakes.kubelet import FakeKubelet, pod
 
 from exporter.attribution.kubernetes.podlabels import label_name, pod_labels
 from exporter.config.engine import ConfigError
