@@ -175,6 +175,7 @@ def test_reload_keeps_unchanged_apps_and_restarts_changed_ones():
     assert monitor.scrapers == ()
 
 
+@pytest.mark.slow
 def test_daemon_scrapes_a_real_app_at_a_known_rate(tmp_path):
     app = App(vllm_like)
     tokens = app.metrics[0]

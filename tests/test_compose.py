@@ -22,6 +22,8 @@ from conftest import ROOT, free_port, running_daemon
 from grafana_provisioning import DASHBOARD_PROVIDERS, DATASOURCES, problems
 from jsonschema import Draft7Validator
 
+pytestmark = pytest.mark.e2e  # Debian's Prometheus and Alertmanager
+
 COMPOSE = ROOT / "deploy" / "compose"
 SCHEMA = json.loads((ROOT / "tests" / "compose_spec" / "compose-spec.json").read_text())
 RULES = ROOT / "deploy" / "prometheus" / "gpu-efficiency-rules.yml"

@@ -261,6 +261,7 @@ yaml_values = st.recursive(
 known_keys = st.sampled_from([key for key, *_ in config_reference()] + ["mismatch", "bottleneck", "peaks", "bogus"])
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(document=st.dictionaries(known_keys, yaml_values, max_size=4))
 def test_any_config_document_is_a_config_or_a_config_error(tmp_path, document):

@@ -233,6 +233,7 @@ def thread_context_switches(pid: int) -> list[int]:
     return counts
 
 
+@pytest.mark.slow
 def test_at_rest_only_the_poller_wakes_up():
     """The main thread sleeps on the signal wake-up fd and the HTTP thread on its selector, both
     without a timeout: at rest, with nobody scraping, neither wakes up (before: 4 and 2 times a second)."""

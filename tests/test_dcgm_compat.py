@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 
+import pytest
 import yaml
 from conftest import ROOT
 
@@ -19,6 +20,8 @@ FIELDS = ROOT / "tests" / "dcgm_exporter" / "default-counters.fields"
 sys.path.insert(0, str(PROMETHEUS_DIR))
 
 import build_dcgm_compat  # noqa: E402
+
+pytestmark = pytest.mark.e2e  # promtool's rule unit tests
 
 
 def run(*command: str) -> str:

@@ -13,7 +13,10 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
 from conftest import ROOT
+
+pytestmark = pytest.mark.e2e  # hadolint and a package build from the image's build context
 
 if sys.version_info >= (3, 11):
     import tomllib

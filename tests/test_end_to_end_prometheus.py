@@ -33,6 +33,8 @@ from conftest import ROOT, free_port, http_get, running_daemon
 
 from exporter.taxonomy import WHAT_TO_TRY
 
+pytestmark = pytest.mark.e2e  # a real Prometheus and Alertmanager
+
 RULES = ROOT / "deploy" / "prometheus" / "gpu-efficiency-rules.yml"
 DCGM_COMPAT_RULES = ROOT / "deploy" / "prometheus" / "dcgm-exporter-compat.yml"
 # The panel and variable queries of dcgm-exporter's public Grafana dashboard (source in the file).

@@ -23,6 +23,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 if __name__ == "__main__":  # the launcher: make the package and the fake importable
     sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
@@ -77,8 +79,9 @@ if __name__ == "__main__":
 
 # ---- tests ------------------------------------------------------------------------------------
 
-import pytest  # noqa: E402
 from conftest import free_port, http_get, payloads_following, running_daemon  # noqa: E402
+
+pytestmark = pytest.mark.slow  # fault injection into running daemons
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import bcrypt
+import pytest
 from conftest import ROOT, free_port, http_get
 
 FAULTS = ROOT / "tests" / "test_faults.py"  # run as a script: the daemon over a fake NVML whose driver is not loaded
@@ -34,6 +35,7 @@ def test_the_daemon_without_a_driver_says_why_once_and_points_to_the_demo(tmp_pa
     assert "Traceback" not in run.stderr
 
 
+@pytest.mark.slow
 def test_waiting_for_the_driver_says_why_once_not_at_every_retry(tmp_path, trace_paths):
     script = {"traces": [str(trace_paths["idle"])], "driver_after": 600}
     port = free_port()

@@ -23,6 +23,8 @@ from exporter.config.file import config_reference, load_config, parse_config
 from exporter.trace import TraceError, load_trace, parse_trace
 from exporter.web.tlsconfig import WebConfigError, load_web_config, parse_web_config
 
+pytestmark = pytest.mark.slow  # property-based fuzzing
+
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "150"))
 fuzz = settings(max_examples=EXAMPLES, deadline=2000, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], derandomize=True)
 

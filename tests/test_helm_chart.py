@@ -17,6 +17,8 @@ from kube_schemas import validate_all
 
 from exporter.commands.cli import daemon_parser
 
+pytestmark = pytest.mark.e2e  # real Helm
+
 ALL_ON = {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}, "dashboards": {"enabled": True}}
 
 

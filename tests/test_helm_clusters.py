@@ -19,6 +19,8 @@ from tls_certs import make_pki
 from exporter.commands.cli import daemon_parser
 from exporter.web.tlsconfig import load_web_config
 
+pytestmark = pytest.mark.e2e  # real Helm
+
 SECRET = "Secret/gpueff-gpu-efficiency-exporter-web-config"
 MONITOR = "ServiceMonitor/gpueff-gpu-efficiency-exporter"
 POD_MONITOR = "PodMonitor/gpueff-gpu-efficiency-exporter"

@@ -18,7 +18,7 @@ from test_dockerfile import instructions
 
 ROOTFS = Path(os.environ.get("GPUEFF_IMAGE_ROOTFS", ROOT / ".image" / "rootfs"))
 
-pytestmark = pytest.mark.skipif(not (ROOTFS / "opt" / "exporter").is_dir(), reason=f"no image root file system at {ROOTFS}: run deploy/image/build-rootfs.sh (tests/run.sh does)")
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not (ROOTFS / "opt" / "exporter").is_dir(), reason=f"no image root file system at {ROOTFS}: run deploy/image/build-rootfs.sh (tests/run.sh does)")]  # e2e: the image's root file system
 
 
 def runtime_stage() -> list[tuple[str, str]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 from conftest import ROOT
 from helm_render import pod_spec, render
@@ -12,6 +13,8 @@ from kube_schemas import documents, validate_all
 
 from exporter.commands.cli import daemon_parser
 from exporter.config.file import parse_config
+
+pytestmark = pytest.mark.e2e  # the Kubernetes schemas
 
 MANIFESTS = ROOT / "deploy" / "kubernetes"
 

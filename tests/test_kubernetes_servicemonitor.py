@@ -25,6 +25,8 @@ from conftest import ROOT, free_port, http_get, running_daemon
 from fakes.kubelet import FakeKubelet, pod
 from kube_schemas import documents
 
+pytestmark = pytest.mark.e2e  # the prometheus-operator's relabelling in a real Prometheus
+
 PROMETHEUS = shutil.which("prometheus")
 
 

@@ -31,6 +31,8 @@ from exporter.config.file import parse_config
 from exporter.poller import Poller
 from exporter.trace import load_trace
 
+pytestmark = pytest.mark.slow  # concurrent scrapers, soaks
+
 LOAD_SECONDS = float(os.environ.get("GPUEFF_LOAD_SECONDS", "60"))
 TLS_LOAD_SECONDS = float(os.environ.get("GPUEFF_TLS_LOAD_SECONDS", "10"))
 SCRAPERS = 100

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
+pytestmark = pytest.mark.e2e  # python -m build, twine and systemd-analyze
+
 UNIT = ROOT / "deploy" / "systemd" / "gpu-efficiency-exporter.service"
 
 

@@ -14,7 +14,7 @@ from browser import CHROMIUM, Browser
 from conftest import ROOT, running_daemon
 from fakes.apps import serving
 
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed: tests/run.sh installs it (apt-get install chromium)")
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed: tests/run.sh installs it (apt-get install chromium)")]  # e2e: Debian's chromium
 
 DEMO_GPUS = 18
 RED, GREEN, BLUE = 0x1F, 0x9D, 0x55  # the SM activity line's colour in page.js

@@ -150,6 +150,7 @@ def test_a_failed_call_keeps_the_last_assignment_for_three_intervals(socket_dir:
     assert any("works again" in record.getMessage() for record in caplog.records)
 
 
+@pytest.mark.slow
 def test_a_slow_kubelet_never_delays_a_poll(socket_dir: Path) -> None:
     socket_path = socket_dir / "kubelet.sock"
     attributor = Attributor()
@@ -232,6 +233,7 @@ def test_daemon_labels_gpu_series_with_their_pod(socket_dir: Path, tmp_path: Pat
     assert "gpueff_kubernetes_attribution_last_success_timestamp_seconds " in body
 
 
+@pytest.mark.slow
 def test_daemon_without_the_socket_logs_once_and_serves(socket_dir: Path, tmp_path: Path) -> None:
     config = tmp_path / "config.yml"
     config.write_text(f"kubernetes:\n  enabled: true\n  pod_resources_socket: {socket_dir / 'absent.sock'}\n  refresh_interval: 1s\n")

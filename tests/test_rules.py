@@ -14,6 +14,8 @@ import pytest
 import yaml
 from conftest import ROOT
 
+pytestmark = pytest.mark.e2e  # promtool's rule unit tests
+
 PROMETHEUS_DIR = ROOT / "deploy" / "prometheus"
 RULES = PROMETHEUS_DIR / "gpu-efficiency-rules.yml"
 SOURCE = PROMETHEUS_DIR / "rules-source.yml"

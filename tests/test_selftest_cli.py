@@ -162,6 +162,7 @@ def test_runner_keeps_only_samples_inside_each_measured_run(trace_paths):
     assert flops / elapsed / 1e12 < matmul.truth["tflops"] <= flops / 0.9 / 1e12 * 1.01
 
 
+@pytest.mark.slow
 def test_scaling_benchmark_prints_its_tables():
     run = subprocess.run([sys.executable, "bench/scaling.py", "--gpus", "1,2", "--scrapes", "3", "--polls", "5"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr

@@ -23,6 +23,8 @@ from exporter.web.loop import Limits
 from exporter.web.payload import Payload
 from exporter.web.server import WebServer
 
+pytestmark = pytest.mark.slow  # descriptor exhaustion and connection floods
+
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 

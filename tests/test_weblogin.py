@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import bcrypt
+import pytest
 
 from exporter.web.login import (
     ALLOWED,
@@ -90,6 +91,7 @@ def get(port: int, authorization: str | None, connection: http.client.HTTPConnec
             connection.close()
 
 
+@pytest.mark.slow
 def test_scrapes_keep_answering_while_wrong_passwords_are_hammered(caplog):
     caplog.set_level(logging.WARNING, logger="exporter.web.server")
     web = server_with_users({"prometheus": bcrypt.hashpw(b"right-password", bcrypt.gensalt(10))})
@@ -127,6 +129,7 @@ def test_scrapes_keep_answering_while_wrong_passwords_are_hammered(caplog):
     assert any("logins get 429 without a check" in record.getMessage() for record in caplog.records)
 
 
+@pytest.mark.slow
 def test_unknown_users_and_wrong_passwords_of_cheap_and_costly_hashes_take_as_long():
     """Before: a cost-4 user's wrong password took ~1 ms, an unknown user ~250 ms (a decoy of the
     highest cost). Now each failed check is answered after the same floor."""
