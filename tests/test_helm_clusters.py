@@ -222,6 +222,19 @@ def test_rollout_and_extra_settings() -> None:
     validate_all([daemonset])
 
 
+def test_host_network_sidecars_and_service_labels() -> None:
+    sidecar = {"name": "kube-rbac-proxy", "image": "quay.io/brancz/kube-rbac-proxy:v0.19.1", "args": ["--upstream=http://127.0.0.1:9947/"]}
+    init = {"name": "wait", "image": "busybox:1.37", "command": ["true"]}
+    objects = render({"hostNetwork": True, "terminationGracePeriodSeconds": 15, "extraContainers": [sidecar], "extraInitContainers": [init], "service": {"labels": {"team": "ml"}}, "serviceMonitor": {"enabled": True, "targetLabels": ["team"]}})
+    pod = pod_spec(objects)
+    assert pod["hostNetwork"] is True and pod["dnsPolicy"] == "ClusterFirstWithHostNet" and pod["terminationGracePeriodSeconds"] == 15
+    assert [c["name"] for c in pod["containers"]] == ["exporter", "kube-rbac-proxy"] and pod["initContainers"] == [init]
+    assert objects["Service/gpueff-gpu-efficiency-exporter"]["metadata"]["labels"]["team"] == "ml"
+    validate_all([objects[DAEMONSET], objects["Service/gpueff-gpu-efficiency-exporter"], objects[MONITOR]])
+    assert pod_security_level(pod) == "privileged"
+    assert "hostNetwork" not in pod_spec(render())
+
+
 def test_servicemonitor_options() -> None:
     monitor = render({"serviceMonitor": {"enabled": True, "namespace": "monitoring-system", "jobLabel": "app.kubernetes.io/name", "targetLabels": ["team"], "podTargetLabels": ["rack"], "honorLabels": False, "metricRelabelings": [{"action": "drop", "sourceLabels": ["__name__"], "regex": "gpueff_xid_.*"}]}})[MONITOR]
     assert monitor["metadata"]["namespace"] == "monitoring-system"
