@@ -193,3 +193,26 @@ def test_servicemonitor_limits_and_node_as_instance() -> None:
     plain = yaml.safe_load((ROOT / "deploy" / "kubernetes" / "servicemonitor.yaml").read_text())
     assert plain["spec"]["sampleLimit"] == 20000 and plain["spec"]["labelLimit"] == 30
     assert plain["spec"]["endpoints"][0]["relabelings"] == endpoint["relabelings"]
+
+
+def test_dra_and_pod_labels_get_api_access_on_their_node_only() -> None:
+    values = {"podResources": {"draDrivers": ["gpu.nvidia.com"], "podLabelKeys": ["team", "app.kubernetes.io/name"]}}
+    objects = render(values)
+    validate_all(obj for key, obj in objects.items() if key != "NOTES")
+    config = exporter_config(objects)
+    assert config.kubernetes.dra_drivers == ("gpu.nvidia.com",) and config.kubernetes.pod_label_keys == ("team", "app.kubernetes.io/name")
+    role = objects["ClusterRole/gpueff-gpu-efficiency-exporter"]
+    assert role["rules"] == [{"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["list"]}, {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
+    (subject,) = objects["ClusterRoleBinding/gpueff-gpu-efficiency-exporter"]["subjects"]
+    assert subject["name"] == "gpueff-gpu-efficiency-exporter" and objects["ClusterRoleBinding/gpueff-gpu-efficiency-exporter"]["roleRef"]["name"] == role["metadata"]["name"]
+    spec = pod_spec(objects)
+    assert spec["automountServiceAccountToken"] is True
+    env = {item["name"]: item for item in spec["containers"][0]["env"]}
+    assert env["NODE_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    only_dra = render({"podResources": {"draDrivers": ["gpu.nvidia.com"]}})
+    assert [rule["resources"] for rule in only_dra["ClusterRole/gpueff-gpu-efficiency-exporter"]["rules"]] == [["resourceslices"]]
+    defaults = render()
+    assert not any(key.startswith("ClusterRole") for key in defaults) and pod_spec(defaults)["automountServiceAccountToken"] is False
+    assert "NODE_NAME" not in {item["name"] for item in pod_spec(defaults)["containers"][0]["env"]}
+    with pytest.raises(helm.HelmError):
+        render({"podResources": {"podLabelKeys": [f"k{n}" for n in range(11)]}})

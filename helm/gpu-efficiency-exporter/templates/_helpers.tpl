@@ -154,9 +154,15 @@ capabilities while the root-only pod-resources socket is mounted, else the image
 {{- if and .Values.sharing.enabled (not .Values.hostPID) -}}
 {{- fail "sharing.enabled needs hostPID: true (the fair split reads each GPU process's cgroup in the host's /proc)" -}}
 {{- end -}}
-{{- $kubernetes := dict "enabled" .Values.podResources.enabled "refresh_interval" .Values.podResources.refreshInterval "process_attribution" .Values.hostPID "pod_labels" .Values.podResources.podLabels -}}
+{{- $kubernetes := dict "enabled" .Values.podResources.enabled "refresh_interval" .Values.podResources.refreshInterval "process_attribution" .Values.hostPID "pod_labels" .Values.podResources.podLabels "dra_drivers" .Values.podResources.draDrivers "pod_label_keys" .Values.podResources.podLabelKeys -}}
 {{- $config := deepCopy .Values.config -}}
 {{- $_ := set $config "kubernetes" (mergeOverwrite $kubernetes (get $config "kubernetes" | default dict)) -}}
 {{- $_ := set $config "sharing" (mergeOverwrite (dict "enabled" .Values.sharing.enabled) (get $config "sharing" | default dict)) -}}
 {{- toYaml $config -}}
+{{- end -}}
+
+{{/* Whether the exporter reads the API server (DRA ResourceSlices, pod labels): then the token is
+mounted and a ClusterRole lets it list what it reads, on its own node only. */}}
+{{- define "gpueff.apiAccess" -}}
+{{- if and .Values.podResources.enabled (or .Values.podResources.draDrivers .Values.podResources.podLabelKeys) -}}true{{- end -}}
 {{- end -}}
