@@ -37,6 +37,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.corpus_fleet import GROUPS as FLEET_GROUPS  # noqa: E402
 from exporter.commands.record import format_trace  # noqa: E402
 
 DUTY_PERIODS = {"50ms": 0.05, "140ms": 0.14, "250ms": 0.25, "1s": 1.0, "2s": 2.0}
@@ -107,7 +108,7 @@ def record_while(name: str, description: str, step: Callable[[Work], None], out:
     if LIVE[0]:
         verdicts = [json.loads(line) for line in output.read_text().splitlines()]
         classes = [each.get("class") for each in verdicts]
-        summary = {"workload": name, "polls": len(verdicts), "classes": {c: classes.count(c) for c in set(classes)}, "truth_tflops": round(flops / 1e12, 3), "truth_tbps": round(bps / 1e12, 4)}
+        summary = {"workload": name, "polls": len(verdicts), "classes": {c: classes.count(c) for c in set(classes)}, "truth_tflops": round(flops / 1e12, 3), "truth_tbps": round(bps / 1e12, 4), "truth_keys": list(truth_keys)}
         for key in ("util", "util_instant", "sm", "tensor", "dram", "tflops", "tbps"):
             values = [each[key] for each in verdicts[1:] if each.get(key) is not None]
             summary[key] = round(sum(values) / len(values), 4) if values else None
@@ -115,10 +116,9 @@ def record_while(name: str, description: str, step: Callable[[Work], None], out:
         summary["implausible_polls"] = sum(bool(each.get("implausible")) for each in verdicts)
         say(f"LIVE {json.dumps(summary)}")
         return
-    if "tflops" in truth_keys:
-        truth["tflops"] = round(flops / 1e12, 3)
-    if "tbps" in truth_keys:
-        truth["tbps"] = round(bps / 1e12, 4)
+    for key, value, scale, digits in (("tflops", flops, 1e12, 3), ("tops", flops, 1e12, 3), ("tbps", bps, 1e12, 4), ("pcie_gbps", bps, 1e9, 2)):
+        if key in truth_keys:
+            truth[key] = round(value / scale, digits)
     if extra_truth is not None:
         truth.update(extra_truth())
     trace = json.loads(output.read_text())
@@ -356,6 +356,13 @@ def main() -> int:
         ("graph_decode", {"graph_decode_b1"}, lambda: graph_decode(torch, args.out, args.duration, args.interval)),
         ("matmul", {"matmul_8192"} | {f"matmul_duty_{label}" for label in DUTY_PERIODS}, lambda: matmul_workloads(torch, args.out, args.duration, args.interval)),
     ]
+    wanted = lambda name: only is None or name in only  # noqa: E731
+    for group, fleet_members, fleet_run in FLEET_GROUPS:
+
+        def record(name: str, description: str, step: Callable[[Work], None], truth_keys: tuple[str, ...], extra_truth: Callable[[], dict[str, float]] | None = None) -> None:
+            record_while(name, description, step, args.out, args.duration, args.interval, truth_keys, extra_truth)
+
+        groups.append((group, set(fleet_members), lambda fleet_run=fleet_run, record=record: fleet_run(torch, record, wanted, say)))
     for name, members, run in groups:
         if only is not None and not members & only:
             continue
