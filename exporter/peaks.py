@@ -1,21 +1,35 @@
-"""Peak figures per GPU model, the denominators of the achieved FLOP/s and bandwidth estimates.
+"""Peak figures per GPU model, per pipe: the denominators of the achieved FLOP/s and bandwidth
+estimates.
 
-Figures are dense (no sparsity), from NVIDIA's data sheets (docs/gpu-facts.md). A model that
-is not in the table (or in the config's ``peaks:``) gets no estimate rather than a wrong one.
+Every figure is dense (no 2:4 sparsity) at the model's boost clock, from NVIDIA's data sheets (or,
+where a data sheet leaves a pipe out, the architecture whitepaper's per-SM rate); the source of each
+row is named in ``source`` and docs/peaks.md lists the table. A pipe a model does not have (Volta
+has no BF16, TF32, FP8 or INT8 tensor cores; only GA100/GH100/GB100 have FP64 tensor cores) or that
+no NVIDIA document gives a figure for is None: that pipe gets no estimate rather than a wrong one.
+A model that is not in the table (or in the config's ``peaks:``) gets no estimate at all.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from exporter.config.engine import load_section, setting
 from exporter.config.values import cut, optional, positive, shown
 
+TERA = 1e12
+
 
 @dataclass(frozen=True)
 class PeakOverride:
-    tensor_tflops: float | None = setting(None, optional(positive), "dense BF16/FP16 tensor TFLOP/s")
+    tensor_tflops: float | None = setting(None, optional(positive), "dense BF16/FP16 tensor TFLOP/s (the HMMA pipe)")
+    fp8_tflops: float | None = setting(None, optional(positive), "dense FP8 tensor TFLOP/s")
+    tf32_tflops: float | None = setting(None, optional(positive), "dense TF32 tensor TFLOP/s")
+    int8_tops: float | None = setting(None, optional(positive), "dense INT8 tensor TOP/s (the IMMA pipe)")
+    fp64_tensor_tflops: float | None = setting(None, optional(positive), "FP64 tensor TFLOP/s (the DMMA pipe)")
+    fp64_tflops: float | None = setting(None, optional(positive), "non-tensor FP64 TFLOP/s")
+    fp32_tflops: float | None = setting(None, optional(positive), "non-tensor FP32 TFLOP/s")
+    fp16_tflops: float | None = setting(None, optional(positive), "non-tensor FP16 TFLOP/s")
     dram_tbps: float | None = setting(None, optional(positive), "DRAM bandwidth in TB/s")
     pcie_gbps: float | None = setting(None, optional(positive), "PCIe bandwidth per direction in GB/s")
     nvlink_gbps: float | None = setting(None, optional(positive), "NVLink bandwidth per direction in GB/s")
@@ -30,32 +44,143 @@ def peak_overrides(value: Any) -> dict[str, PeakOverride]:
 
 @dataclass(frozen=True, slots=True)
 class Peak:
-    tensor_flops: float | None  # dense BF16/FP16 tensor FLOP/s at the maximum SM clock
+    tensor_flops: float | None  # HMMA tensor pipe, dense BF16/FP16 with FP32 accumulate, FLOP/s (Volta: FP16)
     dram_bytes_per_second: float | None
     pcie_bytes_per_second: float | None  # per direction
     nvlink_bytes_per_second: float | None  # per direction, all links
+    tensor_fp8_flops: float | None = None  # the same HMMA pipe at FP8 (Ada, Hopper, Blackwell)
+    tensor_tf32_flops: float | None = None  # the same HMMA pipe at TF32
+    tensor_int8_ops: float | None = None  # IMMA tensor pipe, INT8 operations per second
+    tensor_fp64_flops: float | None = None  # DMMA (FP64 tensor) pipe
+    fp64_flops: float | None = None  # non-tensor FP64 (FMA = 2 FLOP)
+    fp32_flops: float | None = None  # non-tensor FP32
+    fp16_flops: float | None = None  # non-tensor FP16 (packed half2)
+    sm_count: int | None = None
+    source: str = field(default="", compare=False)
 
 
-def _peak(tflops: float | None, dram_tbps: float | None, pcie_gbps: float | None, nvlink_gbps: float | None) -> Peak:
-    scale = lambda value, factor: None if value is None else value * factor  # noqa: E731
-    return Peak(scale(tflops, 1e12), scale(dram_tbps, 1e12), scale(pcie_gbps, 1e9), scale(nvlink_gbps, 1e9))
+@dataclass(frozen=True, slots=True)
+class Spec:
+    """One data-sheet row, TFLOP/s (TOP/s for INT8), TB/s and GB/s as NVIDIA prints them (dense)."""
+
+    bf16: float | None
+    fp8: float | None
+    tf32: float | None
+    int8: float | None
+    fp64_tensor: float | None
+    fp64: float | None
+    fp32: float | None
+    fp16: float | None
+    dram_tbps: float
+    pcie_gbps: float | None
+    nvlink_gbps: float | None
+    sms: int | None
+    source: str
+
+    def peak(self) -> Peak:
+        def tera(value: float | None) -> float | None:
+            return None if value is None else value * TERA
+
+        return Peak(
+            tensor_flops=tera(self.bf16),
+            dram_bytes_per_second=self.dram_tbps * TERA,
+            pcie_bytes_per_second=None if self.pcie_gbps is None else self.pcie_gbps * 1e9,
+            nvlink_bytes_per_second=None if self.nvlink_gbps is None else self.nvlink_gbps * 1e9,
+            tensor_fp8_flops=tera(self.fp8),
+            tensor_tf32_flops=tera(self.tf32),
+            tensor_int8_ops=tera(self.int8),
+            tensor_fp64_flops=tera(self.fp64_tensor),
+            fp64_flops=tera(self.fp64),
+            fp32_flops=tera(self.fp32),
+            fp16_flops=tera(self.fp16),
+            sm_count=self.sms,
+            source=self.source,
+        )
 
 
-# NVML device names (nvmlDeviceGetName) -> peaks.
-BUILTIN_PEAKS: dict[str, Peak] = {
-    "NVIDIA H100 80GB HBM3": _peak(989.4, 3.35, 64, 450),
-    "NVIDIA H100 PCIe": _peak(756, 2.0, 64, None),
-    "NVIDIA H100 NVL": _peak(835, 3.9, 64, None),  # bf16 figure unverified on hardware
-    "NVIDIA H200": _peak(989.4, 4.8, 64, 450),
-    "NVIDIA H200 NVL": _peak(835, 4.8, 64, None),  # bf16 figure unverified on hardware
-    "NVIDIA A100-SXM4-80GB": _peak(312, 2.039, 32, 300),
-    "NVIDIA A100 80GB PCIe": _peak(312, 1.935, 32, None),
-    "NVIDIA A100-SXM4-40GB": _peak(312, 1.555, 32, 300),
-    "NVIDIA A100-PCIE-40GB": _peak(312, 1.555, 32, None),
-    "NVIDIA L40S": _peak(362, 0.864, 32, None),
-    "NVIDIA L4": _peak(121, 0.300, 32, None),
+# PCIe per direction: Gen3 x16 16 GB/s, Gen4 x16 32 GB/s, Gen5 x16 64 GB/s. NVLink per direction:
+# half the data sheet's bidirectional total.
+_V100_SXM2 = Spec(125, None, None, None, None, 7.8, 15.7, 31.4, 0.9, 16, 150, 80, "NVIDIA V100 data sheet (SXM2); FP16 non-tensor: Volta whitepaper (2x FP32)")
+_V100_PCIE = Spec(112, None, None, None, None, 7.0, 14.0, 28.0, 0.9, 16, None, 80, "NVIDIA V100 data sheet (PCIe); FP16 non-tensor: Volta whitepaper (2x FP32)")
+_V100S_PCIE = Spec(130, None, None, None, None, 8.2, 16.4, 32.8, 1.134, 16, None, 80, "NVIDIA V100S data sheet; FP16 non-tensor: Volta whitepaper (2x FP32)")
+_T4 = Spec(65, None, None, 130, None, 0.25, 8.1, 16.2, 0.32, 16, None, 40, "NVIDIA T4 data sheet; FP64 and FP16 non-tensor: Turing whitepaper (1/32 and 2x FP32)")
+_A100_SXM_40 = Spec(312, None, 156, 624, 19.5, 9.7, 19.5, 78, 1.555, 32, 300, 108, "NVIDIA A100 data sheet (SXM4 40GB); FP16 non-tensor: A100 whitepaper")
+_A100_SXM_80 = replace(_A100_SXM_40, dram_tbps=2.039, source="NVIDIA A100 data sheet (SXM4 80GB); FP16 non-tensor: A100 whitepaper")
+_A100_PCIE_40 = replace(_A100_SXM_40, source="NVIDIA A100 data sheet (PCIe 40GB, NVLink bridge 600 GB/s); FP16 non-tensor: A100 whitepaper")
+_A100_PCIE_80 = replace(_A100_SXM_40, dram_tbps=1.935, source="NVIDIA A100 data sheet (PCIe 80GB, NVLink bridge 600 GB/s); FP16 non-tensor: A100 whitepaper")
+_A800_SXM_80 = replace(_A100_SXM_80, nvlink_gbps=200, source="NVIDIA A800 data sheet (SXM4 80GB: A100 compute, NVLink 400 GB/s)")
+_A800_PCIE_80 = replace(_A100_PCIE_80, nvlink_gbps=200, source="NVIDIA A800 data sheet (PCIe 80GB: A100 compute, NVLink bridge 400 GB/s)")
+_A30 = Spec(165, None, 82, 330, 10.3, 5.2, 10.3, None, 0.933, 32, 100, 56, "NVIDIA A30 data sheet")
+_A10 = Spec(125, None, 62.5, 250, None, None, 31.2, 31.2, 0.6, 32, None, 72, "NVIDIA A10 data sheet; FP16 non-tensor: Ampere GA102 whitepaper (1x FP32)")
+_A16 = Spec(17.9, None, 9.0, 35.9, None, None, 4.5, 4.5, 0.2, 32, None, 10, "NVIDIA A16 data sheet, one of the board's four GPUs (board figures / 4); FP16 non-tensor: GA107 1x FP32")
+_A40 = Spec(149.7, None, 74.8, 299.3, None, None, 37.4, 37.4, 0.696, 32, 56.25, 84, "NVIDIA A40 data sheet; FP16 non-tensor: Ampere GA102 whitepaper (1x FP32)")
+_L4 = Spec(121, 242.5, 60, 242.5, None, None, 30.3, 30.3, 0.3, 32, None, 58, "NVIDIA L4 data sheet; FP16 non-tensor: Ada whitepaper (1x FP32)")
+_L40 = Spec(181.05, 362.1, 90.5, 362.1, None, None, 90.5, 90.5, 0.864, 32, None, 142, "NVIDIA L40 data sheet; FP16 non-tensor: Ada whitepaper (1x FP32)")
+_L40S = Spec(362.05, 733, 183, 733, None, None, 91.6, 91.6, 0.864, 32, None, 142, "NVIDIA L40S data sheet; FP16 non-tensor: Ada whitepaper (1x FP32)")
+_RTX6000_ADA = Spec(364.25, 728.5, 182.1, 728.5, None, None, 91.1, 91.1, 0.96, 32, None, 142, "NVIDIA RTX 6000 Ada Generation data sheet (1457 TFLOPS FP8 sparse); FP16 non-tensor: Ada whitepaper (1x FP32)")
+_H100_SXM = Spec(989.4, 1978.9, 494.7, 1978.9, 66.9, 33.5, 66.9, 133.8, 3.35, 64, 450, 132, "NVIDIA H100 data sheet (SXM5); FP16 non-tensor: H100 whitepaper")
+_H100_PCIE = Spec(756.5, 1513, 378, 1513, 51.2, 25.6, 51.2, 102.4, 2.0, 64, 300, 114, "NVIDIA H100 data sheet (PCIe, NVLink bridge 600 GB/s); FP16 non-tensor: H100 whitepaper")
+_H100_NVL = Spec(835.5, 1670.5, 417.5, 1670.5, 60, 30, 60, None, 3.9, 64, 300, 132, "NVIDIA H100 NVL data sheet (94 GB, NVLink bridge 600 GB/s)")
+_H800_SXM = replace(_H100_SXM, fp64_tensor=1, fp64=1, nvlink_gbps=200, source="NVIDIA H800 data sheet (SXM5: H100 tensor rates, FP64 and FP64 tensor 1 TFLOP/s, NVLink 400 GB/s)")
+_H20 = Spec(148, 296, 74, 296, None, 1, 44, None, 4.0, 64, 450, 78, "NVIDIA HGX H20 data sheet (96 GB HBM3, NVLink 900 GB/s)")
+_H200_SXM = replace(_H100_SXM, dram_tbps=4.8, source="NVIDIA H200 data sheet (SXM: H100 SXM compute, 4.8 TB/s); FP16 non-tensor: H100 whitepaper")
+_H200_NVL = Spec(835.5, 1670.5, 417.5, 1670.5, 60, 30, 60, None, 4.8, 64, 450, 132, "NVIDIA H200 data sheet (NVL, NVLink bridge 900 GB/s)")
+_GH200_96 = replace(_H100_SXM, dram_tbps=4.0, pcie_gbps=None, fp16=None, source="NVIDIA GH200 data sheet (96 GB HBM3; the host link is NVLink-C2C, not PCIe)")
+_GH200_144 = replace(_GH200_96, dram_tbps=4.9, source="NVIDIA GH200 data sheet (144 GB HBM3e; the host link is NVLink-C2C, not PCIe)")
+_B200 = Spec(2250, 4500, 1100, 4500, 37, 37, 75, None, 7.7, 64, 900, 148, "NVIDIA HGX B200 data sheet (per GPU, 1000 W)")
+_GB200 = Spec(2500, 5000, 1250, 5000, 40, 40, 80, None, 8.0, None, 900, None, "NVIDIA GB200 NVL72 data sheet (per GPU; the host link is NVLink-C2C)")
+
+# NVML device names (nvmlDeviceGetName) -> data-sheet row. docs/peaks.md says where each name was seen.
+SPECS: dict[str, Spec] = {
+    "Tesla V100-SXM2-16GB": _V100_SXM2,
+    "Tesla V100-SXM2-32GB": _V100_SXM2,
+    "Tesla V100-PCIE-16GB": _V100_PCIE,
+    "Tesla V100-PCIE-32GB": _V100_PCIE,
+    "Tesla V100S-PCIE-32GB": _V100S_PCIE,
+    "Tesla T4": _T4,
+    "NVIDIA A10": _A10,
+    "NVIDIA A16": _A16,
+    "NVIDIA A30": _A30,
+    "NVIDIA A40": _A40,
+    "NVIDIA A100-SXM4-40GB": _A100_SXM_40,
+    "NVIDIA A100-SXM4-80GB": _A100_SXM_80,
+    "NVIDIA A100-PCIE-40GB": _A100_PCIE_40,
+    "NVIDIA A100 80GB PCIe": _A100_PCIE_80,
+    "NVIDIA A800-SXM4-80GB": _A800_SXM_80,
+    "NVIDIA A800 80GB PCIe": _A800_PCIE_80,
+    "NVIDIA L4": _L4,
+    "NVIDIA L40": _L40,
+    "NVIDIA L40S": _L40S,
+    "NVIDIA RTX 6000 Ada Generation": _RTX6000_ADA,
+    "NVIDIA H100 80GB HBM3": _H100_SXM,
+    "NVIDIA H100 PCIe": _H100_PCIE,
+    "NVIDIA H100 NVL": _H100_NVL,
+    "NVIDIA H800": _H800_SXM,
+    "NVIDIA H20": _H20,
+    "NVIDIA H200": _H200_SXM,
+    "NVIDIA H200 NVL": _H200_NVL,
+    "NVIDIA GH200 480GB": _GH200_96,
+    "NVIDIA GH200 144G HBM3e": _GH200_144,
+    "NVIDIA B200": _B200,
+    "NVIDIA GB200": _GB200,
 }
+BUILTIN_PEAKS: dict[str, Peak] = {name: spec.peak() for name, spec in SPECS.items()}
 _BY_FOLDED_NAME = {name.casefold(): peak for name, peak in BUILTIN_PEAKS.items()}
+
+# config key (peaks.<model>.<key>) -> (Peak field, scale from the config's unit)
+OVERRIDE_FIELDS: dict[str, tuple[str, float]] = {
+    "tensor_tflops": ("tensor_flops", TERA),
+    "fp8_tflops": ("tensor_fp8_flops", TERA),
+    "tf32_tflops": ("tensor_tf32_flops", TERA),
+    "int8_tops": ("tensor_int8_ops", TERA),
+    "fp64_tensor_tflops": ("tensor_fp64_flops", TERA),
+    "fp64_tflops": ("fp64_flops", TERA),
+    "fp32_tflops": ("fp32_flops", TERA),
+    "fp16_tflops": ("fp16_flops", TERA),
+    "dram_tbps": ("dram_bytes_per_second", TERA),
+    "pcie_gbps": ("pcie_bytes_per_second", 1e9),
+    "nvlink_gbps": ("nvlink_bytes_per_second", 1e9),
+}
 
 
 def peak_for(model: str, overrides: dict[str, PeakOverride] | None = None) -> Peak | None:
@@ -65,7 +190,16 @@ def peak_for(model: str, overrides: dict[str, PeakOverride] | None = None) -> Pe
     override = next((given for name, given in (overrides or {}).items() if name.strip().casefold() == folded), None)
     if override is None:
         return peak
-    given = _peak(override.tensor_tflops, override.dram_tbps, override.pcie_gbps, override.nvlink_gbps)
+    given = {OVERRIDE_FIELDS[key][0]: value * OVERRIDE_FIELDS[key][1] for key, value in asdict(override).items() if value is not None}
     if peak is None:
-        return given
-    return replace(peak, **{name: value for name, value in asdict(given).items() if value is not None})
+        return replace(Peak(None, None, None, None, source="config"), **given)
+    return replace(peak, **given)
+
+
+def unknown_model_note(model: str) -> str:
+    """What the log says once for a model with no peaks: what is missing and the config key that adds it."""
+    return (
+        f"GPU model {model!r} is not in the built-in peaks table: no FLOP/s or bandwidth estimate for it. "
+        f"Add its data sheet's dense figures in the config under peaks: {{{model!r}: {{tensor_tflops: ..., dram_tbps: ...}}}} "
+        f"(keys: {', '.join(OVERRIDE_FIELDS)}; docs/peaks.md)"
+    )

@@ -18,6 +18,7 @@ from exporter.backends.base import Backend, CollectSettings
 from exporter.config.file import Config
 from exporter.config.values import MAX_DURATION
 from exporter.logs import one_line
+from exporter.peaks import peak_for, unknown_model_note
 from exporter.pipeline.split import Sharing
 from exporter.pipeline.tracker import Trackers
 from exporter.sample import DeviceInfo, GpuSample, down_sample
@@ -52,6 +53,7 @@ class Poller:
         self.attributor = Attributor(clock, wall_clock)  # Kubernetes pod attribution, on its own thread
         self._devices: list[DeviceInfo] = []
         self._trackers = Trackers()  # every GPU's state across polls
+        self._models_seen: set[str] = set()  # GPU models whose peaks were looked up (one log line per unknown one)
         self._snapshot: Snapshot | None = None
         self._polls = 0
         self._duration_sum = 0.0
@@ -78,6 +80,7 @@ class Poller:
     def set_config(self, config: Config) -> None:
         """Take a reloaded config; the next poll uses it."""
         self.config = config
+        self._models_seen.clear()  # new peaks: say again which models still have none
         self.backend.configure(collect_settings(config))
         self.apps.configure(config.apps)
         self._wake.set()  # a wait begun under the old collect_interval ends now
@@ -150,6 +153,10 @@ class Poller:
             log.info("collecting from the %s backend works again", self.backend.name)
             self._last_error = None
         self._devices = [sample.device for sample in samples]
+        for model in {sample.device.name for sample in samples} - self._models_seen:
+            self._models_seen.add(model)
+            if peak_for(model, self.config.peaks) is None:
+                log.warning("%s", unknown_model_note(model))
         return samples
 
     @property

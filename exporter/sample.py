@@ -136,7 +136,8 @@ class GpuSample:
     up: bool = True
     window_seconds: float | None = None  # the time the profiling ratios cover
     # Coarse device readings: ratios 0..1, bytes, watts, joules, degrees Celsius; clocks in MHz.
-    gpu_utilization: float | None = None
+    gpu_utilization: float | None = None  # NVML's latest driver sample (what nvidia-smi shows at this instant)
+    gpu_utilization_window: float | None = None  # the mean of the driver's samples inside the window (nvmlDeviceGetSamples)
     memory_utilization: float | None = None
     power_watts: float | None = None
     energy_joules: float | None = None  # cumulative since driver load (or replay start)

@@ -31,11 +31,12 @@ MAX_TRACE_SECONDS = 1e7  # 115 days: a window of 1 ms is still 500,000 float ste
 # NVML sample keys, from the catalogue: trace key -> (GpuSample field, scale from the trace's unit).
 NVML_KEYS: dict[str, tuple[str, float]] = {reading.trace[0]: (reading.field, reading.trace[1]) for _, reading in READINGS if reading.trace is not None}
 GPM_KEYS = {metric.name: metric for metric in GPM_METRICS}
-# Evidence a recording keeps beside the readings: the mean of the driver's own utilization samples
-# inside each window (nvmlDeviceGetSamples). Replay does not use it; it checks GRAPHICS_UTIL.
-EVIDENCE_KEYS = ("util_gpu_window",)
+# Window means beside GPM's, averaged over a replayed poll like them: the mean of the driver's own
+# utilization samples inside each window (nvmlDeviceGetSamples), percent. Optional: traces recorded
+# before it existed replay with the graphics engine's activity as the window's utilization.
+WINDOW_KEYS: dict[str, tuple[str, float]] = {"util_gpu_window": ("gpu_utilization_window", 0.01)}
 # Keys in percent: 0..100 (GPM can read a hair over 100 %, but the recorder writes clamped ratios).
-PERCENT_KEYS = frozenset({"util_gpu", "util_mem", *EVIDENCE_KEYS} | {metric.name for metric in GPM_METRICS if metric.scale == 0.01})
+PERCENT_KEYS = frozenset({"util_gpu", "util_mem", *WINDOW_KEYS} | {metric.name for metric in GPM_METRICS if metric.scale == 0.01})
 _GPU_REQUIRED = {"name": str, "driver": str, "max_sm_clock_mhz": float, "power_limit_mw": float, "sm_count": int}
 _GPU_OPTIONAL = {"uuid": str, "pci_bus_id": str}
 _TOP_KEYS = {"format", "gpu", "workload", "description", "truth", "interval_s", "samples", "warmup_samples"}
@@ -98,6 +99,10 @@ def sample_from_record(device: DeviceInfo, record: dict[str, Any], timestamp: fl
         value = record.get(key)
         if value is not None:
             setattr(sample, attribute, int(value) if attribute == "clock_event_reasons" else value * scale)
+    for key, (attribute, scale) in WINDOW_KEYS.items():
+        value = record.get(key)
+        if value is not None:
+            setattr(sample, attribute, min(1.0, value * scale))
     profiling = {}
     for name, metric in GPM_KEYS.items():
         value = record.get(name)
@@ -116,6 +121,10 @@ def record_from_sample(sample: GpuSample, t: float) -> dict[str, Any]:
     for name, metric in GPM_KEYS.items():
         value = getattr(sample.profiling, metric.key)
         record[name] = None if value is None else value / metric.scale
+    for key, (attribute, scale) in WINDOW_KEYS.items():
+        value = getattr(sample, attribute)
+        if value is not None:  # left out where the driver does not answer, as traces before it
+            record[key] = round(value / scale, 4)
     return record
 
 
@@ -192,7 +201,7 @@ def parse_trace(data: Any, path: str) -> Trace:
         for key, value in record.items():
             if key == "t":
                 continue
-            if key not in NVML_KEYS and key not in GPM_KEYS and key not in EVIDENCE_KEYS:
+            if key not in NVML_KEYS and key not in GPM_KEYS and key not in WINDOW_KEYS:
                 raise TraceError(f"{where}: unknown key {key!r}")
             _check_number(value, f"{where}.{key}", integer=key == "throttle", allow_null=True, maximum=100.0 if key in PERCENT_KEYS else sys.float_info.max)
     warmup = data.get("warmup_samples", 0)

@@ -27,6 +27,18 @@ EXPERT_LABEL = {
     "h100/matmul_duty_250ms": "host",
     "h100/matmul_duty_1s": "host",
     "h100/matmul_duty_2s": "host",
+    "h100/resnet50_train_bf16": "memory",
+    "h100/resnet50_train_fp32": "compute",
+    "h100/matmul_fp64_8192": "compute",
+    "h100/matmul_tf32_8192": "compute",
+    "h100/matmul_int8_8192": "compute",
+    "h100/matmul_fp8_8192": "compute",
+    "h100/sdpa_train_bf16": "compute",
+    "h100/embedding_bag_gather": "memory",
+    "h100/copy_h2d_pinned": "communication",
+    "h100/copy_d2h_pinned": "communication",
+    "h100/bert_infer_b1": "host",
+    "h100/bert_infer_b256": "compute",
     "h200/idle": "idle",
     "h200/spin_1sm": "underfilled",
     "h200/matmul_8192": "compute",
@@ -34,7 +46,9 @@ EXPERT_LABEL = {
     "h200/copy_2GB": "memory",
     "h200/tiny_kernels": "host",
 }
-WASTING = {"h200/spin_1sm"}  # one thread on one SM: busy, and 131 SMs idle
+# Busy while the SMs idle, the mismatch this exporter exists for: one thread on one SM (131 SMs
+# idle); copy engines moving data over PCIe with no kernel running.
+WASTING = {"h200/spin_1sm", "h100/copy_h2d_pinned", "h100/copy_d2h_pinned"}
 
 
 class Clock:
@@ -97,3 +111,9 @@ def test_the_demo_replays_every_shipped_trace():
 
     demo = demo_trace_paths()
     assert demo[:6] == planted_trace_paths() and len(demo) == len(EXPERT_LABEL)
+
+
+@pytest.mark.parametrize("name", sorted(WASTING))
+def test_busy_with_idle_sms_is_flagged(name):
+    states = replayed(name, 1.0)[1:]  # the first poll has no profiling window yet
+    assert all(state.derived.mismatch.get("high_util_low_sm") for state in states), name

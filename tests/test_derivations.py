@@ -85,13 +85,13 @@ def median_estimate(samples: list[GpuSample], attribute: str, config: Config = C
 
 def test_tensor_flops_estimate_within_5_percent_of_the_measured_matmul(trace_paths):
     trace = load_trace(trace_paths["matmul_8192"])
-    estimate = median_estimate(steady_samples(trace_paths["matmul_8192"]), "tensor_flops")
+    estimate = median_estimate(steady_samples(trace_paths["matmul_8192"]), "total_flops")
     assert estimate == pytest.approx(trace.truth["tflops"] * 1e12, rel=0.05)
 
 
 def test_tensor_flops_estimate_within_10_percent_of_the_measured_half_duty_matmul(trace_paths):
     trace = load_trace(trace_paths["matmul_8192_duty50"])
-    estimate = median_estimate(steady_samples(trace_paths["matmul_8192_duty50"]), "tensor_flops")
+    estimate = median_estimate(steady_samples(trace_paths["matmul_8192_duty50"]), "total_flops")
     assert estimate == pytest.approx(trace.truth["tflops"] * 1e12, rel=0.10)
 
 
@@ -112,7 +112,7 @@ def test_dram_bandwidth_estimate_within_3_percent_of_the_measured_copy(trace_pat
 def test_flop_per_joule_is_flops_over_power(trace_paths):
     for sample in steady_samples(trace_paths["matmul_8192"]):
         derived = derive(sample, Config())
-        assert derived.tensor_flop_per_joule == pytest.approx(derived.tensor_flops / sample.power_watts)
+        assert derived.flop_per_joule == pytest.approx(derived.total_flops / sample.power_watts)
 
 
 def test_no_estimates_for_an_unknown_model(trace_paths):
@@ -120,15 +120,15 @@ def test_no_estimates_for_an_unknown_model(trace_paths):
     for sample in steady_samples(trace_paths["matmul_8192"], unknown):
         derived = derive(sample, Config())
         assert derived.peak is None
-        assert derived.tensor_flops is None and derived.dram_bytes_per_second is None and derived.tensor_flop_per_joule is None
+        assert derived.total_flops is None and derived.dram_bytes_per_second is None and derived.flop_per_joule is None
         assert derived.bottleneck == "compute"  # the class needs no peak
 
 
 def test_estimates_for_an_unknown_model_with_a_peaks_override(trace_paths):
     unknown = dataclasses.replace(H200, name="NVIDIA Imaginary X1")
     config = Config(peaks={"NVIDIA Imaginary X1": PeakOverride(tensor_tflops=989.4, dram_tbps=4.8)})
-    flops = median_estimate(steady_samples(trace_paths["matmul_8192"], unknown), "tensor_flops", config)
-    assert flops == pytest.approx(median_estimate(steady_samples(trace_paths["matmul_8192"]), "tensor_flops"))
+    flops = median_estimate(steady_samples(trace_paths["matmul_8192"], unknown), "total_flops", config)
+    assert flops == pytest.approx(median_estimate(steady_samples(trace_paths["matmul_8192"]), "total_flops"))
     bandwidth = median_estimate(steady_samples(trace_paths["copy_2GB"], unknown), "dram_bytes_per_second", config)
     assert bandwidth == pytest.approx(4.8e12 * 0.886, rel=0.01)
 
@@ -142,7 +142,7 @@ def test_a_peaks_override_replaces_only_the_given_figures(trace_paths):
 
 
 def test_no_flops_estimate_without_a_clock_reading():
-    assert derive(synthetic(1.0, sm_clock=None, sm_active=0.9, tensor_active=0.9), Config()).tensor_flops is None
+    assert derive(synthetic(1.0, sm_clock=None, sm_active=0.9, tensor_active=0.9, tensor_hmma_active=0.9), Config()).total_flops is None
 
 
 def test_mismatch_thresholds_from_the_config_change_the_outcome(trace_paths):
@@ -225,7 +225,7 @@ def test_unknown_when_busy_without_profiling():
     sample = synthetic(0.95)
     derived = derive(sample, Config())
     assert derived.bottleneck == "unknown"
-    assert derived.efficiency is None and derived.mismatch == {} and derived.tensor_flops is None
+    assert derived.efficiency is None and derived.mismatch == {} and derived.total_flops is None
 
 
 def test_without_profiling_the_coarse_classes_still_work():

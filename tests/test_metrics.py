@@ -35,7 +35,7 @@ from exporter.trace import load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 # GpuSample fields that are bookkeeping or feed labels and attribution, not metrics of their own.
-NOT_METRICS = {"device", "timestamp", "window_seconds", "processes", "process_utilization", "profiling", "health"}
+NOT_METRICS = {"device", "timestamp", "window_seconds", "processes", "process_utilization", "profiling", "health", "gpu_utilization_window"}  # the last: exported as derived.busy
 
 
 def sample_paths(reading_paths: set[str]) -> set[str]:

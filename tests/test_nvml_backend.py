@@ -348,11 +348,11 @@ def test_derivations_and_exposition_over_nvml_reproduce_the_planted_mismatch(tra
     assert value("gpueff_bottleneck", 3, ',class="memory"') == 1
     assert value("gpueff_bottleneck", 0, ',class="idle"') == 1
     assert value("gpueff_profiling_available", 4) == 1
-    # The matmul's estimated FLOP/s: tensor activity x 989.4 TFLOP/s x SM clock / max clock (docs/gpu-facts.md),
+    # The matmul's estimated FLOP/s: HMMA activity x 989.4 TFLOP/s x SM clock / max clock (docs/gpu-facts.md),
     # the clock being the mean of its readings at both ends of the window.
     record, start = fake.record(2, at=clock.now - 1), fake.record(2, at=clock.now - 2)  # the last poll's reading, and the one before
-    expected = record["ANY_TENSOR_UTIL"] / 100 * 989.4e12 * (record["sm_clock_mhz"] + start["sm_clock_mhz"]) / 2 / 1980
-    assert value("gpueff_estimated_tensor_flops_per_second", 2) == pytest.approx(expected, rel=1e-6)
+    expected = record["HMMA_TENSOR_UTIL"] / 100 * 989.4e12 * (record["sm_clock_mhz"] + start["sm_clock_mhz"]) / 2 / 1980
+    assert value("gpueff_estimated_flops_per_second", 2, ',pipe="hmma_bf16_equivalent"') == pytest.approx(expected, rel=1e-6)
     assert value("gpueff_busy_idle_sm_seconds_total", spin) == pytest.approx(2 * (1 - 0.0076), abs=0.01)
 
 

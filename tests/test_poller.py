@@ -311,3 +311,17 @@ def test_a_gpu_that_is_gone_leaves_no_state_behind(trace_paths, clock):
         clock.now += 0.5
         poller.poll_once()
     assert poller.tracked_gpus == 1
+
+
+def test_an_unknown_model_is_logged_once_with_the_config_key_that_adds_it(trace_paths, clock, caplog):
+    trace = load_trace(trace_paths["matmul_8192"])
+    unknown = dataclasses.replace(trace, gpu={**trace.gpu, "name": "NVIDIA Future GPU"})
+    poller = Poller(ReplayBackend([unknown, load_trace(trace_paths["idle"])], clock=clock), Config(), clock=clock)
+    poller._devices = poller.backend.start()
+    with caplog.at_level(logging.WARNING, logger="exporter.poller"):
+        for _ in range(3):
+            clock.now += 1
+            state = poller.poll_once().gpus[0]
+    assert state.derived.total_flops is None and state.derived.peak is None
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "'NVIDIA Future GPU'" in warnings[0] and "peaks:" in warnings[0] and "tensor_tflops" in warnings[0]

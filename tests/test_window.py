@@ -13,7 +13,7 @@ from exporter.sample import DeviceInfo, GpuSample, Profiling
 from exporter.taxonomy import CLASS_NAMES, COUNTER_CHECKS, WHAT_TO_TRY, BottleneckThresholds, implausible_checks
 
 H100 = DeviceInfo(index=0, uuid="GPU-h100", name="NVIDIA H100 80GB HBM3", sm_count=132, max_sm_clock_mhz=1980, power_limit_watts=700)
-MATMUL = {"graphics_active": 0.98, "sm_active": 0.95, "sm_occupancy": 0.14, "tensor_active": 0.92, "dram_active": 0.25}
+MATMUL = {"graphics_active": 0.98, "sm_active": 0.95, "sm_occupancy": 0.14, "tensor_active": 0.92, "tensor_hmma_active": 0.92, "dram_active": 0.25}
 IDLE = {"graphics_active": 0.0, "sm_active": 0.0, "sm_occupancy": 0.0, "tensor_active": 0.0, "dram_active": 0.0}
 
 
@@ -49,8 +49,8 @@ def test_the_sm_clock_of_the_flops_estimate_is_the_mean_of_both_ends_of_the_wind
     state(window(1.0, clock=1980, **MATMUL), Config())
     derived = state(window(2.0, clock=1380, power=700, **MATMUL), Config())
     assert derived.sm_clock_mhz == 1680
-    assert derived.tensor_flops == pytest.approx(0.92 * 989.4e12 * 1680 / 1980)
-    assert derived.tensor_flop_per_joule == pytest.approx(derived.tensor_flops / 600)  # power at both ends: 500 and 700
+    assert derived.total_flops == pytest.approx(0.92 * 989.4e12 * 1680 / 1980)
+    assert derived.flop_per_joule == pytest.approx(derived.total_flops / 600)  # power at both ends: 500 and 700
     # A window the previous reading did not open (a gap): this poll's own clock.
     assert state(window(5.0, clock=1500, **MATMUL), Config()).sm_clock_mhz == 1500
 

@@ -109,7 +109,7 @@ def record_while(name: str, description: str, step: Callable[[Work], None], out:
         verdicts = [json.loads(line) for line in output.read_text().splitlines()]
         classes = [each.get("class") for each in verdicts]
         summary = {"workload": name, "polls": len(verdicts), "classes": {c: classes.count(c) for c in set(classes)}, "truth_tflops": round(flops / 1e12, 3), "truth_tbps": round(bps / 1e12, 4), "truth_keys": list(truth_keys)}
-        for key in ("util", "util_instant", "sm", "tensor", "dram", "tflops", "tbps"):
+        for key in ("util", "util_instant", "engine", "sm", "tensor", "dram", "pcie_rx_gbps", "pcie_tx_gbps", "tflops", "hmma_bf16_equivalent_t", "dmma_fp64_t", "imma_int8_t", "fp32_t", "tbps"):
             values = [each[key] for each in verdicts[1:] if each.get(key) is not None]
             summary[key] = round(sum(values) / len(values), 4) if values else None
         summary["mismatch_polls"] = sum(bool(each.get("mismatch")) for each in verdicts)

@@ -12,7 +12,7 @@ from typing import Any
 
 from exporter.backends.base import Backend
 from exporter.sample import DeviceInfo, GpuSample
-from exporter.trace import GPM_KEYS, Trace, sample_from_record
+from exporter.trace import GPM_KEYS, WINDOW_KEYS, Trace, sample_from_record
 
 
 def unique_uuids(devices: list[DeviceInfo]) -> list[DeviceInfo]:
@@ -73,10 +73,11 @@ class ReplayBackend(Backend):
         return found
 
     def window_record(self, index: int, start: float, end: float) -> dict[str, Any]:
-        """The instant readings at ``end`` with each profiling reading averaged over (start, end]."""
+        """The instant readings at ``end`` with each window reading (GPM's, the driver's utilization
+        samples) averaged over (start, end]."""
         merged = dict(self.record_at(index, end))
         overlapping = self.overlaps(index, start, end)
-        for name in GPM_KEYS:
+        for name in (*GPM_KEYS, *WINDOW_KEYS):
             weighted = [(seconds, record[name]) for seconds, record in overlapping if record.get(name) is not None]
             total = sum(seconds for seconds, _ in weighted)
             if total > 0:

@@ -16,48 +16,6 @@ from exporter.trace import FORMAT, TraceError, parse_trace, record_from_sample
 log = logging.getLogger(__name__)
 
 
-class DriverSamples:
-    """The mean of the driver's own utilization samples inside each recording window.
-
-    ``nvmlDeviceGetSamples`` (2.7-2.9 ms a call on an H100) is too dear for the daemon's poll, but a
-    recording keeps it as evidence: ``util_gpu_window`` says what the window-mean utilization really
-    was, to check GPM ``GRAPHICS_UTIL`` against. Where the call is missing or refused, it is left out.
-    (The driver's SM-clock samples, NVML_PROCESSOR_CLK_SAMPLES, answered nothing on an H100 with
-    driver 580.159.04, so they are not asked for.)
-    """
-
-    def __init__(self, backend: Backend, gpu: int) -> None:
-        nvml: Any = getattr(backend, "nvml", None)
-        self._nvml = nvml
-        self._call = getattr(nvml, "nvmlDeviceGetSamples", None) if nvml is not None else None
-        self._handle = None
-        self._seen: int | None = None  # the newest sample's timestamp; None until primed
-        if self._call is not None:
-            try:
-                self._handle = nvml.nvmlDeviceGetHandleByIndex(gpu)
-            except nvml.NVMLError:
-                self._call = None
-
-    def window_mean(self) -> dict[str, float]:
-        """The mean of the samples taken since the last call; {} where the driver cannot tell."""
-        if self._call is None:
-            return {}
-        nvml: Any = self._nvml
-        try:
-            _, samples = self._call(self._handle, nvml.NVML_GPU_UTILIZATION_SAMPLES, self._seen or 0)
-        except nvml.NVMLError:  # NOT_FOUND: no sample since the last call
-            return {}
-        primed, seen = self._seen is not None, self._seen or 0
-        fresh = [sample for sample in samples if sample.timeStamp > seen]
-        if fresh:
-            self._seen = max(sample.timeStamp for sample in fresh)
-        elif self._seen is None:
-            self._seen = 0
-        if not primed or not fresh:
-            return {}
-        return {"util_gpu_window": sum(float(sample.sampleValue.uiVal) for sample in fresh) / len(fresh)}
-
-
 def record_trace(backend: Backend, gpu: int, duration: float, interval: float, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
     """Sample ``backend`` every ``interval`` for ``duration`` seconds and return the trace object.
 
@@ -68,9 +26,7 @@ def record_trace(backend: Backend, gpu: int, duration: float, interval: float, s
     try:
         if not 0 <= gpu < len(devices):
             raise BackendUnavailable(f"--gpu {gpu}: this machine has GPUs 0..{len(devices) - 1}")
-        driver = DriverSamples(backend, gpu)
-        previous = backend.collect()[gpu].timestamp  # primes the GPM sample pair: the first profiling window starts here
-        driver.window_mean()  # and the driver samples' window
+        previous = backend.collect()[gpu].timestamp  # primes the GPM sample pair and the driver samples: the first window starts here
         started = clock()
         samples = []
         next_tick = started
@@ -82,7 +38,6 @@ def record_trace(backend: Backend, gpu: int, duration: float, interval: float, s
             if not reading.up:
                 raise BackendUnavailable(f"GPU {gpu} stopped answering while recording")
             record = record_from_sample(reading, reading.timestamp - started)
-            record.update(driver.window_mean())
             samples.append(record)
             if reading.timestamp - started >= duration:
                 break

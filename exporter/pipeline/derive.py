@@ -1,10 +1,12 @@
 """What the raw readings mean: utilization, efficiency, mismatch rules, bottleneck class, counter
 health, achieved FLOP/s and bandwidth, all from readings that cover ONE window: the poll's.
 
-GPM and DCGM profiling readings are means over the window between two polls. NVML's utilization is
-the driver's latest ~200 ms sample, not a window mean, so where profiling exists the window's
-utilization is the engine's activity over that window (GPM GRAPHICS_UTIL / DCGM 1001: the same
-quantity, equal to NVML's figure on steady loads); NVML's figure is kept as ``utilization_instant``.
+GPM and DCGM profiling readings are means over the window between two polls. NVML's utilization
+call answers the driver's latest ~200 ms sample, not a window mean, so the window's utilization is
+the mean of the driver's own samples taken inside the window (``GpuSample.gpu_utilization_window``,
+nvmlDeviceGetSamples): nvidia-smi's quantity, copy-engine work included, over the same window as
+every other figure. NVML's latest sample is kept as ``utilization_instant``. Each math pipe's work is
+its activity at its own peak and clock (``pipe_figures``).
 Clock and power are instant readings: with the GPU's ``Smoothing`` (exporter/pipeline/smoothing.py) the
 figures use the mean of the readings at both ends of the window. The bottleneck class is judged from a short
 time-weighted mean of recent windows, with hysteresis (exporter/pipeline/smoothing.py). Formulas are in the README.
@@ -21,7 +23,7 @@ from exporter.sample import GpuSample
 from exporter.taxonomy import (
     ACTIVITY_READINGS,
     CLASS_NAMES,
-    PIPE_READINGS,
+    MATH_PIPE_READINGS,
     Activity,
     MismatchThresholds,
     classify,
@@ -36,8 +38,33 @@ MISMATCH_RULES = ("high_util_low_sm", "low_efficiency")
 
 
 @dataclass(frozen=True, slots=True)
+class PipeFigures:
+    """One figure per math pipe (None: its activity or peak is unknown). As work: FLOP/s, except
+    ``imma_int8`` in INT8 operations/s. As a share of the pipe's own peak: a ratio 0..1."""
+
+    hmma_bf16_equivalent: float | None = None  # FP16/BF16/TF32/FP8 all issue on HMMA: counted at the BF16 rate
+    dmma_fp64: float | None = None
+    imma_int8: float | None = None
+    fp64: float | None = None
+    fp32: float | None = None
+    fp16: float | None = None
+
+
+# (PipeFigures field, the Profiling activity it is read from, the Peak field that is its roof)
+PIPES = (
+    ("hmma_bf16_equivalent", "tensor_hmma_active", "tensor_flops"),
+    ("dmma_fp64", "tensor_dfma_active", "tensor_fp64_flops"),
+    ("imma_int8", "tensor_imma_active", "tensor_int8_ops"),
+    ("fp64", "fp64_active", "fp64_flops"),
+    ("fp32", "fp32_active", "fp32_flops"),
+    ("fp16", "fp16_active", "fp16_flops"),
+)
+FLOATING_PIPES = tuple(name for name, _, _ in PIPES if name != "imma_int8")
+
+
+@dataclass(frozen=True, slots=True)
 class Derived:
-    busy: float | None  # the window's utilization (engine activity), or NVML's figure where no profiling exists
+    busy: float | None  # the window's utilization (nvidia-smi's figure averaged over the window; see busy_ratio)
     utilization_instant: float | None  # NVML's latest driver sample: what nvidia-smi shows
     efficiency: float | None
     mismatch: dict[str, bool]  # only the rules whose inputs exist; all False while the counters are implausible
@@ -45,10 +72,12 @@ class Derived:
     window_bottleneck: str  # the class of this window alone
     implausible: dict[str, bool]  # counter-health checks that could be judged (exporter/taxonomy.py)
     peak: Peak | None
-    sm_clock_mhz: float | None  # the SM clock the FLOP/s estimate uses: the window's two ends' mean where known
-    tensor_flops: float | None  # estimated achieved bf16-equivalent FLOP/s
+    sm_clock_mhz: float | None  # the SM clock the estimates use: the window's two ends' mean where known
+    work: PipeFigures  # estimated achieved work per pipe, each at its own peak and clock
+    peak_share: PipeFigures  # each pipe's achieved rate over its own peak: activity x clock / max clock
+    total_flops: float | None  # the floating-point pipes' work together (INT8 ops are not FLOP)
     dram_bytes_per_second: float | None
-    tensor_flop_per_joule: float | None
+    flop_per_joule: float | None
 
     @property
     def counters_implausible(self) -> bool:
@@ -62,9 +91,13 @@ def reading(sample: GpuSample, name: str) -> float | None:
 
 
 def busy_ratio(sample: GpuSample) -> float | None:
-    """The window's utilization: engine activity over the profiling window where read, else NVML's figure."""
-    engine = reading(sample, "graphics_active")
-    return engine if engine is not None else sample.gpu_utilization
+    """The window's utilization, as nvidia-smi means it (any engine busy, copy engines included):
+    the mean of the driver's own samples over the window where read; else the graphics engine's
+    activity over the profiling window (it misses copy-engine work); else NVML's latest sample."""
+    for value in (sample.gpu_utilization_window, reading(sample, "graphics_active")):
+        if value is not None:
+            return value
+    return sample.gpu_utilization
 
 
 def efficiency(busy: float | None, sm_active: float | None) -> float | None:
@@ -98,9 +131,10 @@ def link_share(sample: GpuSample, peak: Peak | None) -> float | None:
 
 def activity(sample: GpuSample, peak: Peak | None) -> Activity:
     """The readings the bottleneck class is judged from, all over this sample's window."""
-    pipes = [value for value in (reading(sample, name) for name in PIPE_READINGS) if value is not None]
+    pipes = [value for value in (reading(sample, name) for name in MATH_PIPE_READINGS) if value is not None]
     return Activity(
         busy=busy_ratio(sample),
+        engine=reading(sample, "graphics_active"),
         sm_active=reading(sample, "sm_active"),
         sm_occupancy=reading(sample, "sm_occupancy"),
         pipes=max(pipes) if pipes else None,
@@ -109,11 +143,30 @@ def activity(sample: GpuSample, peak: Peak | None) -> Activity:
     )
 
 
-def tensor_flops(tensor: float | None, clock: float | None, max_clock: float | None, peak: Peak | None) -> float | None:
-    """tensor_active x peak x (SM clock / max SM clock): the clock factor matters under power caps."""
-    if tensor is None or peak is None or peak.tensor_flops is None or not clock or not max_clock:
-        return None
-    return tensor * peak.tensor_flops * min(1.0, clock / max_clock)
+def clock_factor(clock: float | None, max_clock: float | None) -> float | None:
+    """SM clock / max SM clock, at most 1: the pipes' peaks are at the max clock (matters under power caps)."""
+    return None if not clock or not max_clock else min(1.0, clock / max_clock)
+
+
+def pipe_figures(sample: GpuSample, clock: float | None, peak: Peak | None) -> tuple[PipeFigures, PipeFigures]:
+    """(work, share of peak) per pipe: activity x clock factor, times the pipe's own peak for work.
+
+    No figure can exceed what its pipe does at its precision: the activity is at most 1 and the
+    clock factor at most 1. The HMMA pipe runs FP16, BF16, TF32 and FP8 and its activity does not
+    say which, so its work is counted at the BF16 rate (TF32 work reads twice its FLOP, FP8 half).
+    """
+    factor = clock_factor(clock, sample.device.max_sm_clock_mhz)
+    work: dict[str, float] = {}
+    share: dict[str, float] = {}
+    for name, activity_field, peak_field in PIPES:
+        activity = reading(sample, activity_field)
+        if activity is None or factor is None:
+            continue
+        share[name] = activity * factor
+        roof: float | None = getattr(peak, peak_field) if peak is not None else None
+        if roof is not None:
+            work[name] = share[name] * roof
+    return PipeFigures(**work), PipeFigures(**share)
 
 
 def dram_bandwidth(sample: GpuSample, peak: Peak | None) -> float | None:
@@ -136,7 +189,7 @@ def step(sample: GpuSample, config: Config, state: Smoothing | None) -> tuple[De
     window = activity(sample, peak)
     busy, sm_active = window.busy, window.sm_active
     readings = {name: value for name in ACTIVITY_READINGS if (value := reading(sample, name)) is not None}
-    implausible = implausible_checks(readings, sample.gpu_utilization)
+    implausible = implausible_checks(readings, sample.gpu_utilization, window.link)
     flagged = any(implausible.values())
     ratio = efficiency(busy, sm_active)
     rules = mismatch(busy, sm_active, ratio, config.mismatch)
@@ -148,7 +201,9 @@ def step(sample: GpuSample, config: Config, state: Smoothing | None) -> tuple[De
     if state is not None:
         clock, power = state.window_mean(sample, "sm_clock_mhz"), state.window_mean(sample, "power_watts")
         reported, following = state.judge(sample, window, flagged, config.bottleneck)
-    flops = tensor_flops(reading(sample, "tensor_active"), clock, sample.device.max_sm_clock_mhz, peak)
+    work, share = pipe_figures(sample, clock, peak)
+    floating = [value for name in FLOATING_PIPES if (value := getattr(work, name)) is not None]
+    total = sum(floating) if floating else None
     derived = Derived(
         busy=busy,
         utilization_instant=sample.gpu_utilization,
@@ -159,8 +214,10 @@ def step(sample: GpuSample, config: Config, state: Smoothing | None) -> tuple[De
         implausible=implausible,
         peak=peak,
         sm_clock_mhz=clock,
-        tensor_flops=flops,
+        work=work,
+        peak_share=share,
+        total_flops=total,
         dram_bytes_per_second=dram_bandwidth(sample, peak),
-        tensor_flop_per_joule=flops / power if flops is not None and power else None,
+        flop_per_joule=total / power if total is not None and power else None,
     )
     return derived, following

@@ -6,7 +6,9 @@ Immutable: each poll makes the next state from the previous one (``judge``).
   ends of it (where the previous reading opened this window).
 - The bottleneck class is judged from the time-weighted mean of the windows of the last
   ``bottleneck.window`` seconds (at least this poll's), and a new class is reported only once it
-  has won ``bottleneck.hold_polls`` polls in a row: a duty-cycled or data-starved job whose
+  has won ``bottleneck.hold_polls`` polls in a row, and only where the class in place would not be
+  chosen with any one reading moved by ``bottleneck.margin`` (a band around every threshold): a
+  job sitting on a threshold keeps one verdict, and a duty-cycled or data-starved job whose
   windows swing between busy and idle reads ``host`` steadily instead of flapping. Leaving
   ``unknown`` (the first poll has no profiling window yet) needs no hold.
 """
@@ -16,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from exporter.sample import GpuSample
-from exporter.taxonomy import Activity, BottleneckThresholds, classify, mean_activity
+from exporter.taxonomy import Activity, BottleneckThresholds, classes_within_margin, classify, mean_activity
 
 WINDOW_START_TOLERANCE = 0.05  # seconds between the previous reading and the start of this window
 MAX_WINDOWS = 600  # a bound on the history, whatever the span and interval
@@ -52,7 +54,10 @@ class Smoothing:
             candidate = "unknown"
         else:
             windows = recent((*windows[-(MAX_WINDOWS - 1) :], (seconds, window)), limits.window)
-            candidate = classify(smoothed(windows), limits)
+            mean = smoothed(windows)
+            candidate = classify(mean, limits)
+            if candidate != self.reported and self.reported is not None and self.reported in classes_within_margin(mean, limits, limits.margin):
+                candidate = self.reported  # the readings sit on a threshold's edge: the verdict in place stands
         reported, challenger, wins = self.reported, self.challenger, self.wins
         if reported in (None, "unknown") or candidate == reported:  # a first verdict needs no hold
             reported, challenger, wins = candidate, None, 0

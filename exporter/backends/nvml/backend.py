@@ -19,6 +19,7 @@ from exporter.backends.backoff import Backoff
 from exporter.backends.base import Backend, BackendUnavailable, CollectSettings, binding_text, text
 from exporter.backends.nvml.gpm import GPM_MIN_SAMPLE_GAP, GpmPair, free_pair, open_pair, read_pair
 from exporter.backends.nvml.health import HealthReader, field_number
+from exporter.backends.nvml.utilization import UtilizationWindow
 from exporter.backends.nvml.xid import XidWatcher
 from exporter.sample import DeviceInfo, GpuProcess, GpuSample, ProcessUtilization, down_sample
 
@@ -45,6 +46,7 @@ class _Gpu:
     process_samples_seen_us: int = 0  # lastSeenTimeStamp for nvmlDeviceGetProcessUtilization
     process_samples_primed: bool = False  # asked once: later answers cover only the time since
     health: HealthReader | None = None  # None for a MIG device: its physical GPU carries the health readings
+    utilization_window: UtilizationWindow = field(default_factory=UtilizationWindow)
 
 
 class NvmlBackend(Backend):
@@ -301,6 +303,8 @@ class NvmlBackend(Backend):
         if utilization is not None:
             sample.gpu_utilization = utilization.gpu / 100
             sample.memory_utilization = utilization.memory / 100
+            answer = opt(gpu, "utilization_samples", nvml.nvmlDeviceGetSamples, handle, nvml.NVML_GPU_UTILIZATION_SAMPLES, gpu.utilization_window.seen_us or 0)
+            sample.gpu_utilization_window = gpu.utilization_window.mean_since_last(answer)
         power = opt(gpu, "power", nvml.nvmlDeviceGetPowerUsage, handle)
         sample.power_watts = None if power is None else power / 1000
         sample.temperature_celsius = opt(gpu, "temperature", nvml.nvmlDeviceGetTemperature, handle, nvml.NVML_TEMPERATURE_GPU)

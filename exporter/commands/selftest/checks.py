@@ -22,7 +22,7 @@ from exporter.pipeline.derive import MISMATCH_RULES, Derived, step
 from exporter.pipeline.smoothing import Smoothing
 from exporter.sample import GpuSample
 
-UNITS = {"tflops": ("TFLOP/s", "tensor_flops", 1e12), "tbps": ("TB/s", "dram_bytes_per_second", 1e12)}
+UNITS = {"tflops": ("TFLOP/s", "total_flops", 1e12), "tbps": ("TB/s", "dram_bytes_per_second", 1e12)}
 
 
 @dataclass(frozen=True)

@@ -162,7 +162,7 @@
     setMeter(held.tensor, gpu.tensor_flops, gpu.peak_tensor_flops, "FLOP/s");
     setMeter(held.dram, gpu.dram_bytes_per_second, gpu.peak_dram_bytes_per_second, "B/s");
     const memory = gpu.memory_used_bytes !== null && gpu.memory_total_bytes ? si(gpu.memory_used_bytes, "B") + " of " + si(gpu.memory_total_bytes, "B") : "–";
-    held.misc.textContent = "power " + si(gpu.power_watts, "W") + " · " + si(gpu.tensor_flop_per_joule, "FLOP/J") + " · memory " + memory + " · busy while SMs idle " + duration(gpu.busy_idle_sm_seconds);
+    held.misc.textContent = "power " + si(gpu.power_watts, "W") + " · " + si(gpu.flop_per_joule, "FLOP/J") + " · memory " + memory + " · busy while SMs idle " + duration(gpu.busy_idle_sm_seconds);
     held.apps.replaceChildren(...gpu.apps.map((app) => {
       const line = element("div");
       line.append(element("b", null, app.name), app.up ? ": " + si(app.throughput, app.unit + "/s") + " · " + si(app.units_per_joule, app.unit + "/J") : ": not answering");
