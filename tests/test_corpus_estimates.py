@@ -20,13 +20,14 @@ def median(name: str, figure) -> float:
 # trace -> (the estimate that counts the job's work, truth key, how far the job's own count may sit
 # from it). The HMMA pipe's figure is BF16-equivalent: FP8 work reads half its FLOP, TF32 twice.
 ESTIMATES = {
-    "h100/matmul_fp64_8192": (lambda d: d.work.dmma_fp64, "tflops", 1.0, 0.05),
-    "h100/resnet50_train_fp32": (lambda d: d.total_flops, "tflops", 1.0, 0.05),
-    "h100/bert_infer_b256": (lambda d: d.total_flops, "tflops", 1.0, 0.06),
-    "h100/sdpa_train_bf16": (lambda d: d.total_flops, "tflops", 1.0, 0.08),
-    "h100/matmul_fp8_8192": (lambda d: d.work.hmma_bf16_equivalent, "tflops", 0.5, 0.10),
-    "h100/matmul_tf32_8192": (lambda d: d.work.hmma_bf16_equivalent, "tflops", 2.0, 0.10),
-    "h100/embedding_bag_gather": (lambda d: d.dram_bytes_per_second, "tbps", 1.0, 0.03),
+    "h100-fleet/matmul_fp64_8192": (lambda d: d.work.dmma_fp64, "tflops", 1.0, 0.05),
+    "h100-fleet/resnet50_train_fp32": (lambda d: d.total_flops, "tflops", 1.0, 0.05),
+    "h100-fleet/bert_infer_b256": (lambda d: d.total_flops, "tflops", 1.0, 0.06),
+    "h100-fleet/sdpa_train_bf16": (lambda d: d.total_flops, "tflops", 1.0, 0.08),
+    "h100-fleet/jax_mlp_train_bf16": (lambda d: d.total_flops, "tflops", 1.0, 0.10),
+    "h100-fleet/matmul_fp8_8192": (lambda d: d.work.hmma_bf16_equivalent, "tflops", 0.5, 0.10),
+    "h100-fleet/matmul_tf32_8192": (lambda d: d.work.hmma_bf16_equivalent, "tflops", 2.0, 0.10),
+    "h100-fleet/embedding_bag_gather": (lambda d: d.dram_bytes_per_second, "tbps", 1.0, 0.03),
 }
 
 
@@ -39,18 +40,18 @@ def test_the_estimate_matches_the_jobs_own_count(name):
 
 def test_an_fp64_job_claims_no_bf16_work():
     """The DMMA pipe's work is FP64 at its own peak (67 TFLOP/s on an H100 SXM), not tensor work at 989."""
-    assert median("h100/matmul_fp64_8192", lambda d: d.work.hmma_bf16_equivalent) < 1e12
-    assert median("h100/matmul_fp64_8192", lambda d: d.total_flops) < 67e12
+    assert median("h100-fleet/matmul_fp64_8192", lambda d: d.work.hmma_bf16_equivalent) < 1e12
+    assert median("h100-fleet/matmul_fp64_8192", lambda d: d.total_flops) < 67e12
 
 
 def test_int8_ops_are_no_flop_and_bounded_by_the_imma_peak():
-    ops = median("h100/matmul_int8_8192", lambda d: d.work.imma_int8)
-    truth = load_trace(TRACES / "h100/matmul_int8_8192.json").truth["tops"] * 1e12
+    ops = median("h100-fleet/matmul_int8_8192", lambda d: d.work.imma_int8)
+    truth = load_trace(TRACES / "h100-fleet/matmul_int8_8192.json").truth["tops"] * 1e12
     assert truth <= ops <= 1978.9e12  # the pipe's active cycles at its peak rate bound the job's count
-    assert median("h100/matmul_int8_8192", lambda d: d.total_flops) < 1e12
+    assert median("h100-fleet/matmul_int8_8192", lambda d: d.total_flops) < 1e12
 
 
-@pytest.mark.parametrize("name", sorted(name for name in EXPERT_LABEL if name.startswith("h100/")))
+@pytest.mark.parametrize("name", sorted(name for name in EXPERT_LABEL if name.startswith("h100")))
 def test_no_pipe_claims_more_than_its_peak(name):
     for state in replayed(name, 1.0):
         derived = state.derived

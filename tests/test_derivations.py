@@ -340,3 +340,32 @@ def test_a_peaks_override_matches_the_model_name_as_the_built_in_table_does(trac
     for written in ("nvidia h200", " NVIDIA H200 ", "NVIDIA H200"):
         derived = derive(sample, Config(peaks={written: PeakOverride(dram_tbps=2.4)}))
         assert derived.peak.dram_bytes_per_second == 2.4e12, written
+
+
+def test_the_integer_pipe_alone_is_no_compute():
+    """A random embedding gather on an H100: INTEGER_UTIL 0.57 is address arithmetic, DRAM 0.51, no float math."""
+    gather = synthetic(0.99, graphics_active=0.99, sm_active=0.94, sm_occupancy=0.52, tensor_active=0.0, fp32_active=0.012, integer_active=0.57, dram_active=0.51)
+    assert derive(gather, Config()).bottleneck == "memory"
+    no_dram = synthetic(0.99, graphics_active=0.99, sm_active=0.94, sm_occupancy=0.52, tensor_active=0.0, fp32_active=0.01, integer_active=0.9, dram_active=0.1)
+    assert derive(no_dram, Config()).bottleneck == "mixed"
+
+
+def test_each_pipe_is_estimated_at_its_own_peak_and_clock():
+    """H200 peaks: HMMA 989.4 (BF16), DMMA 66.9, IMMA 1978.9 TOP/s, FP32 66.9 TFLOP/s; clock 1485 of 1980."""
+    sample = synthetic(1.0, sm_clock=1485, sm_active=0.9, tensor_active=0.6, tensor_hmma_active=0.1, tensor_dfma_active=0.3, tensor_imma_active=0.2, fp32_active=0.4)
+    derived = derive(sample, Config())
+    factor = 1485 / 1980
+    assert derived.work.hmma_bf16_equivalent == pytest.approx(0.1 * 989.4e12 * factor)
+    assert derived.work.dmma_fp64 == pytest.approx(0.3 * 66.9e12 * factor)
+    assert derived.work.imma_int8 == pytest.approx(0.2 * 1978.9e12 * factor)
+    assert derived.work.fp32 == pytest.approx(0.4 * 66.9e12 * factor)
+    assert derived.work.fp64 is None and derived.work.fp16 is None  # not read
+    assert derived.total_flops == pytest.approx((0.1 * 989.4e12 + 0.3 * 66.9e12 + 0.4 * 66.9e12) * factor)  # INT8 ops are not FLOP
+    assert derived.peak_share.dmma_fp64 == pytest.approx(0.3 * factor) and derived.peak_share.imma_int8 == pytest.approx(0.2 * factor)
+
+
+def test_no_tensor_estimate_without_the_sub_pipe_split():
+    """DCGM's single pass reads the any-tensor activity only: it cannot say FP64 from BF16, so no figure."""
+    derived = derive(synthetic(1.0, sm_active=0.95, tensor_active=0.95), Config())
+    assert derived.work.hmma_bf16_equivalent is None and derived.work.dmma_fp64 is None and derived.total_flops is None
+    assert derived.bottleneck == "compute"

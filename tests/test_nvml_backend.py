@@ -194,6 +194,7 @@ def test_a_reload_tells_the_backend_its_new_slow_interval(traces):
         ("nvmlDeviceGetTotalEnergyConsumption", "energy_joules", 1),
         ("nvmlDeviceGetTotalEccErrors", "ecc_corrected_errors", 2),
         ("nvmlDeviceGetRemappedRows", "remapped_rows_correctable", 1),
+        ("nvmlDeviceGetSamples", "gpu_utilization_window", 1),  # MIG devices answer so
     ],
 )
 def test_a_call_that_answered_not_supported_is_not_made_again(traces, function, attribute, calls):
@@ -368,3 +369,19 @@ def test_derivations_and_exposition_over_nvml_reproduce_the_planted_mismatch(tra
 def test_sm_count_from_cuda_cores_matches_published_figures(gpu, cores, capability, sms):
     """The fake answers cores = SMs x 128, which only checks the division back; these are the data sheets' figures."""
     assert cores // cores_per_sm(*capability) == sms, gpu
+
+
+def test_the_windows_utilization_is_the_mean_of_the_driver_samples_taken_inside_it(traces):
+    """Not the driver's latest sample: every sample since the last poll (one every 200 ms here), so
+    a half-duty job reads its duty, and copy-engine work (which these samples count) is in it."""
+    backend, fake, clock = started([traces["matmul_8192_duty50"]])
+    assert backend.collect()[0].gpu_utilization_window is None  # the first answer reaches back before any window
+    for _ in range(4):
+        clock.advance(1.0)
+        sample = backend.collect()[0]
+        period = fake.DRIVER_SAMPLE_PERIOD
+        stamps = [fake.started + number * period for number in range(int((clock.now - fake.started) / period) + 1)]
+        inside = [fake.record(0, at=at)["util_gpu"] for at in stamps if clock.now - 1.0 < at <= clock.now]
+        assert sample.gpu_utilization_window == pytest.approx(sum(inside) / len(inside) / 100)
+    assert fake.calls["nvmlDeviceGetSamples"] == 5  # one call a poll
+    backend.close()

@@ -181,8 +181,10 @@ def test_a_duty_cycle_aliasing_with_the_sampling_passes_as_a_steady_host(reading
     results = check_readings([aliased], Config())
     assert failed(results) == set()
     assert by_check(results)[("matmul_duty_1s", "class stability")].measured.endswith("0 changes")
-    # Judged window by window (no smoothing, no hysteresis) the class flaps and the check says so.
-    flapping = check_readings([aliased], parse_config({"bottleneck": {"window": "0s", "hold_polls": 1}}))
+    # Judged window by window (no smoothing, no hysteresis) from the graphics engine's activity alone
+    # (0.89 / 0.08: the driver's own samples, 0.72 / 0.12, smear the edges) the class flaps and the check says so.
+    engine_only = Reading(aliased.workload, [sample.replace(gpu_utilization_window=None) for sample in aliased.samples], aliased.truth)
+    flapping = check_readings([engine_only], parse_config({"bottleneck": {"window": "0s", "hold_polls": 1, "margin": 0}}))
     assert ("matmul_duty_1s", "class stability") in failed(flapping)
 
 

@@ -32,6 +32,41 @@ def window(t: float, utilization: float | None = 1.0, clock: float = 1980, power
     return GpuSample(device=H100, timestamp=t, window_seconds=seconds, gpu_utilization=utilization, sm_clock_mhz=clock, power_watts=power, profiling=Profiling(**profiling))
 
 
+def test_utilization_is_the_driver_samples_mean_over_the_window_copy_engines_included():
+    """Pinned host-to-device copies on an H100: the driver's samples read 0.99 busy over the window,
+    the graphics engine 0.0001, SMs 0, PCIe RX 55 GB/s of 64: busy moving data, SMs idle."""
+    copy = GpuSample(device=H100, timestamp=1.0, window_seconds=1.0, gpu_utilization=1.0, gpu_utilization_window=0.99, sm_clock_mhz=1980,
+                     profiling=Profiling(graphics_active=0.0001, sm_active=0.0, sm_occupancy=0.0, tensor_active=0.0, dram_active=0.016, pcie_rx_bytes_per_second=55e9))
+    derived = derive(copy, Config())
+    assert derived.busy == 0.99 and derived.bottleneck == "communication"
+    assert derived.mismatch == {"high_util_low_sm": True, "low_efficiency": True} and not derived.counters_implausible
+    # Judged from the graphics engine alone the same window looked idle; the link still says communication.
+    engine_only = derive(copy.replace(gpu_utilization_window=None, gpu_utilization=None), Config())
+    assert engine_only.busy == 0.0001 and engine_only.bottleneck == "communication"
+
+
+def test_copy_engines_alone_below_the_links_roof_are_paced_by_the_host():
+    slow = GpuSample(device=H100, timestamp=1.0, window_seconds=1.0, gpu_utilization_window=0.97, sm_clock_mhz=1980,
+                     profiling=Profiling(graphics_active=0.0, sm_active=0.0, sm_occupancy=0.0, tensor_active=0.0, dram_active=0.01, pcie_rx_bytes_per_second=6e9))
+    assert derive(slow, Config()).bottleneck == "host"
+
+
+def test_a_job_on_a_thresholds_edge_keeps_one_verdict():
+    """DRAM 0.45 streaming with the tensor pipe swinging 0.19 / 0.21 around compute_pipe (0.2): memory throughout."""
+    state = WindowState()
+    limits = Config(bottleneck=BottleneckThresholds(window=0.0, hold_polls=1))
+    classes = []
+    for number in range(10):
+        tensor = 0.19 if number % 2 == 0 else 0.21
+        profile = {"graphics_active": 0.99, "sm_active": 0.9, "sm_occupancy": 0.5, "tensor_active": tensor, "tensor_hmma_active": tensor, "dram_active": 0.45}
+        classes.append(derive(window(float(number), **profile), limits, state).bottleneck)
+    assert classes == ["memory"] * 10
+    flapping = Config(bottleneck=BottleneckThresholds(window=0.0, hold_polls=1, margin=0.0))
+    state = WindowState()
+    classes = [derive(window(float(n), **{**MATMUL, "tensor_active": 0.19 + 0.02 * (n % 2), "dram_active": 0.45}), flapping, state).bottleneck for n in range(4)]
+    assert classes == ["memory", "compute", "memory", "compute"]  # without the band it flips on a 0.02 change
+
+
 def test_utilization_is_the_windows_engine_activity_and_nvidia_smis_figure_is_kept_apart():
     # The end of a burst: the driver's latest sample reads 0.99, the window was busy 0.48 of the time.
     derived = derive(window(1.0, utilization=0.99, graphics_active=0.48, sm_active=0.13, sm_occupancy=0.02, tensor_active=0.12, dram_active=0.04), Config())

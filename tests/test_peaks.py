@@ -1,0 +1,56 @@
+"""The peaks table: every row is a dense data-sheet figure per pipe, named by its source, listed in
+docs/peaks.md; overrides win field by field; an unknown model has none."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from exporter.config import PeakOverride, parse_config
+from exporter.peaks import BUILTIN_PEAKS, OVERRIDE_FIELDS, SPECS, peak_for
+
+DOCS = (Path(__file__).resolve().parent.parent / "docs" / "peaks.md").read_text(encoding="utf-8")
+FLEET = ("V100", "T4", "A10", "A16", "A30", "A40", "A100-SXM4-40GB", "A100-SXM4-80GB", "A100-PCIE-40GB", "A100 80GB PCIe", "A800",
+         "L4", "L40", "L40S", "RTX 6000 Ada", "H100 PCIe", "H100 80GB HBM3", "H100 NVL", "H800", "H20", "H200", "H200 NVL", "GH200", "B200", "GB200")
+
+
+@pytest.mark.parametrize("model", FLEET)
+def test_the_fleet_users_run_is_in_the_table(model):
+    assert any(model in name for name in SPECS), model
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_every_row_is_consistent_dense_and_sourced(name):
+    spec = SPECS[name]
+    assert spec.source.startswith("NVIDIA ") and spec.bf16 is not None and spec.fp32 is not None and spec.dram_tbps > 0
+    if spec.fp8 is not None:  # FP8 runs at twice the BF16 rate on the same pipe, TF32 at half
+        assert spec.fp8 == pytest.approx(2 * spec.bf16, rel=0.02)
+    if spec.tf32 is not None:
+        assert spec.tf32 == pytest.approx(spec.bf16 / 2, rel=0.03)
+    if spec.int8 is not None:
+        assert spec.int8 >= spec.bf16
+    for pipe in (spec.fp64_tensor, spec.fp64, spec.fp32, spec.fp16):
+        assert pipe is None or pipe < spec.bf16  # no non-tensor or FP64 pipe outruns the BF16 tensor pipe
+    assert f"`{name}`" in DOCS and spec.source in DOCS
+
+
+def test_the_h100_sxm_peaks_match_the_measured_roofs():
+    peak = BUILTIN_PEAKS["NVIDIA H100 80GB HBM3"]
+    assert (peak.tensor_flops, peak.tensor_fp64_flops, peak.fp32_flops, peak.tensor_int8_ops) == (989.4e12, pytest.approx(66.9e12), pytest.approx(66.9e12), 1978.9e12)
+    assert peak.sm_count == 132 and peak.dram_bytes_per_second == 3.35e12
+
+
+def test_names_match_as_nvml_returns_them_and_nothing_close():
+    assert peak_for(" nvidia h200 ") == BUILTIN_PEAKS["NVIDIA H200"]
+    assert peak_for("NVIDIA GH200 480GB") != peak_for("NVIDIA H200")  # GH200 is not an H200
+    assert peak_for("NVIDIA H200 MIG 1g.18gb") is None and peak_for("NVIDIA Future GPU") is None
+
+
+def test_every_override_key_reaches_its_peak_field():
+    config = parse_config({"peaks": {"NVIDIA Future GPU": {key: 2.0 for key in OVERRIDE_FIELDS}}})
+    peak = peak_for("NVIDIA Future GPU", config.peaks)
+    for key, (field, scale) in OVERRIDE_FIELDS.items():
+        assert getattr(peak, field) == 2.0 * scale, key
+    h200 = peak_for("NVIDIA H200", {"NVIDIA H200": PeakOverride(fp32_tflops=50)})
+    assert h200.fp32_flops == 50e12 and h200.tensor_flops == 989.4e12  # field by field
