@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from exporter.config import PeakOverride, parse_config
-from exporter.peaks import BUILTIN_PEAKS, OVERRIDE_FIELDS, SPECS, peak_for
+from exporter.config.file import parse_config
+from exporter.peaks import BUILTIN_PEAKS, OVERRIDE_FIELDS, SPECS, PeakOverride, peak_for
 
 DOCS = (Path(__file__).resolve().parent.parent / "docs" / "peaks.md").read_text(encoding="utf-8")
 FLEET = ("V100", "T4", "A10", "A16", "A30", "A40", "A100-SXM4-40GB", "A100-SXM4-80GB", "A100-PCIE-40GB", "A100 80GB PCIe", "A800",

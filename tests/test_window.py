@@ -53,17 +53,16 @@ def test_copy_engines_alone_below_the_links_roof_are_paced_by_the_host():
 
 def test_a_job_on_a_thresholds_edge_keeps_one_verdict():
     """DRAM 0.45 streaming with the tensor pipe swinging 0.19 / 0.21 around compute_pipe (0.2): memory throughout."""
-    state = WindowState()
     limits = Config(bottleneck=BottleneckThresholds(window=0.0, hold_polls=1))
-    classes = []
+    state, classes = Stepper(), []
     for number in range(10):
         tensor = 0.19 if number % 2 == 0 else 0.21
         profile = {"graphics_active": 0.99, "sm_active": 0.9, "sm_occupancy": 0.5, "tensor_active": tensor, "tensor_hmma_active": tensor, "dram_active": 0.45}
-        classes.append(derive(window(float(number), **profile), limits, state).bottleneck)
+        classes.append(state(window(float(number), **profile), limits).bottleneck)
     assert classes == ["memory"] * 10
     flapping = Config(bottleneck=BottleneckThresholds(window=0.0, hold_polls=1, margin=0.0))
-    state = WindowState()
-    classes = [derive(window(float(n), **{**MATMUL, "tensor_active": 0.19 + 0.02 * (n % 2), "dram_active": 0.45}), flapping, state).bottleneck for n in range(4)]
+    state = Stepper()
+    classes = [state(window(float(n), **{**MATMUL, "tensor_active": 0.19 + 0.02 * (n % 2), "dram_active": 0.45}), flapping).bottleneck for n in range(4)]
     assert classes == ["memory", "compute", "memory", "compute"]  # without the band it flips on a 0.02 change
 
 
