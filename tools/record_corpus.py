@@ -37,8 +37,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.corpus_fleet import GROUPS as FLEET_GROUPS  # noqa: E402
 from exporter.commands.record import format_trace  # noqa: E402
+from tools.corpus_fleet import GROUPS as FLEET_GROUPS  # noqa: E402
 
 DUTY_PERIODS = {"50ms": 0.05, "140ms": 0.14, "250ms": 0.25, "1s": 1.0, "2s": 2.0}
 MATMUL_N = 8192

@@ -1,5 +1,5 @@
 """The wider corpus: jobs of the kinds a fleet runs beyond LLM training and decoding, each with its
-own count of the work it does. bench/record_corpus.py records them like the rest of the corpus.
+own count of the work it does. tools/record_corpus.py records them like the rest of the corpus.
 
 Every count is the job's own: FLOP from PyTorch's FlopCounterMode over one real step (ResNet-50,
 attention, BERT) or from the model's shape (the JAX step); 2 n^3 for an n^3 matmul
