@@ -37,8 +37,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from corpus_fleet import GROUPS as FLEET_GROUPS  # noqa: E402  (tools/, the script's own folder)
+
 from exporter.commands.record import format_trace  # noqa: E402
-from tools.corpus_fleet import GROUPS as FLEET_GROUPS  # noqa: E402
 
 DUTY_PERIODS = {"50ms": 0.05, "140ms": 0.14, "250ms": 0.25, "1s": 1.0, "2s": 2.0}
 MATMUL_N = 8192
@@ -356,13 +357,14 @@ def main() -> int:
         ("graph_decode", {"graph_decode_b1"}, lambda: graph_decode(torch, args.out, args.duration, args.interval)),
         ("matmul", {"matmul_8192"} | {f"matmul_duty_{label}" for label in DUTY_PERIODS}, lambda: matmul_workloads(torch, args.out, args.duration, args.interval)),
     ]
-    wanted = lambda name: only is None or name in only  # noqa: E731
+    def wanted(name: str) -> bool:
+        return only is None or name in only
+
+    def record(name: str, description: str, step: Callable[[Work], None], truth_keys: tuple[str, ...], extra_truth: Callable[[], dict[str, float]] | None = None) -> None:
+        record_while(name, description, step, args.out, args.duration, args.interval, truth_keys, extra_truth)
+
     for group, fleet_members, fleet_run in FLEET_GROUPS:
-
-        def record(name: str, description: str, step: Callable[[Work], None], truth_keys: tuple[str, ...], extra_truth: Callable[[], dict[str, float]] | None = None) -> None:
-            record_while(name, description, step, args.out, args.duration, args.interval, truth_keys, extra_truth)
-
-        groups.append((group, set(fleet_members), lambda fleet_run=fleet_run, record=record: fleet_run(torch, record, wanted, say)))
+        groups.append((group, set(fleet_members), functools.partial(fleet_run, torch, record, wanted, say)))
     for name, members, run in groups:
         if only is not None and not members & only:
             continue
