@@ -4,6 +4,7 @@
 Helm can only package files inside the chart, so the chart carries copies:
   dashboards/*.json                          -> gpu-efficiency-exporter/files/dashboards/
   deploy/prometheus/rules-source.yml         -> gpu-efficiency-exporter/files/rules/
+  deploy/prometheus/dcgm-exporter-compat.yml -> gpu-efficiency-exporter/files/rules/ (prometheusRule.dcgmExporterCompat)
   (the chart's PrometheusRule template builds the rules from that source and the alert values)
 Run it after changing a dashboard or a rule; tests/test_helm_chart.py fails while the copies differ.
 With --check it changes nothing and exits 1 if a copy is missing, differs or is left over.
@@ -23,8 +24,8 @@ CHART_FILES = ROOT / "helm" / "gpu-efficiency-exporter" / "files"
 def sources() -> dict[Path, Path]:
     """Chart copy -> project original."""
     pairs = {CHART_FILES / "dashboards" / path.name: path for path in sorted((ROOT / "dashboards").glob("*.json"))}
-    source = ROOT / "deploy" / "prometheus" / "rules-source.yml"
-    pairs[CHART_FILES / "rules" / source.name] = source
+    for source in (ROOT / "deploy" / "prometheus" / "rules-source.yml", ROOT / "deploy" / "prometheus" / "dcgm-exporter-compat.yml"):
+        pairs[CHART_FILES / "rules" / source.name] = source
     return pairs
 
 

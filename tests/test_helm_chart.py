@@ -216,3 +216,11 @@ def test_dra_and_pod_labels_get_api_access_on_their_node_only() -> None:
     assert "NODE_NAME" not in {item["name"] for item in pod_spec(defaults)["containers"][0]["env"]}
     with pytest.raises(helm.HelmError):
         render({"podResources": {"podLabelKeys": [f"k{n}" for n in range(11)]}})
+
+
+def test_the_dcgm_exporter_compat_rules_come_with_the_prometheusrule_when_asked() -> None:
+    compat = yaml.safe_load((ROOT / "deploy" / "prometheus" / "dcgm-exporter-compat.yml").read_text())["groups"]
+    groups = render({"prometheusRule": {"enabled": True, "dcgmExporterCompat": True}})["PrometheusRule/gpueff-gpu-efficiency-exporter"]["spec"]["groups"]
+    assert groups[-len(compat):] == compat
+    without = render({"prometheusRule": {"enabled": True}})["PrometheusRule/gpueff-gpu-efficiency-exporter"]["spec"]["groups"]
+    assert without == groups[: -len(compat)]

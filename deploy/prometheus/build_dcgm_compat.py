@@ -6,7 +6,8 @@ gpueff_* series (docs/migrating-from-dcgm-exporter.md).
     python deploy/prometheus/build_dcgm_compat.py --check  # exit 1 if one is out of date
 
 Writes deploy/prometheus/dcgm-exporter-compat.yml and the side-by-side table of the migration
-guide (between its BEGIN/END markers). COMPAT below is the one source of both.
+guide (between its BEGIN/END markers). COMPAT below is the one source of both. Then run
+helm/sync_chart_files.py: the chart carries a copy (prometheusRule.dcgmExporterCompat).
 """
 
 from __future__ import annotations
