@@ -83,7 +83,7 @@ class Poller:
         self._models_seen.clear()  # new peaks: say again which models still have none
         self.backend.configure(collect_settings(config))
         self.apps.configure(config.apps)
-        self._wake.set()  # a wait begun under the old collect_interval ends now
+        self._wake.set()  # the wait is re-timed with the new collect_interval (no poll is forced)
 
     def start(self, devices: list[DeviceInfo]) -> None:
         self._devices = list(devices)
@@ -102,28 +102,31 @@ class Poller:
 
     def _run(self) -> None:
         """Poll until stopped. Nothing ends the thread but ``stop``: a failure is logged on one line,
-        counted in gpueff_collect_errors_total, and polling goes on (a reload wakes the wait)."""
+        counted in gpueff_collect_errors_total, and polling goes on. A reload never forces a poll:
+        it re-times the wait from the last poll's start with the new collect_interval, so a storm of
+        SIGHUPs adds no polls and polls stay an interval apart (GPM needs 100 ms between samples)."""
         next_tick = self.clock()
         while not self._stop.is_set():
-            wait = 1.0  # after a failure outside the poll itself (a bug), try again in a second
+            started = self.clock()
             try:
                 try:
                     self.poll_once()
                     self._last_poll_error = None
                 except Exception as error:  # the data goes stale and is served as such
                     self._poll_failed(error)
-                interval = self.config.collect_interval
-                next_tick += interval
-                now = self.clock()
-                if next_tick < now:  # a poll overran: skip the missed ticks rather than burst
-                    next_tick = now + interval
-                wait = next_tick - now
-            except Exception as error:
+                next_tick = self._next_tick(next_tick + self.config.collect_interval)
+            except Exception as error:  # a bug outside the poll itself: try again in a second
                 self._poll_failed(error)
-                next_tick = float("-inf")  # start the schedule again from the next poll
-            if self._wake.wait(min(max(wait, 0.0), MAX_DURATION)):  # a reload: poll now, then on its interval
-                self._wake.clear()
-                next_tick = self.clock()
+                next_tick = self.clock() + 1.0
+            while not self._stop.is_set() and (left := next_tick - self.clock()) > 0:
+                if self._wake.wait(min(left, MAX_DURATION)):  # a reload (or stop)
+                    self._wake.clear()
+                    next_tick = started + self.config.collect_interval  # already past: poll now
+
+    def _next_tick(self, due: float) -> float:
+        """``due``, or one interval from now where a poll overran it (missed ticks are skipped, not burst)."""
+        now = self.clock()
+        return due if due >= now else now + self.config.collect_interval
 
     def _poll_failed(self, error: Exception) -> None:
         self._own_errors += 1

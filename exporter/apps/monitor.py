@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from exporter.apps.counters import MAX_UNITS_PER_SECOND, CounterIncrease
 from exporter.apps.derive import AppState, GpuFigures, Means, derive_app, gpu_figures
-from exporter.apps.scrape import ScrapeError, Series, fetch, read_counter
+from exporter.apps.scrape import Abort, ScrapeError, Series, fetch, read_counter
 from exporter.apps.settings import AppConfig
 from exporter.attribution.kubernetes.owners import GpuOwners
 from exporter.config.file import Config
@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 
 WINDOW_POLLS = 3600  # GPU figures kept per app between readings (an hour at the default 1s poll)
 RETRY_AFTER_BUG = 1.0  # seconds a scraper waits after an unexpected error outside a scrape
+RETIRE_WAIT = 1.0  # seconds to wait for stopped scrapers' threads (their scrapes are aborted at once)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +57,7 @@ class Scraper:
         self._was_up: bool | None = None
         self._requests_error: str | None = None
         self._stop = threading.Event()
+        self._abort = Abort()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -63,11 +65,16 @@ class Scraper:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop scraping; a scrape under way ends at once (its socket is shut down)."""
         self._stop.set()
+        self._abort.abort()
 
     def join(self, timeout: float) -> None:
         if self._thread is not None:
             self._thread.join(timeout)
+
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
 
     def _run(self) -> None:
         """Scrape until stopped; nothing ends the thread but ``stop``."""
@@ -95,7 +102,7 @@ class Scraper:
         error = requests_error = None
         try:
             names = [app.counter] if app.requests_counter is None else [app.counter, app.requests_counter]
-            answer = fetch(app.url, app.scrape_timeout, app.max_response_bytes, names)
+            answer = fetch(app.url, app.scrape_timeout, app.max_response_bytes, names, self._abort)
             units = read_counter(answer, app.counter, app.labels)
             if app.requests_counter is not None:
                 try:
@@ -116,7 +123,9 @@ class Scraper:
         return reading
 
     def _log_changes(self, error: str | None, requests_error: str | None) -> None:
-        """One line per change of state, not one per scrape."""
+        """One line per change of state, not one per scrape; nothing once stopped (a reload)."""
+        if self._stop.is_set():
+            return
         app = self.app
         up = error is None
         if up != self._was_up:
@@ -212,6 +221,7 @@ class AppMonitor:
     def __init__(self, apps: Sequence[AppConfig], clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self._apps: tuple[tuple[Scraper, AppTracker], ...] = ()
+        self._retiring: list[Scraper] = []  # stopped, their threads not yet seen to end
         self._started = False
         self.configure(apps)
 
@@ -232,6 +242,11 @@ class AppMonitor:
         self._apps = tuple(current)
         for scraper, _ in old.values():
             scraper.stop()
+        self._retiring += [scraper for scraper, _ in old.values()]
+        deadline = time.monotonic() + RETIRE_WAIT
+        for scraper in self._retiring:  # stopped scrapes end at once: wait a moment for their threads
+            scraper.join(max(0.0, deadline - time.monotonic()))
+        self._retiring = [scraper for scraper in self._retiring if scraper.alive()]
 
     @property
     def scrapers(self) -> tuple[Scraper, ...]:
@@ -245,8 +260,8 @@ class AppMonitor:
     def stop(self) -> None:
         for scraper, _ in self._apps:
             scraper.stop()
-        for scraper, _ in self._apps:
-            scraper.join(scraper.app.scrape_timeout + 1.0)
+        for scraper in (*self.scrapers, *self._retiring):
+            scraper.join(RETIRE_WAIT)
 
     def update(self, samples: Sequence[GpuSample], now: float, config: Config, owners: Mapping[str, GpuOwners] | None = None) -> tuple[AppState, ...]:
         """Called by the poller after each poll, with the GPUs' pod owners; never waits on the network."""

@@ -28,6 +28,7 @@ import codecs
 import math
 import re
 import socket
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
@@ -139,10 +140,36 @@ class _Connection:
                 return
 
 
-def fetch(url: str, timeout: float, max_bytes: int, names: Iterable[str]) -> Answer:
+class Abort:
+    """Lets another thread end a fetch at once: a scraper that is stopped (a reload) must not
+    keep its thread for up to ``scrape_timeout``. ``abort`` shuts the fetch's socket down, which
+    ends a blocked connect, send or receive."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self.aborted = False
+
+    def attach(self, sock: socket.socket | None) -> None:
+        with self._lock:
+            if self.aborted and sock is not None:
+                raise ScrapeError("stopped")
+            self._sock = sock
+
+    def abort(self) -> None:
+        with self._lock:
+            self.aborted = True
+            if self._sock is not None:
+                try:
+                    self._sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+def fetch(url: str, timeout: float, max_bytes: int, names: Iterable[str], abort: Abort | None = None) -> Answer:
     """GET ``url``: the lines of the metric ``names`` in its body (``LineFilter``). The whole
     exchange must finish within ``timeout`` seconds; the answer carries that deadline on to
-    ``read_counter``."""
+    ``read_counter``. ``abort`` lets another thread end it early."""
     import ssl
 
     deadline = time.monotonic() + timeout
@@ -167,6 +194,8 @@ def fetch(url: str, timeout: float, max_bytes: int, names: Iterable[str]) -> Ans
         sock = socket.create_connection((host, port), timeout=max(deadline - time.monotonic(), 0.001))
         if parts.scheme == "https":
             sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host, do_handshake_on_connect=False)
+        if abort is not None:
+            abort.attach(sock)
         connection = _Connection(sock, deadline)
         if isinstance(sock, ssl.SSLSocket):
             sock.settimeout(connection.left())
@@ -184,6 +213,8 @@ def fetch(url: str, timeout: float, max_bytes: int, names: Iterable[str]) -> Ans
     except OSError as error:
         raise ScrapeError(f"{type(error).__name__}: {error}") from None
     finally:
+        if abort is not None:
+            abort.attach(None)
         if sock is not None:
             sock.close()
     return lines.finish(deadline)

@@ -9,7 +9,8 @@ import os
 import select
 import signal
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -137,24 +138,38 @@ def live_page(poller: Poller, note: str, telemetry_path: str) -> LivePage:
     return LivePage(LiveData(lambda: poller.snapshot, history, note), note, telemetry_path)
 
 
-def signals() -> Iterator[int]:
-    """SIGHUP, SIGTERM and SIGINT as they arrive, in order. The main thread sleeps in ``select``
-    on the signal wake-up fd, with no timeout: the kernel may deliver a signal to any thread, and
-    the wake-up byte reaches this one all the same, so nothing needs to poll."""
+RELOAD_GAP = 0.25  # seconds: SIGHUPs closer together than this are taken as one reload
+
+
+def signals(reload_gap: float = RELOAD_GAP, clock: Callable[[], float] = time.monotonic) -> Iterator[int]:
+    """SIGTERM and SIGINT as they arrive; SIGHUP at most once per ``reload_gap``, however many came
+    meanwhile (a storm of 900 SIGHUPs in 5 s is at most 20 reloads, not 900). The main thread sleeps in
+    ``select`` on the signal wake-up fd: the kernel may deliver a signal to any thread, and the
+    wake-up byte reaches this one all the same, so nothing needs to poll."""
     reader, writer = os.pipe()
     os.set_blocking(reader, False)
     os.set_blocking(writer, False)
     signal.set_wakeup_fd(writer, warn_on_full_buffer=False)
-    for number in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
-        signal.signal(number, lambda _number, _frame: None)  # the wake-up fd carries the number
+    for handled in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+        signal.signal(handled, lambda _number, _frame: None)  # the wake-up fd carries the number
+    pending_reload = False
+    last_reload = float("-inf")
     try:
         while True:
-            select.select([reader], [], [])
+            timeout = max(0.0, last_reload + reload_gap - clock()) if pending_reload else None
+            select.select([reader], [], [], timeout)
             try:
-                received = os.read(reader, 64)
+                received = os.read(reader, 4096)
             except BlockingIOError:
-                continue
-            yield from received
+                received = b""
+            for number in received:
+                if number != signal.SIGHUP:
+                    yield number
+            pending_reload = pending_reload or signal.SIGHUP in received
+            if pending_reload and clock() >= last_reload + reload_gap:
+                pending_reload = False
+                yield signal.SIGHUP
+                last_reload = clock()
     finally:
         signal.set_wakeup_fd(-1)
         os.close(reader)
