@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 # default 5 ms switch interval a scrape arriving meanwhile waits up to 5 ms per hand-over. At 0.5 ms
 # the first-after-poll p99 at 256 replayed GPUs fell from 7.4-7.7 to 2.7-3.1 ms (docs/benchmarks.md).
 GIL_SWITCH_INTERVAL = 0.0005
+PROCESS_STATS_EVERY = 1.0  # seconds: the daemon's own /proc figures are read at most this often
 
 
 class Poller:
@@ -65,6 +66,7 @@ class Poller:
         self._wake = threading.Event()  # set by stop and set_config
         self._thread: threading.Thread | None = None
         self._subscribers: list[Callable[[Snapshot], None]] = []
+        self._process: tuple[float, ProcessStats | None] | None = None  # (when read, what)
         self.apps = AppMonitor(config.apps, clock)  # scrapes apps on their own threads
         self._sharing: Sharing | None = None
         self.backend.configure(collect_settings(config))
@@ -178,6 +180,14 @@ class Poller:
             self._trackers.restart_split()
         return self._sharing
 
+    def _process_stats(self) -> ProcessStats | None:
+        """The daemon's own /proc figures, read again once ``PROCESS_STATS_EVERY`` has passed
+        (three file reads a poll were a tenth of a one-GPU poll at 100 ms)."""
+        now = self.clock()
+        if self._process is None or now - self._process[0] >= PROCESS_STATS_EVERY:
+            self._process = (now, self.process_stats())
+        return self._process[1]
+
     def poll_once(self) -> Snapshot:
         started = self.timer()
         samples = self._collect()
@@ -209,7 +219,7 @@ class Poller:
             last_success_wall=self._last_success,
             apps=self.apps.update(samples, self.clock(), config, owners),
             attribution=self.attributor.health(),
-            process=self.process_stats(),
+            process=self._process_stats(),
         )
         for receive in self._subscribers:
             receive(snapshot)

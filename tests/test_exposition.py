@@ -319,6 +319,43 @@ def test_the_body_is_rendered_only_when_the_snapshot_changes(trace_paths, monkey
     assert b"gpueff_collect_stale 1" in stale
 
 
+def test_a_poll_no_scrape_will_read_is_not_rendered(trace_paths, monkeypatch):
+    rendered = []
+
+    def counting_render(snapshot, stale=False):
+        rendered.append(snapshot.sequence)
+        return render(snapshot, stale)
+
+    monkeypatch.setattr(payload_module, "render", counting_render)
+    clock = FakeClock()
+    backend = ReplayBackend([load_trace(trace_paths["spin_1sm"])], clock=clock)
+    poller = Poller(backend, Config(), clock=clock)  # collect_interval 1 s
+    backend.start()
+    served_by = payloads_following(poller, clock)
+
+    def poll_for(seconds: int) -> None:
+        for _ in range(seconds):
+            clock.now += 1.0
+            poller.poll_once()
+
+    poller.poll_once()
+    for _ in range(3):  # three scrapes 10 s apart: the cadence is known
+        poll_for(10)
+        served_by.body()
+    rendered.clear()
+    poll_for(10)  # the next scrape is due 10 s after the last: only the polls from 2 s before it are rendered
+    assert rendered == [poller.snapshot.sequence - 2, poller.snapshot.sequence - 1, poller.snapshot.sequence]
+    body = served_by.body()
+    assert rendered[-1] == poller.snapshot.sequence and b"gpueff_snapshot_age_seconds 0.000" in body
+    rendered.clear()
+    poll_for(4)  # a scrape earlier than the cadence renders the latest snapshot itself, once
+    assert rendered == []
+    early = served_by.body()
+    served_by.body()
+    assert rendered == [poller.snapshot.sequence]
+    assert early.split(b"# HELP gpueff_snapshot_age_seconds")[0] == render(poller.snapshot)
+
+
 def test_every_declared_metric_has_help_and_a_known_type():
     for metric in METRICS:
         assert metric.name.startswith("gpueff_" if metric.scope != "process" else "process_") and metric.help and metric.type in {"gauge", "counter", "summary"}

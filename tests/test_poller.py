@@ -325,3 +325,14 @@ def test_an_unknown_model_is_logged_once_with_the_config_key_that_adds_it(trace_
     assert state.derived.total_flops is None and state.derived.peak is None
     warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
     assert len(warnings) == 1 and "'NVIDIA Future GPU'" in warnings[0] and "peaks:" in warnings[0] and "tensor_tflops" in warnings[0]
+
+
+def test_the_daemons_own_process_figures_are_read_at_most_once_a_second(trace_paths, clock):
+    backend = ReplayBackend([load_trace(trace_paths["idle"])], clock=clock)
+    backend.start()
+    reads = []
+    poller = Poller(backend, Config(), clock=clock, process_stats=lambda: reads.append(clock.now) or None)
+    for _ in range(25):  # 2.5 s of polls at 100 ms
+        poller.poll_once()
+        clock.now += 0.1
+    assert len(reads) == 3 and reads[1] - reads[0] >= 1.0 and reads[2] - reads[1] >= 1.0
