@@ -27,10 +27,14 @@ from exporter.snapshot import GpuState, PollSettings, Snapshot
 
 log = logging.getLogger(__name__)
 
-# The poller renders each snapshot in one go (23 ms at 256 GPUs) while holding the GIL; at Python's
-# default 5 ms switch interval a scrape arriving meanwhile waits up to 5 ms per hand-over. At 0.5 ms
-# the first-after-poll p99 at 256 replayed GPUs fell from 7.4-7.7 to 2.7-3.1 ms (docs/benchmarks.md).
-GIL_SWITCH_INTERVAL = 0.0005
+# The poller renders each snapshot in one go (23 ms at 256 GPUs) while holding the GIL; a scrape
+# arriving meanwhile waits up to one switch interval each time its thread takes the GIL back: when
+# the selector wakes it and after recv (each system call lets the GIL go; by the time sendmsg returns
+# the answer is with the kernel). At Python's default 5 ms the first-after-poll p99 at 256 replayed
+# GPUs was 7.4-7.7 ms, at 0.5 ms 2.7-3.1 ms; at 0.1 ms the two hand-overs cost at most 0.2 ms
+# (docs/benchmarks.md). The interval only matters while a
+# thread waits for the GIL, so an idle exporter pays nothing for it.
+GIL_SWITCH_INTERVAL = 0.0001
 PROCESS_STATS_EVERY = 1.0  # seconds: the daemon's own /proc figures are read at most this often
 
 
