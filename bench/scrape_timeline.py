@@ -85,8 +85,9 @@ def _get(connection: http.client.HTTPConnection, gzip: bool) -> tuple[bytes, flo
     return body, first
 
 
-def timeline(count: int, wanted: int, tree: Path) -> list[dict[str, float | bool]]:
-    """Each first-after-poll scrape's parts (ms) and whether a poll overlapped it."""
+def timeline(count: int, wanted: int, tree: Path) -> tuple[list[dict[str, float]], dict[str, float]]:
+    """Each first-after-poll scrape's parts (ms) and whether a poll overlapped it (1.0 or 0.0), and
+    the median poll and publication times (ms)."""
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "marks.json"
         command = [sys.executable, "-c", _WRAPPER, str(out), "--replay", *trace_files(count), "--collect-interval", "250ms"]
@@ -102,14 +103,14 @@ def timeline(count: int, wanted: int, tree: Path) -> list[dict[str, float | bool
                 started = time.perf_counter()
                 body, first = _get(connection, gzip)
                 ended = time.perf_counter()
-                polls = polls_served(body)
-                if polls != last:
+                served = polls_served(body)
+                if served != last:
                     scrapes.append((started, first, ended, gzip))
                     gzip = not gzip
-                last = polls
+                last = served
             connection.close()
         marks = json.loads(out.read_text())
-    polls = list(zip(marks["poll"], marks["published"]))
+    polls = list(zip(marks["poll"], marks["published"], strict=False))
     rows = []
     for started, first, ended, gzip in scrapes:
         selected = next((moment for moment in marks["select"] if moment >= started), None)
@@ -117,17 +118,16 @@ def timeline(count: int, wanted: int, tree: Path) -> list[dict[str, float | bool
         if selected is None or sent is None or sent > ended:
             continue
         overlap = any(begin < ended and end > started for begin, end in polls)
-        rows.append({"gzip": gzip, "total": (ended - started) * 1e3, "wake": (selected - started) * 1e3, "serve": (sent - selected) * 1e3, "client": (ended - sent) * 1e3, "first_byte": (first - started) * 1e3, "poll": overlap})
-    publish = [(end - begin) * 1e3 for begin, end in zip(marks["publish"], marks["published"])]
+        rows.append({"gzip": float(gzip), "total": (ended - started) * 1e3, "wake": (selected - started) * 1e3, "serve": (sent - selected) * 1e3, "client": (ended - sent) * 1e3, "first_byte": (first - started) * 1e3, "poll": float(overlap)})
+    publish = [(end - begin) * 1e3 for begin, end in zip(marks["publish"], marks["published"], strict=False)]
     poll = [(end - begin) * 1e3 for begin, end in polls]
-    rows.append({"publish_ms": statistics.median(publish) if publish else 0.0, "poll_ms": statistics.median(poll) if poll else 0.0})  # type: ignore[dict-item]
-    return rows
+    return rows, {"publish_ms": statistics.median(publish) if publish else 0.0, "poll_ms": statistics.median(poll) if poll else 0.0}
 
 
-def report(label: str, count: int, rows: list[dict[str, float | bool]]) -> None:
-    *scrapes, costs = rows
+def report(label: str, count: int, measured: tuple[list[dict[str, float]], dict[str, float]]) -> None:
+    scrapes, costs = measured
     for gzip in (False, True):
-        chosen = [row for row in scrapes if row["gzip"] == gzip]
+        chosen = [row for row in scrapes if bool(row["gzip"]) == gzip]
         if not chosen:
             continue
         parts = []
