@@ -519,6 +519,8 @@ def gpu_detail() -> dict[str, Any]:
                    [target(f"gpueff_estimated_flops_per_second{s}", GPU_LEGEND + " {{pipe}}"), target(f"gpueff_peak_tensor_flops_per_second{s}", GPU_LEGEND + " peak")], "flops", min_=0, overrides=[dashed(".* peak")]),
         timeseries("Estimated DRAM bandwidth", "Estimated achieved DRAM bandwidth (DRAM activity x peak) against the model's peak (dashed). About 80 % of the peak is the practical ceiling.",
                    [target(f"gpueff_estimated_dram_bytes_per_second{s}", GPU_LEGEND), target(f"gpueff_peak_dram_bytes_per_second{s}", GPU_LEGEND + " peak")], "Bps", min_=0, overrides=[dashed(".* peak")]),
+        timeseries("Share of each pipe's peak (MFU-style)", "Each math pipe's achieved rate over its own peak at the maximum SM clock (activity x SM clock / max SM clock): the MFU of the work that pipe does, at its own precision (hmma_bf16_equivalent, dmma_fp64, imma_int8, fp64, fp32, fp16). Needs no peaks table.",
+                   [target(f"gpueff_pipe_peak_ratio{s}", GPU_LEGEND + " {{pipe}}")], "percentunit", min_=0, max_=1),
         timeseries("FLOP per joule", "Estimated FLOP per joule of GPU energy (all floating-point pipes' FLOP/s per watt): the energy efficiency of the compute work.",
                    [target(f"gpueff_estimated_flop_per_joule{s}", GPU_LEGEND)], "si:FLOP/J", min_=0),
         timeseries("PCIe and NVLink traffic", "Bytes per second over PCIe (host <-> GPU) and NVLink (GPU <-> GPU), each direction. High traffic with low SM activity points at a communication bottleneck: overlap transfers with compute.",
