@@ -58,6 +58,7 @@ class Scraper:
         self._requests_error: str | None = None
         self._stop = threading.Event()
         self._abort = Abort()
+        self._duplicate_logged = False
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -103,10 +104,10 @@ class Scraper:
         try:
             names = [app.counter] if app.requests_counter is None else [app.counter, app.requests_counter]
             answer = fetch(app.url, app.scrape_timeout, app.max_response_bytes, names, self._abort)
-            units = read_counter(answer, app.counter, app.labels)
+            units = read_counter(answer, app.counter, app.labels, self._duplicate)
             if app.requests_counter is not None:
                 try:
-                    requests = read_counter(answer, app.requests_counter, app.labels)
+                    requests = read_counter(answer, app.requests_counter, app.labels, self._duplicate)
                 except ScrapeError as problem:
                     requests_error = str(problem)
         except ScrapeError as problem:
@@ -121,6 +122,12 @@ class Scraper:
         self._log_changes(error, requests_error)
         self.latest = reading
         return reading
+
+    def _duplicate(self, series: str) -> None:
+        """Said once per scraper: an app that repeats a series usually does so on every scrape."""
+        if not self._duplicate_logged:
+            self._duplicate_logged = True
+            log.warning('app "%s": %s answers with the series %s more than once; its last value is used (logged once)', self.app.name, self.app.url, series[:300])
 
     def _log_changes(self, error: str | None, requests_error: str | None) -> None:
         """One line per change of state, not one per scrape; nothing once stopped (a reload)."""

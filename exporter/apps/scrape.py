@@ -41,6 +41,9 @@ ACCEPT = "text/plain; version=0.0.4"
 CHUNK_BYTES = 64 * 1024
 MAX_HEADER_BYTES = 64 * 1024  # status line and headers together
 MAX_HEADERS = 100
+MAX_INTERIM = 10  # 1xx interim answers skipped before the final one
+MAX_REDIRECTS = 3
+REDIRECTS = (301, 302, 303, 307, 308)
 MAX_SERIES = 10_000  # sample lines of one configured counter; more fails the scrape
 # What the line filter holds, whatever the body's size: one line being assembled, the body's first
 # bytes, the wanted lines. prometheus-client's parser takes ~0.13 s per MB of wanted lines and holds
@@ -168,27 +171,45 @@ class Abort:
 
 def fetch(url: str, timeout: float, max_bytes: int, names: Iterable[str], abort: Abort | None = None) -> Answer:
     """GET ``url``: the lines of the metric ``names`` in its body (``LineFilter``). The whole
-    exchange must finish within ``timeout`` seconds; the answer carries that deadline on to
-    ``read_counter``. ``abort`` lets another thread end it early."""
+    exchange, redirects included, must finish within ``timeout`` seconds; the answer carries that
+    deadline on to ``read_counter``. ``abort`` lets another thread end it early. Up to
+    MAX_REDIRECTS redirects are followed, to the same scheme only (as Prometheus follows them)."""
+    deadline = time.monotonic() + timeout
+    for _ in range(MAX_REDIRECTS + 1):
+        lines = LineFilter(names)
+        location = _exchange(url, deadline, timeout, max_bytes, lines.feed, abort)
+        if location is None:
+            return lines.finish(deadline)
+        target = urllib.parse.urljoin(url, location)
+        if urllib.parse.urlsplit(target).scheme != urllib.parse.urlsplit(url).scheme:
+            raise ScrapeError(f"redirected from {url} to {target[:200]}: only redirects to the same scheme are followed")
+        url = target
+    raise ScrapeError(f"more than {MAX_REDIRECTS} redirects")
+
+
+def _exchange(url: str, deadline: float, timeout: float, max_bytes: int, sink: Callable[[bytes], None], abort: Abort | None) -> str | None:
+    """One request to ``url``: its body goes to ``sink``; the Location of a redirect is returned."""
     import ssl
 
-    deadline = time.monotonic() + timeout
     parts = urllib.parse.urlsplit(url)
     host = parts.hostname
     if not host:
-        raise ScrapeError(f"the URL {url} names no host")
+        raise ScrapeError(f"the URL {url[:200]} names no host")
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError as error:
-        raise ScrapeError(f"the URL {url} has a bad port: {error}") from None
+        raise ScrapeError(f"the URL {url[:200]} has a bad port: {error}") from None
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     host_header = f"[{host}]" if ":" in host else host
     if parts.port is not None:
         host_header += f":{parts.port}"
-    request = (
-        f"GET {target} HTTP/1.1\r\nHost: {host_header}\r\nAccept: {ACCEPT}\r\nAccept-Encoding: identity\r\n"
-        f"User-Agent: gpu-efficiency-exporter/{__version__}\r\nConnection: close\r\n\r\n"
-    ).encode("latin-1")
+    try:
+        request = (
+            f"GET {target} HTTP/1.1\r\nHost: {host_header}\r\nAccept: {ACCEPT}\r\nAccept-Encoding: identity\r\n"
+            f"User-Agent: gpu-efficiency-exporter/{__version__}\r\nConnection: close\r\n\r\n"
+        ).encode("ascii")
+    except UnicodeEncodeError:  # a configured URL is checked at load; a redirect's is not
+        raise ScrapeError(f"cannot request {url[:200]}: not ASCII") from None
     sock: socket.socket | None = None
     try:
         sock = socket.create_connection((host, port), timeout=max(deadline - time.monotonic(), 0.001))
@@ -202,27 +223,24 @@ def fetch(url: str, timeout: float, max_bytes: int, names: Iterable[str], abort:
             sock.do_handshake()
         sock.settimeout(connection.left())
         sock.sendall(request)
-        lines = LineFilter(names)
-        _response(connection, max_bytes, lines.feed)
+        return _response(connection, max_bytes, sink)
     except (_Deadline, TimeoutError):
         raise ScrapeError(f"no complete answer within scrape_timeout ({timeout:g}s)") from None
     except ConnectionRefusedError:
         raise ScrapeError("connection refused (is the app running and listening there?)") from None
     except ssl.SSLError as error:
         raise ScrapeError(f"TLS: {error.reason or error}") from None
-    except OSError as error:
+    except (OSError, UnicodeError) as error:  # UnicodeError: a redirect's host name that cannot be encoded
         raise ScrapeError(f"{type(error).__name__}: {error}") from None
     finally:
         if abort is not None:
             abort.attach(None)
         if sock is not None:
             sock.close()
-    return lines.finish(deadline)
 
 
-def _response(connection: _Connection, max_bytes: int, sink: Callable[[bytes], None]) -> None:
-    """Read the status line and headers of the answer, and hand its body to ``sink`` as it
-    arrives; ScrapeError for anything but a usable 200."""
+def _head(connection: _Connection) -> tuple[int, str, dict[str, str]]:
+    """The status, reason and headers of the next response on the connection."""
     status_line = connection.line(MAX_HEADER_BYTES, "status line")
     parts = status_line.split(b" ", 2)
     if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not (parts[1].isdigit() and len(parts[1]) == 3):
@@ -243,6 +261,24 @@ def _response(connection: _Connection, max_bytes: int, sink: Callable[[bytes], N
         headers[key] = f"{headers[key]}, {text}" if key in headers else text
     else:
         raise ScrapeError(f"more than {MAX_HEADERS} headers")
+    return status, reason, headers
+
+
+def _response(connection: _Connection, max_bytes: int, sink: Callable[[bytes], None]) -> str | None:
+    """Read the answer's head (past any 1xx interim answers: 100 Continue, 103 Early Hints) and
+    hand its body to ``sink`` as it arrives; a redirect's Location is returned instead. ScrapeError
+    for anything else but a usable 200."""
+    for _ in range(MAX_INTERIM + 1):
+        status, reason, headers = _head(connection)
+        if not (100 <= status < 200 and status != 101):
+            break
+    else:
+        raise ScrapeError(f"more than {MAX_INTERIM} interim (1xx) answers")
+    if status in REDIRECTS:
+        location = headers.get("location")
+        if not location:
+            raise ScrapeError(f"HTTP status {status} {reason} without a Location".rstrip())
+        return location
     if status != 200:
         raise ScrapeError(f"HTTP status {status} {reason}".rstrip())
     encoding = headers.get("content-encoding", "identity").lower()
@@ -252,11 +288,11 @@ def _response(connection: _Connection, max_bytes: int, sink: Callable[[bytes], N
         if headers["transfer-encoding"].lower().rsplit(",", 1)[-1].strip() != "chunked":
             raise ScrapeError(f"unsupported Transfer-Encoding {headers['transfer-encoding']!r}")
         _chunked(connection, max_bytes, sink)
-        return
+        return None
     length = headers.get("content-length")
     if length is None:
         connection.rest(max_bytes, sink)
-        return
+        return None
     values = {item.strip() for item in length.split(",")}
     if len(values) != 1 or not next(iter(values)).isdigit():
         raise ScrapeError(f"bad Content-Length {length[:40]!r}")
@@ -264,6 +300,7 @@ def _response(connection: _Connection, max_bytes: int, sink: Callable[[bytes], N
     if size > max_bytes:
         raise ScrapeError(f"response of {size} bytes is over max_response_bytes ({max_bytes})")
     connection.exactly(size, sink, "body")
+    return None
 
 
 def _chunked(connection: _Connection, max_bytes: int, sink: Callable[[bytes], None]) -> None:
@@ -445,8 +482,10 @@ def _lines_of(answer: Answer, name: str) -> Iterator[str]:
             yield line.decode("utf-8") + "\n"
 
 
-def read_counter(answer: Answer, name: str, labels: dict[str, str]) -> Series:
+def read_counter(answer: Answer, name: str, labels: dict[str, str], on_duplicate: Callable[[str], None] | None = None) -> Series:
     """The series of counter ``name`` whose labels include ``labels``; ScrapeError where there are none.
+    A series that appears twice keeps its last value (as Prometheus's parser would refuse the page,
+    this is said through ``on_duplicate``, with the series).
 
     ``name`` matches in either spelling (``vllm:x_total`` or ``vllm_x_total``); where both are on
     the page, only the series spelled like ``name`` count. Only the lines of ``name`` (and its
@@ -471,7 +510,10 @@ def read_counter(answer: Answer, name: str, labels: dict[str, str]) -> Series:
                 if not math.isfinite(sample.value) or sample.value < 0:
                     raise ScrapeError(f"{sample.name} has the value {sample.value}, not a counter's")
                 series = found[sample.name in spellings]
-                series[tuple(sorted(sample.labels.items()))] = float(sample.value)
+                key = tuple(sorted(sample.labels.items()))
+                if key in series and on_duplicate is not None:
+                    on_duplicate(sample.name + "{" + ",".join(f'{label}="{value}"' for label, value in key) + "}")
+                series[key] = float(sample.value)
                 if len(series) > MAX_SERIES:
                     raise ScrapeError(f"over {MAX_SERIES} series of {name} in the response")
     except _Deadline:

@@ -49,6 +49,7 @@ FD_RESERVE = 64  # file descriptors left to everything else (NVML, logs, app scr
 _RECV_BYTES = 65536
 _ACCEPT_BATCH = 64
 _OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _PLAIN_HTTP_TO_TLS = b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nClient sent an HTTP request to an HTTPS server.\n"
 
 LINGER_TIMEOUT = 2.0  # seconds a closing connection's unread input is drained, so the answer is not lost to a reset
@@ -467,10 +468,21 @@ class EventLoop:
                 connection.state = DISCARD
                 connection.discard_left = request.content_length
                 connection.request = request
+                if request.expects_continue and not buffer:
+                    self._send_continue(connection)
                 continue
             if not self._dispatch(connection, request, now):
                 return
             answered = True
+
+    def _send_continue(self, connection: Connection) -> None:
+        """Tell a client that waits before sending its body (``Expect: 100-continue``) to go on; the
+        body is read and discarded as any other. A few bytes on a socket with an empty send queue:
+        where even they do not fit at once, the client sends its body after its own wait anyway."""
+        try:
+            connection.sock.send(_CONTINUE)
+        except OSError:
+            pass
 
     def _queue(self, connection: Connection) -> None:
         if not connection.queued:

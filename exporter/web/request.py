@@ -21,6 +21,7 @@ REASONS = {
     404: "Not Found",
     405: "Method Not Allowed",
     413: "Content Too Large",
+    417: "Expectation Failed",
     429: "Too Many Requests",
     431: "Request Header Fields Too Large",
     500: "Internal Server Error",
@@ -52,6 +53,7 @@ class Request:
     keep_alive: bool
     content_length: int
     query: str = ""  # what follows the first "?" of the target, undecoded
+    expects_continue: bool = False  # "Expect: 100-continue" with a body: the client waits for "100 Continue"
 
 
 def head_end(buffer: bytes | bytearray) -> tuple[int, int] | None:
@@ -93,8 +95,11 @@ def parse_head(head: bytes) -> Request:
     content_length = _content_length(headers.get("content-length"))
     tokens = {token.strip().lower() for token in headers.get("connection", "").split(",")}
     keep_alive = "keep-alive" in tokens if found.group(2) == "0" else "close" not in tokens
+    expect = headers.get("expect")
+    if expect is not None and expect.lower() != "100-continue":
+        raise HttpError(417, "Only 'Expect: 100-continue' is understood here.")
     path, _, query = target.partition("?")
-    return Request(method, path, version, headers, keep_alive, content_length, query)
+    return Request(method, path, version, headers, keep_alive, content_length, query, expect is not None and content_length > 0 and found.group(2) == "1")
 
 
 def _content_length(value: str | None) -> int:
