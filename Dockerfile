@@ -4,9 +4,9 @@
 #   docker build --build-arg REVISION=$(git rev-parse HEAD) -t gpu-efficiency-exporter:0.1.0 .
 #   docker build --target dcgm -t gpu-efficiency-exporter:0.1.0-dcgm .     # with DCGM's client
 #   docker run --rm --gpus all -p 9947:9947 gpu-efficiency-exporter:0.1.0
-# No container engine runs where this project is tested: deploy/image/build-rootfs.sh builds the
-# same root file system from the same inputs (packages.txt, constraints.txt, install-exporter.sh)
-# with mmdebstrap and chroot, and tests/test_image.py runs the daemon in it (docs/kubernetes.md).
+# No container engine runs where this project is tested: deploy/image/build-rootfs.sh runs the
+# runtime stage's COPY and RUN lines, read from this file, with chroot in a Debian 13 minbase tree
+# made by mmdebstrap, and tests/test_image.py runs the daemon in it (docs/kubernetes.md).
 
 # debian:trixie-slim, its 2026-08-24 build (Debian 13.6), pinned by the digest of its multi-arch index.
 ARG DEBIAN_IMAGE=debian:trixie-slim@sha256:d7e12182ce18b85b93007c1dedf31f2d29e01ccf3182cc4017c709b6259bc132
@@ -25,7 +25,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY exporter ./exporter
 COPY deploy/image/constraints.txt ./
-RUN python3 -m pip wheel --no-cache-dir --disable-pip-version-check --break-system-packages \
+RUN python3 -m pip wheel --no-cache-dir --disable-pip-version-check \
         --wheel-dir /wheels --constraint constraints.txt ".[kubernetes]" pip
 
 # ---- runtime: Debian's python3, the exporter in /opt/exporter, no pip
@@ -34,11 +34,11 @@ ARG VERSION=0.1.0
 ARG REVISION=unknown
 COPY deploy/image/packages.txt deploy/image/install-exporter.sh /usr/local/share/gpu-efficiency-exporter/
 # hadolint ignore=DL3008
-RUN --mount=type=bind,from=wheels,source=/wheels,target=/wheels \
-    apt-get update \
+RUN apt-get update \
     && xargs --arg-file=/usr/local/share/gpu-efficiency-exporter/packages.txt apt-get install -y --no-install-recommends \
-    && rm -rf /var/lib/apt/lists/* \
-    && /usr/local/share/gpu-efficiency-exporter/install-exporter.sh /wheels
+    && rm -rf /var/lib/apt/lists/*
+RUN --mount=type=bind,from=wheels,source=/wheels,target=/wheels \
+    /usr/local/share/gpu-efficiency-exporter/install-exporter.sh /wheels
 LABEL org.opencontainers.image.title="gpu-efficiency-exporter" \
       org.opencontainers.image.description="Prometheus exporter that tells how much real work each NVIDIA GPU does: SM activity, occupancy, tensor and DRAM activity beside coarse utilization" \
       org.opencontainers.image.version="${VERSION}" \

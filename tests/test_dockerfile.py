@@ -67,9 +67,10 @@ def test_multi_stage_non_root_nvidia_runtime_settings() -> None:
     env = " ".join(args for keyword, args in runtime if keyword == "ENV")
     assert "NVIDIA_VISIBLE_DEVICES=all" in env and "NVIDIA_DRIVER_CAPABILITIES=utility" in env
     # pip runs only in the wheels stage; the runtime gets the wheels through a bind mount, not a layer.
-    (run,) = [args for keyword, args in runtime if keyword == "RUN"]
-    assert "--mount=type=bind,from=wheels,source=/wheels,target=/wheels" in run and "install-exporter.sh /wheels" in run
-    assert "xargs --arg-file=/usr/local/share/gpu-efficiency-exporter/packages.txt apt-get install" in run
+    # deploy/image/build-rootfs.sh runs these two RUN lines as they are here.
+    apt, install = [args for keyword, args in runtime if keyword == "RUN"]
+    assert "xargs --arg-file=/usr/local/share/gpu-efficiency-exporter/packages.txt apt-get install" in apt and "rm -rf /var/lib/apt/lists/*" in apt
+    assert install == "--mount=type=bind,from=wheels,source=/wheels,target=/wheels /usr/local/share/gpu-efficiency-exporter/install-exporter.sh /wheels"
     assert ("EXPOSE", "9947") in runtime
 
 
