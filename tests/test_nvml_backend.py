@@ -10,11 +10,10 @@ import time
 import pynvml
 import pytest
 from conftest import http_get, payloads_following
-from fakes.nvml import FakeClock, FakeGpu, FakeNvml
+from fakes.nvml import FakeClock, FakeGpu, FakeNvml, recorded_gpm
 
 from exporter.backends.base import BackendUnavailable
 from exporter.backends.nvml.backend import REINIT_BACKOFF, NvmlBackend, cores_per_sm
-from exporter.backends.nvml.gpm_metrics import GPM_METRICS
 from exporter.config.file import Config, load_config
 from exporter.metrics import MIB
 from exporter.poller import Poller
@@ -75,8 +74,8 @@ def test_gpm_values_equal_the_trace(traces, workload):
         sample = backend.collect()[0]
         record = fake.record(0)
         assert sample.profiling_available and sample.window_seconds == pytest.approx(0.5)
-        assert set(sample.profiling.readings()) == {metric.key for metric in GPM_METRICS}
-        for metric in GPM_METRICS:
+        assert set(sample.profiling.readings()) == {metric.key for metric in recorded_gpm(traces[workload])}
+        for metric in recorded_gpm(traces[workload]):
             expected = record[metric.name] / 100 if metric.scale == 0.01 else record[metric.name] * MIB
             assert sample.profiling.readings()[metric.key] == pytest.approx(min(expected, 1.0) if metric.scale == 0.01 else expected, rel=1e-12), metric.name
     backend.close()
@@ -106,7 +105,7 @@ def test_a_failed_metric_is_absent_not_zero(traces):
     sample = backend.collect()[0]
     assert sample.profiling.dram_active is None and sample.profiling.nvlink_tx_bytes_per_second is None
     assert sample.profiling.sm_occupancy == pytest.approx(0.80, abs=0.01) and sample.profiling_available
-    assert len(sample.profiling.readings()) == len(GPM_METRICS) - 2
+    assert len(sample.profiling.readings()) == len(recorded_gpm(traces["copy_2GB"])) - 2
     backend.close()
 
 

@@ -32,7 +32,14 @@ from typing import Any
 
 import pynvml as _real
 
+from exporter.backends.nvml.gpm_metrics import GPM_METRICS, GpmMetric
 from exporter.trace import Trace
+
+
+def recorded_gpm(trace: Trace) -> tuple[GpmMetric, ...]:
+    """The catalogue's GPM metrics that ``trace`` holds values of. A metric added to the catalogue
+    after the trace was recorded plays as NVML_ERROR_NOT_SUPPORTED, as a GPU without it would."""
+    return tuple(metric for metric in GPM_METRICS if any(record.get(metric.name) is not None for record in trace.samples))
 
 # Seconds per call measured on an H100 (docs/gpu-facts.md), for benchmarks that want them.
 H100_CALL_COSTS = {
