@@ -75,9 +75,9 @@ status=0 static_ok=1
 ((static_ok)) || status=1
 stage_done "ruff and mypy"
 
-# ---- packaging: the container image's root file system, built without a container engine from the
-# Dockerfile's inputs (tests/test_image.py runs the daemon in it), and a pipx install of the wheel on
-# Ubuntu 22.04's Python 3.10 where this machine has one (docs/bare-metal.md)
+# ---- packaging: the container image's root file system, built without a container engine by running
+# the Dockerfile's runtime stage in a chroot (tests/test_image.py runs the daemon in it), and a pipx
+# install of the wheel on Ubuntu 22.04's Python 3.10 where this machine has one (docs/bare-metal.md)
 closing=()
 python310=${GPUEFF_PYTHON310:-$(ls -d "${PYENV_ROOT:-/root/.pyenv}"/versions/3.10.*/bin/python3 2>/dev/null | tail -n 1 || true)}
 if PYTHON="$venv/bin/python" deploy/image/build-rootfs.sh .image/rootfs; then
@@ -113,11 +113,11 @@ stage_done "suite on python3"
 GPUEFF_LOAD_SECONDS=${GPUEFF_LOAD_SECONDS:-20} suite "$venv313" "$@"
 stage_done "suite on CPython 3.13"
 # Python 3.10 (Ubuntu 22.04's): the suite without the slow and end-to-end tests, which exercise the
-# same code as on 3.11 and 3.13 and would add minutes (README, "Python versions"); mypy checks the
-# package against 3.10's standard library above.
+# same code as on 3.11 and 3.13 and would add minutes (docs/bare-metal.md, "Python versions"); mypy
+# checks the package against 3.10's standard library above.
 if [ -n "$python310" ]; then
     make_venv "$python310" "${GPUEFF_TEST_VENV310:-.venv-3.10}"
-    suite "${GPUEFF_TEST_VENV310:-.venv-3.10}" -m "not slow and not e2e" "$@"
+    GPUEFF_LOAD_SECONDS=${GPUEFF_LOAD_SECONDS:-20} suite "${GPUEFF_TEST_VENV310:-.venv-3.10}" -m "not slow and not e2e" "$@"
 else
     closing+=("CPython 3.10: NOT RUN (no pyenv 3.10 here; set GPUEFF_PYTHON310)")
 fi
