@@ -714,3 +714,21 @@ def test_answers_in_any_order_land_on_their_gpu_and_field(engine_control, trace_
     assert round(busy.profiling.sm_active, 6) in trace_values(trace_paths["matmul_8192"], "SM_UTIL", 0.01)
     assert round(idle.profiling.sm_active, 6) in trace_values(trace_paths["idle"], "SM_UTIL", 0.01)
     assert round(idle.gpu_utilization, 6) in trace_values(trace_paths["idle"], "util_gpu", 0.01)
+
+
+def test_the_windows_utilization_is_the_mean_of_field_203s_samples_in_it(engine_control, trace_paths):
+    """Field 203 (NVML's utilization, copy engines included) is sampled at the driver's own period and
+    every sample of the poll window is averaged: nvidia-smi's figure over the window, not its latest."""
+    dcgm = backend(interval=1.0)
+    dcgm.start()
+    try:
+        engine = engine_control.CONTROL.embedded[-1]
+        assert engine.watched(0)[203] == 200_000
+        first = dcgm.collect()[0]
+        time.sleep(0.9)
+        sample = dcgm.collect()[0]
+    finally:
+        dcgm.close()
+    assert first.gpu_utilization_window is None  # the cache from before the first window is not a window
+    recorded = [record["util_gpu"] / 100 for record in load_trace(trace_paths["matmul_8192"]).samples]
+    assert sample.gpu_utilization_window is not None and min(recorded) <= sample.gpu_utilization_window <= max(recorded)

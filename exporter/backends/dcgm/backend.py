@@ -70,6 +70,11 @@ CONTENTION_CHECK = 60.0  # seconds between looks at other clients' field groups
 PAUSED = "paused"
 GPU_ENTITY = 1  # dcgm_fields.h DCGM_FE_GPU
 CONNECTION_ERRORS = {"DCGM_ST_CONNECTION_NOT_VALID", "DCGM_ST_UNINITIALIZED"}  # the host engine, not one watch
+# Field 203 (NVML's utilization: any engine, copy engines included) is sampled at the driver's own
+# sample period, so the mean of its samples in a poll window is nvidia-smi's utilization over the
+# window (docs/gpu-facts.md: the driver samples every ~167-200 ms on an H100).
+UTILIZATION_SAMPLE_INTERVAL = 0.2
+UTILIZATION_WINDOW_KEY = -203  # its samples' key in the poll's windows, apart from the profiling fields'
 
 __all__ = ["DcgmBackend", "FieldReading", "ResolvedField"]
 
@@ -150,6 +155,7 @@ class DcgmBackend(Backend):
         self._device_ids: list[int] = []  # read with dcgmEntitiesGetLatestValues
         self._device_entities: list[Any] = []
         self._profiling_reads: list[_WindowRead] = []
+        self._utilization_read: _WindowRead | None = None
         self._xid_read: _WindowRead | None = None
         self._gpus: list[_Gpu] = []
         self._mig: dict[Entity, MigEntity] = {}
@@ -260,6 +266,7 @@ class DcgmBackend(Backend):
         self._profiling_reads = []
         self._profiling_backoff.reset()
         self._watch_profiling(session, [gpu for gpu in self._gpus if gpu.connected and not gpu.mig])
+        self._utilization_read = self._watch_utilization(session, group)  # last: the field groups the rest need come first
         if self._paused:
             session.pause_profiling()  # a new embedded engine starts unpaused
         session.update_all()
@@ -531,6 +538,13 @@ class DcgmBackend(Backend):
         for read in self._profiling_reads:
             for entity, value in self._values_since(session, read):
                 out.setdefault((entity, value.fieldId), []).append(value)
+        if self._utilization_read is not None:
+            values = self._values_since(session, self._utilization_read)
+            if self._utilization_read.first:
+                self._utilization_read.first = False  # what the cache held before the first window
+            else:
+                for entity, value in values:
+                    out.setdefault((entity, UTILIZATION_WINDOW_KEY), []).append(value)
         if self._xid_read is not None:
             values = self._values_since(session, self._xid_read)
             if self._xid_read.first:
@@ -540,6 +554,29 @@ class DcgmBackend(Backend):
         for batch in out.values():
             batch.sort(key=lambda value: value.ts)
         return out
+
+    def _watch_utilization(self, session: DcgmSession, group: Any) -> _WindowRead | None:
+        """Field 203 watched again at the driver's own sample period and read with dcgmGetValuesSince,
+        so each poll has every sample of its window; None where DCGM refuses (the window's
+        utilization is then the graphics engine's activity, blind to copy-engine work)."""
+        field = next((f for f in self.fields if f.spec.target == "gpu_utilization"), None)
+        if field is None:
+            return None
+        try:
+            # A second watch of one field by one client sets its interval: never slower than the poll's.
+            return _WindowRead(session.watch(group, [field.field_id], min(UTILIZATION_SAMPLE_INTERVAL, self.collect_interval), "utilization"))
+        except session.error as error:
+            name = session.error_name(error)
+            if name in CONNECTION_ERRORS:
+                raise
+            self.log_once(f"utilization-{name}", logging.WARNING, "DCGM refused to sample field %d every %.1f s (%s): the window's utilization is the graphics engine's activity, which does not count copy-engine work", field.field_id, UTILIZATION_SAMPLE_INTERVAL, name)
+            return None
+
+    def _utilization_window(self, batch: list[Any]) -> float | None:
+        """The mean of the window's samples of field 203, as a ratio; None with none."""
+        assert self._decode is not None
+        numbers = [number for number, status in map(self._decode, batch) if status == OK and number is not None]
+        return min(1.0, max(0.0, sum(numbers) / len(numbers) / 100)) if numbers else None
 
     def _values_since(self, session: DcgmSession, read: _WindowRead) -> list[tuple[Entity, Any]]:
         """One watch's new values. dcgmGetValuesSince stops at the first field whose cache answers an
@@ -613,6 +650,7 @@ class DcgmBackend(Backend):
                 sample.window_seconds = mean.seconds
         if gpu.parent is None:
             sample.xid_errors = self._xid.counts(gpu.info.uuid)
+            sample.gpu_utilization_window = self._utilization_window(windows.get((gpu.entity, UTILIZATION_WINDOW_KEY), []))
         sample.profiling = Profiling(**profiling)
         if gpu.profiling.watched:
             sample.profiling_multiplexed = gpu.profiling.one_pass_limited and (gpu.contention.multiplexed or _several_passes(gpu.profiling))
