@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -227,9 +226,11 @@ def load_trace(path: str | Path) -> Trace:
     return parse_trace(data, str(path))
 
 
+SHIPPED = Path(__file__).with_name("traces")  # package data, read as plain files: importlib.resources would import tempfile, bz2 and lzma (1.5 MB)
+
+
 def _shipped(folder: str) -> list[Path]:
-    entries = (resources.files("exporter") / "traces" / folder).iterdir()
-    return sorted(Path(str(entry)) for entry in entries if entry.name.endswith(".json"))
+    return sorted(entry for entry in (SHIPPED / folder).iterdir() if entry.name.endswith(".json"))
 
 
 def planted_trace_paths() -> list[Path]:

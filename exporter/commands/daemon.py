@@ -21,7 +21,7 @@ from exporter.config.engine import ConfigError, restart_only_changes
 from exporter.config.file import Config, load_config
 from exporter.logs import one_line
 from exporter.poller import Poller
-from exporter.selfstats import release_freed_memory
+from exporter.selfstats import limit_malloc_arenas, release_freed_memory
 from exporter.trace import TraceError, demo_trace_paths, load_trace
 from exporter.web.history import History
 from exporter.web.live import LiveData
@@ -73,6 +73,7 @@ def choose_backend(args: argparse.Namespace, config: Config) -> Backend:
 
 
 def run(args: argparse.Namespace) -> int:
+    limit_malloc_arenas()
     try:
         parse_listen_address(args.listen_address)
         config = effective_config(args)

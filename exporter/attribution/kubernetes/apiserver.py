@@ -10,15 +10,18 @@ node (copied onto GPU series only where allow-listed).
 
 from __future__ import annotations
 
-import http.client
-import json
 import os
-import ssl
 import urllib.parse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from exporter.untrusted import decode
+
+if TYPE_CHECKING:
+    import ssl
+
+# ssl, http.client (with email) and json are imported on the first call: 5 MB of the daemon's
+# memory that only a configuration reading the API server needs.
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -43,6 +46,8 @@ class ApiServer:
         return cls(host, int(port), service_account, timeout, max_bytes)
 
     def _ssl(self) -> ssl.SSLContext:
+        import ssl
+
         if self._context is None:
             try:
                 self._context = ssl.create_default_context(cafile=str(self.service_account / "ca.crt"))
@@ -52,6 +57,9 @@ class ApiServer:
 
     def get(self, path: str, **query: str) -> dict[str, Any]:
         """GET ``path`` with ``query``; the answer's JSON object."""
+        import http.client
+        import json
+
         try:
             token = (self.service_account / "token").read_text(encoding="ascii").strip()
         except (OSError, UnicodeDecodeError) as error:
