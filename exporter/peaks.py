@@ -183,6 +183,24 @@ OVERRIDE_FIELDS: dict[str, tuple[str, float]] = {
 }
 
 
+# An app's math precision -> the Peak fields whose first known one is the roof of that math (FP64
+# work reaches the FP64 tensor pipe where the model has one, the FP64 pipe where not).
+PRECISION_PEAKS: dict[str, tuple[str, ...]] = {
+    "bf16": ("tensor_flops",),
+    "fp16": ("tensor_flops",),
+    "fp8": ("tensor_fp8_flops",),
+    "tf32": ("tensor_tf32_flops",),
+    "int8": ("tensor_int8_ops",),
+    "fp64": ("tensor_fp64_flops", "fp64_flops"),
+    "fp32": ("fp32_flops",),
+}
+
+
+def precision_peak(peak: Peak, precision: str) -> float | None:
+    """The dense peak of ``peak``'s model for math at ``precision`` (a PRECISION_PEAKS key); None where unknown."""
+    return next((value for name in PRECISION_PEAKS[precision] if (value := getattr(peak, name)) is not None), None)
+
+
 def peak_for(model: str, overrides: dict[str, PeakOverride] | None = None) -> Peak | None:
     """The peaks of a model by its NVML name; config overrides win field by field."""
     folded = model.strip().casefold()

@@ -15,7 +15,7 @@ from fakes.apps import App, answer_of, send, serving, slow, trickle, wsgi_servin
 from prometheus_client import Counter, Histogram
 
 from exporter.apps.counters import CounterIncrease
-from exporter.apps.derive import select_gpus
+from exporter.apps.derive import gpu_figures, select_gpus
 from exporter.apps.monitor import AppTracker, Scraper
 from exporter.apps.scrape import ScrapeError, escaped, fetch, read_counter
 from exporter.apps.settings import AppConfig
@@ -332,6 +332,7 @@ GOOD = {"name": "llm", "url": "http://127.0.0.1:8000/metrics", "counter": "vllm:
         ([{**GOOD, "gpus": []}], "'apps[0].gpus': expected a non-empty list"),
         ([{**GOOD, "labels": {"model-name": "x"}}], "'apps[0].labels': expected label name"),
         ([{**GOOD, "flops_per_unit": 0}], "'apps[0].flops_per_unit': expected a number above 0"),
+        ([{**GOOD, "precision": "fp4"}], "'apps[0].precision': expected one of"),
         ([{**GOOD, "max_response_bytes": "1MB"}], "'apps[0].max_response_bytes': expected a whole number above 0"),
         ([{**GOOD, "pod": "serving/(vllm"}], "'apps[0].pod': "),
         ([GOOD, "llm"], "'apps[1]': expected a mapping, got str"),
@@ -432,3 +433,11 @@ def test_an_app_that_stays_down_keeps_no_per_gpu_memory_per_poll():
     finally:
         tracemalloc.stop()
     assert grown < 1000 * 300  # a few hundred bytes a poll; a tuple of 64 devices per poll would be 600+
+
+
+@pytest.mark.parametrize(("precision", "per_gpu"), [("bf16", 989.4e12), ("fp8", 1978.9e12), ("tf32", 494.7e12), ("int8", 1978.9e12), ("fp64", 66.9e12), ("fp32", 66.9e12)])
+def test_model_flops_utilization_divides_by_the_peak_at_the_apps_precision(precision, per_gpu):
+    """An FP8 server's MFU against the FP8 peak, not BF16's (which would read it twice too high)."""
+    h200 = [GpuSample(device=DeviceInfo(index=i, uuid=f"GPU-{i}", name="NVIDIA H200"), timestamp=1.0) for i in range(2)]
+    app = parse_config({"apps": [{**GOOD, "flops_per_unit": 1e9, "precision": precision}]}).apps[0]
+    assert gpu_figures(app, h200, 1.0, {}).peak_flops == pytest.approx(2 * per_gpu)

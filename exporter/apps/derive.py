@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from exporter.apps.settings import AppConfig
 from exporter.attribution.kubernetes.owners import GpuOwners
-from exporter.peaks import PeakOverride, peak_for
+from exporter.peaks import PeakOverride, peak_for, precision_peak
 from exporter.sample import DeviceInfo, GpuSample
 
 
@@ -24,7 +24,7 @@ class GpuFigures:
     gpus: tuple[DeviceInfo, ...]
     power_watts: float | None
     sm_active: float | None  # sum of SM activity ratios: SM-active GPUs
-    peak_flops: float | None  # sum of dense BF16 tensor peaks
+    peak_flops: float | None  # sum of the dense peaks at the app's precision
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +72,7 @@ def gpu_figures(app: AppConfig, samples: Sequence[GpuSample], timestamp: float, 
     peak_values = []
     for sample in selected:
         peak = peak_for(sample.device.name, peaks)
-        peak_values.append(None if peak is None else peak.tensor_flops)
+        peak_values.append(None if peak is None else precision_peak(peak, app.precision))
     return GpuFigures(
         timestamp=timestamp,
         gpus=tuple(sample.device for sample in selected),

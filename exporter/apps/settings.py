@@ -15,12 +15,14 @@ from exporter.config.values import (
     metric_name,
     min_duration,
     non_negative,
+    one_of,
     optional,
     positive_scientific,
     regex,
     unit_name,
     whole_number,
 )
+from exporter.peaks import PRECISION_PEAKS
 
 DEFAULT_SCRAPE_TIMEOUT = 2.0
 MAX_RESPONSE_BYTES = 1 << 30  # the scrape streams in bounded memory; this only bounds its reading time
@@ -40,6 +42,7 @@ class AppConfig:
     process: str | None = setting(None, optional(regex), "or: the GPUs where a process whose NVML name matches this regular expression runs")
     pod: str | None = setting(None, optional(regex), "or: the GPUs whose Kubernetes pod, as namespace/pod, matches this regular expression (needs kubernetes.enabled)")
     flops_per_unit: float | None = setting(None, optional(positive_scientific), "FLOP per unit of work, for gpueff_app_model_flops_utilization_ratio")
+    precision: str = setting("bf16", one_of(tuple(PRECISION_PEAKS)), "the precision its math runs in: its model FLOPs utilization divides by the GPUs' dense peak at it (bf16, fp16, fp8, tf32, int8, fp64, fp32)")
     price_per_gpu_hour: float | None = setting(None, optional(non_negative), "what one of its GPU-hours costs (default: the top-level price_per_gpu_hour)")
     scrape_interval: float = setting(5.0, min_duration(MIN_COLLECT_INTERVAL), "how often its endpoint is scraped (100ms to 1h)")
     scrape_timeout: float = setting(None, optional(min_duration(0.01)), "the whole scrape (connect, headers, body) must finish within this (default: 2s, or scrape_interval if shorter; at most scrape_interval)")
