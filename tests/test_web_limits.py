@@ -332,3 +332,54 @@ def test_pipelined_unread_answers_pin_little_kernel_memory():
             assert http_get(f"http://127.0.0.1:{web.port}/-/healthy")[0] == 200
     finally:
         web.close()
+
+
+def test_kept_alive_scrapes_are_answered_while_a_tls_handshake_is_being_computed(tmp_path):
+    """The key's signature in a handshake (RSA-4096: several ms each; ~1,500 ClientHellos/s kept
+    the old loop busy: keep-alive p99 360 ms) used to run on the serving thread. A handshake held
+    inside OpenSSL here (the SNI callback waits) must not hold a kept-alive client's answer."""
+    import ssl
+
+    from tls_certs import make_pki
+
+    from exporter.web.tlsconfig import load_web_config
+
+    pki = make_pki(tmp_path)
+    web = tmp_path / "web.yml"
+    web.write_text(f"tls_server_config:\n  cert_file: {pki.server.cert}\n  key_file: {pki.server.key}\n")
+    config = load_web_config(web)
+    entered, release = threading.Event(), threading.Event()
+    stalled = [0]
+
+    def stall(sock, server_name, context) -> None:
+        stalled[0] += 1
+        if stalled[0] == 2:  # the second handshake: the kept-alive client's is the first
+            entered.set()
+            release.wait(10)
+
+    config.ssl_context.sni_callback = stall
+    server = WebServer("127.0.0.1:0", lambda gzip: Payload((b"m 1\n",), None), lambda: True, "tls", web_config=config)
+    server.start()
+    client = ssl.create_default_context(cafile=str(pki.server_ca.cert))
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw, client.wrap_socket(raw, server_hostname="localhost") as kept:
+            kept.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert kept.recv(65536).startswith(b"HTTP/1.1 200 OK")
+            staller = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+
+            def handshake() -> None:
+                with contextlib.suppress(OSError):
+                    client.wrap_socket(staller, server_hostname="localhost")
+
+            hello = threading.Thread(target=handshake, daemon=True)
+            hello.start()
+            assert entered.wait(10)  # a handshake is now inside OpenSSL on the server
+            kept.settimeout(3)
+            kept.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert kept.recv(65536).startswith(b"HTTP/1.1 200 OK")  # before: timed out behind the handshake
+            release.set()
+            hello.join(10)
+            staller.close()
+    finally:
+        release.set()
+        server.close()

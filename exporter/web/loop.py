@@ -12,6 +12,9 @@ Every socket is non-blocking, so no client can hold a thread. The bounds (docs/s
 - when no connection can make room, accepting pauses for ``accept_backoff`` (the pending ones wait
   in the listen backlog) instead of spinning on a listening socket that stays readable;
 - when a limit bites, one line is logged per kind and interval, with a count of what it held back;
+- TLS handshakes run on their own thread, one step at a time (OpenSSL releases the GIL for the
+  key's signature), so a flood of ClientHellos costs that thread's core, not the loop's turns:
+  kept-alive scrapes go on being answered;
 - a connection gets one request answered per turn of the loop: a client pipelining hundreds of
   requests waits its turn behind everyone else's, and is not read from while its next request
   waits; the next request is taken only once the last answer is with the kernel, and the kernel
@@ -28,6 +31,7 @@ import collections
 import errno
 import logging
 import math
+import queue
 import resource
 import selectors
 import socket
@@ -89,7 +93,7 @@ class Reply:
 
 
 class Connection:
-    __slots__ = ("sock", "fd", "client", "state", "buffer", "output", "since", "deadline", "idle", "keep_alive", "discard_left", "request", "held", "tls", "events", "closed", "tls_context", "queued")
+    __slots__ = ("sock", "fd", "client", "state", "buffer", "output", "since", "deadline", "idle", "keep_alive", "discard_left", "request", "held", "tls", "events", "closed", "tls_context", "queued", "handshaking")
 
     def __init__(self, sock: socket.socket, client: str, now: float, deadline: float, tls_context: ssl.SSLContext | None) -> None:
         self.sock = sock
@@ -110,6 +114,7 @@ class Connection:
         self.closed = False
         self.tls_context = tls_context
         self.queued = False  # in the loop's queue of connections whose buffered request waits for the next turn
+        self.handshaking = False  # its socket is with the handshake thread: the loop leaves it alone
 
 
 class Handler(Protocol):
@@ -166,6 +171,9 @@ class EventLoop:
         self.selector.register(self._wake_reader, selectors.EVENT_READ, self)
         self._completed: collections.deque[tuple[Connection, Reply]] = collections.deque()
         self._queued: collections.deque[Connection] = collections.deque()  # a buffered request waits for its turn
+        self._handshake_steps: queue.SimpleQueue[Connection | None] = queue.SimpleQueue()
+        self._handshaken: collections.deque[tuple[Connection, int | BaseException | None]] = collections.deque()
+        self._handshaker: threading.Thread | None = None
         self._next_check = math.inf
         self._accept_resume = 0.0  # while accepting is paused: when it resumes
         self._stopping = False
@@ -179,6 +187,8 @@ class EventLoop:
 
     def close(self, timeout: float = 5.0) -> None:
         self._stopping = True
+        if self._handshaker is not None:
+            self._handshake_steps.put(None)
         if self._thread is not None and self._thread.is_alive():
             self._wake()
             self._thread.join(timeout)
@@ -254,6 +264,9 @@ class EventLoop:
                 connection, reply = self._completed.popleft()
                 if not connection.closed and connection.state == WAIT:
                     self._answer_and_continue(connection, reply, now)
+            while self._handshaken:
+                connection, outcome = self._handshaken.popleft()
+                self._handshake_stepped(connection, outcome, now)
         else:
             assert isinstance(data, Connection)
             state = data.state
@@ -316,7 +329,7 @@ class EventLoop:
         """Close the connection that has waited longest without a request being answered."""
         victim, best = None, (3, 0.0)
         for connection in self.connections.values():
-            if connection.state == WAIT:
+            if connection.state == WAIT or connection.handshaking:
                 continue
             rank = (_EVICTION_RANK.get(connection.state, 1), connection.since)
             if rank < best:
@@ -351,20 +364,44 @@ class EventLoop:
         self._handshake(connection, now)
 
     def _handshake(self, connection: Connection, now: float) -> None:
+        """Hand the next step of the handshake to the handshake thread; the loop does not watch
+        the socket until the step is done (``_handshake_stepped``)."""
+        self._watch(connection, 0)
+        connection.handshaking = True
+        if self._handshaker is None:
+            self._handshaker = threading.Thread(target=self._run_handshakes, name="http-tls-handshake", daemon=True)
+            self._handshaker.start()
+        self._handshake_steps.put(connection)
+
+    def _run_handshakes(self) -> None:
+        """The handshake thread: one ``do_handshake`` step per connection handed over; the outcome
+        (done, the event to wait for, or the error) goes back to the loop."""
         import ssl
 
-        sock = connection.sock
-        assert isinstance(sock, ssl.SSLSocket)
-        try:
-            sock.do_handshake()
-        except ssl.SSLWantReadError:
-            self._watch(connection, selectors.EVENT_READ)
+        while (connection := self._handshake_steps.get()) is not None:
+            outcome: int | BaseException | None = None
+            sock = connection.sock
+            assert isinstance(sock, ssl.SSLSocket)
+            try:
+                sock.do_handshake()
+            except ssl.SSLWantReadError:
+                outcome = selectors.EVENT_READ
+            except ssl.SSLWantWriteError:
+                outcome = selectors.EVENT_WRITE
+            except Exception as error:  # OSError (ssl.SSLError included), or a socket closed under it
+                outcome = error
+            self._handshaken.append((connection, outcome))
+            self._wake()
+
+    def _handshake_stepped(self, connection: Connection, outcome: int | BaseException | None, now: float) -> None:
+        connection.handshaking = False
+        if connection.closed:
             return
-        except ssl.SSLWantWriteError:
-            self._watch(connection, selectors.EVENT_WRITE)
+        if isinstance(outcome, BaseException):
+            self._close(connection, outcome)
             return
-        except OSError as error:
-            self._close(connection, error)
+        if outcome is not None:  # the handshake waits for the client
+            self._watch(connection, outcome)
             return
         connection.state = READ
         self._watch(connection, selectors.EVENT_READ)
@@ -619,8 +656,8 @@ class EventLoop:
     def _check_deadlines(self, now: float) -> None:
         expired = {READ: 0, DISCARD: 0, PEEK: 0, HANDSHAKE: 0, WRITE: 0}
         for connection in list(self.connections.values()):
-            if connection.closed or connection.deadline > now:
-                continue
+            if connection.closed or connection.deadline > now or connection.handshaking:
+                continue  # a handshaking one is closed when its step comes back, if still late
             if connection.state == HOLD:
                 reply, connection.held = connection.held, None
                 assert reply is not None
