@@ -179,8 +179,8 @@ class Poller:
         settings = config.sharing
         if not settings.enabled:
             self._sharing = None
-        elif self._sharing is None or str(self._sharing.resolver.proc_root) != settings.proc_root:
-            self._sharing = Sharing(Path(settings.proc_root))
+        elif self._sharing is None or str(self._sharing.resolver.proc_root) != config.proc_root:
+            self._sharing = Sharing(Path(config.proc_root))
             self._trackers.restart_split()
         return self._sharing
 
@@ -196,7 +196,7 @@ class Poller:
         started = self.timer()
         samples = self._collect()
         config = self.config
-        owners = self.attributor.owners(config.kubernetes, samples, self.clock())
+        owners = self.attributor.owners(config.kubernetes, samples, self.clock(), Path(config.proc_root))
         sharing = self._sharing_for(config)
         identities = sharing.identities(samples) if sharing is not None else {}
         states = []

@@ -61,7 +61,7 @@ def test_attributor_counts_gpu_processes_per_container(tmp_path: Path) -> None:
         102: f"0::/kubepods/pod{UID}/{CID2}\n",
         200: "0::/user.slice/user-1000.slice/session-3.scope\n",
     })
-    settings = parse_config({"kubernetes": {"enabled": True, "pod_resources_socket": str(tmp_path / "absent.sock"), "process_attribution": True, "proc_root": str(proc)}}).kubernetes
+    settings = parse_config({"kubernetes": {"enabled": True, "pod_resources_socket": str(tmp_path / "absent.sock"), "process_attribution": True}}).kubernetes
     device = DeviceInfo(index=0, uuid="GPU-a", name="NVIDIA H100 80GB HBM3")
     idle = DeviceInfo(index=1, uuid="GPU-b", name="NVIDIA H100 80GB HBM3")
     samples = [
@@ -69,13 +69,13 @@ def test_attributor_counts_gpu_processes_per_container(tmp_path: Path) -> None:
         GpuSample(device=idle, timestamp=0.0, processes=()),
     ]
     attributor = Attributor()
-    owners = attributor.owners(settings, samples, now=0.0)
+    owners = attributor.owners(settings, samples, now=0.0, proc_root=proc)
     assert set(owners) == {"GPU-a"}
     assert owners["GPU-a"].processes == ((ProcessOwner(UID, CID), 2), (ProcessOwner(UID, CID2), 1))
     assert owners["GPU-a"].pods == ()
     # Off unless asked for: without hostPID the PIDs NVML reports are not the ones in /proc.
-    plain = parse_config({"kubernetes": {"enabled": True, "pod_resources_socket": str(tmp_path / "absent.sock"), "proc_root": str(proc)}}).kubernetes
-    assert Attributor().owners(plain, samples, now=0.0) == {}
+    plain = parse_config({"kubernetes": {"enabled": True, "pod_resources_socket": str(tmp_path / "absent.sock")}}).kubernetes
+    assert Attributor().owners(plain, samples, now=0.0, proc_root=proc) == {}
 
 
 def test_process_owners_are_exposed_per_gpu() -> None:

@@ -162,7 +162,7 @@ def test_soak_with_pod_and_process_churn_drops_gone_series_and_keeps_memory_flat
     from fakes.kubelet import pod
 
     clock, fake, kubelet, socket_path, proc = churn_world
-    config = parse_config({"collect_interval": "1s", "kubernetes": {"enabled": True, "pod_resources_socket": str(socket_path), "refresh_interval": "1s", "process_attribution": True, "proc_root": str(proc)}})
+    config = parse_config({"collect_interval": "1s", "kubernetes": {"enabled": True, "pod_resources_socket": str(socket_path), "refresh_interval": "1s", "process_attribution": True}, "proc_root": str(proc)})
     backend = NvmlBackend(slow_interval=10.0, nvml=fake, clock=clock)
     poller = Poller(backend, config, clock=clock)
     backend.start()  # no poller thread: the test calls poll_once and moves the clock

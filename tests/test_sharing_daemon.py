@@ -36,7 +36,7 @@ def run(trace_paths, proc: Path, gpus: list[FakeGpu], polls: int = 20, interval:
     fake = FakeNvml(gpus, clock=clock)
     backend = NvmlBackend(slow_interval=5.0, nvml=fake, clock=clock)
     backend.start()
-    config = parse_config({"sharing": {"enabled": True, "proc_root": str(proc)}, **settings})
+    config = parse_config({"sharing": {"enabled": True}, "proc_root": str(proc), **settings})
     poller = Poller(backend, config, clock=clock)
     for _ in range(polls):
         poller.poll_once()
@@ -156,7 +156,7 @@ def test_backends_that_list_no_processes_get_no_holder_series(trace_paths, tmp_p
     clock = FakeClock()
     backend = ReplayBackend([load_trace(trace_paths["matmul_8192"])], clock=clock)
     backend.start()
-    poller = Poller(backend, parse_config({"sharing": {"enabled": True, "proc_root": str(tmp_path)}}), clock=clock)
+    poller = Poller(backend, parse_config({"sharing": {"enabled": True}, "proc_root": str(tmp_path)}), clock=clock)
     for _ in range(3):
         snapshot = poller.poll_once()
         clock.advance(1.0)

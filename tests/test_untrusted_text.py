@@ -112,7 +112,7 @@ def test_a_real_process_named_with_non_utf8_bytes_leaves_every_gpu_published(tra
         gpus = [FakeGpu(trace, processes=[(child.pid, 1 << 30, b"/opt/" + HOSTILE)], process_duty={child.pid: 0.9}), FakeGpu(load_trace(trace_paths["idle"]))]
         backend = NvmlBackend(slow_interval=5.0, nvml=FakeNvml(gpus, clock=clock), clock=clock)
         backend.start()
-        poller = Poller(backend, parse_config({"sharing": {"enabled": True, "proc_root": "/proc"}}), clock=clock)
+        poller = Poller(backend, parse_config({"sharing": {"enabled": True}, "proc_root": "/proc"}), clock=clock)
         for _ in range(3):
             poller.poll_once()
             clock.advance(1.0)

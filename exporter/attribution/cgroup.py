@@ -31,18 +31,28 @@ def owner_of_cgroup_line(line: str) -> ProcessOwner | None:
     return ProcessOwner(pod_uid=pod, container_id=container.group(1) if container else "")
 
 
-def process_owner(pid: int, proc_root: Path = Path("/proc")) -> ProcessOwner | None:
-    """The pod and container of a process; None if it is not in a pod, is gone, or is unreadable.
-    The file holds paths anyone who can create a cgroup names (untrusted.py)."""
+def read_cgroup(pid: int, proc_root: Path) -> list[str] | None:
+    """The lines of ``/proc/<pid>/cgroup``, the unified (v2) hierarchy's first; None where the
+    process is gone or the file unreadable. The one reader of that file: Kubernetes attribution and
+    the fair split's holders both go through it. It holds paths anyone who can create a cgroup
+    names (untrusted.py)."""
     try:
         text = read_text(proc_root / str(pid) / "cgroup")
     except OSError:
         return None
-    lines = text.splitlines()
-    # The unified (v2) hierarchy first; on v1 every controller names the same pod.
-    lines.sort(key=lambda line: not line.startswith("0::"))
+    return sorted(text.splitlines(), key=lambda line: not line.startswith("0::"))
+
+
+def owner_of_cgroup(lines: list[str]) -> ProcessOwner | None:
+    """The pod and container that the first line naming one gives (on v1 every controller names the same pod)."""
     for line in lines:
         owner = owner_of_cgroup_line(line)
         if owner is not None:
             return owner
     return None
+
+
+def process_owner(pid: int, proc_root: Path = Path("/proc")) -> ProcessOwner | None:
+    """The pod and container of a process; None if it is not in a pod, is gone, or is unreadable."""
+    lines = read_cgroup(pid, proc_root)
+    return None if lines is None else owner_of_cgroup(lines)

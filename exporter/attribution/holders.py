@@ -19,8 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from exporter.attribution.cgroup import owner_of_cgroup_line
-from exporter.attribution.slurm import SlurmJob, job_of_cgroup
+from exporter.attribution.cgroup import owner_of_cgroup, read_cgroup
+from exporter.attribution.slurm import SlurmJob, job_of_lines
 from exporter.untrusted import read_text
 
 log = logging.getLogger(__name__)
@@ -46,16 +46,11 @@ class ProcessIdentity:
 def identify(pid: int, nvml_name: str, proc_root: Path) -> ProcessIdentity:
     """The holder of one process, from its cgroup and name; unattributed where neither is readable.
     Both files are bytes the process's owner chose (untrusted.py)."""
-    try:
-        cgroup = read_text(proc_root / str(pid) / "cgroup")
-    except OSError:
-        cgroup = ""
-    lines = sorted(cgroup.splitlines(), key=lambda line: not line.startswith("0::"))
-    for line in lines:
-        owner = owner_of_cgroup_line(line)
-        if owner is not None:
-            return ProcessIdentity(Holder("pod", owner.pod_uid))
-    job = job_of_cgroup(cgroup)
+    lines = read_cgroup(pid, proc_root) or []
+    owner = owner_of_cgroup(lines)
+    if owner is not None:
+        return ProcessIdentity(Holder("pod", owner.pod_uid))
+    job = job_of_lines(lines)
     if job is not None:
         return ProcessIdentity(Holder("slurm_job", job.job_id), job)
     try:

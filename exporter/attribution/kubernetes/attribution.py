@@ -188,8 +188,9 @@ class Attributor:
         self._next_process_refresh = float("-inf")
         self._processes: dict[str, tuple[tuple[ProcessOwner, int], ...]] = {}
 
-    def owners(self, settings: KubernetesConfig, samples: Iterable[GpuSample], now: float) -> dict[str, GpuOwners]:
-        """GPU UUID -> attribution. Empty when attribution is disabled. Never calls the kubelet."""
+    def owners(self, settings: KubernetesConfig, samples: Iterable[GpuSample], now: float, proc_root: Path = Path("/proc")) -> dict[str, GpuOwners]:
+        """GPU UUID -> attribution. Empty when attribution is disabled. Never calls the kubelet.
+        ``proc_root``: the host's /proc, for process attribution (the config's top-level proc_root)."""
         if settings != self._settings:
             self._reconfigure(settings)
         if self._refresher is None:
@@ -198,7 +199,7 @@ class Attributor:
         pods = self._refresher.pods(now)
         if settings.process_attribution and now >= self._next_process_refresh:
             self._next_process_refresh = now + settings.refresh_interval
-            self._refresh_processes(settings, samples)
+            self._refresh_processes(proc_root, samples)
         return {
             sample.device.uuid: GpuOwners(pods.get(sample.device.uuid, ()), self._processes.get(sample.device.uuid, ()))
             for sample in samples
@@ -223,8 +224,7 @@ class Attributor:
             self._refresher = PodRefresher(settings, self.clock, self.wall_clock)
             self._refresher.start()
 
-    def _refresh_processes(self, settings: KubernetesConfig, samples: list[GpuSample]) -> None:
-        proc_root = Path(settings.proc_root)
+    def _refresh_processes(self, proc_root: Path, samples: list[GpuSample]) -> None:
         found: dict[str, tuple[tuple[ProcessOwner, int], ...]] = {}
         for sample in samples:
             counts: dict[ProcessOwner, int] = {}

@@ -48,7 +48,6 @@ class KubernetesConfig:
     max_message_bytes: int = setting(16 * 1024 * 1024, whole_number(MAX_MESSAGE_BYTES, "gRPC takes a 32-bit signed limit"), "a larger List response fails the call (at most 2 GiB - 1)")
     resource_names: tuple[str, ...] = setting(("nvidia.com/gpu", "nvidia.com/mig-*"), resource_patterns, "extended resources whose device ids are GPU or MIG UUIDs")
     process_attribution: bool = setting(False, boolean, "also attribute GPU processes to pods through /proc/<pid>/cgroup (needs hostPID)")
-    proc_root: str = setting("/proc", absolute_path, "where the host's /proc is (process_attribution)")
     dra_drivers: tuple[str, ...] = setting((), dra_drivers, "DRA drivers whose devices are GPUs (gpu.nvidia.com): GPUs allocated through ResourceClaims are attributed like device-plugin ones, their UUIDs read from this node's ResourceSlices on the API server (needs list on resourceslices); empty: off")
     node_name: str = setting("", node_name, "this node's name, to read only its ResourceSlices (default: the NODE_NAME environment variable, which the chart sets)")
     service_account_dir: str = setting("/var/run/secrets/kubernetes.io/serviceaccount", absolute_path, "where the pod's service-account token and the cluster CA are, for the API server calls")
