@@ -14,6 +14,9 @@ fetched as the scraper does:
 
 With --old, the same responses are also read by an older exporter/apps/scrape.py (e.g. from
 ``git show <commit>:exporter/apps/scrape.py > /tmp/old_scrape.py``), for a before/after figure.
+With --latency, the ``junk`` answer is scraped over and over on a thread while the exporter's own
+HTTP server in the same process answers ``GET /metrics`` every 5 ms for 6 s: that scrape's
+latency percentiles and worst case show how long the app's parse held the GIL.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import inspect
+import socket
 import sys
+import threading
 import time
 import tracemalloc
 from pathlib import Path
@@ -78,9 +83,45 @@ def measure(module: ModuleType, url: str, repeats: int = 3) -> tuple[str, float,
     return outcome, best_cpu, best_wall, peak
 
 
+def metrics_latency(module: ModuleType, url: str, seconds: float = 6.0) -> str:
+    """/metrics latency of the exporter's server in this process while ``module`` scrapes ``url``."""
+    from exporter.web.payload import Payload
+    from exporter.web.server import WebServer
+
+    page = b"m 1\n" * 1000
+    sys.setswitchinterval(0.0005)  # as the daemon's poller sets it
+    web = WebServer("127.0.0.1:0", lambda gzip: Payload((page,), None), lambda: True, "bench")
+    web.start()
+    stop = threading.Event()
+
+    def scrape() -> None:
+        while not stop.is_set():
+            read(module, url)
+
+    scraper = threading.Thread(target=scrape, daemon=True)
+    scraper.start()
+    latencies = []
+    with socket.create_connection(("127.0.0.1", web.port)) as sock:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            started = time.perf_counter()
+            sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            data = b""
+            while not data.endswith(page[-12:]):
+                data += sock.recv(1 << 20)
+            latencies.append(time.perf_counter() - started)
+            time.sleep(0.005)
+    stop.set()
+    scraper.join(60)
+    web.close()
+    latencies.sort()
+    return f"/metrics p50 {latencies[len(latencies) // 2] * 1e3:.1f} ms, p99 {latencies[int(len(latencies) * 0.99)] * 1e3:.1f} ms, worst {latencies[-1] * 1e3:.1f} ms ({len(latencies)} scrapes)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--old", help="an older scrape.py to compare with")
+    parser.add_argument("--latency", action="store_true", help="/metrics latency while the junk answer is scraped")
     args = parser.parse_args()
     from exporter.apps import scrape
 
@@ -89,8 +130,15 @@ def main() -> None:
         spec = importlib.util.spec_from_file_location("old_scrape", args.old)
         assert spec and spec.loader
         old = importlib.util.module_from_spec(spec)
+        sys.modules["old_scrape"] = old  # dataclasses look their module up
         spec.loader.exec_module(old)
         modules.insert(0, (f"old ({args.old})", old))
+    if args.latency:
+        body = responses()["junk"]
+        with serving(lambda handler: send(handler, body)) as url:
+            for name, module in modules:
+                print(f"{name}: {metrics_latency(module, url)}")
+        return
     for case, body in responses().items():
         lines = body.count(b"\n")
         print(f"{case}: {len(body) / 1e6:.1f} MB, {lines} lines")
