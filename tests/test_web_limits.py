@@ -383,3 +383,38 @@ def test_kept_alive_scrapes_are_answered_while_a_tls_handshake_is_being_computed
     finally:
         release.set()
         server.close()
+
+
+def test_tls_clients_that_do_not_read_pin_no_copy_of_the_page(tmp_path):
+    """Each TLS answer used to be joined into one new bytes object per connection: 20 clients that
+    request a 2 MB page and never read it held 20 copies (40 MB) in the exporter."""
+    import ssl
+    import tracemalloc
+
+    from tls_certs import make_pki
+
+    from exporter.web.tlsconfig import load_web_config
+
+    pki = make_pki(tmp_path)
+    web = tmp_path / "web.yml"
+    web.write_text(f"tls_server_config:\n  cert_file: {pki.server.cert}\n  key_file: {pki.server.key}\n")
+    page = b"m 1\n" * 500_000  # 2 MB
+    server = WebServer("127.0.0.1:0", lambda gzip: Payload((page,), None), lambda: True, "tls", web_config=load_web_config(web))
+    server.start()
+    client = ssl.create_default_context(cafile=str(pki.server_ca.cert))
+    sockets = []
+    tracemalloc.start()
+    try:
+        for _ in range(20):
+            sock = client.wrap_socket(socket.create_connection(("127.0.0.1", server.port), timeout=10), server_hostname="localhost")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            sockets.append(sock)
+        time.sleep(1.0)
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+        for sock in sockets:
+            sock.close()
+        server.close()
+    assert held < 8 * 1024 * 1024, held  # before: > 40 MB

@@ -53,6 +53,7 @@ FD_RESERVE = 64  # file descriptors left to everything else (NVML, logs, app scr
 _RECV_BYTES = 65536
 _ACCEPT_BATCH = 64
 _OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+_TLS_JOIN_BYTES = 16 * 1024
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _PLAIN_HTTP_TO_TLS = b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nClient sent an HTTP request to an HTTPS server.\n"
 
@@ -572,7 +573,11 @@ class EventLoop:
         connection.state = WRITE
         connection.since = now
         connection.deadline = now + self.limits.write_timeout
-        connection.output = [b"".join(reply.chunks)] if connection.tls and len(reply.chunks) > 1 else list(reply.chunks)
+        # TLS sends each chunk as records of its own: a small answer is joined into one, a large one
+        # is sent from the shared payload's bytes (a copy per connection would let clients that do
+        # not read pin a copy of the page each: 512 x the page).
+        small = sum(len(chunk) for chunk in reply.chunks) <= _TLS_JOIN_BYTES
+        connection.output = [b"".join(reply.chunks)] if connection.tls and small and len(reply.chunks) > 1 else list(reply.chunks)
         return self._write(connection, now)
 
     def _write(self, connection: Connection, now: float) -> bool:
