@@ -140,7 +140,7 @@ def test_info_only_mode_keeps_pod_labels_off_gpu_series(trace_paths):
     texts = {}
     for mode in ("every_series", "info_only"):
         poller = Poller(backend, parse_config({"kubernetes": {"pod_labels": mode}}), clock=clock)
-        poller.attributor.owners = lambda settings, samples, now: {s.device.uuid: GpuOwners((owner,)) for s in samples}  # type: ignore[method-assign]
+        poller.attributor.owners = lambda settings, samples, now, proc_root: {s.device.uuid: GpuOwners((owner,)) for s in samples}  # type: ignore[method-assign]
         poller.poll_once()
         clock.advance(1.0)
         texts[mode] = render(poller.poll_once()).decode()

@@ -22,7 +22,7 @@ from exporter.config.values import (
 )
 from exporter.config.yaml_safe import read_yaml
 from exporter.peaks import PeakOverride, peak_overrides
-from exporter.pipeline.split import SharingConfig
+from exporter.pipeline.settings import SharingConfig
 from exporter.taxonomy import BottleneckThresholds, MismatchThresholds
 
 # The DCGM backend watches its fields at the intervals it started with (a watch cannot change

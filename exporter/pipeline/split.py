@@ -16,17 +16,8 @@ from pathlib import Path
 
 from exporter.attribution.holders import UNATTRIBUTED, Holder, HolderResolver, ProcessIdentity
 from exporter.attribution.slurm import SlurmJob
-from exporter.config.engine import setting
-from exporter.config.values import boolean
 from exporter.pipeline.totals import Growth
 from exporter.sample import GpuSample
-
-
-@dataclass(frozen=True)
-class SharingConfig:
-    """The fair split of shared GPUs among pods, Slurm jobs and processes (see docs/sharing.md)."""
-
-    enabled: bool = setting(False, boolean, "export per-holder shares of each GPU's busy time, SM activity, busy-but-idle time and energy, and gpueff_gpu_job_info for Slurm jobs (needs the host's PIDs: hostPID)")
 
 FORGET_AFTER_SECONDS = 300.0  # a holder not seen on a GPU for this long has its counters dropped
 MAX_HOLDERS_PER_GPU = 64  # beyond this many holders on one GPU, new ones are counted as unattributed
