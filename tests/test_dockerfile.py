@@ -144,3 +144,17 @@ def test_the_image_runs_a_python_the_tests_run_on() -> None:
     assert {"3.10", "3.11", "3.12", "3.13"} <= declared
     assert pyproject["requires-python"] == ">=3.10"
     assert "debian:trixie-slim@" in (ROOT / "Dockerfile").read_text()
+
+
+def test_the_images_pins_satisfy_every_runtime_dependency() -> None:
+    """deploy/image/constraints.txt pins a version of each dependency (and the kubernetes extra) that
+    pyproject accepts: a new dependency without a pin would fail the image's offline install."""
+    from packaging.requirements import Requirement
+
+    pins = dict(line.split("==") for line in (ROOT / "deploy" / "image" / "constraints.txt").read_text().splitlines() if line and not line.startswith("#"))
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for text in project["dependencies"] + project["optional-dependencies"]["kubernetes"]:
+        requirement = Requirement(text)
+        name = requirement.name.lower().replace("_", "-")
+        assert name in pins, f"{name} has no pin in deploy/image/constraints.txt"
+        assert requirement.specifier.contains(pins[name]), f"{name}=={pins[name]} does not satisfy {requirement}"
