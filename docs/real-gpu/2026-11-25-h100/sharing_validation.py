@@ -13,7 +13,7 @@ the processes' own figures. A sampler thread also calls nvmlDeviceGetProcessUtil
 record what the driver returns (entries per call, timestamps, PIDs) and what one call costs.
 
 Run on a GPU machine from a folder holding exporter/ and bench/:
-``PYTHONPATH=. python3 bench/sharing_validation.py --out DIR``. Needs torch, nvidia-ml-py, prometheus-client.
+``PYTHONPATH=. python3 docs/real-gpu/2026-11-25-h100/sharing_validation.py --out DIR``. Needs torch, nvidia-ml-py, prometheus-client.
 """
 
 from __future__ import annotations
@@ -31,7 +31,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from harness import free_port  # bench/ is first on sys.path when a benchmark runs
+ROOT = Path(__file__).resolve().parents[3]  # this proof lives beside its results, under docs/real-gpu/
+sys.path.insert(0, str(ROOT / "bench"))
+from harness import free_port  # noqa: E402
 
 PERIOD = 0.2  # seconds per burst-and-sleep cycle
 SIZE = 8192

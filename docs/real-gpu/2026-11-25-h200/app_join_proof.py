@@ -7,7 +7,7 @@ prints the daemon's gpueff_app_* figures next to the process's own count and rat
 
 Run on a machine with an NVIDIA GPU, PyTorch, prometheus-client, pyyaml and nvidia-ml-py:
 
-    PYTHONPATH=. python3 bench/app_join_proof.py --out /tmp/proof [--gpu 0] [--seconds 60]
+    PYTHONPATH=. python3 docs/real-gpu/2026-11-25-h200/app_join_proof.py --out /tmp/proof [--gpu 0] [--seconds 60]
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from harness import free_port  # bench/ is first on sys.path when a benchmark runs
+ROOT = Path(__file__).resolve().parents[3]  # this proof lives beside its results, under docs/real-gpu/
+sys.path.insert(0, str(ROOT / "bench"))
+from harness import free_port  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 N = 8192  # matmul size: 2 * N^3 FLOP per matmul
 BATCH = 20  # matmuls between two device syncs: the counter counts only finished work
 PRICE_PER_GPU_HOUR = 2.5  # an example price, to show the cost figure
@@ -192,7 +193,7 @@ def summary(samples: list[dict[str, float | str]], own: dict[str, Any], flops_pe
         "# The app join on a real GPU",
         "",
         f"{last.get('model', '?')}, driver {last.get('driver', '?')}, Python {platform.python_version()}, PyTorch {own.get('torch', '?')}, "
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. Script: `bench/app_join_proof.py` (issue 11 item 6).",
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. Script: `docs/real-gpu/2026-11-25-h200/app_join_proof.py` (issue 11 item 6).",
         "",
         f"A PyTorch process ran bf16 {N}x{N} matmuls on GPU 0 and counted each batch of {BATCH} after a device sync in a",
         "prometheus-client Counter (`bench_matmuls_total`) on a loopback port. The daemon (NVML backend, 1 s polls) joined it with",
