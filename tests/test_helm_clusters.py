@@ -78,6 +78,23 @@ def test_defaults_schedule_on_every_managed_gpu_node_and_no_cpu_node(platform: s
     assert not schedules_on(pod, *CPU_NODE)
 
 
+def test_host_driver_for_gke_without_the_nvidia_runtime() -> None:
+    """GKE's driver installer leaves the driver in /home/kubernetes/bin/nvidia and no NVIDIA runtime:
+    the folder is mounted where the library search looks, and the container is privileged (the API
+    refuses privileged together with allowPrivilegeEscalation: false, so that key goes)."""
+    objects = render({"hostDriver": {"enabled": True}})
+    pod = pod_spec(objects)
+    (container,) = pod["containers"]
+    assert {"name": "nvidia-driver", "hostPath": {"path": "/home/kubernetes/bin/nvidia", "type": "Directory"}} in pod["volumes"]
+    assert {"name": "nvidia-driver", "mountPath": "/usr/local/nvidia", "readOnly": True} in container["volumeMounts"]
+    assert {"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"} in container["env"]
+    assert container["securityContext"]["privileged"] is True and "allowPrivilegeEscalation" not in container["securityContext"]
+    assert schedules_on(pod, *MANAGED_GPU_NODES["gke"])
+    validate_all([objects[DAEMONSET]])
+    plain = pod_spec(render())["containers"][0]
+    assert "privileged" not in plain["securityContext"] and not any(env["name"] == "LD_LIBRARY_PATH" for env in plain["env"])
+
+
 def test_no_gpu_terms_means_every_node_and_own_node_affinity_replaces_them() -> None:
     everywhere = pod_spec(render({"gpuNodeSelectorTerms": []}))
     assert "affinity" not in everywhere and schedules_on(everywhere, *CPU_NODE)
@@ -370,6 +387,7 @@ def pod_security_level(pod: dict[str, Any]) -> str:
     ({"podResources": {"enabled": False}, "webConfig": {"existingSecret": "web", "tls": True}, "dcgm": {"enabled": True}, "networkPolicy": {"enabled": True}}, "restricted"),
     ({"podResources": {"enabled": False}, "hostPID": True}, "privileged"),
     ({"podResources": {"enabled": False}, "profilingAdmin": True}, "privileged"),
+    ({"podResources": {"enabled": False}, "hostDriver": {"enabled": True}}, "privileged"),
 ])
 def test_pod_security_level_each_configuration_needs(values: dict[str, Any], level: str) -> None:
     assert pod_security_level(pod_spec(render(values))) == level

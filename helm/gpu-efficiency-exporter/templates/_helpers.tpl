@@ -81,6 +81,10 @@ capabilities while the root-only pod-resources socket is mounted, else the image
 
 {{- define "gpueff.securityContext" -}}
 {{- $context := deepCopy .Values.securityContext -}}
+{{- if .Values.hostDriver.enabled -}}
+{{- /* The API refuses privileged with allowPrivilegeEscalation: false. */ -}}
+{{- $context = mergeOverwrite (omit $context "allowPrivilegeEscalation") (dict "privileged" true) -}}
+{{- end -}}
 {{- if .Values.profilingAdmin -}}
 {{- $capabilities := get $context "capabilities" | default dict -}}
 {{- $_ := set $capabilities "add" (append (get $capabilities "add" | default list) "SYS_ADMIN" | uniq) -}}
