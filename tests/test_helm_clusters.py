@@ -91,6 +91,8 @@ def test_host_driver_for_gke_without_the_nvidia_runtime() -> None:
     assert container["securityContext"]["privileged"] is True and "allowPrivilegeEscalation" not in container["securityContext"]
     assert schedules_on(pod, *MANAGED_GPU_NODES["gke"])
     validate_all([objects[DAEMONSET]])
+    own = pod_spec(render({"securityContext": {"privileged": True}}))["containers"][0]["securityContext"]
+    assert own["privileged"] is True and "allowPrivilegeEscalation" not in own
     plain = pod_spec(render())["containers"][0]
     assert "privileged" not in plain["securityContext"] and not any(env["name"] == "LD_LIBRARY_PATH" for env in plain["env"])
 

@@ -82,8 +82,11 @@ capabilities while the root-only pod-resources socket is mounted, else the image
 {{- define "gpueff.securityContext" -}}
 {{- $context := deepCopy .Values.securityContext -}}
 {{- if .Values.hostDriver.enabled -}}
-{{- /* The API refuses privileged with allowPrivilegeEscalation: false. */ -}}
-{{- $context = mergeOverwrite (omit $context "allowPrivilegeEscalation") (dict "privileged" true) -}}
+{{- $_ := set $context "privileged" true -}}
+{{- end -}}
+{{- if $context.privileged -}}
+{{- /* The API refuses privileged beside allowPrivilegeEscalation: false (the default here). */ -}}
+{{- $context = omit $context "allowPrivilegeEscalation" -}}
 {{- end -}}
 {{- if .Values.profilingAdmin -}}
 {{- $capabilities := get $context "capabilities" | default dict -}}
