@@ -24,12 +24,12 @@ from exporter.backends.dcgm.settings import DcgmConfig
 from exporter.backends.nvml.backend import GPM_MIN_SAMPLE_GAP, NvmlBackend
 from exporter.commands.flags import Parser, add_common_flags, add_dcgm_flags, dcgm_settings
 from exporter.metrics import PROFILING_FIELDS
-from exporter.sample import GpuSample
+from exporter.sample import GpuSample, Health
 
 PROBE_TIMEOUT = 6.0  # seconds to wait for DCGM's first profiling values
 CHECK_INTERVAL = 0.5  # DCGM watch interval during the check
-SKIPPED = {"device", "timestamp", "up", "window_seconds", "profiling", "processes"}
-ROWS = [f.name for f in dataclasses.fields(GpuSample) if f.name not in SKIPPED] + list(PROFILING_FIELDS)
+SKIPPED = {"device", "timestamp", "up", "window_seconds", "profiling", "processes", "health"}
+ROWS = [f.name for f in dataclasses.fields(GpuSample) if f.name not in SKIPPED] + list(PROFILING_FIELDS) + [f"health.{f.name}" for f in dataclasses.fields(Health)]
 DCGM_FIELD_OF_ROW = {spec.target.removeprefix("profiling:"): spec for spec in FIELDS if spec.cadence != STATIC}
 
 
@@ -104,7 +104,10 @@ def check_nvml(make: Callable[[], NvmlBackend], sleep: Callable[[float], None] =
 def _value(sample: GpuSample | None, row: str) -> str:
     if sample is None or not sample.up:
         return "-"
-    value = getattr(sample.profiling, row) if row in PROFILING_FIELDS else getattr(sample, row)
+    if row.startswith("health."):
+        value = getattr(sample.health, row.removeprefix("health."))
+    else:
+        value = getattr(sample.profiling, row) if row in PROFILING_FIELDS else getattr(sample, row)
     if value is None or value == {}:
         return "-"
     if isinstance(value, dict):

@@ -50,6 +50,8 @@ from exporter.backends.dcgm.fields import (
     STATIC,
 )
 from exporter.backends.dcgm.freshness import FieldClocks
+from exporter.backends.dcgm.health import PREFIX as HEALTH_PREFIX
+from exporter.backends.dcgm.health import health
 from exporter.backends.dcgm.profiling import MODULE_NOT_LOADED, GpuProfiling, refusal_reasons
 from exporter.backends.dcgm.profiling import plan as plan_profiling
 from exporter.backends.dcgm.profiling import watch as watch_profiling
@@ -619,6 +621,7 @@ class DcgmBackend(Backend):
     def _sample(self, gpu: _Gpu, values: list[Any], windows: dict[tuple[Entity, int], list[Any]], now: float) -> GpuSample:
         assert self._decode is not None
         sample = GpuSample(device=gpu.info, timestamp=now)
+        health_values: dict[str, float] = {}
         for raw in values:
             resolved = self._by_id.get(raw.fieldId)
             if resolved is None:
@@ -630,12 +633,15 @@ class DcgmBackend(Backend):
             gpu.readings[raw.fieldId] = FieldReading(number if status == OK else None, status)
             if status != OK or number is None:
                 continue
-            if spec.target in BOOLEAN_TARGETS:
+            if spec.target.startswith(HEALTH_PREFIX):
+                health_values[spec.target.removeprefix(HEALTH_PREFIX)] = number * spec.scale
+            elif spec.target in BOOLEAN_TARGETS:
                 setattr(sample, spec.target, bool(number))
             elif spec.target in INTEGER_TARGETS:
                 setattr(sample, spec.target, int(number))
             else:
                 setattr(sample, spec.target, number * spec.scale)
+        sample.health = health(health_values)
         profiling: dict[str, float] = {}
         for field_id in sorted(gpu.profiling.watched):
             spec = self._by_id[field_id].spec

@@ -18,7 +18,7 @@ __all__ = ["EVENT", "FAST", "PROFILING", "SLOW", "STATIC", "FIELDS", "DcgmField"
 class DcgmField(NamedTuple):
     field_id: int
     names: tuple[str, ...]  # newest first
-    target: str  # a GpuSample attribute, "profiling:<key>", or a DeviceInfo attribute for STATIC
+    target: str  # a GpuSample attribute, "profiling:<key>", "health.<Health field>", or a DeviceInfo attribute for STATIC
     scale: float  # DCGM's unit -> the sample's
     cadence: str
 

@@ -67,6 +67,48 @@ TRACE_FIELDS = {
 
 
 @dataclass(frozen=True)
+class Board:
+    """What the health fields read on one GPU model (illustrative, except Hopper's limits, read on an
+    H100: docs/health.md). Where NVML answers NOT_SUPPORTED, DCGM stores its NOT_SUPPORTED sentinel
+    (DcgmCacheManager.cpp, NvmlErrorToInt64Value), played here as None."""
+
+    pcie: tuple[int, int]  # link generation and width, current and maximum alike
+    nvlink: bool  # the NVLink error totals 409/419/429/439: NOT_SUPPORTED without NVLink
+    page_retirement: bool  # 390-392: pre-Ampere only (Ampere and newer remap rows instead)
+    temperature_limits: tuple[int, int, int, int]  # slowdown, shutdown, GPU max, memory max (158, 159, 152, 151)
+    fan: bool = False  # 191: data-centre boards are passively cooled
+
+
+POWER_VIOLATION_SHARE = 0.25  # of the time since the engine started, the clocks were held down by power
+
+
+def health_value(board: Board, field_id: int, since_start_us: int) -> float | None:
+    """A health field's value; None where this board does not have the reading."""
+    if field_id == 240:  # dcgm_fields.cpp: NVML_FI_DEV_PERF_POLICY_POWER, stored unchanged: nanoseconds
+        return float(int(since_start_us * 1000 * POWER_VIOLATION_SHARE))
+    if field_id in (241, 242, 243, 244, 245, 190, 206, 207):  # other violations, P0, video engines idle
+        return 0.0
+    if field_id == 202:
+        return 0.0
+    if field_id in (235, 237):
+        return float(board.pcie[0])
+    if field_id in (236, 238):
+        return float(board.pcie[1])
+    if field_id in (409, 419, 429, 439):
+        return (3.0 if field_id == 409 else 0.0) if board.nvlink else None
+    if field_id in (390, 391, 392):
+        return {390: 2.0, 391: 0.0, 392: 0.0}[field_id] if board.page_retirement else None
+    if field_id in (158, 159, 152, 151):
+        return float(board.temperature_limits[(158, 159, 152, 151).index(field_id)])
+    if field_id == 191:
+        return 40.0 if board.fan else None
+    raise KeyError(field_id)
+
+
+HEALTH_IDS = frozenset({190, 191, 202, 206, 207, 235, 236, 237, 238, *range(240, 246), 390, 391, 392, 409, 419, 429, 439, 151, 152, 158, 159})
+
+
+@dataclass(frozen=True)
 class GpuKind:
     """What the profiling module says about one GPU model.
 
@@ -80,6 +122,7 @@ class GpuKind:
     compute_capability: tuple[int, int]
     metric_groups: tuple[tuple[int, int, tuple[int, ...]], ...]
     chip_architecture: int  # dcgm_structs.h DCGM_CHIP_ARCH_*
+    board: Board = Board((5, 16), nvlink=True, page_retirement=False, temperature_limits=(89, 95, 87, 95))
 
     @property
     def one_pass_limited(self) -> bool:
@@ -107,10 +150,11 @@ KINDS = {
     # DcgmModuleCore.cpp ProcessProfGetMetricGroups (DCGM 4.6) answers for GPM GPUs itself, three groups:
     # 1001-1034, the NVLink and peer-memory fields 1040-1083 (+ per-link 1532, 1533), the cycle counters 1084-1096.
     "hopper": GpuKind("", (9, 0), ((0, 0, tuple(range(1001, 1035))), (1, 0, (*range(1040, 1084), 1532, 1533)), (2, 0, tuple(range(1084, 1097)))), 9),
-    "ampere": GpuKind("NVIDIA A100-SXM4-80GB", (8, 0), _PRE_HOPPER_GROUPS, 7),
+    "ampere": GpuKind("NVIDIA A100-SXM4-80GB", (8, 0), _PRE_HOPPER_GROUPS, 7, Board((4, 16), nvlink=True, page_retirement=False, temperature_limits=(90, 95, 87, 95))),
     # A PCIe card without NVLink nor the per-type tensor pipes: only some profiling fields.
-    "l4": GpuKind("NVIDIA L4", (8, 9), tuple(g for g in _PRE_HOPPER_GROUPS if g[0] != 4 and g[1] != 3), 8),
-    "pascal": GpuKind("Tesla P100-PCIE-16GB", (6, 0), (), 4),
+    "l4": GpuKind("NVIDIA L4", (8, 9), tuple(g for g in _PRE_HOPPER_GROUPS if g[0] != 4 and g[1] != 3), 8, Board((4, 16), nvlink=False, page_retirement=False, temperature_limits=(92, 98, 90, 0))),
+    # A PCIe Pascal board: page retirement, no NVLink; 0 for the memory limit it does not have.
+    "pascal": GpuKind("Tesla P100-PCIE-16GB", (6, 0), (), 4, Board((3, 16), nvlink=False, page_retirement=True, temperature_limits=(85, 90, 0, 0))),
 }
 # A GPU newer than this DCGM knows: dcgmGetGpuChipArchitecture answers DCGM_CHIP_ARCH_UNKNOWN (0xFFFFFFFF).
 KINDS["unknown-architecture"] = GpuKind("NVIDIA next", (10, 0), KINDS["hopper"].metric_groups, 0xFFFFFFFF)
@@ -460,6 +504,8 @@ class FakeHostEngine:
             return "DCGM_ST_OK", ts, float(major << 16 | minor)  # dcgm_fields.h DCGM_CUDA_COMPUTE_CAPABILITY_MAJOR/MINOR
         if field_id == 113:
             return "DCGM_ST_OK", ts, float(self.traces[gpu].gpu["max_sm_clock_mhz"])
+        if field_id in HEALTH_IDS:
+            return "DCGM_ST_OK", ts, health_value(kind.board, field_id, ts - self.started_wall_us)
         if field_id == 156:  # energy in mJ: the trace's mean power integrated since the engine started
             powers = [r["power_mw"] for r in self.traces[gpu].samples if r.get("power_mw") is not None]
             return "DCGM_ST_OK", ts, float(int(sum(powers) / len(powers) * (ts - self.started_wall_us) / 1e6))
