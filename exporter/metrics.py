@@ -168,7 +168,7 @@ METRICS: tuple[Metric, ...] = (
         Reading("sample.health.nvlink_replay_errors", "replay", dcgm=Dcgm(429, "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_TOTAL DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", 1, SLOW)),
         Reading("sample.health.nvlink_recovery_errors", "recovery", dcgm=Dcgm(439, "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_TOTAL DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", 1, SLOW)),
     )),
-    Metric("gpueff_nvlink_link_active", GAUGE, "", "1 if this NVLink link is up, 0 if it is down, for each link the GPU has (at most 36). Read at the slow cadence.", labels=("link",), backends=NVML_ONLY,
+    Metric("gpueff_nvlink_link_active", GAUGE, "", "1 if this NVLink link is up, 0 if it is down, for each link the GPU has (at most 36). Read at the slow cadence.", labels=("link",), backends=NOT_REPLAY,
            readings=_r("sample.health.nvlink_links_active")),
     Metric("gpueff_clock_violation_seconds_total", COUNTER, "seconds", "Time the clocks were held below their target since driver load, by policy: power, thermal, sync_boost, board_limit, low_utilization, reliability (nvmlDeviceGetViolationStatus). Its rate is the share of time throttled. Read at the slow cadence.",
            labels=("reason",), backends=NOT_REPLAY, readings=tuple(

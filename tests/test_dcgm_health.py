@@ -50,7 +50,7 @@ def collect(engine_control, polls: int = 3, set_values: dict[tuple[int, int], fl
 
 def test_the_dcgm_backend_gives_every_health_reading_the_catalogue_says_it_gives(engine_control):
     samples = collect(engine_control, set_values={(1, 191): 40.0})  # the Pascal board given a fan
-    assert claimed(DCGM) & HEALTH_PATHS == {"sample.health.nvlink_links_active"} ^ HEALTH_PATHS  # link state: NVML only
+    assert claimed(DCGM) & HEALTH_PATHS == HEALTH_PATHS
     assert given(samples) & HEALTH_PATHS == claimed(DCGM) & HEALTH_PATHS
 
 
@@ -100,6 +100,41 @@ def test_costly_health_fields_are_watched_at_the_slow_interval_and_cheap_ones_ev
     slow = {202, 235, 236, 237, 238, *range(240, 246), 390, 391, 392, 409, 419, 429, 439, 151, 152, 158, 159}
     assert {watched[field_id] for field_id in slow} == {2_000_000}
     assert {watched[field_id] for field_id in (190, 191, 206, 207)} == {100_000}
+
+
+def test_nvlink_link_states_come_from_dcgms_link_status_at_the_slow_cadence(engine_control):
+    engine_control.CONTROL.gpu_kinds = ["ampere", "pascal"]
+    dcgm = DcgmBackend(FAKE, collect_interval=0.1, slow_interval=0.5)
+    dcgm.start()
+    try:
+        engine = engine_control.CONTROL.embedded[-1]
+        before = dcgm.collect()
+        engine.links_down.add((0, 7))
+        time.sleep(0.2)
+        soon = dcgm.collect()  # within the slow interval: the last states stand
+        time.sleep(0.5)
+        later = dcgm.collect()
+    finally:
+        dcgm.close()
+    assert before[0].health.nvlink_links_active == tuple((link, True) for link in range(12))
+    assert soon[0].health.nvlink_links_active == before[0].health.nvlink_links_active
+    assert dict(later[0].health.nvlink_links_active or ())[7] is False
+    assert sum(active for _, active in later[0].health.nvlink_links_active or ()) == 11
+    assert before[1].health.nvlink_links_active is None  # a PCIe board: every link NotSupported
+
+
+def test_a_refused_link_status_leaves_the_link_states_out_and_the_gpu_up(engine_control, caplog, monkeypatch):
+    import dcgm_agent
+    import dcgm_structs
+
+    def refuse(handle):
+        raise dcgm_structs.DCGMError(dcgm_structs.DCGM_ST_NOT_SUPPORTED)
+
+    monkeypatch.setattr(dcgm_agent, "dcgmGetNvLinkLinkStatus", refuse)
+    samples = collect(engine_control, polls=2)
+    assert all(s.up and s.health.nvlink_links_active is None for s in samples)
+    assert all(s.health.nvlink_replay_errors == 0 for s in samples if s.device.index == 0)
+    assert "NVLink link states" in caplog.text
 
 
 def test_a_dcgm_without_a_health_field_leaves_that_reading_out_and_reads_the_rest(engine_control):

@@ -52,6 +52,7 @@ from exporter.backends.dcgm.fields import (
 from exporter.backends.dcgm.freshness import FieldClocks
 from exporter.backends.dcgm.health import PREFIX as HEALTH_PREFIX
 from exporter.backends.dcgm.health import health
+from exporter.backends.dcgm.nvlink import Links, link_states
 from exporter.backends.dcgm.profiling import MODULE_NOT_LOADED, GpuProfiling, refusal_reasons
 from exporter.backends.dcgm.profiling import plan as plan_profiling
 from exporter.backends.dcgm.profiling import watch as watch_profiling
@@ -171,6 +172,8 @@ class DcgmBackend(Backend):
         self._profiling_retry_due: float | None = None
         self._profiling_backoff = Backoff(*PROFILING_RETRY)
         self._contention_due: float | None = None
+        self._nvlink_due: float | None = None  # when the NVLink link states are read next (slow cadence); None: at once
+        self._nvlink: dict[int, Links] = {}  # GPU ID -> its links' states, as last read
         self._resume_guard_us = 0  # embedded: profiling values older than this came from before the resume
 
     @property
@@ -258,6 +261,7 @@ class DcgmBackend(Backend):
                 self._by_id.update({f.field_id: f for f in resolved})
         self._device_ids = list(self._by_id)
         self._xid_read = None
+        self._nvlink_due = None  # read the link states on the first poll of this connection
         events = [f for f in self.fields if f.spec.cadence == EVENT]
         if events:
             # Xids the driver attributes to a MIG instance are stored on its GPU and compute instance.
@@ -498,6 +502,8 @@ class DcgmBackend(Backend):
                 self._check_contention(session)
             values = session.latest(self._device_entities, self._device_ids) if self._device_entities else []
             windows = self._read_windows(session)
+            if self._nvlink_due is None or now >= self._nvlink_due:
+                self._read_nvlink(session, now)
         except session.error as error:
             self.errors_total += 1
             self._lost(session, f"{session.error_name(error)}: {error}")
@@ -531,6 +537,19 @@ class DcgmBackend(Backend):
                 self._logged.discard(f"down-{gpu.info.uuid}")
             samples.append(sample)
         return samples
+
+    def _read_nvlink(self, session: DcgmSession, now: float) -> None:
+        """Every GPU's NVLink link states, at the slow cadence; a connection error is the host engine's
+        (it propagates), any other leaves the states absent until the next read, logged once."""
+        self._nvlink_due = now + self.slow_interval
+        try:
+            self._nvlink = link_states(session.nvlink_status(), session.structs)
+        except session.error as error:
+            name = session.error_name(error)
+            if name in CONNECTION_ERRORS:
+                raise
+            self._nvlink = {}
+            self.log_once(f"nvlink-{name}", logging.WARNING, "DCGM answered %s for the NVLink link states: gpueff_nvlink_link_active is absent while it does", name)
 
     def _read_windows(self, session: DcgmSession) -> dict[tuple[Entity, int], list[Any]]:
         """Every profiling value cached since the previous poll, by (entity, field), oldest first; Xids
@@ -641,7 +660,7 @@ class DcgmBackend(Backend):
                 setattr(sample, spec.target, int(number))
             else:
                 setattr(sample, spec.target, number * spec.scale)
-        sample.health = health(health_values)
+        sample.health = health(health_values, self._nvlink.get(gpu.gpu_id) if gpu.parent is None else None)
         profiling: dict[str, float] = {}
         for field_id in sorted(gpu.profiling.watched):
             spec = self._by_id[field_id].spec

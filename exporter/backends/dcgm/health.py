@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from exporter.backends.dcgm.nvlink import Links
 from exporter.sample import NO_HEALTH, Health
 
 PREFIX = "health."  # a DCGM field's target (backends/dcgm/fields.py) for a sample.health reading
@@ -19,9 +20,10 @@ _KINDS = {each.name: each.type for each in dataclasses.fields(Health)}  # "int |
 _TEMPERATURE_LIMITS = frozenset(name for name in _KINDS if name.startswith("temperature_"))
 
 
-def health(values: dict[str, float]) -> Health:
-    """Health from DCGM numbers (already scaled to the sample's units) by Health field name."""
-    readings: dict[str, Any] = {}
+def health(values: dict[str, float], links: Links | None = None) -> Health:
+    """Health from DCGM numbers (already scaled to the sample's units) by Health field name, and the
+    GPU's NVLink link states where it has NVLink."""
+    readings: dict[str, Any] = {"nvlink_links_active": links} if links else {}
     for name, number in values.items():
         kind = str(_KINDS[name])
         if name == "performance_state" and not 0 <= number <= 15:

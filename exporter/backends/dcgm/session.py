@@ -152,6 +152,10 @@ class DcgmSession:
             return None
         return None if architecture in ARCHITECTURE_UNKNOWN else architecture
 
+    def nvlink_status(self) -> Any:
+        """Every GPU's NVLink link states (dcgmGetNvLinkLinkStatus, in the struct version these bindings use)."""
+        return self.agent.dcgmGetNvLinkLinkStatus(self.handle)
+
     def entities(self, gpu_ids: list[int]) -> list[Any]:
         return self.pairs([(self.bindings.fields.DCGM_FE_GPU, gpu_id) for gpu_id in gpu_ids])
 

@@ -289,6 +289,21 @@ def dcgmGetValuesSince_v2(dcgm_handle, groupId, fieldGroupId, sinceTimestamp, en
     return end + 1
 
 
+def dcgmGetNvLinkLinkStatus(dcgmHandle):
+    """testing/python3/dcgm_agent.py: the struct of the bindings' version; every GPU of the engine, its
+    links refreshed from NVML first (DcgmCacheManager.cpp PopulateNvLinkLinkStatusImpl)."""
+    engine = _session(dcgmHandle).engine
+    status = dcgm_structs.c_dcgmNvLinkStatus_v5()
+    status.version = dcgm_structs.dcgmNvLinkStatus_version
+    status.numGpus = len(engine.traces)
+    for gpu in range(len(engine.traces)):
+        status.gpus[gpu].entityId = gpu
+        states = engine.link_states(gpu, dcgm_structs.DcgmNvLinkLinkStateUp, dcgm_structs.DcgmNvLinkLinkStateDown, dcgm_structs.DcgmNvLinkLinkStateNotSupported)
+        for link, state in enumerate(states):
+            status.gpus[gpu].linkState[link] = state
+    return status
+
+
 def dcgmProfGetSupportedMetricGroups(dcgmHandle, gpuId):
     engine = _session(dcgmHandle).engine
     if not 0 <= gpuId < len(engine.traces):

@@ -268,3 +268,25 @@ class c_dcgmProfGetMetricGroups_v3(Structure):
 
 
 dcgmProfGetMetricGroups_version3 = make_dcgm_version(c_dcgmProfGetMetricGroups_v3, 3)
+
+
+# dcgm_structs.h dcgmNvLinkLinkState_t
+DcgmNvLinkLinkStateNotSupported = 0
+DcgmNvLinkLinkStateDisabled = 1
+DcgmNvLinkLinkStateDown = 2
+DcgmNvLinkLinkStateUp = 3
+DCGM_NVLINK_MAX_LINKS_PER_GPU = 36
+
+
+class c_dcgmNvLinkGpuLinkStatus_v4(Structure):
+    _fields_ = [("entityId", c_uint32), ("linkState", c_uint32 * DCGM_NVLINK_MAX_LINKS_PER_GPU)]
+
+
+class c_dcgmNvLinkStatus_v5(Structure):
+    """The NvSwitch part of the real struct is left out: nothing here reads it."""
+
+    _fields_ = [("version", c_uint32), ("numGpus", c_uint32), ("gpus", c_dcgmNvLinkGpuLinkStatus_v4 * DCGM_MAX_NUM_DEVICES)]
+
+
+dcgmNvLinkStatus_version5 = make_dcgm_version(c_dcgmNvLinkStatus_v5, 5)
+dcgmNvLinkStatus_version = dcgmNvLinkStatus_version5

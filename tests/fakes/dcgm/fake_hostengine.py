@@ -73,7 +73,7 @@ class Board:
     (DcgmCacheManager.cpp, NvmlErrorToInt64Value), played here as None."""
 
     pcie: tuple[int, int]  # link generation and width, current and maximum alike
-    nvlink: bool  # the NVLink error totals 409/419/429/439: NOT_SUPPORTED without NVLink
+    nvlinks: int  # NVLink links; without any, the error totals 409/419/429/439 read NOT_SUPPORTED and every link state NotSupported
     page_retirement: bool  # 390-392: pre-Ampere only (Ampere and newer remap rows instead)
     temperature_limits: tuple[int, int, int, int]  # slowdown, shutdown, GPU max, memory max (158, 159, 152, 151)
     fan: bool = False  # 191: data-centre boards are passively cooled
@@ -95,7 +95,7 @@ def health_value(board: Board, field_id: int, since_start_us: int) -> float | No
     if field_id in (236, 238):
         return float(board.pcie[1])
     if field_id in (409, 419, 429, 439):
-        return (3.0 if field_id == 409 else 0.0) if board.nvlink else None
+        return (3.0 if field_id == 409 else 0.0) if board.nvlinks else None
     if field_id in (390, 391, 392):
         return {390: 2.0, 391: 0.0, 392: 0.0}[field_id] if board.page_retirement else None
     if field_id in (158, 159, 152, 151):
@@ -122,7 +122,7 @@ class GpuKind:
     compute_capability: tuple[int, int]
     metric_groups: tuple[tuple[int, int, tuple[int, ...]], ...]
     chip_architecture: int  # dcgm_structs.h DCGM_CHIP_ARCH_*
-    board: Board = Board((5, 16), nvlink=True, page_retirement=False, temperature_limits=(89, 95, 87, 95))
+    board: Board = Board((5, 16), nvlinks=18, page_retirement=False, temperature_limits=(89, 95, 87, 95))
 
     @property
     def one_pass_limited(self) -> bool:
@@ -150,11 +150,11 @@ KINDS = {
     # DcgmModuleCore.cpp ProcessProfGetMetricGroups (DCGM 4.6) answers for GPM GPUs itself, three groups:
     # 1001-1034, the NVLink and peer-memory fields 1040-1083 (+ per-link 1532, 1533), the cycle counters 1084-1096.
     "hopper": GpuKind("", (9, 0), ((0, 0, tuple(range(1001, 1035))), (1, 0, (*range(1040, 1084), 1532, 1533)), (2, 0, tuple(range(1084, 1097)))), 9),
-    "ampere": GpuKind("NVIDIA A100-SXM4-80GB", (8, 0), _PRE_HOPPER_GROUPS, 7, Board((4, 16), nvlink=True, page_retirement=False, temperature_limits=(90, 95, 87, 95))),
+    "ampere": GpuKind("NVIDIA A100-SXM4-80GB", (8, 0), _PRE_HOPPER_GROUPS, 7, Board((4, 16), nvlinks=12, page_retirement=False, temperature_limits=(90, 95, 87, 95))),
     # A PCIe card without NVLink nor the per-type tensor pipes: only some profiling fields.
-    "l4": GpuKind("NVIDIA L4", (8, 9), tuple(g for g in _PRE_HOPPER_GROUPS if g[0] != 4 and g[1] != 3), 8, Board((4, 16), nvlink=False, page_retirement=False, temperature_limits=(92, 98, 90, 0))),
+    "l4": GpuKind("NVIDIA L4", (8, 9), tuple(g for g in _PRE_HOPPER_GROUPS if g[0] != 4 and g[1] != 3), 8, Board((4, 16), nvlinks=0, page_retirement=False, temperature_limits=(92, 98, 90, 0))),
     # A PCIe Pascal board: page retirement, no NVLink; 0 for the memory limit it does not have.
-    "pascal": GpuKind("Tesla P100-PCIE-16GB", (6, 0), (), 4, Board((3, 16), nvlink=False, page_retirement=True, temperature_limits=(85, 90, 0, 0))),
+    "pascal": GpuKind("Tesla P100-PCIE-16GB", (6, 0), (), 4, Board((3, 16), nvlinks=0, page_retirement=True, temperature_limits=(85, 90, 0, 0))),
 }
 # A GPU newer than this DCGM knows: dcgmGetGpuChipArchitecture answers DCGM_CHIP_ARCH_UNKNOWN (0xFFFFFFFF).
 KINDS["unknown-architecture"] = GpuKind("NVIDIA next", (10, 0), KINDS["hopper"].metric_groups, 0xFFFFFFFF)
@@ -238,6 +238,7 @@ class FakeHostEngine:
         self.field_groups: dict[int, tuple[str, list[int], int]] = {}  # id -> (name, fields, owner)
         self.values: dict[tuple[int, int], float | Callable[[int], float]] = {}  # (gpu, field) -> a value set by a test, or its function of ts
         self.blank: set[tuple[int, int]] = set()  # (gpu, field) that read DCGM_*_NOT_SUPPORTED
+        self.links_down: set[tuple[int, int]] = set()  # (gpu, link) NVML reports inactive
         self.lost: set[int] = set()
         self.paused = False
         self.frozen_us: int | None = None  # while set, DCGM's clock (and so its cache) stands still
@@ -331,6 +332,12 @@ class FakeHostEngine:
                 out.append((instance, (GPU, gpu), number))
                 out.append(((GPU_CI, instance[1]), instance, number))
         return out
+
+    def link_states(self, gpu: int, up: int, down: int, not_supported: int) -> list[int]:
+        """One GPU's NVLink link states as dcgmGetNvLinkLinkStatus gives them (DcgmTopology.cpp
+        UpdateNvLinkLinkStateFromNvml): NotSupported beyond the GPU's link count or for a lost GPU."""
+        count = 0 if gpu in self.lost else self.kinds[gpu].board.nvlinks
+        return [(down if (gpu, link) in self.links_down else up) if link < count else not_supported for link in range(36)]
 
     def entity_exists(self, entity: Entity) -> bool:
         if entity[0] == GPU:
