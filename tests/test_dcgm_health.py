@@ -145,3 +145,10 @@ def test_a_dcgm_without_a_health_field_leaves_that_reading_out_and_reads_the_res
     hopper = [s for s in samples if s.device.index == 0][-1]
     assert hopper.up and hopper.health.violation_reliability_seconds is None
     assert hopper.health.violation_power_seconds is not None
+
+
+def test_a_power_limit_changed_at_run_time_shows_at_the_slow_cadence(engine_control):
+    samples = collect(engine_control, set_values={(0, 164): 450.0})  # nvidia-smi -pl 450 after the start
+    first = [s.device for s in samples if s.device.index == 0]
+    assert first[-1].power_limit_watts == 450 and first[-1].uuid == "GPU-fakedcgm-0-matmul_8192"
+    assert [s.device.power_limit_watts for s in samples if s.device.index == 1][-1] == 700  # the device attributes' at connect

@@ -214,8 +214,8 @@ def test_a_metric_with_a_dcgm_source_says_dcgm_gives_it():
     for metric, reading in READINGS:
         if reading.dcgm is not None:
             assert DCGM in metric.backends, metric.name
-        elif reading.path.startswith("sample.") and reading.path not in {"sample.up", "sample.device", "sample.profiling_available", "sample.profiling_multiplexed", "sample.device.power_limit_watts",
-                                                                       "sample.health.nvlink_links_active"}:  # DCGM: device attributes, dcgmGetNvLinkLinkStatus
+        elif reading.path.startswith("sample.") and reading.path not in {"sample.up", "sample.device", "sample.profiling_available", "sample.profiling_multiplexed",
+                                                                       "sample.health.nvlink_links_active"}:  # DCGM: dcgmGetNvLinkLinkStatus
             assert DCGM not in metric.backends, metric.name
 
 

@@ -24,6 +24,7 @@ events), fields (the field table).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import secrets
@@ -72,6 +73,7 @@ PROFILING_RETRY = (60.0, 960.0)
 CONTENTION_CHECK = 60.0  # seconds between looks at other clients' field groups
 PAUSED = "paused"
 GPU_ENTITY = 1  # dcgm_fields.h DCGM_FE_GPU
+POWER_LIMIT_TARGET = "power_limit_watts"  # the one DeviceInfo attribute read again (a limit changed at run time); the rest are read once
 CONNECTION_ERRORS = {"DCGM_ST_CONNECTION_NOT_VALID", "DCGM_ST_UNINITIALIZED"}  # the host engine, not one watch
 # Field 203 (NVML's utilization: any engine, copy engines included) is sampled at the driver's own
 # sample period, so the mean of its samples in a poll window is nvidia-smi's utilization over the
@@ -652,7 +654,11 @@ class DcgmBackend(Backend):
             gpu.readings[raw.fieldId] = FieldReading(number if status == OK else None, status)
             if status != OK or number is None:
                 continue
-            if spec.target.startswith(HEALTH_PREFIX):
+            if spec.target == POWER_LIMIT_TARGET:
+                if number * spec.scale != gpu.info.power_limit_watts:
+                    gpu.info = dataclasses.replace(gpu.info, power_limit_watts=number * spec.scale)
+                sample.device = gpu.info
+            elif spec.target.startswith(HEALTH_PREFIX):
                 health_values[spec.target.removeprefix(HEALTH_PREFIX)] = number * spec.scale
             elif spec.target in BOOLEAN_TARGETS:
                 setattr(sample, spec.target, bool(number))

@@ -511,6 +511,8 @@ class FakeHostEngine:
             return "DCGM_ST_OK", ts, float(major << 16 | minor)  # dcgm_fields.h DCGM_CUDA_COMPUTE_CAPABILITY_MAJOR/MINOR
         if field_id == 113:
             return "DCGM_ST_OK", ts, float(self.traces[gpu].gpu["max_sm_clock_mhz"])
+        if field_id == 164:  # watts, a double (dcgm_fields.cpp); what the device attributes say at first
+            return "DCGM_ST_OK", ts, float(self.device_attributes(gpu)["enforcedPowerLimit"])
         if field_id in HEALTH_IDS:
             return "DCGM_ST_OK", ts, health_value(kind.board, field_id, ts - self.started_wall_us)
         if field_id == 156:  # energy in mJ: the trace's mean power integrated since the engine started
