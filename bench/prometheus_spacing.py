@@ -111,23 +111,29 @@ def cpu_ns(pid: int) -> int:
 
 def cpu_per_gpu_per_poll(count: int, interval: float, seconds: float, tree: Path = ROOT, scrape_every: float = 0.0) -> float:
     """Daemon process CPU µs per GPU per poll over ``seconds``, left alone, or scraped every
-    ``scrape_every`` seconds on one keep-alive connection (as Prometheus does; the scrapes' own
-    serving counted)."""
+    ``scrape_every`` seconds on one keep-alive connection as Prometheus does (after three scrapes
+    that show the daemon the cadence; the scrapes' own serving counted, and no other request)."""
     with daemon(replay_daemon_command(count, f"{int(interval * 1000)}ms"), cwd=tree) as running:
         time.sleep(1.0)
-        status, body = running.get()
-        first_cpu, first_polls = cpu_ns(running.pid), polls_served(body)
+        connection = http.client.HTTPConnection("127.0.0.1", running.port, timeout=10)
         if scrape_every:
-            connection = http.client.HTTPConnection("127.0.0.1", running.port, timeout=10)
-            ends = time.monotonic() + seconds
-            while time.monotonic() < ends:
+            for _ in range(3):
                 _get(connection, True)
-                time.sleep(min(scrape_every, max(0.0, ends - time.monotonic())))
-            connection.close()
+                time.sleep(scrape_every)
+            body = _get(connection, True)
+        else:
+            body = running.get()[1]
+        first_cpu, first_polls = cpu_ns(running.pid), polls_served(body)
+        ends = time.monotonic() + seconds
+        if scrape_every:
+            while time.monotonic() < ends:
+                time.sleep(scrape_every)
+                body = _get(connection, True)
         else:
             time.sleep(seconds)
+            body = running.get()[1]
+        connection.close()
         cpu = (cpu_ns(running.pid) - first_cpu) / 1e9
-        status, body = running.get()
         polls = polls_served(body) - first_polls
     return cpu / max(polls, 1) / count * 1e6
 
