@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from harness import free_port  # noqa: F401  (the tests import it from here)
 
 from exporter.snapshot import Snapshot
 from exporter.trace import planted_trace_paths
@@ -26,12 +26,6 @@ ROOT = Path(__file__).resolve().parent.parent
 def trace_paths() -> dict[str, Path]:
     """The six recorded H200 traces by workload name (file stem)."""
     return {path.stem: path for path in planted_trace_paths()}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:

@@ -8,13 +8,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from conftest import payloads_following
-
 from exporter.backends.replay import ReplayBackend
 from exporter.config.file import Config
 from exporter.poller import Poller
 from exporter.selfstats import ProcessStats
 from exporter.trace import demo_trace_paths, load_trace
+from exporter.web.payload import Payloads
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "demo.metrics"
 POLLS = 12
@@ -36,12 +35,14 @@ def demo_metrics() -> bytes:
     clock = Ticks(100.0)
     backend = ReplayBackend([load_trace(path) for path in demo_trace_paths()], clock=clock)
     poller = Poller(backend, Config(), clock=clock, wall_clock=lambda: 1_763_000_000.5, timer=Ticks(0.0, 0.001), process_stats=lambda: PROCESS)
+    served = Payloads(clock)
+    poller.subscribe(served.publish)  # as the daemon: each poll rendered as it is published
     backend.start()
     for _ in range(POLLS):
         clock.now += 0.5
         poller.poll_once()
     clock.now += 0.25
-    body = payloads_following(poller, clock).body()
+    body = served.body()
     assert body is not None
     return body
 
