@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import subprocess
@@ -102,3 +103,14 @@ def payloads_of(snapshot: Snapshot, clock: Callable[[], float] = time.monotonic)
     payloads = Payloads(clock)
     payloads.publish(snapshot)
     return payloads
+
+
+@pytest.fixture()
+def restore_logging():
+    """The commands' main() installs its own root handler (logs.setup); put pytest's back afterwards,
+    so later tests' caplog still sees records."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import sys
 
 import pytest
@@ -23,16 +22,6 @@ COMPARED = [attribute for attribute, _ in NVML_KEYS.values()]
 @pytest.fixture(scope="module")
 def traces(trace_paths):
     return {name: load_trace(path) for name, path in trace_paths.items()}
-
-
-@pytest.fixture
-def restore_logging():
-    """cli.main installs its own root handler; put pytest's back afterwards."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 def recorded(gpus, gpu=0, duration=3.0, interval=0.5, oversleep=lambda tick: 0.0):

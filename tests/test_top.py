@@ -28,6 +28,8 @@ from exporter.overview import GpuOverview, snapshot_overview
 from exporter.poller import Poller
 from exporter.trace import demo_trace_paths, load_trace
 
+pytestmark = pytest.mark.usefixtures("restore_logging")  # main() installs its own log handler
+
 TOP = [sys.executable, "-m", "exporter", "top"]
 ESCAPE = re.compile(r"\x1b\[")
 
