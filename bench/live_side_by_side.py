@@ -8,8 +8,10 @@ learnt from three scrapes) each one's CPU is measured for ``--seconds`` from its
 (nanoseconds, all threads), with its RSS at the end and the wall time of one poll's collection
 (``gpueff_collect_duration_seconds`` sum over count, NVML calls included). Prints a Markdown table;
 nvitop-exporter's figure to compare with is the issue's (0.941 % of a core at 1 s on the same H100).
+With ``--fake-gpus N`` the daemons run on the fake pynvml instead (``tools/fake_nvml_daemon.py`` of
+each tree): the same comparison on a machine without a GPU, NVML's own cost left out.
 
-    python bench/live_side_by_side.py --baseline TREE [--seconds 20] [--warmup 12] [--scrape-every 5]
+    python bench/live_side_by_side.py --baseline TREE [--seconds 20] [--warmup 12] [--scrape-every 5] [--fake-gpus N]
 """
 
 from __future__ import annotations
@@ -62,11 +64,16 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--warmup", type=float, default=12.0)
     parser.add_argument("--scrape-every", type=float, default=5.0)
+    parser.add_argument("--fake-gpus", type=int, default=0, help="run on this many fake GPUs (tests/fakes/nvml.py) instead of the real ones")
     args = parser.parse_args()
     runs = [(label, tree, interval) for interval in ("1s", "100ms") for label, tree in (("baseline", Path(args.baseline).resolve()), ("this", ROOT))]
     stop = threading.Event()
     with contextlib.ExitStack() as stack:
-        daemons = [stack.enter_context(daemon([sys.executable, "-m", "exporter", "--collect-interval", interval], cwd=tree)) for _, tree, interval in runs]
+        def command(tree: Path, interval: str) -> list[str]:
+            start = [sys.executable, str(tree / "tools" / "fake_nvml_daemon.py"), str(args.fake_gpus)] if args.fake_gpus else [sys.executable, "-m", "exporter"]
+            return [*start, "--collect-interval", interval]
+
+        daemons = [stack.enter_context(daemon(command(tree, interval), cwd=tree)) for _, tree, interval in runs]
         scrapers = [threading.Thread(target=scrape_until, args=(running, args.scrape_every, stop), daemon=True) for running in daemons]
         for scraper in scrapers:
             scraper.start()
