@@ -4,8 +4,10 @@ where scrapes ask for gzip; each scrape only appends the snapshot's age.
 A poll whose snapshot no scrape will read is not rendered: once scrapes have shown their cadence
 (Prometheus scrapes at a fixed interval), a snapshot is rendered only when the next scrape is due
 within ``RENDER_AHEAD`` collect intervals of its poll, or overdue. Polling at 100 ms for a scrape
-every 15 s renders 2 polls of 150. A scrape that comes earlier than its cadence finds the latest
-snapshot unrendered and renders it itself (once).
+every 15 s renders 2 or 3 polls of 150. The cadence is the shortest gap between recent scrapes, so
+two scrapers at different offsets (a Prometheus pair) make it their shortest gap and more polls are
+rendered, never fewer. A scrape that comes earlier than its cadence finds the latest snapshot
+unrendered and renders it itself (once).
 
 The body is compressed at level 1 and stops at a sync flush; each scrape appends the age line as a
 stored (uncompressed) final deflate block and the gzip trailer, whose CRC-32 continues the body's.
