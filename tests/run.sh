@@ -112,16 +112,20 @@ GPUEFF_LOAD_SECONDS=${GPUEFF_LOAD_SECONDS:-30} suite "$venv" "$@"
 stage_done "suite on python3"
 GPUEFF_LOAD_SECONDS=${GPUEFF_LOAD_SECONDS:-20} suite "$venv313" "$@"
 stage_done "suite on CPython 3.13"
-# Python 3.10 (Ubuntu 22.04's): the suite without the slow and end-to-end tests, which exercise the
-# same code as on 3.11 and 3.13 and would add minutes (docs/bare-metal.md, "Python versions"); mypy
-# checks the package against 3.10's standard library above.
-if [ -n "$python310" ]; then
-    make_venv "$python310" "${GPUEFF_TEST_VENV310:-.venv-3.10}"
-    GPUEFF_LOAD_SECONDS=${GPUEFF_LOAD_SECONDS:-20} suite "${GPUEFF_TEST_VENV310:-.venv-3.10}" -m "not slow and not e2e" "$@"
-else
-    closing+=("CPython 3.10: NOT RUN (no pyenv 3.10 here; set GPUEFF_PYTHON310)")
-fi
-stage_done "suite on CPython 3.10"
+# Python 3.10 (Ubuntu 22.04's) and 3.12 (the GPU machines' PyTorch images): the suite without the slow
+# and end-to-end tests, which exercise the same code as on 3.11 and 3.13 and would add minutes
+# (docs/bare-metal.md, "Python versions"); mypy checks the package against 3.10's standard library above.
+for minor in 10 12; do
+    found=$python310
+    [ "$minor" = 10 ] || found=$(ls -d "${PYENV_ROOT:-/root/.pyenv}"/versions/3.$minor.*/bin/python3 2>/dev/null | tail -n 1 || true)
+    if [ -n "$found" ]; then
+        make_venv "$found" ".venv-3.$minor"
+        GPUEFF_LOAD_SECONDS=${GPUEFF_LOAD_SECONDS:-20} suite ".venv-3.$minor" -m "not slow and not e2e" "$@"
+    else
+        closing+=("CPython 3.$minor: NOT RUN (no pyenv 3.$minor here)")
+    fi
+    stage_done "suite on CPython 3.$minor"
+done
 
 echo
 echo "tests/run.sh: time per stage"
