@@ -29,6 +29,24 @@ def trace_paths() -> dict[str, Path]:
     return {path.stem: path for path in planted_trace_paths()}
 
 
+DCGM_FAKE = str(ROOT / "tests" / "fakes" / "dcgm")
+
+
+@pytest.fixture()
+def dcgm_engine(trace_paths):
+    """The fake DCGM host engine's module (loaded as the bindings are, from DCGM_FAKE), reset, with two
+    GPUs: 0 plays matmul_8192, 1 plays idle."""
+    from exporter.backends.dcgm.bindings import load_bindings
+
+    load_bindings(DCGM_FAKE)
+    import fake_hostengine
+
+    fake_hostengine.reset()
+    fake_hostengine.CONTROL.traces = [str(trace_paths["matmul_8192"]), str(trace_paths["idle"])]
+    yield fake_hostengine
+    fake_hostengine.reset()
+
+
 def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:

@@ -12,8 +12,8 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, running_daemon
-from fakes.nvml import FakeGpu, FakeNvml
+from conftest import DCGM_FAKE, ROOT, running_daemon
+from fakes.nvml import FakeClock, FakeGpu, FakeNvml
 
 from exporter.backends.auto import AutoBackend
 from exporter.backends.base import BackendUnavailable
@@ -22,30 +22,8 @@ from exporter.backends.dcgm.bindings import load_bindings
 from exporter.backends.nvml.backend import NvmlBackend
 from exporter.trace import load_trace
 
-FAKE = str(ROOT / "tests" / "fakes" / "dcgm")
+FAKE = DCGM_FAKE
 MIB = 1024 * 1024
-
-
-class Clock:
-    """The backend's monotonic clock, moved by hand (reconnect back-off, staleness)."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def engine_control(trace_paths):
-    """The fake engine's controls, reset, with two GPUs: 0 plays matmul_8192, 1 plays idle."""
-    load_bindings(FAKE)
-    import fake_hostengine
-
-    fake_hostengine.reset()
-    fake_hostengine.CONTROL.traces = [str(trace_paths["matmul_8192"]), str(trace_paths["idle"])]
-    yield fake_hostengine
-    fake_hostengine.reset()
 
 
 def backend(clock=time.monotonic, host=None, interval=0.1, slow=1.0) -> DcgmBackend:
@@ -56,11 +34,11 @@ def trace_values(path: Path, key: str, scale: float) -> set[float]:
     return {round(record[key] * scale, 6) for record in load_trace(path).samples if record.get(key) is not None}
 
 
-def test_watches_fields_and_reads_latest_values_in_the_gpm_shape(engine_control, trace_paths):
+def test_watches_fields_and_reads_latest_values_in_the_gpm_shape(dcgm_engine, trace_paths):
     dcgm = backend()
     devices = dcgm.start()
     try:
-        engine = engine_control.CONTROL.embedded[-1]
+        engine = dcgm_engine.CONTROL.embedded[-1]
         assert [d.uuid for d in devices] == ["GPU-fakedcgm-0-matmul_8192", "GPU-fakedcgm-1-idle"]
         assert devices[0].name == "NVIDIA H200" and devices[0].power_limit_watts == 700 and devices[0].max_sm_clock_mhz == 1980
         # Device and profiling fields at the collect interval, costly ones at the slow interval.
@@ -91,11 +69,11 @@ def test_watches_fields_and_reads_latest_values_in_the_gpm_shape(engine_control,
     }
 
 
-def test_blank_values_are_missing_never_zero(engine_control):
+def test_blank_values_are_missing_never_zero(dcgm_engine):
     dcgm = backend(interval=1.0)
     dcgm.start()
     try:
-        engine = engine_control.CONTROL.embedded[-1]
+        engine = dcgm_engine.CONTROL.embedded[-1]
         first = dcgm.collect()[0]
         # Profiling ratios are blank until DCGM's second update: no profiling values, not zeros.
         assert first.profiling.readings() == {} and not first.profiling_available
@@ -114,8 +92,8 @@ def test_blank_values_are_missing_never_zero(engine_control):
 
 
 @pytest.mark.parametrize(("naming", "sm_name", "util_name"), [("4.6", "DCGM_FI_PROF_SM_UTIL_RATIO", "DCGM_FI_DEV_GPU_UTIL_RATIO"), ("3", "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_DEV_GPU_UTIL")])
-def test_fields_resolve_by_id_under_old_and_new_names(engine_control, naming, sm_name, util_name):
-    engine_control.CONTROL.naming = naming
+def test_fields_resolve_by_id_under_old_and_new_names(dcgm_engine, naming, sm_name, util_name):
+    dcgm_engine.CONTROL.naming = naming
     dcgm = backend()
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)  # legacy names are only a fallback
@@ -128,10 +106,10 @@ def test_fields_resolve_by_id_under_old_and_new_names(engine_control, naming, sm
         dcgm.close()
 
 
-def test_without_a_metadata_lookup_the_bindings_names_decide(engine_control, monkeypatch):
+def test_without_a_metadata_lookup_the_bindings_names_decide(dcgm_engine, monkeypatch):
     import dcgm_fields
 
-    engine_control.CONTROL.naming = "3"
+    dcgm_engine.CONTROL.naming = "3"
     monkeypatch.delattr(dcgm_fields, "DcgmFieldGetById")
     monkeypatch.setattr(dcgm_fields, "_LEGACY", {k: v for k, v in dcgm_fields._LEGACY.items() if v != 1016})  # a DCGM without field 1016
     dcgm = backend()
@@ -144,10 +122,10 @@ def test_without_a_metadata_lookup_the_bindings_names_decide(engine_control, mon
         dcgm.close()
 
 
-def test_a_field_unknown_to_this_dcgm_is_left_out_and_the_rest_works(engine_control):
+def test_a_field_unknown_to_this_dcgm_is_left_out_and_the_rest_works(dcgm_engine):
     import dcgm_fields
 
-    engine_control.CONTROL.known_field_ids = set(dcgm_fields.FIELD_NAMES) - {1016, 1015}
+    dcgm_engine.CONTROL.known_field_ids = set(dcgm_fields.FIELD_NAMES) - {1016, 1015}
     dcgm = backend()
     dcgm.start()
     try:
@@ -160,8 +138,8 @@ def test_a_field_unknown_to_this_dcgm_is_left_out_and_the_rest_works(engine_cont
     assert sample.profiling.sm_active is not None
 
 
-def test_profiling_refused_leaves_device_fields_working(engine_control, caplog):
-    engine_control.CONTROL.profiling_refusal = "DCGM_ST_IN_USE"
+def test_profiling_refused_leaves_device_fields_working(dcgm_engine, caplog):
+    dcgm_engine.CONTROL.profiling_refusal = "DCGM_ST_IN_USE"
     dcgm = backend()
     with caplog.at_level(logging.WARNING):
         dcgm.start()
@@ -175,9 +153,9 @@ def test_profiling_refused_leaves_device_fields_working(engine_control, caplog):
     assert sample.up and sample.gpu_utilization is not None and sample.profiling.readings() == {} and not sample.profiling_available
 
 
-def test_host_engine_restart_turns_gpus_down_then_reconnects_with_backoff_and_no_stale_values(engine_control, caplog):
-    engine = engine_control.serve("127.0.0.1:5555")
-    clock = Clock()
+def test_host_engine_restart_turns_gpus_down_then_reconnects_with_backoff_and_no_stale_values(dcgm_engine, caplog):
+    engine = dcgm_engine.serve("127.0.0.1:5555")
+    clock = FakeClock()
     dcgm = backend(clock=clock, host="127.0.0.1:5555")
     dcgm.start()
     try:
@@ -207,17 +185,17 @@ def test_host_engine_restart_turns_gpus_down_then_reconnects_with_backoff_and_no
         dcgm.close()
 
 
-def test_standalone_without_a_host_engine_is_unavailable(engine_control):
+def test_standalone_without_a_host_engine_is_unavailable(dcgm_engine):
     with pytest.raises(BackendUnavailable, match="nv-hostengine at 127.0.0.1:5599.*DCGM_ST_CONNECTION_NOT_VALID"):
         backend(host="127.0.0.1:5599").start()
 
 
-def test_values_that_stop_updating_are_not_served(engine_control):
-    clock = Clock()
+def test_values_that_stop_updating_are_not_served(dcgm_engine):
+    clock = FakeClock()
     dcgm = backend(clock=clock)
     dcgm.start()
     try:
-        engine = engine_control.CONTROL.embedded[-1]
+        engine = dcgm_engine.CONTROL.embedded[-1]
         assert dcgm.collect()[0].up
         engine.freeze()  # DCGM's cache stops updating: every timestamp stays where it is
         assert dcgm.collect()[0].power_watts is not None
@@ -228,11 +206,11 @@ def test_values_that_stop_updating_are_not_served(engine_control):
     assert [s.up for s in stale] == [False, False]
 
 
-def test_xid_events_are_counted_once_each(engine_control):
+def test_xid_events_are_counted_once_each(dcgm_engine):
     dcgm = backend()
     dcgm.start()
     try:
-        engine = engine_control.CONTROL.embedded[-1]
+        engine = dcgm_engine.CONTROL.embedded[-1]
         assert dcgm.collect()[0].xid_errors == {}
         engine.inject_xid(0, 79)
         time.sleep(0.001)
@@ -245,10 +223,10 @@ def test_xid_events_are_counted_once_each(engine_control):
         dcgm.close()
 
 
-def test_missing_bindings_or_library_say_where_and_what(engine_control, tmp_path):
+def test_missing_bindings_or_library_say_where_and_what(dcgm_engine, tmp_path):
     with pytest.raises(BackendUnavailable, match=f"DCGM Python bindings not found: looked in {tmp_path}"):
         load_bindings(str(tmp_path))
-    engine_control.CONTROL.no_library = True
+    dcgm_engine.CONTROL.no_library = True
     with pytest.raises(BackendUnavailable, match="DCGM_ST_LIBRARY_NOT_FOUND"):
         backend().start()
 
@@ -260,7 +238,7 @@ def fake_nvml(trace_paths, gpm: bool) -> NvmlBackend:
     return NvmlBackend(nvml=FakeNvml([FakeGpu(load_trace(trace_paths["idle"]), gpm=gpm)]))
 
 
-def test_auto_picks_dcgm_when_its_profiling_fields_answer(engine_control, trace_paths, caplog):
+def test_auto_picks_dcgm_when_its_profiling_fields_answer(dcgm_engine, trace_paths, caplog):
     auto = AutoBackend(backend, lambda: fake_nvml(trace_paths, gpm=True), probe_timeout=3.0)
     with caplog.at_level(logging.INFO):
         devices = auto.start()
@@ -272,8 +250,8 @@ def test_auto_picks_dcgm_when_its_profiling_fields_answer(engine_control, trace_
         auto.close()
 
 
-def test_auto_falls_back_to_nvml_with_gpm_when_dcgm_gives_no_profiling(engine_control, trace_paths, caplog):
-    engine_control.CONTROL.profiling_refusal = "DCGM_ST_PROFILING_NOT_SUPPORTED"
+def test_auto_falls_back_to_nvml_with_gpm_when_dcgm_gives_no_profiling(dcgm_engine, trace_paths, caplog):
+    dcgm_engine.CONTROL.profiling_refusal = "DCGM_ST_PROFILING_NOT_SUPPORTED"
     auto = AutoBackend(backend, lambda: fake_nvml(trace_paths, gpm=True), probe_timeout=1.0)
     with caplog.at_level(logging.INFO):
         auto.start()
@@ -281,12 +259,12 @@ def test_auto_falls_back_to_nvml_with_gpm_when_dcgm_gives_no_profiling(engine_co
         assert auto.name == "nvml"
         assert "not using DCGM for profiling: DCGM runs but gives no profiling fields (DCGM_ST_PROFILING_NOT_SUPPORTED" in caplog.text
         assert "using NVML with GPM profiling metrics on all 1 GPU(s)" in caplog.text
-        assert engine_control.CONTROL.embedded[-1].running is False  # the DCGM engine was stopped again
+        assert dcgm_engine.CONTROL.embedded[-1].running is False  # the DCGM engine was stopped again
     finally:
         auto.close()
 
 
-def test_auto_says_when_nothing_gives_profiling(engine_control, trace_paths, caplog):
+def test_auto_says_when_nothing_gives_profiling(dcgm_engine, trace_paths, caplog):
     missing = str(ROOT / "no-such-bindings")
     auto = AutoBackend(lambda: DcgmBackend(missing), lambda: fake_nvml(trace_paths, gpm=False), probe_timeout=1.0)
     with caplog.at_level(logging.INFO):
@@ -303,8 +281,8 @@ class NoNvml(NvmlBackend):
         raise BackendUnavailable("cannot initialise NVML (no driver)")
 
 
-def test_auto_keeps_dcgm_without_profiling_when_nvml_fails_too(engine_control, caplog):
-    engine_control.CONTROL.profiling_refusal = "DCGM_ST_REQUIRES_ROOT"
+def test_auto_keeps_dcgm_without_profiling_when_nvml_fails_too(dcgm_engine, caplog):
+    dcgm_engine.CONTROL.profiling_refusal = "DCGM_ST_REQUIRES_ROOT"
     auto = AutoBackend(backend, NoNvml, probe_timeout=1.0)
     with caplog.at_level(logging.WARNING):
         devices = auto.start()
@@ -315,7 +293,7 @@ def test_auto_keeps_dcgm_without_profiling_when_nvml_fails_too(engine_control, c
         auto.close()
 
 
-def test_auto_names_both_reasons_when_no_live_backend_works(engine_control):
+def test_auto_names_both_reasons_when_no_live_backend_works(dcgm_engine):
     auto = AutoBackend(lambda: DcgmBackend(str(ROOT / "nowhere")), NoNvml, probe_timeout=1.0)
     with pytest.raises(BackendUnavailable, match=r"no live backend works here\. DCGM: DCGM is not usable \(DCGM Python bindings not found.*NVML: cannot initialise NVML"):
         auto.start()
@@ -366,7 +344,7 @@ def sm_active_over_polls(dcgm: DcgmBackend, engine, polls: int) -> list[float | 
     return readings
 
 
-def test_bindings_folder_never_goes_on_sys_path_so_its_common_package_shadows_nothing(engine_control, tmp_path, monkeypatch):
+def test_bindings_folder_never_goes_on_sys_path_so_its_common_package_shadows_nothing(dcgm_engine, tmp_path, monkeypatch):
     import shutil
     import sys
 
@@ -385,9 +363,9 @@ def test_bindings_folder_never_goes_on_sys_path_so_its_common_package_shadows_no
         load_bindings(FAKE)
 
 
-def test_only_the_profiling_fields_a_gpu_supports_are_watched(engine_control):
+def test_only_the_profiling_fields_a_gpu_supports_are_watched(dcgm_engine):
     """An L4 has no NVLink: watching 1011 there is refused, and a watch is all or nothing (DCGM asks first)."""
-    engine_control.CONTROL.gpu_kinds = ["l4", "l4"]
+    dcgm_engine.CONTROL.gpu_kinds = ["l4", "l4"]
     dcgm = backend()
     dcgm.start()
     try:
@@ -401,37 +379,37 @@ def test_only_the_profiling_fields_a_gpu_supports_are_watched(engine_control):
     assert sample.profiling.nvlink_tx_bytes_per_second is None and sample.profiling.sm_active > 0
 
 
-def test_before_hopper_one_pass_is_watched_by_default_so_no_zero_comes_from_multiplexing(engine_control):
-    engine_control.CONTROL.gpu_kinds = ["ampere", "ampere"]
+def test_before_hopper_one_pass_is_watched_by_default_so_no_zero_comes_from_multiplexing(dcgm_engine):
+    dcgm_engine.CONTROL.gpu_kinds = ["ampere", "ampere"]
     dcgm = backend()
     dcgm.start()
     try:
         support = dcgm.profiling["GPU-fakedcgm-0-matmul_8192"]
         # One metric group per major ID: SM activity's group of major 1, not FP64's, FP16's or the tensor types'.
         assert support.watched == frozenset({1001, 1002, 1003, 1004, 1005, 1007, 1009, 1010, 1011, 1012})
-        readings = sm_active_over_polls(dcgm, engine_control.CONTROL.embedded[-1], 6)
+        readings = sm_active_over_polls(dcgm, dcgm_engine.CONTROL.embedded[-1], 6)
     finally:
         dcgm.close()
     assert all(value is not None and value > 0.5 for value in readings[1:]), readings
 
 
-def test_the_multi_pass_option_watches_every_supported_field_and_then_zeros_can_be_multiplexing(engine_control):
+def test_the_multi_pass_option_watches_every_supported_field_and_then_zeros_can_be_multiplexing(dcgm_engine):
     """DCGM issue 169: a field whose pass did not run reads 0. The option is there; its cost is documented."""
-    engine_control.CONTROL.gpu_kinds = ["ampere", "ampere"]
+    dcgm_engine.CONTROL.gpu_kinds = ["ampere", "ampere"]
     dcgm = DcgmBackend(FAKE, collect_interval=0.1, slow_interval=1.0, multi_pass=True)
     dcgm.start()
     try:
         assert dcgm.profiling["GPU-fakedcgm-0-matmul_8192"].watched == frozenset(range(1001, 1017))
-        readings = sm_active_over_polls(dcgm, engine_control.CONTROL.embedded[-1], 8)
+        readings = sm_active_over_polls(dcgm, dcgm_engine.CONTROL.embedded[-1], 8)
     finally:
         dcgm.close()
     assert 0.0 in readings and any(value and value > 0.5 for value in readings), readings  # a busy GPU "idle" every other pass
 
 
 @pytest.mark.parametrize(("kind", "refused", "kept"), [("hopper", 1003, {1001, 1002, 1004, 1016}), ("ampere", 1007, {1002, 1003, 1004, 1005})])
-def test_a_refused_profiling_watch_retries_smaller_and_never_loses_sm_activity(engine_control, caplog, kind, refused, kept):
-    engine_control.CONTROL.gpu_kinds = [kind, kind]
-    engine_control.CONTROL.refuse_fields = {refused}  # DCGM lists it, yet refuses a watch that holds it
+def test_a_refused_profiling_watch_retries_smaller_and_never_loses_sm_activity(dcgm_engine, caplog, kind, refused, kept):
+    dcgm_engine.CONTROL.gpu_kinds = [kind, kind]
+    dcgm_engine.CONTROL.refuse_fields = {refused}  # DCGM lists it, yet refuses a watch that holds it
     dcgm = backend()
     with caplog.at_level(logging.INFO):
         dcgm.start()
@@ -445,9 +423,9 @@ def test_a_refused_profiling_watch_retries_smaller_and_never_loses_sm_activity(e
     assert "watching them group by group" in caplog.text
 
 
-def test_an_older_dcgm_that_refuses_multi_pass_still_gives_the_first_pass(engine_control):
-    engine_control.CONTROL.gpu_kinds = ["ampere", "ampere"]
-    engine_control.CONTROL.multi_pass = "refuse"  # DCGM_ST_PROFILING_MULTI_PASS instead of multiplexing
+def test_an_older_dcgm_that_refuses_multi_pass_still_gives_the_first_pass(dcgm_engine):
+    dcgm_engine.CONTROL.gpu_kinds = ["ampere", "ampere"]
+    dcgm_engine.CONTROL.multi_pass = "refuse"  # DCGM_ST_PROFILING_MULTI_PASS instead of multiplexing
     dcgm = DcgmBackend(FAKE, collect_interval=0.1, slow_interval=1.0, multi_pass=True)
     dcgm.start()
     try:
@@ -459,9 +437,9 @@ def test_an_older_dcgm_that_refuses_multi_pass_still_gives_the_first_pass(engine
         dcgm.close()
 
 
-def test_different_gpus_get_their_own_profiling_watch(engine_control):
+def test_different_gpus_get_their_own_profiling_watch(dcgm_engine):
     """DCGM watches profiling fields only on a group of identical GPUs (else DCGM_ST_GROUP_INCOMPATIBLE)."""
-    engine_control.CONTROL.gpu_kinds = ["hopper", "l4"]
+    dcgm_engine.CONTROL.gpu_kinds = ["hopper", "l4"]
     dcgm = backend()
     dcgm.start()
     try:
@@ -475,8 +453,8 @@ def test_different_gpus_get_their_own_profiling_watch(engine_control):
     assert samples[0].profiling.nvlink_tx_bytes_per_second is not None and samples[1].profiling.nvlink_tx_bytes_per_second is None
 
 
-def test_a_gpu_without_profiling_says_why_while_the_others_give_it(engine_control, caplog):
-    engine_control.CONTROL.gpu_kinds = ["hopper", "pascal"]
+def test_a_gpu_without_profiling_says_why_while_the_others_give_it(dcgm_engine, caplog):
+    dcgm_engine.CONTROL.gpu_kinds = ["hopper", "pascal"]
     dcgm = backend()
     with caplog.at_level(logging.WARNING):
         dcgm.start()
@@ -490,7 +468,7 @@ def test_a_gpu_without_profiling_says_why_while_the_others_give_it(engine_contro
 
 
 @pytest.mark.parametrize("gpu_status", [True, False], ids=["dcgm4", "dcgm3-no-dcgmGetGpuStatus"])
-def test_a_lost_gpu_reads_blank_with_status_ok_and_is_reported_down_alone(engine_control, monkeypatch, caplog, gpu_status):
+def test_a_lost_gpu_reads_blank_with_status_ok_and_is_reported_down_alone(dcgm_engine, monkeypatch, caplog, gpu_status):
     import dcgm_agent
 
     if not gpu_status:
@@ -499,7 +477,7 @@ def test_a_lost_gpu_reads_blank_with_status_ok_and_is_reported_down_alone(engine
     dcgm.start()
     try:
         assert all(s.up for s in dcgm.collect())
-        engine_control.CONTROL.embedded[-1].lost.add(1)
+        dcgm_engine.CONTROL.embedded[-1].lost.add(1)
         with caplog.at_level(logging.WARNING):
             samples = dcgm.collect()
         readings = dcgm.readings()["GPU-fakedcgm-1-idle"]
@@ -510,9 +488,9 @@ def test_a_lost_gpu_reads_blank_with_status_ok_and_is_reported_down_alone(engine
     assert ("DCGM reports it lost" if gpu_status else "none of its device fields has a value (blank)") in caplog.text
 
 
-def test_two_exporters_share_one_host_engine_with_their_own_field_group_names(engine_control):
+def test_two_exporters_share_one_host_engine_with_their_own_field_group_names(dcgm_engine):
     """Field-group names are unique per host engine (DUPLICATE_KEY); two containers may both be PID 1."""
-    engine = engine_control.serve("127.0.0.1:5555")
+    engine = dcgm_engine.serve("127.0.0.1:5555")
     first, second = backend(host="127.0.0.1:5555"), backend(host="127.0.0.1:5555")
     first.start()
     second.start()
@@ -527,8 +505,8 @@ def test_two_exporters_share_one_host_engine_with_their_own_field_group_names(en
     assert engine.field_groups == {} and engine.watches == {}  # each one's groups and watches went with it
 
 
-def test_a_taken_name_draws_a_new_one(engine_control):
-    engine_control.serve("127.0.0.1:5555")
+def test_a_taken_name_draws_a_new_one(dcgm_engine):
+    dcgm_engine.serve("127.0.0.1:5555")
     tokens = iter(["same", "same", "fresh"])
     first = DcgmBackend(FAKE, "127.0.0.1:5555", 0.1, 1.0, name_token=lambda: next(tokens))
     second = DcgmBackend(FAKE, "127.0.0.1:5555", 0.1, 1.0, name_token=lambda: next(tokens))
@@ -540,26 +518,26 @@ def test_a_taken_name_draws_a_new_one(engine_control):
         first.close()
 
 
-def test_requires_root_says_who_must_be_root_in_embedded_and_standalone_mode(engine_control):
-    engine_control.CONTROL.root = False  # the exporter runs as a normal user
+def test_requires_root_says_who_must_be_root_in_embedded_and_standalone_mode(dcgm_engine):
+    dcgm_engine.CONTROL.root = False  # the exporter runs as a normal user
     embedded = backend()
     embedded.start()
     embedded.close()
     assert "the exporter itself must run as root" in embedded.profiling_refused
-    engine_control.serve("127.0.0.1:5555", root=False)
+    dcgm_engine.serve("127.0.0.1:5555", root=False)
     standalone = backend(host="127.0.0.1:5555")
     standalone.start()
     standalone.close()
     assert "DCGM_ST_REQUIRES_ROOT: the nv-hostengine at 127.0.0.1:5555 must run as root" in standalone.profiling_refused
 
 
-def test_a_pause_file_pauses_embedded_profiling_and_values_stay_missing_never_zero(engine_control, tmp_path, caplog):
-    engine_control.CONTROL.gpu_kinds = ["ampere", "ampere"]  # pausing is for the profiling module's GPUs
+def test_a_pause_file_pauses_embedded_profiling_and_values_stay_missing_never_zero(dcgm_engine, tmp_path, caplog):
+    dcgm_engine.CONTROL.gpu_kinds = ["ampere", "ampere"]  # pausing is for the profiling module's GPUs
     pause = tmp_path / "pause-profiling"
     dcgm = DcgmBackend(FAKE, collect_interval=0.1, slow_interval=1.0, pause_file=str(pause))
     dcgm.start()
     try:
-        engine = engine_control.CONTROL.embedded[-1]
+        engine = dcgm_engine.CONTROL.embedded[-1]
         step(engine, 0.2)
         assert dcgm.collect()[0].profiling_available
         pause.touch()
@@ -579,9 +557,9 @@ def test_a_pause_file_pauses_embedded_profiling_and_values_stay_missing_never_ze
         dcgm.close()
 
 
-def test_standalone_pause_is_dcgmi_profile_pause_and_reads_missing(engine_control):
-    engine_control.CONTROL.gpu_kinds = ["ampere", "ampere"]
-    engine = engine_control.serve("127.0.0.1:5555")
+def test_standalone_pause_is_dcgmi_profile_pause_and_reads_missing(dcgm_engine):
+    dcgm_engine.CONTROL.gpu_kinds = ["ampere", "ampere"]
+    engine = dcgm_engine.serve("127.0.0.1:5555")
     with pytest.raises(BackendUnavailable, match="dcgmi profile --pause"):
         DcgmBackend(FAKE, "127.0.0.1:5555", pause_file="/tmp/whatever").start()
     dcgm = backend(host="127.0.0.1:5555")
@@ -597,28 +575,28 @@ def test_standalone_pause_is_dcgmi_profile_pause_and_reads_missing(engine_contro
     assert sample.up and sample.profiling.readings() == {}
 
 
-def test_fields_dcgm_stops_watching_read_not_watched_and_the_watches_come_back(engine_control):
-    clock = Clock()
+def test_fields_dcgm_stops_watching_read_not_watched_and_the_watches_come_back(dcgm_engine):
+    clock = FakeClock()
     dcgm = backend(clock=clock)
     dcgm.start()
     try:
-        engine = engine_control.CONTROL.embedded[-1]
+        engine = dcgm_engine.CONTROL.embedded[-1]
         assert all(s.up for s in dcgm.collect())
         engine.watches.clear()
         assert not any(s.up for s in dcgm.collect())
         clock.now += 1.1
-        assert all(s.up for s in dcgm.collect()) and 203 in engine_control.CONTROL.embedded[-1].watched(0)  # a new embedded engine
+        assert all(s.up for s in dcgm.collect()) and 203 in dcgm_engine.CONTROL.embedded[-1].watched(0)  # a new embedded engine
     finally:
         dcgm.close()
 
 
-def test_a_faster_client_of_a_shared_engine_gives_the_poll_windows_mean_not_its_last_sample(engine_control):
+def test_a_faster_client_of_a_shared_engine_gives_the_poll_windows_mean_not_its_last_sample(dcgm_engine):
     """A shared host engine updates a field at its fastest client's interval (DcgmCacheManager.cpp): the
     exporter averages every sample of its poll window (dcgmGetValuesSince) instead of exporting the last."""
     dcgm = backend(interval=0.2)
     dcgm.start()
     try:
-        engine = engine_control.CONTROL.embedded[-1]
+        engine = dcgm_engine.CONTROL.embedded[-1]
         engine.watch_as_another_client(0, [1002], 50_000)  # dcgmi dmon or dcgm-exporter at 50 ms
         engine.values[(0, 1002)] = lambda ts: 1.0 if (ts // 50_000) % 4 == 0 else 0.0  # busy one sample in four
         start = min(w.start_us for w in engine.watches[((1, 0), 1002)].values())
@@ -656,20 +634,20 @@ def test_daemon_as_a_normal_user_serves_device_metrics_without_profiling(trace_p
     assert "the exporter itself must run as root" in daemon.output
 
 
-def test_a_profiling_watch_refused_while_nsight_holds_the_counters_is_tried_again(engine_control):
-    engine_control.CONTROL.profiling_refusal = "DCGM_ST_IN_USE"
-    engine_control.CONTROL.gpu_kinds = ["ampere", "l4"]  # two profiling groups of their own
-    clock = Clock()
+def test_a_profiling_watch_refused_while_nsight_holds_the_counters_is_tried_again(dcgm_engine):
+    dcgm_engine.CONTROL.profiling_refusal = "DCGM_ST_IN_USE"
+    dcgm_engine.CONTROL.gpu_kinds = ["ampere", "l4"]  # two profiling groups of their own
+    clock = FakeClock()
     dcgm = backend(clock=clock)
     dcgm.start()
     try:
-        engine = engine_control.CONTROL.embedded[-1]
+        engine = dcgm_engine.CONTROL.embedded[-1]
         groups = len(engine.groups)
         assert dcgm.profiling_refused.startswith("DCGM_ST_IN_USE") and not dcgm.collect()[0].profiling_available
         clock.now += 61
         dcgm.collect()  # still in use: tried again, refused again, and no DCGM group left behind
         assert len(engine.groups) == groups and dcgm.profiling_refused.startswith("DCGM_ST_IN_USE")
-        engine_control.CONTROL.profiling_refusal = None  # the profiler is done
+        dcgm_engine.CONTROL.profiling_refusal = None  # the profiler is done
         clock.now += 61
         dcgm.collect()  # the wait doubled: not tried yet
         assert dcgm.profiling_refused is not None
@@ -684,12 +662,12 @@ def test_a_profiling_watch_refused_while_nsight_holds_the_counters_is_tried_agai
 
 @pytest.mark.parametrize("architecture_call", [True, False], ids=["dcgmGetGpuChipArchitecture", "compute-capability-field"])
 @pytest.mark.parametrize(("kind", "watched"), [("hopper", 16), ("ampere", 10)])
-def test_the_one_pass_rule_applies_before_hopper_told_by_architecture_or_compute_capability(engine_control, monkeypatch, architecture_call, kind, watched):
+def test_the_one_pass_rule_applies_before_hopper_told_by_architecture_or_compute_capability(dcgm_engine, monkeypatch, architecture_call, kind, watched):
     import dcgm_agent
 
     if not architecture_call:  # DCGM before 4.2.3
         monkeypatch.delattr(dcgm_agent, "dcgmGetGpuChipArchitecture")
-    engine_control.CONTROL.gpu_kinds = [kind, kind]
+    dcgm_engine.CONTROL.gpu_kinds = [kind, kind]
     dcgm = backend()
     dcgm.start()
     try:
@@ -699,7 +677,7 @@ def test_the_one_pass_rule_applies_before_hopper_told_by_architecture_or_compute
     assert len(support.watched) == watched and support.one_pass_limited == (kind != "hopper")
 
 
-def test_answers_in_any_order_land_on_their_gpu_and_field(engine_control, trace_paths):
+def test_answers_in_any_order_land_on_their_gpu_and_field(dcgm_engine, trace_paths):
     dcgm = backend()
     dcgm.start()
     try:
@@ -716,13 +694,13 @@ def test_answers_in_any_order_land_on_their_gpu_and_field(engine_control, trace_
     assert round(idle.gpu_utilization, 6) in trace_values(trace_paths["idle"], "util_gpu", 0.01)
 
 
-def test_the_windows_utilization_is_the_mean_of_field_203s_samples_in_it(engine_control, trace_paths):
+def test_the_windows_utilization_is_the_mean_of_field_203s_samples_in_it(dcgm_engine, trace_paths):
     """Field 203 (NVML's utilization, copy engines included) is sampled at the driver's own period and
     every sample of the poll window is averaged: nvidia-smi's figure over the window, not its latest."""
     dcgm = backend(interval=1.0)
     dcgm.start()
     try:
-        engine = engine_control.CONTROL.embedded[-1]
+        engine = dcgm_engine.CONTROL.embedded[-1]
         assert engine.watched(0)[203] == 200_000
         first = dcgm.collect()[0]
         time.sleep(0.9)

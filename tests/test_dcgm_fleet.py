@@ -10,39 +10,18 @@ import logging
 import time
 
 import pytest
-from conftest import ROOT, running_daemon
-from fakes.nvml import FakeGpu, FakeNvml
+from conftest import DCGM_FAKE, running_daemon
+from fakes.nvml import FakeClock, FakeGpu, FakeNvml
 
 from exporter.backends.auto import AutoBackend
 from exporter.backends.base import BackendUnavailable
 from exporter.backends.dcgm.backend import DcgmBackend
-from exporter.backends.dcgm.bindings import load_bindings
 from exporter.backends.nvml.backend import NvmlBackend
 from exporter.trace import load_trace
 
-FAKE = str(ROOT / "tests" / "fakes" / "dcgm")
+FAKE = DCGM_FAKE
 ADDRESS = "127.0.0.1:5555"
 GPU_I = 4  # dcgm_fields.h DCGM_FE_GPU_I
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def fake(trace_paths):
-    """The fake engine's module, reset, with two GPUs: 0 plays matmul_8192, 1 plays idle."""
-    load_bindings(FAKE)
-    import fake_hostengine
-
-    fake_hostengine.reset()
-    fake_hostengine.CONTROL.traces = [str(trace_paths["matmul_8192"]), str(trace_paths["idle"])]
-    yield fake_hostengine
-    fake_hostengine.reset()
 
 
 def backend(host: str | None = ADDRESS, clock=time.monotonic, **options) -> DcgmBackend:
@@ -82,11 +61,11 @@ def field_groups_of(engine, name_part: str = "gpueff-") -> int:
 
 
 @pytest.mark.parametrize(("kind", "multiplexed"), [("ampere", True), ("hopper", False)])
-def test_another_clients_rival_metric_group_is_reported_and_marks_the_gpu_multiplexed(fake, caplog, kind, multiplexed):
+def test_another_clients_rival_metric_group_is_reported_and_marks_the_gpu_multiplexed(dcgm_engine, caplog, kind, multiplexed):
     """dcgm-exporter watching FP64 (metric group 1.1) beside the exporter's SM activity group (1.0) makes
     DCGM alternate the passes before Hopper, and SM activity reads 0 whenever FP64's pass ran."""
-    fake.CONTROL.gpu_kinds = [kind, kind]
-    engine = fake.serve(ADDRESS)
+    dcgm_engine.CONTROL.gpu_kinds = [kind, kind]
+    engine = dcgm_engine.serve(ADDRESS)
     other = OtherClient()
     other.watch("dcgm-exporter-counters", [0, 1], [1006], 100_000)
     dcgm = backend()
@@ -107,9 +86,9 @@ def test_another_clients_rival_metric_group_is_reported_and_marks_the_gpu_multip
         assert 0.0 in readings and any(value and value > 0.5 for value in readings), readings
 
 
-def test_without_a_rival_a_single_pass_gpu_is_not_multiplexed_and_multi_pass_is(fake):
-    fake.CONTROL.gpu_kinds = ["ampere", "ampere"]
-    fake.serve(ADDRESS)
+def test_without_a_rival_a_single_pass_gpu_is_not_multiplexed_and_multi_pass_is(dcgm_engine):
+    dcgm_engine.CONTROL.gpu_kinds = ["ampere", "ampere"]
+    dcgm_engine.serve(ADDRESS)
     one, every = backend(), backend(multi_pass=True)
     try:
         one.start()
@@ -122,11 +101,11 @@ def test_without_a_rival_a_single_pass_gpu_is_not_multiplexed_and_multi_pass_is(
         every.close()
 
 
-def test_two_xids_within_one_poll_count_as_two(fake):
+def test_two_xids_within_one_poll_count_as_two(dcgm_engine):
     dcgm = backend(host=None)
     dcgm.start()
     try:
-        engine = fake.CONTROL.embedded[-1]
+        engine = dcgm_engine.CONTROL.embedded[-1]
         dcgm.collect()
         engine.inject_xid(0, 79)
         time.sleep(0.001)
@@ -139,44 +118,44 @@ def test_two_xids_within_one_poll_count_as_two(fake):
 # ---- 2. a running host engine first -----------------------------------------------------------------
 
 
-def test_a_running_host_engine_on_its_unix_socket_is_used_and_no_embedded_engine_starts(fake, tmp_path, trace_paths, caplog):
+def test_a_running_host_engine_on_its_unix_socket_is_used_and_no_embedded_engine_starts(dcgm_engine, tmp_path, trace_paths, caplog):
     socket = tmp_path / "nv-hostengine"
     socket.touch()
-    fake.serve(str(socket))
+    dcgm_engine.serve(str(socket))
     dcgm = backend(host=None, discover=True, environ={}, socket_path=str(socket))
     auto = AutoBackend(lambda: dcgm, lambda: NvmlBackend(nvml=FakeNvml([FakeGpu(load_trace(trace_paths["idle"]), gpm=True)])), probe_timeout=3.0)
     with caplog.at_level(logging.INFO):
         auto.start()
     try:
-        assert auto.name == "dcgm" and dcgm.host == f"unix:{socket}" and fake.CONTROL.embedded == []
+        assert auto.name == "dcgm" and dcgm.host == f"unix:{socket}" and dcgm_engine.CONTROL.embedded == []
         assert f"using the running nv-hostengine at unix:{socket} instead of starting an embedded host engine" in caplog.text
     finally:
         auto.close()
 
 
-def test_a_host_engine_the_environment_names_is_used_and_one_that_does_not_answer_starts_no_embedded_engine(fake, tmp_path):
+def test_a_host_engine_the_environment_names_is_used_and_one_that_does_not_answer_starts_no_embedded_engine(dcgm_engine, tmp_path):
     environ = {"DCGM_REMOTE_HOSTENGINE_INFO": "nvidia-dcgm"}  # as the GPU Operator sets it, here without the port
     missing = str(tmp_path / "no-socket")
     with pytest.raises(BackendUnavailable, match=r"names a DCGM host engine, but none answers \(nvidia-dcgm:5555 \(DCGM_REMOTE_HOSTENGINE_INFO\): DCGM_ST_CONNECTION_NOT_VALID.*not starting an embedded one"):
         backend(host=None, discover=True, environ=environ, socket_path=missing).start()
-    assert fake.CONTROL.embedded == []
-    fake.serve("nvidia-dcgm:5555")
+    assert dcgm_engine.CONTROL.embedded == []
+    dcgm_engine.serve("nvidia-dcgm:5555")
     dcgm = backend(host=None, discover=True, environ=environ, socket_path=missing)
     dcgm.start()
     dcgm.close()
-    assert dcgm.host == "nvidia-dcgm:5555" and fake.CONTROL.embedded == []
+    assert dcgm.host == "nvidia-dcgm:5555" and dcgm_engine.CONTROL.embedded == []
 
 
-def test_with_no_host_engine_running_the_embedded_one_starts_saying_where_it_looked(fake, tmp_path, caplog):
+def test_with_no_host_engine_running_the_embedded_one_starts_saying_where_it_looked(dcgm_engine, tmp_path, caplog):
     dcgm = backend(host=None, discover=True, environ={}, socket_path=str(tmp_path / "no-socket"))
     with caplog.at_level(logging.INFO):
         dcgm.start()
     dcgm.close()
-    assert dcgm.host is None and len(fake.CONTROL.embedded) == 1
+    assert dcgm.host is None and len(dcgm_engine.CONTROL.embedded) == 1
     assert "no running host engine answers (localhost:5555 (nv-hostengine's default port): DCGM_ST_CONNECTION_NOT_VALID): starting an embedded one" in caplog.text
 
 
-def test_looking_for_a_running_host_engine_can_be_turned_off_in_the_dcgm_section_or_by_flag(fake):
+def test_looking_for_a_running_host_engine_can_be_turned_off_in_the_dcgm_section_or_by_flag(dcgm_engine):
     from exporter.backends.auto import live_backend
     from exporter.backends.dcgm.settings import DcgmConfig
     from exporter.commands.check import parser
@@ -193,20 +172,20 @@ def test_looking_for_a_running_host_engine_can_be_turned_off_in_the_dcgm_section
 # ---- 3. MIG ------------------------------------------------------------------------------------------
 
 
-def test_an_embedded_engine_as_a_normal_user_does_not_start_while_a_gpu_has_mig_on(fake):
-    fake.CONTROL.mig = {0: 2}
-    fake.CONTROL.root = False
+def test_an_embedded_engine_as_a_normal_user_does_not_start_while_a_gpu_has_mig_on(dcgm_engine):
+    dcgm_engine.CONTROL.mig = {0: 2}
+    dcgm_engine.CONTROL.root = False
     with pytest.raises(BackendUnavailable, match="DCGM_ST_INIT_ERROR.*as a normal user while any GPU has MIG on"):
         backend(host=None).start()
 
 
-def test_xids_on_a_mig_instance_count_on_its_gpu_and_blank_utilization_keeps_the_gpu_up(fake, caplog):
-    fake.CONTROL.mig = {0: 2}
+def test_xids_on_a_mig_instance_count_on_its_gpu_and_blank_utilization_keeps_the_gpu_up(dcgm_engine, caplog):
+    dcgm_engine.CONTROL.mig = {0: 2}
     dcgm = backend(host=None)
     with caplog.at_level(logging.WARNING):
         dcgm.start()
     try:
-        engine = fake.CONTROL.embedded[-1]
+        engine = dcgm_engine.CONTROL.embedded[-1]
         dcgm.collect()
         engine.inject_xid(0, 43, entity=(GPU_I, 1))  # the driver attributes it to GPU instance 1 of GPU 0
         time.sleep(0.15)
@@ -220,14 +199,14 @@ def test_xids_on_a_mig_instance_count_on_its_gpu_and_blank_utilization_keeps_the
     assert mig_gpu.power_watts is not None and other.profiling_available
 
 
-def test_a_mig_gpus_instances_are_devices_of_their_own_with_dcgms_profiling_fields(fake):
+def test_a_mig_gpus_instances_are_devices_of_their_own_with_dcgms_profiling_fields(dcgm_engine):
     """dcgm-exporter reads DCGM_FE_GPU_I entities for MIG GPUs: so does the backend, one device each."""
-    fake.CONTROL.gpu_kinds = ["ampere", "ampere"]
-    fake.CONTROL.mig = {0: 2}
+    dcgm_engine.CONTROL.gpu_kinds = ["ampere", "ampere"]
+    dcgm_engine.CONTROL.mig = {0: 2}
     dcgm = backend(host=None)
     devices = dcgm.start()
     try:
-        engine = fake.CONTROL.embedded[-1]
+        engine = dcgm_engine.CONTROL.embedded[-1]
         assert [d.uuid for d in devices] == ["GPU-fakedcgm-0-matmul_8192", "GPU-fakedcgm-1-idle", "MIG-fakedcgm-0-matmul_8192-0", "MIG-fakedcgm-0-matmul_8192-1"]
         assert devices[2].parent_uuid == "GPU-fakedcgm-0-matmul_8192" and devices[3].gpu_instance_id == 1 and devices[2].index == 0
         assert devices[2].power_limit_watts is None
@@ -243,15 +222,15 @@ def test_a_mig_gpus_instances_are_devices_of_their_own_with_dcgms_profiling_fiel
     assert first.power_watts is None and first.xid_errors == {}  # the whole GPU's readings stay on the GPU
 
 
-def test_a_refused_xid_watch_on_mig_instances_keeps_the_gpus_xids_and_the_connection(fake, monkeypatch, caplog):
+def test_a_refused_xid_watch_on_mig_instances_keeps_the_gpus_xids_and_the_connection(dcgm_engine, monkeypatch, caplog):
     import dcgm_agent
     import dcgm_structs
 
-    fake.CONTROL.mig = {0: 2}
+    dcgm_engine.CONTROL.mig = {0: 2}
     real = dcgm_agent.dcgmWatchFields
 
     def refuse_on_instances(handle, group, field_group, *args):
-        engine = fake.CONTROL.embedded[-1]
+        engine = dcgm_engine.CONTROL.embedded[-1]
         if any(entity[0] != 1 for entity in engine.groups[group.value][1]):  # an older DCGM, say
             raise dcgm_structs.DCGMError(dcgm_structs.DCGM_ST_NOT_SUPPORTED)
         return real(handle, group, field_group, *args)
@@ -261,7 +240,7 @@ def test_a_refused_xid_watch_on_mig_instances_keeps_the_gpus_xids_and_the_connec
     with caplog.at_level(logging.WARNING):
         dcgm.start()
     try:
-        engine = fake.CONTROL.embedded[-1]
+        engine = dcgm_engine.CONTROL.embedded[-1]
         dcgm.collect()
         engine.inject_xid(0, 79)
         time.sleep(0.01)
@@ -287,15 +266,15 @@ def test_daemon_serves_a_mig_gpus_instances_through_dcgm(trace_paths):
 # ---- 4. the refusals DCGM really gives ---------------------------------------------------------------
 
 
-def test_a_profiling_module_that_did_not_load_is_refused_once_with_its_hint_in_embedded_mode(fake, monkeypatch):
+def test_a_profiling_module_that_did_not_load_is_refused_once_with_its_hint_in_embedded_mode(dcgm_engine, monkeypatch):
     import dcgm_agent
 
-    fake.CONTROL.gpu_kinds = ["ampere", "ampere"]
-    fake.CONTROL.root = False  # the module does not load for a normal user: every profiling call answers MODULE_NOT_LOADED
+    dcgm_engine.CONTROL.gpu_kinds = ["ampere", "ampere"]
+    dcgm_engine.CONTROL.root = False  # the module does not load for a normal user: every profiling call answers MODULE_NOT_LOADED
     asked = []
     real = dcgm_agent.dcgmProfGetSupportedMetricGroups
     monkeypatch.setattr(dcgm_agent, "dcgmProfGetSupportedMetricGroups", lambda *args: asked.append(args) or real(*args))
-    clock = Clock()
+    clock = FakeClock()
     dcgm = backend(host=None, clock=clock)
     dcgm.start()
     try:
@@ -310,10 +289,10 @@ def test_a_profiling_module_that_did_not_load_is_refused_once_with_its_hint_in_e
     assert len(asked) == 2  # once per GPU at start: the module of an embedded engine never loads later
 
 
-def test_a_shared_engine_without_its_profiling_module_is_asked_again_with_back_off_and_no_field_group_leaks(fake, caplog):
-    fake.CONTROL.gpu_kinds = ["ampere", "ampere"]
-    engine = fake.serve(ADDRESS, root=False)
-    clock = Clock()
+def test_a_shared_engine_without_its_profiling_module_is_asked_again_with_back_off_and_no_field_group_leaks(dcgm_engine, caplog):
+    dcgm_engine.CONTROL.gpu_kinds = ["ampere", "ampere"]
+    engine = dcgm_engine.serve(ADDRESS, root=False)
+    clock = FakeClock()
     dcgm = backend(clock=clock)
     with caplog.at_level(logging.INFO):
         dcgm.start()
@@ -338,11 +317,11 @@ def test_a_shared_engine_without_its_profiling_module_is_asked_again_with_back_o
         ("DCGM_ST_INSUFFICIENT_DRIVER_VERSION", "the driver is too old for DCGM profiling, or the nv-hostengine at 127.0.0.1:5555 must run as root"),
     ],
 )
-def test_refusals_no_smaller_watch_avoids_end_the_attempt_with_their_hint(fake, caplog, refusal, hint):
-    fake.CONTROL.gpu_kinds = ["ampere", "l4"]
-    fake.CONTROL.profiling_refusal = refusal
-    engine = fake.serve(ADDRESS)
-    clock = Clock()
+def test_refusals_no_smaller_watch_avoids_end_the_attempt_with_their_hint(dcgm_engine, caplog, refusal, hint):
+    dcgm_engine.CONTROL.gpu_kinds = ["ampere", "l4"]
+    dcgm_engine.CONTROL.profiling_refusal = refusal
+    engine = dcgm_engine.serve(ADDRESS)
+    clock = FakeClock()
     dcgm = backend(clock=clock)
     with caplog.at_level(logging.INFO):
         dcgm.start()
@@ -358,12 +337,12 @@ def test_refusals_no_smaller_watch_avoids_end_the_attempt_with_their_hint(fake, 
     assert "group by group" not in caplog.text  # no cascade of smaller watches, each a field group made and destroyed
 
 
-def test_the_host_engines_64_field_groups_used_up_is_a_refusal_tried_again_not_a_lost_engine(fake):
-    fake.CONTROL.gpu_kinds = ["ampere", "ampere"]
-    engine = fake.serve(ADDRESS)
+def test_the_host_engines_64_field_groups_used_up_is_a_refusal_tried_again_not_a_lost_engine(dcgm_engine):
+    dcgm_engine.CONTROL.gpu_kinds = ["ampere", "ampere"]
+    engine = dcgm_engine.serve(ADDRESS)
     other = OtherClient()
     hoarded = [other.agent.dcgmFieldGroupCreate(other.handle, [150], f"other-{n}") for n in range(61)]
-    clock = Clock()
+    clock = FakeClock()
     dcgm = backend(clock=clock)
     dcgm.start()  # device, slow and Xid field groups fit (64), the profiling one does not
     try:
@@ -382,8 +361,8 @@ def test_the_host_engines_64_field_groups_used_up_is_a_refusal_tried_again_not_a
 # ---- 5. one GPU's errors ---------------------------------------------------------------------------
 
 
-def test_a_gpu_lost_before_the_connection_is_down_alone_and_the_others_are_read(fake, caplog):
-    engine = fake.serve(ADDRESS)
+def test_a_gpu_lost_before_the_connection_is_down_alone_and_the_others_are_read(dcgm_engine, caplog):
+    engine = dcgm_engine.serve(ADDRESS)
     engine.lost.add(1)  # dcgmGroupAddEntity answers DCGM_ST_GPU_IS_LOST for it
     dcgm = backend()
     with caplog.at_level(logging.WARNING):
@@ -397,18 +376,18 @@ def test_a_gpu_lost_before_the_connection_is_down_alone_and_the_others_are_read(
     assert "GPU 1 (GPU-fakedcgm-1-idle): DCGM reports it lost (DCGM_ST_GPU_IS_LOST)" in caplog.text
 
 
-def test_the_group_limit_while_trying_profiling_again_is_not_a_lost_host_engine(fake):
-    fake.CONTROL.gpu_kinds = ["ampere", "l4"]  # a profiling group of their own per GPU
-    fake.CONTROL.profiling_refusal = "DCGM_ST_IN_USE"
-    engine = fake.serve(ADDRESS)
-    clock = Clock()
+def test_the_group_limit_while_trying_profiling_again_is_not_a_lost_host_engine(dcgm_engine):
+    dcgm_engine.CONTROL.gpu_kinds = ["ampere", "l4"]  # a profiling group of their own per GPU
+    dcgm_engine.CONTROL.profiling_refusal = "DCGM_ST_IN_USE"
+    engine = dcgm_engine.serve(ADDRESS)
+    clock = FakeClock()
     dcgm = backend(clock=clock)
     dcgm.start()
     other = OtherClient()
     try:
-        while len(engine.groups) < fake.MAX_GROUPS:  # another client takes every group left
+        while len(engine.groups) < dcgm_engine.MAX_GROUPS:  # another client takes every group left
             other.group(f"other-{len(engine.groups)}", [])
-        fake.CONTROL.profiling_refusal = None
+        dcgm_engine.CONTROL.profiling_refusal = None
         clock.now += 61
         dcgm.collect()  # the retry's dcgmGroupCreate answers DCGM_ST_MAX_LIMIT
         assert dcgm.errors_total == 0 and dcgm.session.handle is not None
@@ -418,7 +397,7 @@ def test_the_group_limit_while_trying_profiling_again_is_not_a_lost_host_engine(
         other.close()
 
 
-def test_a_watch_whose_cache_answers_an_error_costs_its_values_not_the_connection(fake, monkeypatch, caplog):
+def test_a_watch_whose_cache_answers_an_error_costs_its_values_not_the_connection(dcgm_engine, monkeypatch, caplog):
     """DcgmApi.cpp helperGetValuesSince ends the call at a field whose cache answers an error other than NO_DATA."""
     import dcgm_agent
     import dcgm_structs
@@ -427,7 +406,7 @@ def test_a_watch_whose_cache_answers_an_error_costs_its_values_not_the_connectio
     failing = {"on": False}
 
     def since(handle, group, field_group, *args):
-        engine = fake.CONTROL.embedded[-1]
+        engine = dcgm_engine.CONTROL.embedded[-1]
         if failing["on"] and 1002 in engine.field_groups[field_group.value][1]:
             raise dcgm_structs.DCGMError(dcgm_structs.DCGM_ST_NOT_SUPPORTED)
         return real(handle, group, field_group, *args)
@@ -456,11 +435,11 @@ def test_a_watch_whose_cache_answers_an_error_costs_its_values_not_the_connectio
 # ---- 6. the shared engine's log ----------------------------------------------------------------------
 
 
-def test_polls_read_only_watched_fields_with_data_so_the_host_engine_logs_nothing(fake):
+def test_polls_read_only_watched_fields_with_data_so_the_host_engine_logs_nothing(dcgm_engine):
     """DCGM 3.3.8 logs every non-OK latest value at ERROR, DCGM_ST_NO_DATA included (DcgmCacheManager.cpp)."""
-    fake.CONTROL.naming = "3"
-    fake.CONTROL.gpu_kinds = ["hopper", "pascal"]  # profiling fields watched on GPU 0 only; no Xid yet anywhere
-    engine = fake.serve(ADDRESS)
+    dcgm_engine.CONTROL.naming = "3"
+    dcgm_engine.CONTROL.gpu_kinds = ["hopper", "pascal"]  # profiling fields watched on GPU 0 only; no Xid yet anywhere
+    engine = dcgm_engine.serve(ADDRESS)
     dcgm = backend()
     dcgm.start()
     try:
@@ -476,7 +455,7 @@ def test_polls_read_only_watched_fields_with_data_so_the_host_engine_logs_nothin
 # ---- 7. smaller points -------------------------------------------------------------------------------
 
 
-def test_pausing_that_dcgm_cannot_do_on_a_gpm_only_host_is_asked_once(fake, tmp_path, monkeypatch, caplog):
+def test_pausing_that_dcgm_cannot_do_on_a_gpm_only_host_is_asked_once(dcgm_engine, tmp_path, monkeypatch, caplog):
     import dcgm_agent
 
     pause = tmp_path / "pause"
@@ -495,29 +474,29 @@ def test_pausing_that_dcgm_cannot_do_on_a_gpm_only_host_is_asked_once(fake, tmp_
     assert len(calls) == 1 and caplog.text.count("DCGM cannot pause profiling here (DCGM_ST_NOT_SUPPORTED") == 1
 
 
-def test_field_ids_are_looked_up_after_dcgm_is_initialised_so_the_lookup_decides(fake, monkeypatch):
+def test_field_ids_are_looked_up_after_dcgm_is_initialised_so_the_lookup_decides(dcgm_engine, monkeypatch):
     import dcgm_fields
     import dcgm_structs
 
     monkeypatch.setattr(dcgm_structs, "dcgmLib", None)  # a fresh process: libdcgm not loaded yet
-    fake.CONTROL.known_field_ids = set(dcgm_fields.FIELD_NAMES) - {1016}  # the bindings name 1016; this DCGM has no metadata for it
+    dcgm_engine.CONTROL.known_field_ids = set(dcgm_fields.FIELD_NAMES) - {1016}  # the bindings name 1016; this DCGM has no metadata for it
     dcgm = backend(host=None)
     dcgm.start()
     dcgm.close()
     assert [spec.field_id for spec in dcgm.unknown_fields] == [1016]
 
 
-def test_an_unknown_chip_architecture_arrives_as_minus_one_and_the_compute_capability_decides(fake):
-    fake.CONTROL.gpu_kinds = ["unknown-architecture", "unknown-architecture"]  # compute capability 10.0
+def test_an_unknown_chip_architecture_arrives_as_minus_one_and_the_compute_capability_decides(dcgm_engine):
+    dcgm_engine.CONTROL.gpu_kinds = ["unknown-architecture", "unknown-architecture"]  # compute capability 10.0
     dcgm = backend(host=None)
     dcgm.start()
     dcgm.close()
     assert dcgm.profiling["GPU-fakedcgm-0-matmul_8192"].one_pass_limited is False
 
 
-def test_a_watch_is_ended_before_its_field_group_is_destroyed(fake):
+def test_a_watch_is_ended_before_its_field_group_is_destroyed(dcgm_engine):
     """DcgmFieldGroup.cpp RemoveFieldGroup leaves the field group's watches running."""
-    engine = fake.serve(ADDRESS)
+    engine = dcgm_engine.serve(ADDRESS)
     dcgm = backend()
     dcgm.start()
     try:

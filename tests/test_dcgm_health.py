@@ -12,7 +12,6 @@ from test_dcgm_backend import FAKE
 from test_metrics import claimed, given
 
 from exporter.backends.dcgm.backend import DcgmBackend
-from exporter.backends.dcgm.bindings import load_bindings
 from exporter.metrics import DCGM
 from exporter.sample import GpuSample, Health
 
@@ -20,17 +19,11 @@ HEALTH_PATHS = {f"sample.health.{each.name}" for each in dataclasses.fields(Heal
 
 
 @pytest.fixture
-def engine_control(trace_paths):
+def engine_control(dcgm_engine):
     """Two GPUs: 0 a Hopper SXM board (NVLink, no page retirement), 1 a PCIe Pascal board (page
     retirement, no NVLink, no GPU or memory maximum temperature)."""
-    load_bindings(FAKE)
-    import fake_hostengine
-
-    fake_hostengine.reset()
-    fake_hostengine.CONTROL.traces = [str(trace_paths["matmul_8192"]), str(trace_paths["idle"])]
-    fake_hostengine.CONTROL.gpu_kinds = ["hopper", "pascal"]
-    yield fake_hostengine
-    fake_hostengine.reset()
+    dcgm_engine.CONTROL.gpu_kinds = ["hopper", "pascal"]
+    return dcgm_engine
 
 
 def collect(engine_control, polls: int = 3, set_values: dict[tuple[int, int], float] | None = None) -> list[GpuSample]:
