@@ -236,6 +236,15 @@ def test_a_poll_that_raises_does_not_end_polling(trace_paths, caplog):
     assert snapshot.errors_total >= 2  # every failing poll counted
 
 
+def assert_a_reload_to_a_short_interval_polls_at_once(poller: Poller) -> None:
+    """A reload to a 0.1 s interval: two more polls follow within seconds, not after the old interval."""
+    poller.set_config(Config(collect_interval=0.1))
+    deadline = time.monotonic() + 5.0
+    while poller.snapshot.polls_total < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert poller.snapshot.polls_total >= 3
+
+
 def test_an_interval_too_long_for_a_wait_does_not_end_polling_and_a_reload_recovers(trace_paths, caplog):
     """Config parsing bounds durations to 1h; were one to slip through (1e300 s overflows a wait),
     the thread still lives, and the next config takes effect at once, not after the old interval."""
@@ -246,11 +255,7 @@ def test_an_interval_too_long_for_a_wait_does_not_end_polling_and_a_reload_recov
         assert poller.ready.wait(5.0)
         time.sleep(0.2)
         assert poller._thread.is_alive() and poller.snapshot.polls_total == 1
-        poller.set_config(Config(collect_interval=0.1))
-        deadline = time.monotonic() + 5.0
-        while poller.snapshot.polls_total < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert poller.snapshot.polls_total >= 3
+        assert_a_reload_to_a_short_interval_polls_at_once(poller)
     finally:
         poller.stop()
 

@@ -129,20 +129,26 @@ def test_scrapes_keep_answering_while_wrong_passwords_are_hammered(caplog):
     assert any("logins get 429 without a check" in record.getMessage() for record in caplog.records)
 
 
-@pytest.mark.slow
-def test_unknown_users_and_wrong_passwords_of_cheap_and_costly_hashes_take_as_long():
-    """Before: a cost-4 user's wrong password took ~1 ms, an unknown user ~250 ms (a decoy of the
-    highest cost). Now each failed check is answered after the same floor."""
-    web = server_with_users({"cheap": bcrypt.hashpw(b"x", bcrypt.gensalt(4)), "costly": bcrypt.hashpw(b"x", bcrypt.gensalt(9))})
+def fastest_wrong_password(costs: dict[str, int], users: tuple[str, ...]) -> dict[str, float]:
+    """Serve users whose bcrypt hashes have these costs, try a wrong password for each of ``users``
+    twice in turn, and return each user's fastest 401 in seconds."""
+    web = server_with_users({user: bcrypt.hashpw(b"x", bcrypt.gensalt(cost)) for user, cost in costs.items()})
     try:
         timings: dict[str, list[float]] = {}
-        for user in ("cheap", "costly", "nobody") * 2:
+        for user in users * 2:
             started = time.perf_counter()
             assert get(web.port, basic(user, "wrong")) == 401
             timings.setdefault(user, []).append(time.perf_counter() - started)
     finally:
         web.close()
-    fastest = {user: min(times) for user, times in timings.items()}
+    return {user: min(times) for user, times in timings.items()}
+
+
+@pytest.mark.slow
+def test_unknown_users_and_wrong_passwords_of_cheap_and_costly_hashes_take_as_long():
+    """Before: a cost-4 user's wrong password took ~1 ms, an unknown user ~250 ms (a decoy of the
+    highest cost). Now each failed check is answered after the same floor."""
+    fastest = fastest_wrong_password({"cheap": 4, "costly": 9}, ("cheap", "costly", "nobody"))
     assert all(value >= FAILED_LOGIN_DELAY * 0.9 for value in fastest.values()), fastest
     assert max(fastest.values()) / min(fastest.values()) < 2, fastest
 
@@ -231,15 +237,6 @@ def test_with_users_of_mixed_costs_every_failure_takes_as_long_as_the_costliest(
     wrong password took ~250 ms while a cost-4 user's and an unknown user's took 50 ms (the decoy had
     the median cost), so the costly user could be told apart."""
     monkeypatch.setattr("exporter.web.login.FAILED_LOGIN_DELAY", 0.05)
-    web = server_with_users({"cheap": bcrypt.hashpw(b"x", bcrypt.gensalt(4)), "costly": bcrypt.hashpw(b"x", bcrypt.gensalt(12))})
-    try:
-        timings: dict[str, list[float]] = {}
-        for user in ("cheap", "nobody", "costly") * 2:
-            started = time.perf_counter()
-            assert get(web.port, basic(user, "wrong")) == 401
-            timings.setdefault(user, []).append(time.perf_counter() - started)
-    finally:
-        web.close()
-    fastest = {user: min(times) for user, times in timings.items()}
+    fastest = fastest_wrong_password({"cheap": 4, "costly": 12}, ("cheap", "nobody", "costly"))
     assert fastest["costly"] > 0.1, fastest  # the costly check really outlasts the floor
     assert max(fastest.values()) / min(fastest.values()) < 1.5, fastest
