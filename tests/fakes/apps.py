@@ -9,7 +9,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer, ThreadingHTTPServer
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -39,7 +39,13 @@ def serving(respond: Respond, port: int = 0) -> Iterator[str]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = _Server(("127.0.0.1", port), Handler)
+    with _metrics_url_while_serving(_Server(("127.0.0.1", port), Handler)) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def _metrics_url_while_serving(server: HTTPServer) -> Iterator[str]:
+    """Run ``server`` on a thread; yields the URL of its /metrics, then shuts it down and closes it."""
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
@@ -61,14 +67,8 @@ class _QuietWsgiHandler(WSGIRequestHandler):
 @contextlib.contextmanager
 def wsgi_serving(app: Callable[..., Any]) -> Iterator[str]:
     """Serve a WSGI app (prometheus_client.make_wsgi_app: its own content negotiation); yields the URL of /metrics."""
-    server = make_server("127.0.0.1", 0, app, server_class=_WsgiServer, handler_class=_QuietWsgiHandler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with _metrics_url_while_serving(make_server("127.0.0.1", 0, app, server_class=_WsgiServer, handler_class=_QuietWsgiHandler)) as url:
+        yield url
 
 
 def answer_of(body: str | bytes, *names: str, chunk: int = 1 << 30) -> Answer:
