@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import inspect
-import socket
 import sys
 import threading
 import time
@@ -36,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from fakes.apps import send, serving  # noqa: E402
+from harness import keepalive_latencies  # noqa: E402
 
 NAME = "vllm:generation_tokens_total"
 COUNTER = f'# HELP {NAME} Generation tokens.\n# TYPE {NAME} counter\n{NAME}{{model_name="llama"}} 123456\n'.encode()
@@ -100,21 +100,10 @@ def metrics_latency(module: ModuleType, url: str, seconds: float = 6.0) -> str:
 
     scraper = threading.Thread(target=scrape, daemon=True)
     scraper.start()
-    latencies = []
-    with socket.create_connection(("127.0.0.1", web.port)) as sock:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            started = time.perf_counter()
-            sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-            data = b""
-            while not data.endswith(page[-12:]):
-                data += sock.recv(1 << 20)
-            latencies.append(time.perf_counter() - started)
-            time.sleep(0.005)
+    latencies = keepalive_latencies(web.port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", page[-12:], seconds, 0.005)
     stop.set()
     scraper.join(60)
     web.close()
-    latencies.sort()
     return f"/metrics p50 {latencies[len(latencies) // 2] * 1e3:.1f} ms, p99 {latencies[int(len(latencies) * 0.99)] * 1e3:.1f} ms, worst {latencies[-1] * 1e3:.1f} ms ({len(latencies)} scrapes)"
 
 

@@ -111,6 +111,23 @@ def replay_daemon_command(gpus: int, interval: str = "1s") -> list[str]:
     return [sys.executable, "-m", "exporter", "--replay", *trace_files(gpus), "--collect-interval", interval]
 
 
+def keepalive_latencies(port: int, request: bytes, body_end: bytes, seconds: float, pause: float) -> list[float]:
+    """Send ``request`` again and again for ``seconds`` over one kept-alive loopback connection,
+    ``pause`` seconds apart; each answer's latency (until ``body_end`` arrives) in seconds, sorted."""
+    latencies = []
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            started = time.perf_counter()
+            sock.sendall(request)
+            data = b""
+            while not data.endswith(body_end):
+                data += sock.recv(1 << 20)
+            latencies.append(time.perf_counter() - started)
+            time.sleep(pause)
+    return sorted(latencies)
+
+
 def percentile(values: list[float], q: float) -> float:
     """Nearest-rank percentile, ``q`` in 0..100."""
     ordered = sorted(values)

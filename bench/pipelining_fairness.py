@@ -14,10 +14,11 @@ import socket
 import statistics
 import sys
 import threading
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from harness import keepalive_latencies  # noqa: E402
 
 from exporter.web.payload import Payload  # noqa: E402
 from exporter.web.server import WebServer  # noqa: E402
@@ -57,20 +58,9 @@ def main() -> None:
     threads = [threading.Thread(target=pipeline, args=(web.port, stop, served), daemon=True) for _ in range(4)]
     for thread in threads:
         thread.start()
-    latencies = []
-    with socket.create_connection(("127.0.0.1", web.port)) as sock:
-        deadline = time.monotonic() + args.seconds
-        while time.monotonic() < deadline:
-            started = time.perf_counter()
-            sock.sendall(REQUEST)
-            data = b""
-            while not data.endswith(BODY[-30:]):
-                data += sock.recv(1 << 20)
-            latencies.append(time.perf_counter() - started)
-            time.sleep(0.01)
+    latencies = keepalive_latencies(web.port, REQUEST, BODY[-30:], args.seconds, 0.01)
     stop.set()
     web.close()
-    latencies.sort()
     p99 = latencies[int(len(latencies) * 0.99)]
     print(f"ordinary scrapes: {len(latencies)}, p50 {statistics.median(latencies) * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms; pipelined answers served: {served[0]}")
 
