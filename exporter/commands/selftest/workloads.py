@@ -243,17 +243,27 @@ def matmul(engine: Engine, seconds: float, device: DeviceInfo, n: int = MATMUL_N
     return {"tflops": 2 * n**3 * count / elapsed / 1e12}
 
 
+def _units_per_second(seconds: float, run_once: Callable[[], int]) -> float:
+    """Call ``run_once`` (it returns how many units of work it did) until ``seconds`` have passed;
+    the units per second over the time it took."""
+    count = 0
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        count += run_once()
+    return count / (time.perf_counter() - started)
+
+
 def _matmul_duty(engine: Engine, seconds: float, phase: float, n: int = MATMUL_N) -> dict[str, float]:
     """Matmuls for ``phase`` seconds, then host sleep for as long; FLOP/s over the whole time."""
     a, b = engine.matmul_operands(n)
     engine.synchronize()
-    count = 0
-    started = time.perf_counter()
-    while time.perf_counter() - started < seconds:
-        count += _matmul_loop(engine, a, b, phase, batch=1)
+
+    def busy_then_idle() -> int:
+        done = _matmul_loop(engine, a, b, phase, batch=1)
         time.sleep(phase)
-    elapsed = time.perf_counter() - started
-    return {"tflops": 2 * n**3 * count / elapsed / 1e12}
+        return done
+
+    return {"tflops": 2 * n**3 * _units_per_second(seconds, busy_then_idle) / 1e12}
 
 
 def matmul_duty50(engine: Engine, seconds: float, device: DeviceInfo) -> dict[str, float]:
@@ -275,13 +285,12 @@ def train_step(engine: Engine, seconds: float, device: DeviceInfo) -> dict[str, 
         kept["training"] = _training_setup(torch, engine.device)  # type: ignore[attr-defined]
     step, step_flop = kept["training"]
     engine.synchronize()
-    count = 0
-    started = time.perf_counter()
-    while time.perf_counter() - started < seconds:
+
+    def one_step() -> int:
         step()
-        count += 1
-    elapsed = time.perf_counter() - started
-    return {"tflops": step_flop * count / elapsed / 1e12}
+        return 1
+
+    return {"tflops": step_flop * _units_per_second(seconds, one_step) / 1e12}
 
 
 def _training_setup(torch: Any, device: Any) -> tuple[Callable[[], None], float]:
@@ -314,15 +323,14 @@ def _training_setup(torch: Any, device: Any) -> tuple[Callable[[], None], float]
 def copy(engine: Engine, seconds: float, device: DeviceInfo, nbytes: int = COPY_BYTES) -> dict[str, float]:
     source, target = engine.copy_buffers(nbytes)
     engine.synchronize()
-    count = 0
-    started = time.perf_counter()
-    while time.perf_counter() - started < seconds:
+
+    def four_copies() -> int:
         for _ in range(4):
             engine.copy(source, target)
         engine.synchronize()
-        count += 4
-    elapsed = time.perf_counter() - started
-    return {"tbps": 2 * nbytes * count / elapsed / 1e12}  # each copy reads and writes nbytes
+        return 4
+
+    return {"tbps": 2 * nbytes * _units_per_second(seconds, four_copies) / 1e12}  # each copy reads and writes nbytes
 
 
 def tiny_kernels(engine: Engine, seconds: float, device: DeviceInfo) -> dict[str, float]:
