@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from exporter.attribution.cgroup import read_cgroup
 from exporter.attribution.holders import UNATTRIBUTED, Holder, HolderResolver, identify
-from exporter.attribution.slurm import SlurmJob, job_of_cgroup, job_of_cgroup_line
+from exporter.attribution.slurm import SlurmJob, job_of_cgroup_line, job_of_lines
 
 CGROUPS = Path(__file__).parent / "slurm_cgroups"
 POD_UID = "0c3e2b1a-7f64-4d2b-9a51-3c2d1e0f9a8b"
@@ -24,8 +25,10 @@ EXPECTED = {
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_job_read_from_each_recorded_layout(name: str) -> None:
-    assert job_of_cgroup((CGROUPS / f"{name}.cgroup").read_text()) == EXPECTED[name]
+def test_job_read_from_each_recorded_layout(name: str, tmp_path: Path) -> None:
+    _proc(tmp_path, 7, (CGROUPS / f"{name}.cgroup").read_text())
+    lines = read_cgroup(7, tmp_path)
+    assert lines is not None and job_of_lines(lines) == EXPECTED[name]
 
 
 def test_job_cgroup_without_a_step_is_the_job() -> None:

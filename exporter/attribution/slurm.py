@@ -40,15 +40,10 @@ def job_of_cgroup_line(line: str) -> SlurmJob | None:
     return SlurmJob(job_id=job_id, step=step or "", user_id=user_id or "")
 
 
-def job_of_cgroup(text: str) -> SlurmJob | None:
-    """The Slurm job in a whole /proc/<pid>/cgroup file: the unified (v2) line first, then v1's
-    controllers, taking the first that names a job (under v1 every controller Slurm uses names
-    the same job; some, like the pids controller, may not)."""
-    return job_of_lines(sorted(text.splitlines(), key=lambda line: not line.startswith("0::")))
-
-
 def job_of_lines(lines: list[str]) -> SlurmJob | None:
-    """``job_of_cgroup`` of a file already split, unified line first (attribution/cgroup.read_cgroup)."""
+    """The Slurm job in the lines of a /proc/<pid>/cgroup file as attribution/cgroup.read_cgroup
+    gives them (the unified v2 line first, then v1's controllers): the first that names a job
+    (under v1 every controller Slurm uses names the same job; some, like the pids controller, may not)."""
     for line in lines:
         job = job_of_cgroup_line(line)
         if job is not None:
