@@ -384,3 +384,46 @@ def test_the_windows_utilization_is_the_mean_of_the_driver_samples_taken_inside_
         assert sample.gpu_utilization_window == pytest.approx(sum(inside) / len(inside) / 100)
     assert fake.calls["nvmlDeviceGetSamples"] == 5  # one call a poll
     backend.close()
+
+
+def newest_stamp(fake, at):
+    """The timestamp (µs) of the fake driver's newest utilization sample at fake time ``at``."""
+    return round((fake.started + int((at - fake.started) / fake.DRIVER_SAMPLE_PERIOD) * fake.DRIVER_SAMPLE_PERIOD) * 1e6)
+
+
+def test_each_poll_asks_the_driver_only_for_the_samples_after_the_newest_seen(traces):
+    """lastSeenTimeStamp is the newest sample of the last answer, so the driver filters out what
+    the last poll took; the first call asks from 0."""
+    backend, fake, clock = started([traces["matmul_8192_duty50"]])
+    clock.advance(1.0)
+    newest = []
+    for _ in range(4):
+        backend.collect()
+        newest.append(newest_stamp(fake, clock.now))
+        clock.advance(0.5)
+    assert [seen for index, seen in fake.samples_last_seen if index == 0] == [0, *newest[:-1]]
+    backend.close()
+
+
+def test_a_poll_before_the_next_driver_sample_can_exist_does_not_ask_and_means_the_same(traces):
+    """At 100 ms polls and a sample every 200 ms, a poll less than 0.9 sample gaps after the newest
+    sample does not call nvmlDeviceGetSamples (1.5 ms on an H100): it would answer NOT_FOUND. Every
+    window's mean is what a backend that asks every poll gets."""
+    backends = []
+    for wall_offset in (0.0, 3600.0):  # the driver's timestamps on the wall clock, or an hour off it
+        clock = FakeClock()
+        fake = FakeNvml([traces["matmul_8192_duty50"]], clock=clock)
+        backend = NvmlBackend(nvml=fake, clock=clock, wall_clock=lambda clock=clock, offset=wall_offset: clock() + offset)
+        backend.start()
+        backends.append((backend, fake, clock))
+    windows: list[list[float | None]] = [[], []]
+    for _ in range(60):
+        for (backend, _, clock), seen in zip(backends, windows, strict=True):
+            clock.advance(0.1)
+            seen.append(backend.collect()[0].gpu_utilization_window)
+    assert windows[0] == windows[1]
+    assert sum(value is not None for value in windows[0]) >= 25  # a new sample about every other poll
+    skipping, asking = (fake.calls["nvmlDeviceGetSamples"] for _, fake, _ in backends)
+    assert asking == 60 and skipping <= 35  # off the wall clock, every poll asks
+    for backend, _, _ in backends:
+        backend.close()

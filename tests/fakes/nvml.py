@@ -41,19 +41,22 @@ def recorded_gpm(trace: Trace) -> tuple[GpmMetric, ...]:
     after the trace was recorded plays as NVML_ERROR_NOT_SUPPORTED, as a GPU without it would."""
     return tuple(metric for metric in GPM_METRICS if any(record.get(metric.name) is not None for record in trace.samples))
 
-# Seconds per call measured on an H100 (docs/gpu-facts.md), for benchmarks that want them.
+# Seconds per call measured on an H100 (docs/gpu-facts.md; nvmlDeviceGetSamples, GPM, energy, field
+# values and processes re-measured 2026-11-25 with bench/nvml_poll_cost.py, docs/benchmarks.md), for
+# benchmarks that want them. nvmlDeviceGetSamples is pynvml's call: a 17 µs count query and the fill.
 H100_CALL_COSTS = {
     "nvmlDeviceGetUtilizationRates": 5e-6,
+    "nvmlDeviceGetSamples": 1.5e-3,
     "nvmlDeviceGetPowerUsage": 5e-6,
     "nvmlDeviceGetTemperature": 5e-6,
     "nvmlDeviceGetClockInfo": 5e-6,
-    "nvmlDeviceGetMemoryInfo": 5e-6,
-    "nvmlDeviceGetComputeRunningProcesses": 10e-6,
+    "nvmlDeviceGetMemoryInfo": 10e-6,
+    "nvmlDeviceGetComputeRunningProcesses": 45e-6,
     "nvmlDeviceGetCurrentClocksEventReasons": 5e-6,
-    "nvmlGpmSampleGet": 50e-6,
-    "nvmlGpmMetricsGet": 1.4e-3,
-    "nvmlDeviceGetTotalEnergyConsumption": 4e-3,
-    "nvmlDeviceGetFieldValues": 5e-3,
+    "nvmlGpmSampleGet": 217e-6,
+    "nvmlGpmMetricsGet": 1.38e-3,
+    "nvmlDeviceGetTotalEnergyConsumption": 3.4e-3,
+    "nvmlDeviceGetFieldValues": 5e-6,
     "nvmlDeviceGetPcieThroughput": 21e-3,
 }
 GPM_MIN_GAP = 0.1
@@ -176,6 +179,7 @@ class FakeNvml:
         self.call_cost = dict(call_cost or {})
         self.event_wait_cap = event_wait_cap  # nvmlEventSetWait returns TIMEOUT after at most this long
         self.calls: Counter[str] = Counter()
+        self.samples_last_seen: list[tuple[int, int]] = []  # (GPU index, lastSeenTimeStamp) of each nvmlDeviceGetSamples call
         self.device_calls: Counter[tuple[str, int]] = Counter()
         self.driver_loaded = True
         self.init_count = 0
@@ -400,7 +404,7 @@ class FakeNvml:
 
     # ---- readings every poll -------------------------------------------------------------------
 
-    DRIVER_SAMPLE_PERIOD = 0.2  # the driver takes a utilization sample every 200 ms on an H100
+    DRIVER_SAMPLE_PERIOD = 0.2  # the driver takes a utilization sample every ~167 ms on an H100 (72 kept)
     DRIVER_SAMPLES_KEPT = 70
 
     @_api()
@@ -408,6 +412,7 @@ class FakeNvml:
         """The driver's utilization samples newer than ``last_seen`` (microseconds), each the trace's
         util_gpu at its time; NOT_FOUND when there is none, as the real call answers."""
         index = self._index_of(handle)
+        self.samples_last_seen.append((index, last_seen))
         if sampling_type != _real.NVML_GPU_UTILIZATION_SAMPLES:
             raise _real.NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
         newest = int((self.clock() - self.started) / self.DRIVER_SAMPLE_PERIOD)

@@ -52,12 +52,13 @@ class _Gpu:
 class NvmlBackend(Backend):
     name = "nvml"
 
-    def __init__(self, slow_interval: float = 10.0, nvml: ModuleType | None = None, clock: Callable[[], float] = time.monotonic, process_utilization: bool = False) -> None:
+    def __init__(self, slow_interval: float = 10.0, nvml: ModuleType | None = None, clock: Callable[[], float] = time.monotonic, process_utilization: bool = False, wall_clock: Callable[[], float] = time.time) -> None:
         super().__init__()
         self.slow_interval = slow_interval
         self.disabled_collectors: frozenset[str] = frozenset()  # their health readings are not read
         self.process_utilization = process_utilization  # read per-process samples (the fair split, docs/sharing.md)
         self.clock = clock
+        self.wall_clock = wall_clock  # what the driver dates its utilization samples by (nvml/utilization.py)
         self._nvml = nvml
         self._gpus: list[_Gpu] = []
         self._xid: XidWatcher | None = None
@@ -303,8 +304,10 @@ class NvmlBackend(Backend):
         if utilization is not None:
             sample.gpu_utilization = utilization.gpu / 100
             sample.memory_utilization = utilization.memory / 100
-            answer = opt(gpu, "utilization_samples", nvml.nvmlDeviceGetSamples, handle, nvml.NVML_GPU_UTILIZATION_SAMPLES, gpu.utilization_window.seen_us or 0)
-            sample.gpu_utilization_window = gpu.utilization_window.mean_since_last(answer)
+            window, now_us = gpu.utilization_window, round(self.wall_clock() * 1e6)
+            if window.may_have_new(now_us):  # else the call would answer NOT_FOUND (nvml/utilization.py)
+                answer = opt(gpu, "utilization_samples", nvml.nvmlDeviceGetSamples, handle, nvml.NVML_GPU_UTILIZATION_SAMPLES, window.seen_us or 0)
+                sample.gpu_utilization_window = window.mean_since_last(answer, now_us)
         power = opt(gpu, "power", nvml.nvmlDeviceGetPowerUsage, handle)
         sample.power_watts = None if power is None else power / 1000
         sample.temperature_celsius = opt(gpu, "temperature", nvml.nvmlDeviceGetTemperature, handle, nvml.NVML_TEMPERATURE_GPU)
