@@ -314,6 +314,17 @@ def test_xid_events_counted_per_gpu_and_code(traces):
     assert fake.event_sets == []  # the event set was freed
 
 
+def test_the_xid_thread_asks_for_two_second_waits(traces):
+    """Each return of nvmlEventSetWait costs driver CPU whether or not an Xid came (docs/health.md):
+    the thread waits 2 s a call, not the 500 ms it once did."""
+    backend, fake, _ = started([traces["idle"]])
+    deadline = time.monotonic() + 5
+    while not fake.event_wait_timeouts and time.monotonic() < deadline:
+        time.sleep(0.01)
+    backend.close()
+    assert set(fake.event_wait_timeouts) == {2000}
+
+
 def test_derivations_and_exposition_over_nvml_reproduce_the_planted_mismatch(traces):
     workloads = ["idle", "spin_1sm", "matmul_8192", "copy_2GB", "tiny_kernels"]
     backend, fake, clock = started([traces[name] for name in workloads])

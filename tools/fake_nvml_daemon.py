@@ -3,8 +3,8 @@
     python tools/fake_nvml_daemon.py GPUS [daemon flags...]
 
 GPUS fake GPUs play the shipped traces (repeated where GPUS > 6). Calls cost nothing, so what the
-process spends is the daemon's own CPU (plus the fake's Python). nvmlEventSetWait blocks up to
-500 ms like the real one, so the Xid thread wakes as often as it would on a GPU machine.
+process spends is the daemon's own CPU (plus the fake's Python). nvmlEventSetWait blocks as long as
+the backend asks, like the real one, so the Xid thread wakes as often as it would on a GPU machine.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from exporter.trace import load_trace, planted_trace_paths  # noqa: E402
 def main() -> int:
     gpus, flags = int(sys.argv[1]), sys.argv[2:]
     traces = [load_trace(path) for path in planted_trace_paths()]
-    sys.modules["pynvml"] = FakeNvml([traces[index % len(traces)] for index in range(gpus)], event_wait_cap=0.5)
+    sys.modules["pynvml"] = FakeNvml([traces[index % len(traces)] for index in range(gpus)], event_wait_cap=float("inf"))
     from exporter.commands.cli import main as daemon_main
 
     return daemon_main(flags)

@@ -179,6 +179,7 @@ class FakeNvml:
         self.call_cost = dict(call_cost or {})
         self.event_wait_cap = event_wait_cap  # nvmlEventSetWait returns TIMEOUT after at most this long
         self.calls: Counter[str] = Counter()
+        self.event_wait_timeouts: Counter[int] = Counter()  # nvmlEventSetWait calls by the timeout asked for (ms)
         self.samples_last_seen: list[tuple[int, int]] = []  # (GPU index, lastSeenTimeStamp) of each nvmlDeviceGetSamples call
         self.device_calls: Counter[tuple[str, int]] = Counter()
         self.driver_loaded = True
@@ -717,6 +718,7 @@ class FakeNvml:
 
     @_api(device=None)
     def nvmlEventSetWait(self, event_set: _EventSet, timeout_ms: int) -> Any:
+        self.event_wait_timeouts[timeout_ms] += 1
         with event_set.ready:
             if not event_set.pending:
                 event_set.ready.wait(min(timeout_ms / 1000, self.event_wait_cap))

@@ -15,6 +15,15 @@ log = logging.getLogger(__name__)
 
 LogOnce = Callable[..., None]  # Backend.log_once(key, level, message, *args)
 
+# How long one nvmlEventSetWait may block. With NVML open and no polls the daemon spent 0.34 ms of
+# CPU a second at a 500 ms wait (H100, driver 580.159.04: docs/real-gpu/2026-11-25-h100/issue28-round3),
+# ~170 µs a return of this wait; fewer returns, less of it.
+# stop() waits for the wait in flight to end (the event set must not be freed under it), so this
+# also bounds how long a re-initialisation holds its poll: 2 s, under the 5 s default stale_after
+# at 1 s polls.
+WAIT_MS = 2000
+STOP_JOIN_SECONDS = WAIT_MS / 1000 + 1.0  # the wait in flight, and a margin for a busy machine
+
 
 class XidWatcher:
     """``start`` registers the GPUs and starts the thread; ``counts`` is what each GPU saw since the daemon started."""
@@ -53,7 +62,7 @@ class XidWatcher:
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(2.0)
+            self._thread.join(STOP_JOIN_SECONDS)
             self._thread = None
 
     def _watch(self, event_set: Any, stop: threading.Event) -> None:
@@ -61,7 +70,7 @@ class XidWatcher:
         try:
             while not stop.is_set():
                 try:
-                    data = nvml.nvmlEventSetWait(event_set, 500)
+                    data = nvml.nvmlEventSetWait(event_set, WAIT_MS)
                 except nvml.NVMLError as error:
                     if getattr(error, "value", None) == nvml.NVML_ERROR_TIMEOUT:
                         continue
