@@ -197,7 +197,7 @@ METRICS: tuple[Metric, ...] = (
            readings=_r("sample.health.decoder_utilization", dcgm=Dcgm(207, "DCGM_FI_DEV_DEC_UTIL", 0.01, FAST))),
     Metric("gpueff_fan_speed_ratio", GAUGE, "ratio", "Fan speed as a share of its maximum. Absent on passively cooled GPUs (most data-centre boards).", backends=NOT_REPLAY,
            readings=_r("sample.health.fan_speed", dcgm=Dcgm(191, "DCGM_FI_DEV_FAN_SPEED", 0.01, FAST))),
-    Metric("gpueff_temperature_limit_celsius", GAUGE, "celsius", "Temperature limits in degrees Celsius, by threshold: slowdown (the clocks drop), shutdown, gpu_max and memory_max (the most the GPU core and memory should run at). Read at the slow cadence.",
+    Metric("gpueff_temperature_limit_celsius", GAUGE, "celsius", "Temperature limits in degrees Celsius, by threshold: slowdown (the clocks drop), shutdown, gpu_max and memory_max (the most the GPU core and memory should run at). Fixed while the driver runs: NVML reads them once per device open, DCGM watches them at the slow cadence.",
            labels=("threshold",), backends=NOT_REPLAY, readings=tuple(Reading(f"sample.health.temperature_{name}_celsius", name, dcgm=Dcgm(field_id, names, 1, SLOW)) for name, field_id, names in (
                ("slowdown", 158, "DCGM_FI_DEV_GPU_TEMP_SLOWDOWN_CELSIUS DCGM_FI_DEV_SLOWDOWN_TEMP"),
                ("shutdown", 159, "DCGM_FI_DEV_GPU_TEMP_SHUTDOWN_CELSIUS DCGM_FI_DEV_SHUTDOWN_TEMP"),

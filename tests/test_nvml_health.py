@@ -11,7 +11,7 @@ from fakes.nvml import FakeClock, FakeGpu, FakeNvml
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.backends.nvml.backend import NvmlBackend
-from exporter.backends.nvml.health import FAST, HEALTH_CALLS, SLOW
+from exporter.backends.nvml.health import FAST, HEALTH_CALLS, ONCE, SLOW
 from exporter.config.file import Config
 from exporter.exposition.render import render
 from exporter.pipeline.derive import derive
@@ -80,7 +80,57 @@ def test_fast_readings_every_poll_slow_ones_at_the_slow_interval(trace):
     assert fake.calls["nvmlDeviceGetPerformanceState"] == 25 and fake.calls["nvmlDeviceGetEncoderUtilization"] == 25
     assert fake.calls["nvmlDeviceGetPcieReplayCounter"] == 3 and fake.calls["nvmlDeviceGetNvLinkState"] == 9  # 3 links at 0, 10 and 20 s
     assert replays == [0] * 10 + [10] * 10 + [20] * 5  # carried on between slow rounds
-    assert {call.cadence for call in HEALTH_CALLS} == {FAST, SLOW}
+    assert {call.cadence for call in HEALTH_CALLS} == {FAST, SLOW, ONCE}
+
+
+def test_fixed_limits_are_read_once_per_device_open_and_again_after_a_reinit(trace):
+    """The temperature limits and the most PCIe link can do cannot change while the driver runs
+    (docs/health.md): one call each per device open, not one per slow round."""
+    backend, fake, clock = started([nvlink_board(trace)], slow_interval=1.0)
+    fixed = ("nvmlDeviceGetTemperatureThreshold", "nvmlDeviceGetMaxPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkWidth")
+    for _ in range(5):
+        health = backend.collect()[0].health
+        clock.advance(1)
+    assert [fake.calls[name] for name in fixed] == [4, 1, 1] and fake.calls["nvmlDeviceGetPcieReplayCounter"] == 5
+    assert (health.temperature_slowdown_celsius, health.temperature_memory_max_celsius, health.pcie_link_width_max) == (89, 95, 16)  # kept
+    fake.lose_gpu(0)
+    assert not backend.collect()[0].up
+    fake.recover_gpu(0)
+    clock.advance(2)  # past the first re-initialisation back-off
+    health = backend.collect()[0].health
+    backend.close()
+    assert [fake.calls[name] for name in fixed] == [8, 2, 2] and health.temperature_shutdown_celsius == 92
+
+
+def test_a_fixed_limit_that_failed_is_tried_again_at_the_next_slow_round_then_kept(trace):
+    backend, fake, clock = started([nvlink_board(trace)], slow_interval=1.0)
+    fake.fail("nvmlDeviceGetMaxPcieLinkWidth", pynvml.NVML_ERROR_UNKNOWN, times=1)
+    first = backend.collect()[0].health
+    clock.advance(1)
+    second = backend.collect()[0].health
+    clock.advance(1)
+    third = backend.collect()[0].health
+    backend.close()
+    assert first.pcie_link_width_max is None and second.pcie_link_width_max == third.pcie_link_width_max == 16
+    assert fake.calls["nvmlDeviceGetMaxPcieLinkWidth"] == 2
+
+
+def test_a_fixed_limit_of_a_collector_disabled_at_start_is_read_once_it_is_enabled(trace):
+    backend, fake, clock = started([nvlink_board(trace)], slow_interval=1.0)
+    backend.disabled_collectors = frozenset({"thermal"})
+    assert backend.collect()[0].health.temperature_slowdown_celsius is None
+    backend.disabled_collectors = frozenset()
+    clock.advance(1)
+    health = backend.collect()[0].health
+    backend.disabled_collectors = frozenset({"thermal"})
+    clock.advance(0.5)  # no slow round: what was read stays out while its collector is off
+    hidden = backend.collect()[0].health
+    backend.disabled_collectors = frozenset()
+    clock.advance(1)  # a slow round: back from what was kept, not asked again
+    shown = backend.collect()[0].health
+    backend.close()
+    assert health.temperature_slowdown_celsius == shown.temperature_slowdown_celsius == 89 and hidden.temperature_slowdown_celsius is None
+    assert fake.calls["nvmlDeviceGetTemperatureThreshold"] == 4
 
 
 @pytest.mark.parametrize("function", ["nvmlDeviceGetPcieReplayCounter", "nvmlDeviceGetViolationStatus", "nvmlDeviceGetPerformanceState", "nvmlDeviceGetNvLinkState"])

@@ -4,7 +4,8 @@ thermal limits.
 
 Each reading is one entry of HEALTH_CALLS with the cadence its cost allows (measured on an H100,
 docs/health.md): FAST ones every poll, SLOW ones every slow_collect_interval, their last values
-kept in between. A call that answers NotSupported (or FunctionNotFound on an older driver,
+kept in between, ONCE ones (limits no one can change while the driver runs) once per device open,
+at its first slow round, and again after a re-initialisation. A call that answers NotSupported (or FunctionNotFound on an older driver,
 InvalidArgument for a link or a policy the GPU does not have, NoPermission) is not made again for
 that GPU, and its readings stay absent: never a fake 0. Any other error leaves the readings absent
 for this round and is logged once; only a lost GPU or driver propagates, so a health reading can
@@ -22,7 +23,7 @@ from typing import Any
 
 from exporter.sample import NO_HEALTH, Health
 
-FAST, SLOW = "fast", "slow"
+FAST, SLOW, ONCE = "fast", "slow", "once"
 UNKNOWN_PSTATE = 32  # NVML_PSTATE_UNKNOWN
 
 Reader = Callable[[ModuleType, Any], dict[str, Any]]
@@ -127,7 +128,7 @@ HEALTH_CALLS: tuple[HealthCall, ...] = (
     HealthCall("fan", FAST, _fan, "fan"),
     HealthCall("pcie_replays", SLOW, _pcie_replays, "pcie"),
     HealthCall("pcie_link", SLOW, _pcie_link("nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetCurrPcieLinkWidth", ""), "pcie"),
-    HealthCall("pcie_link_max", SLOW, _pcie_link("nvmlDeviceGetMaxPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkWidth", "_max"), "pcie"),
+    HealthCall("pcie_link_max", ONCE, _pcie_link("nvmlDeviceGetMaxPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkWidth", "_max"), "pcie"),
     HealthCall("nvlink_errors", SLOW, _nvlink_errors, "nvlink"),
     HealthCall("nvlink_states", SLOW, _nvlink_states, "nvlink"),
     *(HealthCall(f"violation_{name}", SLOW, _violation(policy, name), "violations") for policy, name in (
@@ -141,7 +142,7 @@ HEALTH_CALLS: tuple[HealthCall, ...] = (
     HealthCall("retired_single_bit", SLOW, _retired_pages("NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS", "single_bit"), "errors"),
     HealthCall("retired_double_bit", SLOW, _retired_pages("NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR", "double_bit"), "errors"),
     HealthCall("retired_pending", SLOW, _retired_pending, "errors"),
-    *(HealthCall(f"threshold_{name}", SLOW, _threshold(threshold, name), "thermal") for threshold, name in (
+    *(HealthCall(f"threshold_{name}", ONCE, _threshold(threshold, name), "thermal") for threshold, name in (
         ("NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", "slowdown"),
         ("NVML_TEMPERATURE_THRESHOLD_SHUTDOWN", "shutdown"),
         ("NVML_TEMPERATURE_THRESHOLD_GPU_MAX", "gpu_max"),
@@ -170,35 +171,48 @@ class HealthReader:
     unsupported: set[str] = field(default_factory=set)
     slow: dict[str, Any] = field(default_factory=dict)
     slow_time: float | None = None
+    once: dict[str, dict[str, Any]] = field(default_factory=dict)  # the ONCE calls' answers, by call key
 
     def read(self, nvml: ModuleType, handle: Any, now: float, slow_interval: float, disabled: frozenset[str] = frozenset()) -> Health:
-        """The fast readings now and the slow ones when due, leaving out the ``disabled`` collectors'."""
+        """The fast readings now, the slow ones when due and the ONCE ones kept, leaving out the
+        ``disabled`` collectors'. A ONCE call that has not answered yet is tried at each slow round."""
         slow_due = self.slow_time is None or now - self.slow_time >= slow_interval
         values: dict[str, Any] = {}
         if slow_due:
             self.slow_time = now
             self.slow = self._read(nvml, handle, SLOW, disabled)
+            for call in self._due(ONCE, disabled):
+                if call.key not in self.once and (answer := self._call(nvml, handle, call)) is not None:
+                    self.once[call.key] = answer
+        for call in self._due(ONCE, disabled):
+            values.update(self.once.get(call.key, {}))
         values.update(self.slow)
         values.update(self._read(nvml, handle, FAST, disabled))
         return dataclasses.replace(NO_HEALTH, **values) if values else NO_HEALTH
 
+    def _due(self, cadence: str, disabled: frozenset[str]) -> list[HealthCall]:
+        return [call for call in self.calls if call.cadence == cadence and call.key not in self.unsupported and call.collector not in disabled]
+
     def _read(self, nvml: ModuleType, handle: Any, cadence: str, disabled: frozenset[str]) -> dict[str, Any]:
         values: dict[str, Any] = {}
-        for call in self.calls:
-            if call.cadence != cadence or call.key in self.unsupported or call.collector in disabled:
-                continue
-            try:
-                values.update(call.read(nvml, handle))
-            except nvml.NVMLError as error:
-                code = getattr(error, "value", None)
-                if code in gone_codes(nvml):
-                    raise
-                if code in unsupported_codes(nvml):
-                    self.unsupported.add(call.key)
-                    logging.getLogger(__name__).debug("GPU %d: %s is not available (%s); not asked again", self.index, call.key, error)
-                else:
-                    self.log_once(f"health-{self.index}-{call.key}-{code}", logging.WARNING, "GPU %d: reading %s failed (%s); it is absent until it answers", self.index, call.key, error)
+        for call in self._due(cadence, disabled):
+            values.update(self._call(nvml, handle, call) or {})
         return values
+
+    def _call(self, nvml: ModuleType, handle: Any, call: HealthCall) -> dict[str, Any] | None:
+        """One call's readings; None where it failed (absent this round) or is not supported."""
+        try:
+            return call.read(nvml, handle)
+        except nvml.NVMLError as error:
+            code = getattr(error, "value", None)
+            if code in gone_codes(nvml):
+                raise
+            if code in unsupported_codes(nvml):
+                self.unsupported.add(call.key)
+                logging.getLogger(__name__).debug("GPU %d: %s is not available (%s); not asked again", self.index, call.key, error)
+            else:
+                self.log_once(f"health-{self.index}-{call.key}-{code}", logging.WARNING, "GPU %d: reading %s failed (%s); it is absent until it answers", self.index, call.key, error)
+            return None
 
 
 def field_number(nvml: ModuleType, field_value: Any) -> float:
