@@ -56,6 +56,7 @@ class Reading:
     gpm: Gpm | None = None
     dcgm: Dcgm | None = None
     trace: tuple[str, float] | None = None  # gpu-trace/1 sample key and its scale to the sample's unit (GPM readings use gpm)
+    fallback: str = ""  # a path whose value is rendered where ``path`` reads None ("" for none)
 
     @property
     def field(self) -> str:
@@ -81,9 +82,9 @@ def _r(path: str, **sources: object) -> tuple[Reading, ...]:
     return (Reading(path, **sources),)  # type: ignore[arg-type]
 
 
-def _ratio(field: str, name: str, gpm: Gpm, dcgm: Dcgm, help_text: str) -> Metric:
+def _ratio(field: str, name: str, gpm: Gpm, dcgm: Dcgm, help_text: str, fallback: str = "") -> Metric:
     """A profiling activity: a ratio 0..1 over the sample window, in sample.profiling.<field>."""
-    return Metric(name, GAUGE, "ratio", help_text, readings=_r(f"sample.profiling.{field}", gpm=gpm, dcgm=dcgm))
+    return Metric(name, GAUGE, "ratio", help_text, readings=_r(f"sample.profiling.{field}", gpm=gpm, dcgm=dcgm, fallback=fallback))
 
 
 def _rate(field: str, name: str, gpm: Gpm, dcgm: Dcgm, help_text: str) -> Metric:
@@ -212,7 +213,9 @@ METRICS: tuple[Metric, ...] = (
     _ratio("sm_occupancy", "gpueff_sm_occupancy_ratio", Gpm("SM_OCCUPANCY", 3, 0.01), Dcgm(1003, "DCGM_FI_PROF_SM_OCCUPANCY_RATIO DCGM_FI_PROF_SM_OCCUPANCY", 1, PROFILING),
            "SM occupancy: resident warps over the theoretical maximum."),
     _ratio("graphics_active", "gpueff_graphics_engine_active_ratio", Gpm("GRAPHICS_UTIL", 1, 0.01), Dcgm(1001, "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO DCGM_FI_PROF_GR_ENGINE_ACTIVE", 1, PROFILING),
-           "Share of time the graphics/compute engine was active (GPM GRAPHICS_UTIL / DCGM GR_ENGINE_ACTIVE)."),
+           "Share of time the graphics/compute engine was active (GPM GRAPHICS_UTIL / DCGM GR_ENGINE_ACTIVE) over the poll window; "
+           "NVML on a full GPU (not MIG): the mean over the slow window, read at the slow cadence (GRAPHICS_UTIL costs 1.5 ms of CPU a read).",
+           fallback="sample.graphics_active_slow_window"),
     _ratio("tensor_active", "gpueff_tensor_active_ratio", Gpm("ANY_TENSOR_UTIL", 5, 0.01), Dcgm(1004, "DCGM_FI_PROF_TENSOR_UTIL_RATIO DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", 1, PROFILING),
            "Share of cycles any tensor pipe was active."),
     _ratio("tensor_hmma_active", "gpueff_tensor_hmma_active_ratio", Gpm("HMMA_TENSOR_UTIL", 7, 0.01), Dcgm(1014, "DCGM_FI_PROF_HMMA_UTIL_RATIO DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE", 1, PROFILING),

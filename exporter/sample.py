@@ -138,6 +138,9 @@ class GpuSample:
     # Coarse device readings: ratios 0..1, bytes, watts, joules, degrees Celsius; clocks in MHz.
     gpu_utilization: float | None = None  # NVML's latest driver sample (what nvidia-smi shows at this instant)
     gpu_utilization_window: float | None = None  # the mean of the driver's samples inside the window (nvmlDeviceGetSamples)
+    # NVML on a full GPU: the graphics engine's activity (GPM GRAPHICS_UTIL) over the slow window, read at the
+    # slow cadence and held between (one read costs 1.5 ms of CPU); the window's own reading is then not read.
+    graphics_active_slow_window: float | None = None
     memory_utilization: float | None = None
     power_watts: float | None = None
     energy_joules: float | None = None  # cumulative since driver load (or replay start)

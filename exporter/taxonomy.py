@@ -9,7 +9,9 @@ gives each class's physical argument and the recorded jobs that show it):
 - busy (nvidia-smi's utilization over the window: any engine, copy engines included) says whether
   the GPU had work at all; below ``host_utilization`` it sat with nothing queued for a large share
   of the time, and what it waits on is the host. Busy with the compute engine idle means only the
-  copy engines worked: transfers the link's rate does not explain are paced by the host.
+  copy engines worked: transfers the link's rate does not explain are paced by the host. Where the
+  engine is not read over the window (NVML reads it at the slow cadence on full GPUs), SM count x
+  SM activity bounds it from above, and a bound below the idle threshold proves the same.
 - DRAM activity is the share of peak bandwidth; about 0.8 is its practical roof (DCGM's guide),
   so at ``memory_dram`` or more, with DRAM busier than any math pipe, bandwidth is the limit; and
   at ``memory_dram_without_math`` with no math pipe doing meaningful work the job streams bytes
@@ -119,6 +121,9 @@ class Activity:
 
     busy: float | None = None  # nvidia-smi's utilization over the window (exporter/pipeline/derive.py busy_ratio)
     engine: float | None = None  # the graphics/compute engine's share of the window (GRAPHICS_UTIL / DCGM 1001): no copy engines
+    # Where ``engine`` is not read: an upper bound on it, SM count x SM activity, at most 1 (a kernel
+    # running for a share e of the window keeps at least one SM of sm_count active for e).
+    engine_bound: float | None = None
     sm_active: float | None = None
     sm_occupancy: float | None = None
     pipes: float | None = None  # the busiest math pipe (tensor, FP64/32/16; not the integer pipe)
@@ -165,7 +170,8 @@ def classify(activity: Activity, limits: BottleneckThresholds) -> str:
         return "idle"
     if busy < limits.host_utilization:
         return "host"
-    if activity.engine is not None and activity.engine < limits.idle_utilization:
+    engine = activity.engine if activity.engine is not None else activity.engine_bound
+    if engine is not None and engine < limits.idle_utilization:
         return "host"  # only the copy engines work, well below the link's roof: the host paces the transfers
     if sm_active is None:
         return "unknown"

@@ -47,11 +47,16 @@ def test_mig_devices_are_devices_of_their_own(fake) -> None:
         busy, idle = backend.collect()[1:]
     finally:
         backend.close()
-    record = nvml.record(1)
+    def window(gpu: int, key: str) -> float:
+        mean = nvml.window_mean(gpu, key, clock.now - 1.0, clock.now)
+        assert mean is not None
+        return mean / 100
+
     assert busy.up and busy.gpu_utilization is None  # no coarse utilization on MIG
-    assert busy.profiling.sm_active == pytest.approx(record["SM_UTIL"] / 100)
-    assert busy.profiling.graphics_active == pytest.approx(record["GRAPHICS_UTIL"] / 100)
-    assert idle.profiling.sm_active == pytest.approx(nvml.record(2)["SM_UTIL"] / 100)
+    assert busy.profiling.sm_active == pytest.approx(window(1, "SM_UTIL"))
+    assert busy.profiling.graphics_active == pytest.approx(window(1, "GRAPHICS_UTIL"))  # every poll: it is the window's busy figure here
+    assert busy.graphics_active_slow_window is None
+    assert idle.profiling.sm_active == pytest.approx(window(2, "SM_UTIL"))
     assert [p.pid for p in busy.processes] == [4242]
     assert nvml.calls["nvmlGpmMigSampleGet"] == 4 and nvml.calls["nvmlDeviceRegisterEvents"] == 1
 
@@ -83,8 +88,9 @@ def test_mig_devices_exported_with_their_pods_and_graphics_based_efficiency(fake
     assert not [line for line in text.splitlines() if line.startswith("gpueff_gpu_utilization_instant_ratio{") and "MIG-" in line]
     assert f"gpueff_gpu_utilization_ratio{{{busy}}}" in text
     (state,) = [s for s in snapshot.gpus if s.sample.device.uuid == MIG_BUSY]
-    record = nvml.record(1)
-    expected = min(1.0, record["SM_UTIL"] / record["GRAPHICS_UTIL"])
+    sm, engine = (nvml.window_mean(1, key, clock.now - 1.0, clock.now) for key in ("SM_UTIL", "GRAPHICS_UTIL"))
+    assert sm is not None and engine
+    expected = min(1.0, sm / engine)
     assert state.derived.efficiency == pytest.approx(expected)
     assert f"gpueff_efficiency_ratio{{{busy}}}" in text
 

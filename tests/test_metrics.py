@@ -51,7 +51,7 @@ def test_every_sample_reading_is_exported():
     read = {f"sample.{field.name}" for field in dataclasses.fields(GpuSample) if field.name not in NOT_METRICS}
     read |= {f"sample.profiling.{name}" for name in PROFILING_FIELDS} | {"sample.profiling_available"}
     read |= {f"sample.health.{field.name}" for field in dataclasses.fields(Health)}
-    exported = {reading.path for _, reading in READINGS}
+    exported = {reading.path for _, reading in READINGS} | {reading.fallback for _, reading in READINGS if reading.fallback}
     assert sorted(read - exported) == []
     assert sorted(path for path in sample_paths(exported) - read if not path.startswith("sample.device")) == []
 
@@ -162,10 +162,14 @@ def given(samples: list[GpuSample]) -> set[str]:
 
 
 def _read(sample: GpuSample, reading: Reading) -> object:
-    value: object = sample
-    for part in reading.path.split(".")[1:]:
-        value = getattr(value, part)
-    return value
+    """The reading's value, or its fallback's where it has none (as the exposition renders it)."""
+    for path in (reading.path, reading.fallback):
+        value: object = sample
+        for part in path.split(".")[1:]:
+            value = getattr(value, part)
+        if value is not None or not reading.fallback:
+            return value
+    return None
 
 
 def claimed(backend: str) -> set[str]:

@@ -67,16 +67,20 @@ def test_readings_map_to_sample_units(traces):
 
 @pytest.mark.parametrize("workload", ["idle", "spin_1sm", "matmul_8192", "matmul_8192_duty50", "copy_2GB", "tiny_kernels"])
 def test_gpm_values_equal_the_trace(traces, workload):
+    """Each GPM reading is the trace's mean over the window, in the sample's unit; on a full GPU the
+    graphics engine is read over the slow window instead (test_gpm_engine_*)."""
     backend, fake, clock = started([traces[workload]])
     backend.collect()
     for _ in range(4):
         clock.advance(0.5)
         sample = backend.collect()[0]
-        record = fake.record(0)
         assert sample.profiling_available and sample.window_seconds == pytest.approx(0.5)
-        assert set(sample.profiling.readings()) == {metric.key for metric in recorded_gpm(traces[workload])}
+        assert set(sample.profiling.readings()) == {metric.key for metric in recorded_gpm(traces[workload])} - {"graphics_active"}
         for metric in recorded_gpm(traces[workload]):
-            expected = record[metric.name] / 100 if metric.scale == 0.01 else record[metric.name] * MIB
+            if metric.key == "graphics_active":
+                continue
+            mean = fake.window_mean(0, metric.name, clock.now - 0.5, clock.now)
+            expected = mean / 100 if metric.scale == 0.01 else mean * MIB
             assert sample.profiling.readings()[metric.key] == pytest.approx(min(expected, 1.0) if metric.scale == 0.01 else expected, rel=1e-12), metric.name
     backend.close()
 
@@ -93,7 +97,7 @@ def test_first_poll_primes_and_polls_under_100ms_apart_give_no_profiling(traces)
     clock.now = 1000.15
     sample = backend.collect()[0]
     assert sample.profiling_available and sample.window_seconds == pytest.approx(0.15)
-    assert fake.calls["nvmlGpmSampleGet"] == 2 and fake.calls["nvmlGpmMetricsGet"] == 1
+    assert fake.calls["nvmlGpmSampleGet"] == 2 and fake.calls["nvmlGpmMetricsGet"] == 2  # the window's, and the first slow window's engine
     backend.close()
 
 
@@ -105,7 +109,7 @@ def test_a_failed_metric_is_absent_not_zero(traces):
     sample = backend.collect()[0]
     assert sample.profiling.dram_active is None and sample.profiling.nvlink_tx_bytes_per_second is None
     assert sample.profiling.sm_occupancy == pytest.approx(0.80, abs=0.01) and sample.profiling_available
-    assert len(sample.profiling.readings()) == len(recorded_gpm(traces["copy_2GB"])) - 2
+    assert len(sample.profiling.readings()) == len(recorded_gpm(traces["copy_2GB"])) - 3  # the two, and the engine (read over the slow window)
     backend.close()
 
 
@@ -128,7 +132,7 @@ def test_pre_hopper_gpu_has_no_profiling_and_says_why(traces, caplog):
     assert samples[0].up and samples[0].gpu_utilization == 1.0
     assert not samples[0].profiling_available and samples[0].profiling.readings() == {}
     assert samples[1].profiling_available  # the Hopper beside it is unaffected
-    assert fake.device_calls["nvmlGpmSampleGet", 0] == 0 and fake.calls["nvmlGpmSampleAlloc"] == 2
+    assert fake.device_calls["nvmlGpmSampleGet", 0] == 0 and fake.calls["nvmlGpmSampleAlloc"] == 3  # the Hopper's window and slow window
     assert any("GPU 0 (NVIDIA A100-SXM4-80GB) has no GPM" in message and "DCGM" in message for message in caplog.messages)
     backend.close()
 
@@ -246,9 +250,9 @@ def test_lost_gpu_goes_down_alone_and_comes_back_after_reinit(traces):
         samples = backend.collect()
     assert [(sample.device.index, sample.up) for sample in samples] == [(0, True), (1, True), (2, True)]
     assert samples[1].device.uuid == "GPU-fake-1-spin_1sm" and samples[1].profiling_available
-    assert samples[1].profiling.sm_active == pytest.approx(fake.record(1)["SM_UTIL"] / 100)
+    assert samples[1].profiling.sm_active == pytest.approx(fake.window_mean(1, "SM_UTIL", clock.now - 1, clock.now) / 100)
     assert backend.errors_total == 1
-    assert len(fake.gpm_samples) == 6  # GPM samples of the old handles were freed
+    assert len(fake.gpm_samples) == 9  # GPM samples of the old handles were freed: three a GPU are left
     backend.close()
 
 
@@ -362,7 +366,8 @@ def test_derivations_and_exposition_over_nvml_reproduce_the_planted_mismatch(tra
     # The matmul's estimated FLOP/s: HMMA activity x 989.4 TFLOP/s x SM clock / max clock (docs/gpu-facts.md),
     # the clock being the mean of its readings at both ends of the window.
     record, start = fake.record(2, at=clock.now - 1), fake.record(2, at=clock.now - 2)  # the last poll's reading, and the one before
-    expected = record["HMMA_TENSOR_UTIL"] / 100 * 989.4e12 * (record["sm_clock_mhz"] + start["sm_clock_mhz"]) / 2 / 1980
+    hmma = fake.window_mean(2, "HMMA_TENSOR_UTIL", clock.now - 2, clock.now - 1)  # over the last poll's window
+    expected = hmma / 100 * 989.4e12 * (record["sm_clock_mhz"] + start["sm_clock_mhz"]) / 2 / 1980
     assert value("gpueff_estimated_flops_per_second", 2, ',pipe="hmma_bf16_equivalent"') == pytest.approx(expected, rel=1e-6)
     assert value("gpueff_busy_idle_sm_seconds_total", spin) == pytest.approx(2 * (1 - 0.0076), abs=0.01)
 

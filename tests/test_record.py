@@ -28,7 +28,7 @@ def recorded(gpus, gpu=0, duration=3.0, interval=0.5, oversleep=lambda tick: 0.0
     """Record from a fake NVML on a fake clock; returns (trace object, the readings record_trace took, fake)."""
     clock = FakeClock()
     fake = FakeNvml(gpus, clock=clock)
-    backend = NvmlBackend(nvml=fake, clock=clock)
+    backend = NvmlBackend(nvml=fake, clock=clock, engine_every_poll=True)  # as commands/record.py makes it
     readings = []
     collect = backend.collect
 
@@ -67,8 +67,10 @@ def test_a_recording_loads_and_replays_the_same_values(tmp_path, traces):
             assert replayed.profiling.readings()[key] == pytest.approx(value, rel=1e-9), key
         assert replayed.profiling_available and replayed.device.name == reading.device.name
     # ... and what was recorded is what the GPU played: the source trace's own numbers.
+    gpm = {metric.name for metric in recorded_gpm(traces["copy_2GB"])}
     for reading, record in zip(readings, trace.samples):
-        source = fake.record(1, at=reading.timestamp)
+        window = {key: fake.window_mean(1, key, reading.timestamp - reading.window_seconds, reading.timestamp) for key in gpm}  # GPM reads the window's mean
+        source = fake.record(1, at=reading.timestamp) | window
         assert {key: record[key] for key in source if key != "t"} == pytest.approx({key: value for key, value in source.items() if key != "t"}, rel=1e-9)
 
 

@@ -71,7 +71,7 @@ def record(args: argparse.Namespace) -> int:
     from exporter.backends.nvml.backend import NvmlBackend
 
     try:
-        trace = record_trace(NvmlBackend(slow_interval=args.interval), args.gpu, args.duration, args.interval)
+        trace = record_trace(NvmlBackend(slow_interval=args.interval, engine_every_poll=True), args.gpu, args.duration, args.interval)
     except BackendUnavailable as error:
         log.error("%s: record reads a live GPU through NVML; run it where the NVIDIA driver is", error)
         return 2

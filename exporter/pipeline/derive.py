@@ -129,12 +129,23 @@ def link_share(sample: GpuSample, peak: Peak | None) -> float | None:
     return max(shares) if shares else None
 
 
+def engine_bound(sample: GpuSample) -> float | None:
+    """Where the graphics engine is not read over the window: an upper bound on its activity. A kernel
+    running for a share e of the window keeps at least one of the GPU's SMs active for e, so SM
+    activity >= e / SM count: the engine's activity is at most SM count x SM activity (and 1)."""
+    sm_active, sm_count = reading(sample, "sm_active"), sample.device.sm_count
+    if reading(sample, "graphics_active") is not None or sm_active is None or not sm_count:
+        return None
+    return min(1.0, sm_count * sm_active)
+
+
 def activity(sample: GpuSample, peak: Peak | None) -> Activity:
     """The readings the bottleneck class is judged from, all over this sample's window."""
     pipes = [value for value in (reading(sample, name) for name in MATH_PIPE_READINGS) if value is not None]
     return Activity(
         busy=busy_ratio(sample),
         engine=reading(sample, "graphics_active"),
+        engine_bound=engine_bound(sample),
         sm_active=reading(sample, "sm_active"),
         sm_occupancy=reading(sample, "sm_occupancy"),
         pipes=max(pipes) if pipes else None,

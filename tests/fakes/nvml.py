@@ -5,8 +5,9 @@ classes and ctypes structs (taken from the installed pynvml, which loads no libr
 Device handles and GPM samples are real ctypes pointers, and strings come back as str or bytes
 exactly where pynvml returns them. Each fake GPU plays one trace, looping: a reading is the trace sample whose window
 holds the fake time (the same rule as the replay backend); a ``null`` in the trace answers
-NOT_SUPPORTED. What a trace does not hold (ECC, remapped rows, field values, processes) comes from
-the ``FakeGpu`` settings; energy is the trace's power integrated over fake time.
+NOT_SUPPORTED. GPM metrics are the trace's time-weighted mean between the two samples, as GPM's are.
+What a trace does not hold (ECC, remapped rows, field values, processes) comes from the ``FakeGpu``
+settings; energy is the trace's power integrated over fake time.
 
 Injection: ``fail`` (any call, any NVML error, for one GPU or all, optionally a few times only),
 ``lose_gpu``/``recover_gpu``, ``unload_driver``/``load_driver``, ``xid`` (delivered through
@@ -44,6 +45,9 @@ def recorded_gpm(trace: Trace) -> tuple[GpmMetric, ...]:
 # Seconds per call measured on an H100 (docs/gpu-facts.md; nvmlDeviceGetSamples, GPM, energy, field
 # values and processes re-measured 2026-11-25 with bench/nvml_poll_cost.py, docs/benchmarks.md), for
 # benchmarks that want them. nvmlDeviceGetSamples is pynvml's call: a 17 µs count query and the fill.
+# nvmlGpmMetricsGet on a fresh sample pair costs 11-16 µs for any one metric but GRAPHICS_UTIL, which
+# costs 1.48 ms, alone or with any others (docs/real-gpu/2026-11-25-h100/issue28-round3/gpm_cost.txt):
+# "nvmlGpmMetricsGet:<metric>" is such a metric's cost, and a request costs its costliest metric's.
 H100_CALL_COSTS = {
     "nvmlDeviceGetUtilizationRates": 5e-6,
     "nvmlDeviceGetSamples": 1.5e-3,
@@ -54,7 +58,8 @@ H100_CALL_COSTS = {
     "nvmlDeviceGetComputeRunningProcesses": 45e-6,
     "nvmlDeviceGetCurrentClocksEventReasons": 5e-6,
     "nvmlGpmSampleGet": 217e-6,
-    "nvmlGpmMetricsGet": 1.38e-3,
+    "nvmlGpmMetricsGet": 13e-6,
+    "nvmlGpmMetricsGet:GRAPHICS_UTIL": 1.48e-3,
     "nvmlDeviceGetTotalEnergyConsumption": 3.4e-3,
     "nvmlDeviceGetFieldValues": 5e-6,
     "nvmlDeviceGetPcieThroughput": 21e-3,
@@ -273,18 +278,33 @@ class FakeNvml:
             raise _real.NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
         return value
 
+    def _integral(self, index: int, key: str, at: float) -> tuple[float, float]:
+        """The trace's ``key`` integrated over fake time from the start to ``at``, and the time it was not null."""
+        trace, times = self.gpus[index].trace, self._times[index]
+        bounds = [0.0, *times[:-1], trace.duration]  # sample i covers bounds[i]..bounds[i + 1]
+        values = [record.get(key) for record in trace.samples]
+        spans = [bounds[i + 1] - bounds[i] if value is not None else 0.0 for i, value in enumerate(values)]
+        loops, position = divmod(at - self.started, trace.duration)
+        total = loops * sum((value or 0) * span for value, span in zip(values, spans, strict=True))
+        covered = loops * sum(spans)
+        for i, value in enumerate(values):
+            if value is not None:
+                part = max(0.0, min(position, bounds[i + 1]) - bounds[i])
+                total += value * part
+                covered += part
+        return total, covered
+
     def energy_mj(self, index: int, at: float | None = None) -> int:
         """The trace's power integrated from the fake start to ``at``, in millijoules."""
-        trace, times = self.gpus[index].trace, self._times[index]
-        elapsed = (self.clock() if at is None else at) - self.started
-        bounds = [0.0, *times[:-1], trace.duration]  # sample i covers bounds[i]..bounds[i + 1]
-        powers = [record.get("power_mw") or 0 for record in trace.samples]
-        per_loop = sum(power * (bounds[i + 1] - bounds[i]) for i, power in enumerate(powers))
-        loops, position = divmod(elapsed, trace.duration)
-        joules = loops * per_loop
-        for i, power in enumerate(powers):
-            joules += power * max(0.0, min(position, bounds[i + 1]) - bounds[i])
-        return int(joules)
+        return int(self._integral(index, "power_mw", self.clock() if at is None else at)[0])
+
+    def window_mean(self, index: int, key: str, start: float, end: float) -> float | None:
+        """The time-weighted mean of the trace's ``key`` over fake times ``start``..``end`` (what GPM
+        reads between two samples); None where the sample at ``end`` holds null (not supported)."""
+        if self.record(index, at=end).get(key) is None:
+            return None
+        (total_end, covered_end), (total_start, covered_start) = self._integral(index, key, end), self._integral(index, key, start)
+        return (total_end - total_start) / (covered_end - covered_start)
 
     # ---- init and system -----------------------------------------------------------------------
 
@@ -695,10 +715,13 @@ class FakeNvml:
             raise _real.NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT)
         if self.gpus[index2].lost:
             raise _real.NVMLError(_real.NVML_ERROR_GPU_IS_LOST)
-        record = self.record(index2, at=time2)
-        for slot in range(request.numMetrics):
+        names = [_GPM_NAMES.get(request.metrics[slot].metricId, "") for slot in range(request.numMetrics)]
+        dearest = max((self.call_cost.get(f"nvmlGpmMetricsGet:{name}", 0.0) for name in names), default=0.0)
+        if dearest > self.call_cost.get("nvmlGpmMetricsGet", 0.0):
+            time.sleep(dearest - self.call_cost.get("nvmlGpmMetricsGet", 0.0))
+        for slot, name in enumerate(names):
             metric = request.metrics[slot]
-            value = record.get(_GPM_NAMES.get(metric.metricId, ""))
+            value = self.window_mean(index2, name, time1, time2) if name else None
             metric.nvmlReturn = _real.NVML_ERROR_NOT_SUPPORTED if value is None else _real.NVML_SUCCESS
             metric.value = 0.0 if value is None else value
         return request

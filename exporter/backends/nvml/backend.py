@@ -52,9 +52,12 @@ class _Gpu:
 class NvmlBackend(Backend):
     name = "nvml"
 
-    def __init__(self, slow_interval: float = 10.0, nvml: ModuleType | None = None, clock: Callable[[], float] = time.monotonic, process_utilization: bool = False, wall_clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, slow_interval: float = 10.0, nvml: ModuleType | None = None, clock: Callable[[], float] = time.monotonic, process_utilization: bool = False, wall_clock: Callable[[], float] = time.time, engine_every_poll: bool = False) -> None:
         super().__init__()
         self.slow_interval = slow_interval
+        # Read GPM GRAPHICS_UTIL over every window even where the driver's samples give the
+        # utilization (1.5 ms a poll): for recordings, whose traces keep it (commands/record.py).
+        self.engine_every_poll = engine_every_poll
         self.disabled_collectors: frozenset[str] = frozenset()  # their health readings are not read
         self.process_utilization = process_utilization  # read per-process samples (the fair split, docs/sharing.md)
         self.clock = clock
@@ -386,11 +389,15 @@ class NvmlBackend(Backend):
         gpu.slow = slow
 
     def _read_gpm(self, gpu: _Gpu, pair: GpmPair, sample: GpuSample, now: float) -> None:
+        """The GPM window; where the driver's samples give the window's utilization, the graphics
+        engine (1.5 ms a read) only over the slow window, held between slow rounds (nvml/gpm.py)."""
         parent_handle = gpu.parent.handle if gpu.parent is not None else None
-        window = read_pair(self.nvml, pair, gpu.info, gpu.handle, parent_handle, now, self.log_once)
+        slow_engine = self.slow_interval if _utilization_from_samples(gpu) and not self.engine_every_poll else None
+        window = read_pair(self.nvml, pair, gpu.info, gpu.handle, parent_handle, now, self.log_once, slow_engine)
         if pair.refused:
             free_pair(self.nvml, pair)
             gpu.gpm = None
+        sample.graphics_active_slow_window = pair.slow_graphics_active
         if window is not None:
             sample.profiling, sample.window_seconds = window
 
@@ -411,6 +418,12 @@ class NvmlBackend(Backend):
     def _stop_xid_thread(self) -> None:
         if self._xid is not None:
             self._xid.stop()
+
+
+def _utilization_from_samples(gpu: _Gpu) -> bool:
+    """The window's utilization comes from the driver's samples (nvml/utilization.py): a full GPU
+    whose utilization calls have not proved unsupported."""
+    return gpu.parent is None and not gpu.unsupported & {"utilization", "utilization_samples"}
 
 
 def _driver_gone_codes(nvml: ModuleType) -> tuple[int, ...]:
