@@ -51,6 +51,26 @@ def test_copy_engines_alone_below_the_links_roof_are_paced_by_the_host():
     assert derive(slow, Config()).bottleneck == "host"
 
 
+def test_without_the_engine_sm_count_times_sm_activity_bounds_it_for_the_copy_only_host_rule():
+    """NVML on a full GPU reads the graphics engine only over the slow window, so the window has no
+    engine reading: a kernel running for a share e of the window keeps one SM of 132 active for e,
+    so SM activity 0 proves the engine below idle_utilization (only copies ran): host, as with the
+    engine read. One thread on one SM (0.0076 x 132 = 1) is no such proof."""
+    copies = {"sm_active": 0.0, "sm_occupancy": 0.0, "tensor_active": 0.0, "dram_active": 0.01, "pcie_rx_bytes_per_second": 6e9}
+    copy_only = GpuSample(device=H100, timestamp=1.0, window_seconds=1.0, gpu_utilization_window=0.97, sm_clock_mhz=1980, profiling=Profiling(**copies))
+    assert derive(copy_only, Config()).bottleneck == "host"
+    assert derive(copy_only.replace(device=DeviceInfo(index=0, uuid="GPU-x", name="NVIDIA H100 80GB HBM3")), Config()).bottleneck == "underfilled"  # SM count unknown: no proof
+    tiny_kernels = copy_only.replace(profiling=Profiling(**{**copies, "sm_active": 0.001}))  # 0.001 x 132 = 0.132: the engine may have run 13 %
+    assert derive(tiny_kernels, Config()).bottleneck == "underfilled"
+    spin = copy_only.replace(profiling=Profiling(**{**copies, "sm_active": 0.0076}))
+    assert derive(spin, Config()).bottleneck == "underfilled"
+    # Smoothed over windows (the daemon's path, with hysteresis): the same verdict, and the mean of the bounds is a bound.
+    state, classes = Stepper(), []
+    for number in range(6):
+        classes.append(state(copy_only.replace(timestamp=1.0 + number), Config()).bottleneck)
+    assert classes == ["host"] * 6
+
+
 def test_a_job_on_a_thresholds_edge_keeps_one_verdict():
     """DRAM 0.45 streaming with the tensor pipe swinging 0.19 / 0.21 around compute_pipe (0.2): memory throughout."""
     limits = Config(bottleneck=BottleneckThresholds(window=0.0, hold_polls=1))

@@ -190,6 +190,7 @@ class FakeNvml:
         self.driver_loaded = True
         self.init_count = 0
         self.gpm_samples: dict[int, list[Any]] = {}  # address -> [buffer, GPU index, fake time]
+        self.gpm_requests: list[tuple[int, tuple[str, ...], float, float]] = []  # each nvmlGpmMetricsGet: (GPU index, metric names, fake times of its two samples)
         self.event_sets: list[_EventSet] = []
         self._failures: dict[tuple[str, int | None], _Failure] = {}
         self._lock = threading.Lock()
@@ -716,6 +717,7 @@ class FakeNvml:
         if self.gpus[index2].lost:
             raise _real.NVMLError(_real.NVML_ERROR_GPU_IS_LOST)
         names = [_GPM_NAMES.get(request.metrics[slot].metricId, "") for slot in range(request.numMetrics)]
+        self.gpm_requests.append((index2, tuple(names), time1, time2))
         dearest = max((self.call_cost.get(f"nvmlGpmMetricsGet:{name}", 0.0) for name in names), default=0.0)
         if dearest > self.call_cost.get("nvmlGpmMetricsGet", 0.0):
             time.sleep(dearest - self.call_cost.get("nvmlGpmMetricsGet", 0.0))
