@@ -61,6 +61,7 @@ def main() -> int:
                     "sm_clock_window_mhz": derived.sm_clock_mhz,
                     "sm_clock_mhz": sample.sm_clock_mhz,
                     "engine": readings.get("graphics_active"),
+                    "engine_slow_window": sample.graphics_active_slow_window,  # NVML on a full GPU: the engine at the slow cadence
                     "pcie_rx_gbps": None if readings.get("pcie_rx_bytes_per_second") is None else readings["pcie_rx_bytes_per_second"] / 1e9,
                     "pcie_tx_gbps": None if readings.get("pcie_tx_bytes_per_second") is None else readings["pcie_tx_bytes_per_second"] / 1e9,
                     "tflops": None if derived.total_flops is None else derived.total_flops / 1e12,
