@@ -190,6 +190,7 @@ class FakeNvml:
         self.driver_loaded = True
         self.init_count = 0
         self.gpm_samples: dict[int, list[Any]] = {}  # address -> [buffer, GPU index, fake time]
+        self._integrals: dict[tuple[int, str], tuple[list[float], list[Any], list[float], list[float]]] = {}  # (GPU, key) -> bounds, values, running sums
         self.gpm_requests: list[tuple[int, tuple[str, ...], float, float]] = []  # each nvmlGpmMetricsGet: (GPU index, metric names, fake times of its two samples)
         self.event_sets: list[_EventSet] = []
         self._failures: dict[tuple[str, int | None], _Failure] = {}
@@ -281,19 +282,22 @@ class FakeNvml:
 
     def _integral(self, index: int, key: str, at: float) -> tuple[float, float]:
         """The trace's ``key`` integrated over fake time from the start to ``at``, and the time it was not null."""
-        trace, times = self.gpus[index].trace, self._times[index]
-        bounds = [0.0, *times[:-1], trace.duration]  # sample i covers bounds[i]..bounds[i + 1]
-        values = [record.get(key) for record in trace.samples]
-        spans = [bounds[i + 1] - bounds[i] if value is not None else 0.0 for i, value in enumerate(values)]
-        loops, position = divmod(at - self.started, trace.duration)
-        total = loops * sum((value or 0) * span for value, span in zip(values, spans, strict=True))
-        covered = loops * sum(spans)
-        for i, value in enumerate(values):
-            if value is not None:
-                part = max(0.0, min(position, bounds[i + 1]) - bounds[i])
-                total += value * part
-                covered += part
-        return total, covered
+        cached = self._integrals.get((index, key))
+        if cached is None:
+            trace, times = self.gpus[index].trace, self._times[index]
+            bounds = [0.0, *times[:-1], trace.duration]  # sample i covers bounds[i]..bounds[i + 1]
+            values = [record.get(key) for record in trace.samples]
+            totals, covered = [0.0], [0.0]  # before sample i
+            for i, value in enumerate(values):
+                span = bounds[i + 1] - bounds[i] if value is not None else 0.0
+                totals.append(totals[-1] + (value or 0) * span)
+                covered.append(covered[-1] + span)
+            cached = self._integrals[index, key] = (bounds, values, totals, covered)
+        bounds, values, totals, covered = cached
+        loops, position = divmod(at - self.started, self.gpus[index].trace.duration)
+        i = min(max(bisect.bisect_right(bounds, position) - 1, 0), len(values) - 1)
+        part = max(0.0, position - bounds[i]) if values[i] is not None else 0.0
+        return loops * totals[-1] + totals[i] + (values[i] or 0) * part, loops * covered[-1] + covered[i] + part
 
     def energy_mj(self, index: int, at: float | None = None) -> int:
         """The trace's power integrated from the fake start to ``at``, in millijoules."""
