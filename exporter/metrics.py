@@ -214,7 +214,7 @@ METRICS: tuple[Metric, ...] = (
            "SM occupancy: resident warps over the theoretical maximum."),
     _ratio("graphics_active", "gpueff_graphics_engine_active_ratio", Gpm("GRAPHICS_UTIL", 1, 0.01), Dcgm(1001, "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO DCGM_FI_PROF_GR_ENGINE_ACTIVE", 1, PROFILING),
            "Share of time the graphics/compute engine was active (GPM GRAPHICS_UTIL / DCGM GR_ENGINE_ACTIVE) over the poll window; "
-           "NVML on a full GPU (not MIG): the mean over the slow window, read at the slow cadence (GRAPHICS_UTIL costs 1.5 ms of CPU a read).",
+           "with NVML on a GPU not in MIG mode, the mean over the slow window, read at the slow cadence (GRAPHICS_UTIL costs 1.5 ms of CPU a read).",
            fallback="sample.graphics_active_slow_window"),
     _ratio("tensor_active", "gpueff_tensor_active_ratio", Gpm("ANY_TENSOR_UTIL", 5, 0.01), Dcgm(1004, "DCGM_FI_PROF_TENSOR_UTIL_RATIO DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", 1, PROFILING),
            "Share of cycles any tensor pipe was active."),

@@ -120,8 +120,8 @@ def read_pair(nvml: ModuleType, pair: GpmPair, info: DeviceInfo, handle: Any, pa
     previous_time = pair.previous_time
     if previous_time is not None and now - previous_time <= GPM_MIN_SAMPLE_GAP:
         return None
-    slow = slow_engine is not None and len(pair.buffers) >= 3
-    if not slow:
+    slow = slow_engine if len(pair.buffers) >= 3 else None
+    if slow is None:
         pair.drop_slow_window()
     current = pair.free_buffer()
     try:
@@ -143,15 +143,22 @@ def read_pair(nvml: ModuleType, pair: GpmPair, info: DeviceInfo, handle: Any, pa
         raise
     previous = pair.previous
     pair.previous, pair.previous_time = current, now
-    if slow and pair.slow_start is None:
-        pair.slow_start, pair.slow_start_time = current, now
-    elif slow and pair.slow_start_time is not None and (not pair.slow_read or now - pair.slow_start_time >= (slow_engine or 0.0)):
-        pair.slow_graphics_active = _metrics(nvml, pair.engine, pair.slow_start, current, info, log_once).get(ENGINE_KEY)
-        pair.slow_start, pair.slow_start_time, pair.slow_read = current, now, True
+    if slow is not None:
+        _advance_slow_window(nvml, pair, current, now, slow, info, log_once)
     if previous is None or previous_time is None:
         return None  # the first sample only primes the pair
-    readings = _metrics(nvml, pair.without_engine if slow else pair.every, previous, current, info, log_once)
+    readings = _metrics(nvml, pair.every if slow is None else pair.without_engine, previous, current, info, log_once)
     return Profiling(**readings), now - previous_time
+
+
+def _advance_slow_window(nvml: ModuleType, pair: GpmPair, current: Any, now: float, interval: float, info: DeviceInfo, log_once: LogOnce) -> None:
+    """With the sample just taken into ``current``: open the slow window, or where it is due (the
+    first window, then every ``interval``), read the engine over it and start the next one there."""
+    if pair.slow_start is None or pair.slow_start_time is None:
+        pair.slow_start, pair.slow_start_time = current, now
+    elif not pair.slow_read or now - pair.slow_start_time >= interval:
+        pair.slow_graphics_active = _metrics(nvml, pair.engine, pair.slow_start, current, info, log_once).get(ENGINE_KEY)
+        pair.slow_start, pair.slow_start_time, pair.slow_read = current, now, True
 
 
 def _metrics(nvml: ModuleType, request: GpmRequest, first: Any, second: Any, info: DeviceInfo, log_once: LogOnce) -> dict[str, float]:
