@@ -53,8 +53,28 @@ class Daemon:
 
     def cpu_seconds(self) -> float:
         """User + system CPU time of the daemon process (all its threads) so far."""
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        return process_cpu_seconds(self.pid)
+
+
+def thread_cpu_ns(pid: int) -> dict[int, tuple[str, int]]:
+    """Each live thread of ``pid``: its kernel name (comm) and the CPU it has run, in nanoseconds
+    (``/proc/PID/task/TID/schedstat``). A thread that has exited is not listed."""
+    threads = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            threads[int(task.name)] = ((task / "comm").read_text().strip(), int((task / "schedstat").read_text().split()[0]))
+    return threads
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU of every thread of ``pid``, exited ones included, in clock ticks (10 ms)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def memory_kib(pid: int) -> dict[str, int]:
+    """VmRSS, RssAnon and RssFile of ``pid`` in KiB (``/proc/PID/status``)."""
+    return {key: _status_kib(pid, key) for key in ("VmRSS", "RssAnon", "RssFile")}
 
 
 def _status_kib(pid: int, key: str) -> int:

@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
 """Where one NVML poll's time goes on this machine's GPU 0 (issue 28, round two).
 
-``calls``: wall and thread-CPU time (median, microseconds) of every NVML call the backend makes,
-per poll or at the slow cadence, and of the parts of ``nvmlDeviceGetSamples``: pynvml's call (a
-count query, then the fill) and each of its two driver calls alone, each with lastSeenTimeStamp 0
-(the driver's whole buffer) and with the newest timestamp of the previous 100 ms tick (what a poll
-asks). ``collect --tree T``: ``NvmlBackend.collect`` of tree T (this one or a baseline checkout)
+``calls``: every NVML call of ``NvmlBackend.collect``, recorded where the backend makes it
+(bench/nvml_calls.py, the list bench/compare_nvitop.py prints too), with its cadence (every poll,
+the slow round, the first poll, opening) and its wall and thread-CPU time (median, microseconds),
+over ``--polls`` polls ``--interval`` seconds apart (``--fake-gpus N``: on the fake pynvml).
+``samples``: the parts of ``nvmlDeviceGetSamples``: pynvml's call (a count query, then the fill)
+and each of its two driver calls alone, each with lastSeenTimeStamp 0 (the driver's whole buffer)
+and with the newest timestamp of the previous 100 ms tick (what a poll asks). ``collect --tree T``: ``NvmlBackend.collect`` of tree T (this one or a baseline checkout)
 polled every ``--interval`` seconds, wall and thread-CPU ms per poll. ``fake``: the same on one
 fake GPU (tests/fakes/nvml.py, each call sleeping its H100 cost, a fake clock advancing
 ``--interval`` a poll), with the driver's samples dated on the backend's wall clock (as on a GPU:
 calls that cannot find a new sample are skipped) and an hour off it (every poll asks, as before):
 nvmlDeviceGetSamples calls and wall ms per poll, for ``--period`` seconds between driver samples.
 
-    python bench/nvml_poll_cost.py calls [--ticks 30] [--repeat 50]
+    python bench/nvml_poll_cost.py calls [--interval 0.1] [--polls 30] [--fake-gpus N]
+    python bench/nvml_poll_cost.py samples [--ticks 30]
     python bench/nvml_poll_cost.py collect --tree PATH [--interval 0.1] [--polls 100]
     python bench/nvml_poll_cost.py fake [--interval 0.1] [--polls 100] [--period 0.2]
 """
@@ -55,11 +58,33 @@ def row(name: str, walls: list[float], cpus: list[float], note: str = "") -> Non
     print(f"| {name} | {statistics.median(walls):.1f} | {statistics.median(cpus):.1f} | {max(walls):.1f} | {len(walls)} | {note} |", flush=True)
 
 
-def calls(ticks: int, repeat: int) -> None:
-    import pynvml
+def calls(interval: float, polls: int, fake_gpus: int) -> None:
+    """Every NVML call of the backend's polls, recorded where it makes them (bench/nvml_calls.py)."""
+    from nvml_calls import markdown, record
 
-    from exporter.backends.nvml.gpm_metrics import GPM_METRICS
-    from exporter.backends.nvml.health import HEALTH_CALLS
+    if fake_gpus:
+        sys.path.insert(0, str(ROOT / "tests"))
+        from fakes.nvml import H100_CALL_COSTS, FakeNvml
+
+        from exporter.trace import load_trace, planted_trace_paths
+
+        traces = [load_trace(path) for path in planted_trace_paths()]
+        nvml: Any = FakeNvml([traces[index % len(traces)] for index in range(fake_gpus)], call_cost=H100_CALL_COSTS, event_wait_cap=0.5)
+        print(f"{fake_gpus} fake GPU(s) (tests/fakes/nvml.py, each call sleeping its H100 cost), Python {sys.version.split()[0]}\n")
+    else:
+        import pynvml
+
+        nvml = pynvml
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        print(f"GPU 0: {pynvml.nvmlDeviceGetName(handle)}, driver {pynvml.nvmlSystemGetDriverVersion()}, Python {sys.version.split()[0]}\n")
+        pynvml.nvmlShutdown()
+    print(markdown(record(nvml, interval, polls)))
+
+
+def samples(ticks: int) -> None:
+    """The parts of nvmlDeviceGetSamples on GPU 0: pynvml's call and each of its two driver calls."""
+    import pynvml
 
     pynvml.nvmlInit()
     handle = pynvml.nvmlDeviceGetHandleByIndex(0)
@@ -86,13 +111,6 @@ def calls(ticks: int, repeat: int) -> None:
         answers.append(answer)
         return answer
 
-    first, second = pynvml.nvmlGpmSampleAlloc(), pynvml.nvmlGpmSampleAlloc()
-    request = pynvml.c_nvmlGpmMetricsGet_t()
-    request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
-    request.numMetrics = len(GPM_METRICS)
-    for slot, metric in enumerate(GPM_METRICS):
-        request.metrics[slot].metricId = metric.metric_id
-    pynvml.nvmlGpmSampleGet(handle, first)
     previous = 0
     for _ in range(ticks):
         time.sleep(0.1)
@@ -102,40 +120,11 @@ def calls(ticks: int, repeat: int) -> None:
         note("  driver count query (NULL buffer), lastSeen previous", functools.partial(raw_call, previous, None, 0))
         note(f"  driver fill ({capacity} slots), lastSeen 0", lambda: raw_call(0, buffer, capacity))
         note(f"  driver fill ({capacity} slots), lastSeen previous", functools.partial(raw_call, previous, buffer, capacity))
-        note("nvmlGpmSampleGet", functools.partial(pynvml.nvmlGpmSampleGet, handle, second))
-        request.sample1, request.sample2 = first, second
-        note(f"nvmlGpmMetricsGet ({len(GPM_METRICS)} metrics)", lambda: pynvml.nvmlGpmMetricsGet(request))
-        first, second = second, first
         _, _, fresh = timed(lambda: pynvml.nvmlDeviceGetSamples(handle, utilization, 0))
         if not isinstance(fresh, Exception) and fresh[1]:
             previous = max(int(sample.timeStamp) for sample in fresh[1])
     for name, (walls, cpus, answers) in parts.items():
         row(name, walls, cpus, "answers: " + ", ".join(sorted({brief(answer) for answer in answers}))[:80])
-
-    def repeated(name: str, call: Callable[[], Any], times: int = repeat) -> None:
-        results = [timed(call) for _ in range(times)]
-        row(name, [r[0] for r in results], [r[1] for r in results], brief(results[-1][2]))
-
-    for name, call in (
-        ("nvmlDeviceGetUtilizationRates", lambda: pynvml.nvmlDeviceGetUtilizationRates(handle)),
-        ("nvmlDeviceGetPowerUsage", lambda: pynvml.nvmlDeviceGetPowerUsage(handle)),
-        ("nvmlDeviceGetTemperature", lambda: pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)),
-        ("nvmlDeviceGetClockInfo (SM)", lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
-        ("nvmlDeviceGetMemoryInfo (v2)", lambda: pynvml.nvmlDeviceGetMemoryInfo(handle, pynvml.nvmlMemory_v2)),
-        ("nvmlDeviceGetCurrentClocksEventReasons", lambda: pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle)),
-        ("nvmlDeviceGetComputeRunningProcesses", lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(handle)),
-        ("slow: nvmlDeviceGetTotalEnergyConsumption", lambda: pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)),
-        ("slow: nvmlDeviceGetTotalEccErrors", lambda: pynvml.nvmlDeviceGetTotalEccErrors(handle, pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, pynvml.NVML_VOLATILE_ECC)),
-        ("slow: nvmlDeviceGetRemappedRows", lambda: pynvml.nvmlDeviceGetRemappedRows(handle)),
-        ("slow: nvmlDeviceGetFieldValues (memory temp)", lambda: pynvml.nvmlDeviceGetFieldValues(handle, [pynvml.NVML_FI_DEV_MEMORY_TEMP])),
-        ("slow: nvmlDeviceGetEnforcedPowerLimit", lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(handle)),
-    ):
-        repeated(name, call, min(repeat, 20) if name.startswith("slow") else repeat)
-    for process in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
-        pid: int = process.pid
-        repeated(f"nvmlSystemGetProcessName (pid {pid})", functools.partial(pynvml.nvmlSystemGetProcessName, pid))
-    for health in HEALTH_CALLS:
-        repeated(f"health {health.cadence}: {health.key}", functools.partial(health.read, pynvml, handle), 20)
     pynvml.nvmlShutdown()
 
 
@@ -194,21 +183,24 @@ def fake(interval: float, polls: int, period: float) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("mode", choices=("calls", "collect", "fake"))
+    parser.add_argument("mode", choices=("calls", "samples", "collect", "fake"))
     parser.add_argument("--ticks", type=int, default=30)
-    parser.add_argument("--repeat", type=int, default=50)
+    parser.add_argument("--fake-gpus", type=int, default=0, help="calls: record on this many fake GPUs (tests/fakes/nvml.py) instead of the real ones")
     parser.add_argument("--tree", type=Path, default=ROOT)
     parser.add_argument("--interval", type=float, default=0.1)
-    parser.add_argument("--polls", type=int, default=100)
+    parser.add_argument("--polls", type=int, help="polls (default: 30 for calls, 100 for collect and fake)")
     parser.add_argument("--period", type=float, default=0.2, help="fake: seconds between the driver's utilization samples")
     args = parser.parse_args()
-    if args.mode == "calls":
+    if args.mode in ("calls", "samples"):
         sys.path.insert(0, str(ROOT))
-        calls(args.ticks, args.repeat)
+        if args.mode == "calls":
+            calls(args.interval, args.polls or 30, args.fake_gpus)
+        else:
+            samples(args.ticks)
     elif args.mode == "collect":
-        collect(args.tree, args.interval, args.polls)
+        collect(args.tree, args.interval, args.polls or 100)
     else:
-        fake(args.interval, args.polls, args.period)
+        fake(args.interval, args.polls or 100, args.period)
     return 0
 
 
