@@ -230,18 +230,21 @@ def load(kind: str, gpu: int, seconds: float) -> Iterator[str]:
     if kind == "none":
         yield "none (idle GPU)"
         return
-    process = subprocess.Popen([sys.executable, "-c", LOAD_CODE, str(gpu), str(seconds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    errors = tempfile.TemporaryFile()  # noqa: SIM115 (closed below, after the process)
+    process = subprocess.Popen([sys.executable, "-c", LOAD_CODE, str(gpu), str(seconds)], stdout=subprocess.PIPE, stderr=errors, text=True)
     try:
-        assert process.stdout is not None and process.stderr is not None
+        assert process.stdout is not None
         engine = process.stdout.readline().strip()
         if not engine:
             process.wait(10)
-            raise BenchError(f"--load matmul needs PyTorch or CuPy with CUDA (or pass --load none): {process.stderr.read().strip()[-600:]}")
+            errors.seek(0)
+            raise BenchError(f"--load matmul needs PyTorch or CuPy with CUDA (or pass --load none): {errors.read().decode(errors='replace').strip()[-600:]}")
         time.sleep(3)  # clocks and power settle
         yield f"steady bf16 8192x8192 matmul on GPU {gpu} ({engine}) in another process"
     finally:
         process.kill()
         process.wait()
+        errors.close()
 
 
 # ---- part 2: overhead ---------------------------------------------------------------------------

@@ -1,0 +1,40 @@
+"""bench/nvml_calls.py: the NVML calls of a poll are taken from NvmlBackend itself, each with its cadence."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from fakes.nvml import FakeNvml
+
+from exporter.trace import load_trace, planted_trace_paths
+
+pytestmark = pytest.mark.slow  # polls a backend for a second
+
+
+def bench_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("nvml_calls", Path(__file__).resolve().parent.parent / "bench" / "nvml_calls.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["nvml_calls"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_each_call_of_the_backend_is_listed_once_with_its_cadence_and_gpm_request() -> None:
+    nvml_calls = bench_module()
+    recording = nvml_calls.record(FakeNvml([load_trace(planted_trace_paths()[0])], event_wait_cap=0.05), interval=0.11, polls=6, slow_every=4)
+    rows = nvml_calls.rows(recording)
+    cadence = {row.label: row.cadence for row in rows}
+    assert cadence["nvmlInit()"] == "open"
+    assert cadence["nvmlDeviceGetPowerUsage(device 0)"] == "poll"
+    assert cadence["nvmlDeviceGetTotalEnergyConsumption(device 0)"] == "slow"
+    assert "nvmlShutdown()" not in cadence
+    gpm = [row for row in rows if row.name == "nvmlGpmMetricsGet"]
+    assert gpm and all(row.arguments.startswith("device 0, ") for row in gpm)
+    assert any("SM_UTIL" in row.arguments and row.cadence == "poll" and row.per_round == 1.0 for row in gpm)
+    assert recording.other_threads["nvmlEventSetWait"] > 0  # the Xid thread's calls are counted apart
+    assert "NvmlBackend.collect per ordinary poll" in nvml_calls.markdown(recording)
