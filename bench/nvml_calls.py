@@ -8,9 +8,9 @@ comes due. Each distinct call (name and arguments) gets a cadence:
 
 - ``open``: made while the backend starts (device info, GPM pairs, event sets);
 - ``poll``: made in the ordinary polls, with how many times per poll (0.5: every other poll);
-- ``slow``: made only in the polls where the slow round came due (the first one included);
-- ``first``: made in the first poll only (a call that answered NotSupported is not made again, or a
-  cadence rarer than the slow round).
+- ``slow``: made only in the polls where the slow round was made due, with how many times a round;
+- ``first``: made in the first two polls only (they prime GPM and read its first window; a call
+  that answered NotSupported is not made again; a cadence rarer than the slow round).
 
 Calls of other threads (the Xid watcher's event wait) are counted apart, not timed. Timing the
 calls where the backend makes them keeps its order and state: ``nvmlGpmMetricsGet`` reads the
@@ -32,6 +32,7 @@ from types import ModuleType
 from typing import Any, cast
 
 POLL, SLOW, FIRST, OPEN = "poll", "slow", "first", "open"
+FIRST_POLLS = 2  # GPM's first poll primes its sample pair, the second reads its first window (and the slow one's)
 GPM_SAMPLE_CALLS = {"nvmlGpmSampleGet": 0, "nvmlGpmMigSampleGet": 0}  # the argument naming the device
 # Arguments that change every call, shown by what they are (0 is kept: it asks for the whole buffer).
 CHANGING_ARGUMENTS = {"nvmlDeviceGetSamples": {2: "last seen"}, "nvmlDeviceGetProcessUtilization": {1: "last seen"}, "nvmlSystemGetProcessName": {0: "pid"}}
@@ -130,17 +131,19 @@ def _constants(nvml: Any, prefix: str) -> dict[int, str]:
 class Recording:
     calls: list[Call]
     polls: int
-    slow_polls: frozenset[int]  # the polls whose slow round came due (the first one and each forced one)
+    slow_polls: frozenset[int]  # the polls whose slow round was made due (the clock moved on)
     interval: float
     slow_interval: float
-    collect_wall_ms: list[float] = field(default_factory=list)  # NvmlBackend.collect, ordinary polls after the first
+    collect_wall_ms: list[float] = field(default_factory=list)  # NvmlBackend.collect, ordinary polls
     collect_cpu_ms: list[float] = field(default_factory=list)
     other_threads: Counter[str] = field(default_factory=Counter)
 
 
 def record(nvml: Any, interval: float, polls: int, slow_every: int = 4) -> Recording:
     """Open the NVML backend on ``nvml`` (pynvml or a fake) through a recording proxy and poll it
-    ``polls`` times ``interval`` seconds apart, under the daemon's default settings."""
+    ``polls`` times ``interval`` seconds apart, under the daemon's default settings. The first
+    ``FIRST_POLLS`` polls are the start-up's; every ``slow_every``-th poll after them the backend's
+    clock is moved on by its slow interval."""
     from exporter.backends.base import CollectSettings
     from exporter.backends.nvml.backend import NvmlBackend
     from exporter.config.file import load_config
@@ -152,20 +155,20 @@ def record(nvml: Any, interval: float, polls: int, slow_every: int = 4) -> Recor
     defaults = collect_settings(load_config(None))
     backend.configure(CollectSettings(interval, defaults.slow_interval, defaults.process_utilization, defaults.disabled_collectors))
     recording = Recording([], polls, frozenset(), interval, backend.slow_interval)
-    slow_polls = {0}
+    slow_polls = set()
     backend.start()
     try:
         due = time.monotonic()
         for poll in range(polls):
             due += interval
             time.sleep(max(0.0, due - time.monotonic()))
-            if poll and poll % slow_every == 0:
+            if poll >= FIRST_POLLS and poll % slow_every == 0:
                 skew += backend.slow_interval
                 slow_polls.add(poll)
             proxy.poll = poll
             wall, cpu = time.perf_counter_ns(), time.thread_time_ns()
             backend.collect()
-            if poll not in slow_polls:
+            if poll >= FIRST_POLLS and poll not in slow_polls:
                 recording.collect_wall_ms.append((time.perf_counter_ns() - wall) / 1e6)
                 recording.collect_cpu_ms.append((time.thread_time_ns() - cpu) / 1e6)
     finally:
@@ -194,7 +197,7 @@ class CallRow:
 
 def rows(recording: Recording) -> list[CallRow]:
     """One row per distinct call (name and arguments), in the order first made."""
-    ordinary = [poll for poll in range(1, recording.polls) if poll not in recording.slow_polls]
+    ordinary = [poll for poll in range(FIRST_POLLS, recording.polls) if poll not in recording.slow_polls]
     slow = sorted(recording.slow_polls)
     grouped: dict[tuple[bool, str, str], list[Call]] = {}
     for call in recording.calls:
@@ -207,10 +210,10 @@ def rows(recording: Recording) -> list[CallRow]:
             cadence, per_round = OPEN, float(len(calls))
         elif in_ordinary:
             cadence, per_round = POLL, in_ordinary / max(len(ordinary), 1)
-        elif any(made_in[poll] for poll in slow if poll):
+        elif any(made_in[poll] for poll in slow):
             cadence, per_round = SLOW, sum(made_in[poll] for poll in slow) / len(slow)
         else:
-            cadence, per_round = FIRST, float(made_in[0])
+            cadence, per_round = FIRST, float(len(calls))
         result.append(CallRow(name, arguments, cadence, per_round, [c.wall_us for c in calls], [c.cpu_us for c in calls], [c.error for c in calls if c.error]))
     return result
 
@@ -219,7 +222,7 @@ def markdown(recording: Recording) -> str:
     """The recording as a Markdown table of calls and the per-poll sums."""
     table = rows(recording)
     lines = [
-        f"NVML calls of NvmlBackend.collect, recorded in place: {recording.polls} polls {recording.interval:g} s apart, the slow round ({recording.slow_interval:g} s) made due in polls {sorted(recording.slow_polls)}",
+        f"NVML calls of NvmlBackend.collect, recorded in place: {recording.polls} polls {recording.interval:g} s apart (the first {FIRST_POLLS} are start-up), the slow round ({recording.slow_interval:g} s) made due in polls {sorted(recording.slow_polls)}",
         "",
         "| call | cadence | calls per round | wall µs p50 | thread CPU µs p50 | wall µs max | n | note |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
