@@ -19,6 +19,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from exporter.backends.base import SLOW_INTERVAL  # noqa: E402
 from exporter.pipeline.derive import BOTTLENECK_CLASSES  # noqa: E402
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
@@ -27,6 +28,11 @@ SEL = NODE_SEL + ', gpu=~"$gpu", namespace=~"$namespace", pod=~"$pod"'
 APP_SEL = 'cluster=~"$cluster", namespace=~"$namespace", pod=~"$pod"'
 GPU_LEGEND = "{{instance}} GPU {{gpu}}"
 TAGS = ["gpu", "gpu-efficiency"]
+# A counter read at the slow cadence steps every slow_collect_interval: a rate over fewer than ~4 of
+# its steps swings (over a 1 m window of 15 s scrapes, a 30 s counter's rate reads 0.67x or 1.33x of
+# the truth in turn). As a query's Min step, the slow interval makes Grafana's $__rate_interval at
+# least 4 of them (max($__interval + min step, 4 x min step)).
+SLOW_STEP = f"{SLOW_INTERVAL:.0f}s"
 
 # The application-throughput dashboard's server counters, as regular expressions over metric names.
 # The variables list the names Prometheus really stores that match (vLLM and SGLang in either
@@ -65,10 +71,12 @@ def sel(*extra: str) -> str:
     return "{" + ", ".join((*extra, SEL)) + "}"
 
 
-def target(expr: str, legend: str = "__auto", instant: bool = False, table: bool = False) -> dict[str, Any]:
+def target(expr: str, legend: str = "__auto", instant: bool = False, table: bool = False, min_step: str | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"datasource": DS, "expr": expr, "legendFormat": legend, "range": not instant, "instant": instant}
     if table:
         out["format"] = "table"
+    if min_step:
+        out["interval"] = min_step
     return out
 
 
@@ -550,14 +558,14 @@ def gpu_detail() -> dict[str, Any]:
                         target(f"gpueff_remapped_rows_failure{s}", GPU_LEGEND + " remap failed"), target(f"gpueff_gpu_up{s}", GPU_LEGEND + " up")],
                        mappings=[{"type": "value", "options": {"0": {"text": "no", "color": "transparent", "index": 0}, "1": {"text": "yes", "color": "blue", "index": 1}}}]),
         timeseries("Clock violation share", "Share of time the driver held each GPU's clocks down, by policy (rate of gpueff_clock_violation_seconds_total; docs/health.md): power at 1.0 is normal under dense work at the power limit; thermal above 0.1 fires GpuThermalViolationShareHigh; board_limit and reliability are hardware limits. Counted by the driver, so nothing between polls is missed.",
-                   [target(f"rate(gpueff_clock_violation_seconds_total{s}[$__rate_interval]) > 0", GPU_LEGEND + " {{reason}}")], "percentunit", min_=0, max_=1),
+                   [target(f"rate(gpueff_clock_violation_seconds_total{s}[$__rate_interval]) > 0", GPU_LEGEND + " {{reason}}", min_step=SLOW_STEP)], "percentunit", min_=0, max_=1),
         timeseries("PCIe replays and link", "PCIe replays per second (retransmissions: a steady rate means a marginal link; GpuPcieReplays) and the link's current width and generation against the most GPU and slot support (dashed). A narrower link fires GpuPcieLinkDegraded; a lower generation at idle is power saving.",
-                   [target(f"rate(gpueff_pcie_replay_errors_total{s}[$__rate_interval])", GPU_LEGEND + " replays/s"),
+                   [target(f"rate(gpueff_pcie_replay_errors_total{s}[$__rate_interval])", GPU_LEGEND + " replays/s", min_step=SLOW_STEP),
                     target(f"gpueff_pcie_link_width{s}", GPU_LEGEND + " width"), target(f"gpueff_pcie_link_max_width{s}", GPU_LEGEND + " max width"),
                     target(f"gpueff_pcie_link_generation{s}", GPU_LEGEND + " gen"), target(f"gpueff_pcie_link_max_generation{s}", GPU_LEGEND + " max gen")],
                    "none", min_=0, overrides=[dashed(".* max .*")]),
         timeseries("NVLink errors and links", "NVLink errors per second over all links by type (crc_flit, crc_data: corrected by replays; replay, recovery: GpuNvlinkErrors) and the number of links up. No data on GPUs without NVLink.",
-                   [target(f"rate(gpueff_nvlink_errors_total{s}[$__rate_interval])", GPU_LEGEND + " {{type}}/s"),
+                   [target(f"rate(gpueff_nvlink_errors_total{s}[$__rate_interval])", GPU_LEGEND + " {{type}}/s", min_step=SLOW_STEP),
                     target(f"sum by (instance, gpu, uuid) (gpueff_nvlink_link_active{s})", GPU_LEGEND + " links up")], "none", min_=0),
         timeseries("P-state, video engines and fan", "Performance state (0 = P0, fastest; right axis), video encoder and decoder utilization, and fan speed where the GPU has a fan.",
                    [target(f"gpueff_encoder_utilization_ratio{s}", GPU_LEGEND + " encoder"), target(f"gpueff_decoder_utilization_ratio{s}", GPU_LEGEND + " decoder"),

@@ -5,7 +5,9 @@ Implements the parts of Grafana's interpolation the dashboards in dashboards/ us
 values as ``(a|b)``, "All" as the variable's allValue; a single-value one on its first option in
 the variable's sort order); custom variables; and the built-ins
 ``$__interval``, ``$__rate_interval`` and ``$__range`` (Grafana's rule:
-``$__rate_interval = max($__interval + scrape interval, 4 x scrape interval)``).
+``$__rate_interval = max($__interval + scrape interval, 4 x scrape interval)``, where a query's Min
+step, its target's ``interval``, stands for the scrape interval and bounds ``$__interval`` from below:
+grafana/grafana#77234).
 
 The order follows Grafana's source: the Prometheus data source's ``applyTemplateVariables``
 (public/app/plugins/datasource/prometheus/datasource.ts) fills the dashboard's variables in the
@@ -93,6 +95,15 @@ def builtins(range_seconds: float, scrape_interval: float, max_data_points: int 
     return {"__interval": duration(interval), "__rate_interval": duration(rate_interval), "__range": duration(range_seconds)}
 
 
+def with_min_step(values: dict[str, str], min_step: str) -> dict[str, str]:
+    """``values`` with the built-ins of a query whose Min step is ``min_step`` (``30s``)."""
+    if "__interval" not in values:
+        return values
+    step = float(min_step.removesuffix("s"))
+    interval = max(float(values["__interval"].removesuffix("s")), step)
+    return values | {"__interval": duration(interval), "__rate_interval": duration(max(interval + step, 4 * step))}
+
+
 def resolve_variables(dashboard: dict[str, Any], label_values: Callable[[str | None, str], list[str]], pick: Callable[[dict[str, Any], list[str]], str]) -> dict[str, str]:
     """Give every templating variable a value, in order (later variables may use earlier ones).
 
@@ -132,7 +143,8 @@ def queries(dashboard: dict[str, Any], values: dict[str, str]) -> Iterator[Query
     """Every panel query, then every Prometheus annotation query (as range queries)."""
     for item in panels(dashboard):
         for target in item["targets"]:
-            yield Query(dashboard["uid"], item["title"], target["refId"], interpolate(target["expr"], values), bool(target.get("instant")))
+            filled = with_min_step(values, target["interval"]) if target.get("interval") else values
+            yield Query(dashboard["uid"], item["title"], target["refId"], interpolate(target["expr"], filled), bool(target.get("instant")))
     for annotation in dashboard["annotations"]["list"]:
         if "expr" in annotation:
             yield Query(dashboard["uid"], f"annotation {annotation['name']}", "-", interpolate(annotation["expr"], values), False)

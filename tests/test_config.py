@@ -13,7 +13,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from exporter.backends.base import CollectSettings
+from exporter.backends.dcgm.backend import DcgmBackend
 from exporter.backends.dcgm.settings import DcgmConfig
+from exporter.backends.nvml.backend import NvmlBackend
 from exporter.commands.flags import dcgm_settings
 from exporter.config.engine import RESTART, ConfigError, restart_only_changes
 from exporter.config.file import Config, config_reference, load_config, parse_config
@@ -40,11 +43,15 @@ def load_error(tmp_path: Path, text: str | bytes) -> tuple[Path, str]:
     return path, str(caught.value)
 
 
+def test_the_backends_default_to_the_30_second_slow_cadence():
+    assert CollectSettings().slow_interval == NvmlBackend().slow_interval == DcgmBackend().slow_interval == 30.0
+
+
 def test_no_file_gives_the_documented_defaults():
     config = load_config(None)
     assert config == Config()
     assert config.collect_interval == 1.0
-    assert config.slow_collect_interval == 10.0
+    assert config.slow_collect_interval == 30.0  # dcgm-exporter's default too (docs/health.md)
     assert config.stale_after is None
     assert config.price_per_gpu_hour is None
     assert config.currency == "USD"

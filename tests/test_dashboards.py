@@ -15,6 +15,8 @@ import yaml
 from conftest import ROOT
 from fakes.app_servers.server_metrics import exposed_name, servers
 
+from exporter.backends.base import SLOW_INTERVAL
+from exporter.metrics import COUNTER, READINGS, SLOW
 from exporter.pipeline.derive import BOTTLENECK_CLASSES
 
 DASHBOARD_DIR = ROOT / "dashboards"
@@ -205,6 +207,24 @@ def test_bottleneck_state_timeline_maps_every_class():
     assert [mapping[str(i)]["text"] for i in range(len(BOTTLENECK_CLASSES))] == list(BOTTLENECK_CLASSES)
     for name in BOTTLENECK_CLASSES:
         assert f'class="{name}"' in panel["targets"][0]["expr"]
+
+
+def test_rates_of_slow_counters_span_at_least_four_slow_steps():
+    """A counter read at the slow cadence (its DCGM field is watched SLOW) steps once a
+    slow_collect_interval: its rate over $__rate_interval takes that interval as the query's Min
+    step, or Grafana's 1 m window of 15 s scrapes reads 0.67x then 1.33x of the truth."""
+    slow = {metric.name for metric, reading in READINGS if reading.dcgm is not None and reading.dcgm.cadence == SLOW and metric.type == COUNTER}
+    checked = []
+    for path in sorted(DASHBOARD_DIR.glob("*.json")):
+        for panel in grafana_queries.panels(grafana_queries.load(path)):
+            for target in panel["targets"]:
+                for name in re.findall(r"(?:rate|increase)\((\w+)\{[^}]*\}\[\$__rate_interval\]", target["expr"]):
+                    if name in slow:
+                        checked.append(name)
+                        assert target.get("interval") == f"{SLOW_INTERVAL:.0f}s", (path.name, panel["title"], name)
+    assert sorted(checked) == ["gpueff_clock_violation_seconds_total", "gpueff_nvlink_errors_total", "gpueff_pcie_replay_errors_total"]
+    values = grafana_queries.builtins(3600, 15)
+    assert grafana_queries.with_min_step(values, "30s")["__rate_interval"] == "120s"  # max(15 + 30, 4 x 30)
 
 
 def test_interpolation_matches_grafana():

@@ -36,7 +36,7 @@ def run(trace_paths, proc: Path, gpus: list[FakeGpu], polls: int = 20, interval:
     fake = FakeNvml(gpus, clock=clock)
     backend = NvmlBackend(slow_interval=5.0, nvml=fake, clock=clock)
     backend.start()
-    config = parse_config({"sharing": {"enabled": True}, "proc_root": str(proc), **settings})
+    config = parse_config({"sharing": {"enabled": True}, "proc_root": str(proc), "slow_collect_interval": "5s", **settings})  # the poller hands it to the backend: energy settles 4 times
     poller = Poller(backend, config, clock=clock)
     for _ in range(polls):
         poller.poll_once()

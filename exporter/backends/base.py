@@ -29,6 +29,14 @@ def binding_text(function: Callable[..., Any], *args: Any) -> str:
         return text(error.object)
 
 
+# Every slow reading is a cumulative counter the driver keeps (energy, ECC, violation time, PCIe and
+# NVLink replays, remapped rows: exact whenever read, a later read loses nothing) or a state that
+# changes rarely (memory temperature, power limit, link width and generation, link states). The
+# slow round costs ~11.5 ms of driver CPU per H100 under load (docs/health.md); 30 s is also
+# dcgm-exporter's default collection interval (docs/health.md has the sources).
+SLOW_INTERVAL = 30.0
+
+
 class BackendUnavailable(Exception):
     """The backend cannot run on this machine; the message says why and what to do."""
 
@@ -38,7 +46,7 @@ class CollectSettings:
     """What the poller tells a backend when it starts and on every reload."""
 
     collect_interval: float = 1.0
-    slow_interval: float = 10.0  # energy, ECC, remapped rows, memory temperature
+    slow_interval: float = SLOW_INTERVAL  # energy, ECC, remapped rows, memory temperature, costly health readings
     process_utilization: bool = False  # read per-process utilization samples where the backend can (NVML; docs/sharing.md)
     disabled_collectors: tuple[str, ...] = ()  # readings of these collectors need not be read (exporter/collectors.py)
 

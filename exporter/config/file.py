@@ -9,6 +9,7 @@ from typing import Any
 
 from exporter.apps.settings import AppConfig
 from exporter.attribution.kubernetes.settings import KubernetesConfig
+from exporter.backends.base import SLOW_INTERVAL
 from exporter.backends.dcgm.settings import DcgmConfig
 from exporter.collectors import CollectorsConfig
 from exporter.config.engine import ConfigError, load_section, reference, section, section_list, setting
@@ -34,7 +35,7 @@ MAX_STALE_AFTER = 4 * 3600.0  # room for the default 3 x collect_interval + 2s a
 @dataclass(frozen=True)
 class Config:
     collect_interval: float = setting(1.0, min_duration(MIN_COLLECT_INTERVAL), "how often GPUs are sampled (100ms to 1h)", DCGM_WATCHES)
-    slow_collect_interval: float = setting(10.0, min_duration(1.0), "how often slow NVML calls (energy, ECC, remapped rows, memory temperature, the costlier health readings) are made (1s to 1h)", DCGM_WATCHES)
+    slow_collect_interval: float = setting(SLOW_INTERVAL, min_duration(1.0), "how often slow NVML calls (energy, ECC, remapped rows, memory temperature, the costlier health readings) are made (1s to 1h)", DCGM_WATCHES)
     stale_after: float | None = setting(None, optional(min_duration(MIN_COLLECT_INTERVAL, MAX_STALE_AFTER)), "a snapshot older than this is served as down (default: 3 x collect_interval + 2s; at most 4h)")
     price_per_gpu_hour: float | None = setting(None, optional(non_negative), "what one GPU-hour costs, for gpueff_busy_idle_sm_cost_total")
     currency: str = setting("USD", label_value, "the currency label of the cost metrics")

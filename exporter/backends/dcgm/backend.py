@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from exporter.backends.backoff import Backoff
-from exporter.backends.base import Backend, BackendUnavailable, CollectSettings, text
+from exporter.backends.base import SLOW_INTERVAL, Backend, BackendUnavailable, CollectSettings, text
 from exporter.backends.dcgm import mig
 from exporter.backends.dcgm.bindings import Bindings, load_bindings
 from exporter.backends.dcgm.contention import NONE, Contention, contention
@@ -126,7 +126,7 @@ class DcgmBackend(Backend):
         bindings_path: str | None = None,
         host: str | None = None,
         collect_interval: float = 1.0,
-        slow_interval: float = 10.0,
+        slow_interval: float = SLOW_INTERVAL,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         multi_pass: bool = False,

@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from exporter.backends.backoff import Backoff
-from exporter.backends.base import Backend, BackendUnavailable, CollectSettings, binding_text, text
+from exporter.backends.base import SLOW_INTERVAL, Backend, BackendUnavailable, CollectSettings, binding_text, text
 from exporter.backends.nvml.gpm import GPM_MIN_SAMPLE_GAP, GpmPair, free_pair, open_pair, read_pair
 from exporter.backends.nvml.health import HealthReader, field_number
 from exporter.backends.nvml.utilization import UtilizationWindow
@@ -52,7 +52,7 @@ class _Gpu:
 class NvmlBackend(Backend):
     name = "nvml"
 
-    def __init__(self, slow_interval: float = 10.0, nvml: ModuleType | None = None, clock: Callable[[], float] = time.monotonic, process_utilization: bool = False, wall_clock: Callable[[], float] = time.time, engine_every_poll: bool = False) -> None:
+    def __init__(self, slow_interval: float = SLOW_INTERVAL, nvml: ModuleType | None = None, clock: Callable[[], float] = time.monotonic, process_utilization: bool = False, wall_clock: Callable[[], float] = time.time, engine_every_poll: bool = False) -> None:
         super().__init__()
         self.slow_interval = slow_interval
         # Read GPM GRAPHICS_UTIL over every window even where the driver's samples give the
