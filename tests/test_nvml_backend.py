@@ -443,3 +443,24 @@ def test_a_poll_before_the_next_driver_sample_can_exist_does_not_ask_and_means_t
     assert asking == 60 and skipping <= 35  # off the wall clock, every poll asks
     for backend, _, _ in backends:
         backend.close()
+
+
+def test_a_window_without_a_new_driver_sample_holds_the_newest_samples_value(traces):
+    """At 100 ms polls and a sample every 200 ms about every other window holds no new sample: it
+    takes the newest sample's value (the driver's own series, held), not None and not NVML's latest
+    reading, which is another sampler."""
+    clock = FakeClock()
+    fake = FakeNvml([traces["matmul_8192_duty50"]], clock=clock)
+    backend = NvmlBackend(nvml=fake, clock=clock, wall_clock=clock)
+    backend.start()
+    windows = []
+    for _ in range(40):
+        clock.advance(0.1)
+        sample = backend.collect()[0]
+        windows.append((sample.gpu_utilization_window, fake.calls["nvmlDeviceGetSamples"]))
+    values = [value for value, _ in windows[2:]]
+    assert all(value is not None for value in values)
+    held = [index for index in range(3, len(windows)) if windows[index][1] == windows[index - 1][1]]  # polls that did not ask
+    assert len(held) >= 10
+    assert all(windows[index][0] == windows[index - 1][0] for index in held)
+    backend.close()

@@ -311,6 +311,8 @@ class NvmlBackend(Backend):
             if window.may_have_new(now_us):  # else the call would answer NOT_FOUND (nvml/utilization.py)
                 answer = opt(gpu, "utilization_samples", nvml.nvmlDeviceGetSamples, handle, nvml.NVML_GPU_UTILIZATION_SAMPLES, window.seen_us or 0)
                 sample.gpu_utilization_window = window.mean_since_last(answer, now_us)
+            else:
+                sample.gpu_utilization_window = window.newest
         power = opt(gpu, "power", nvml.nvmlDeviceGetPowerUsage, handle)
         sample.power_watts = None if power is None else power / 1000
         sample.temperature_celsius = opt(gpu, "temperature", nvml.nvmlDeviceGetTemperature, handle, nvml.NVML_TEMPERATURE_GPU)

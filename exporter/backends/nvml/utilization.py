@@ -15,6 +15,12 @@ NOT_FOUND (no sample is dated in the future), so the window's mean is the same. 
 skip a fifth to a half of the calls, by their phase against the driver's samples; polls a sample
 gap or more apart skip none. Where the timestamps are not the wall clock (a fresh answer's newest
 sample dated in the future or more than WALL_CLOCK_SLACK_US ago), every poll asks.
+
+A window with no new sample (the call skipped, or answering none) holds the newest sample's value:
+it is the driver's latest figure of its own series, and no newer one exists yet. So at polls
+shorter than the sample gap the window's utilization is the driver's series held sample by sample,
+never a figure of another sampler (``nvmlDeviceGetUtilizationRates`` changes up to 100 ms before
+a sample is dated, with other values: docs/gpu-facts.md).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ class UtilizationWindow:
         self.seen_us: int | None = None  # the newest sample's timestamp taken so far; None until primed
         self.gap_us: int | None = None  # the shortest gap between two consecutive samples seen so far
         self.on_wall_clock = False  # the last fresh answer's newest sample was dated within the slack of now
+        self.newest: float | None = None  # the newest sample's value (0..1): what a window without a new sample holds
 
     def may_have_new(self, now_us: int) -> bool:
         """False only when no sample newer than the last seen can exist at ``now_us`` (wall clock)."""
@@ -41,8 +48,8 @@ class UtilizationWindow:
         return not 0 <= now_us - self.seen_us < SKIP_SHARE * self.gap_us
 
     def mean_since_last(self, answer: tuple[int, list[Any]] | None, now_us: int) -> float | None:
-        """The mean (0..1) of the samples in ``answer`` newer than the last call's, or None: on the
-        first call (the buffer reaches back before the window), or where no sample is new."""
+        """The mean (0..1) of the samples in ``answer`` newer than the last call's; the newest sample's
+        value where none is new; None on the first call (the buffer reaches back before the window)."""
         samples = answer[1] if answer is not None else []
         primed, seen = self.seen_us is not None, self.seen_us or 0
         fresh = [sample for sample in samples if sample.timeStamp > seen]
@@ -53,9 +60,12 @@ class UtilizationWindow:
             if gaps:
                 self.gap_us = min(gaps) if self.gap_us is None else min(self.gap_us, *gaps)
             self.seen_us = stamps[-1]
+            self.newest = min(1.0, float(max(fresh, key=lambda sample: int(sample.timeStamp)).sampleValue.uiVal) / 100)
             self.on_wall_clock = 0 <= now_us - stamps[-1] <= WALL_CLOCK_SLACK_US
         elif self.seen_us is None:
             self.seen_us = 0
-        if not primed or not fresh:
+        if not primed:
             return None
+        if not fresh:
+            return self.newest
         return min(1.0, sum(float(sample.sampleValue.uiVal) for sample in fresh) / len(fresh) / 100)
