@@ -127,6 +127,15 @@ class Subject:
     stderr: IO[bytes] | None = None
     rounds: list[Window] = field(default_factory=list)
     next_scrape: float = 0.0
+    failed_scrapes: int = 0
+    left_out: str = ""  # why its later rounds were not measured
+
+    def scrape(self) -> None:
+        """A Prometheus scrape; one that fails is counted (and reported), not fatal."""
+        try:
+            scrape(self.port)
+        except (OSError, http.client.HTTPException):
+            self.failed_scrapes += 1
 
     def start(self) -> None:
         self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by stop(), after the process)
@@ -256,7 +265,7 @@ def measure_alone(subject: Subject, seconds: float, scrape_every: float, settle:
     subject.signal(signal.SIGCONT)
     try:
         started = time.monotonic()
-        scrape(subject.port)
+        subject.scrape()
         subject.next_scrape = started + scrape_every
         time.sleep(max(0.0, started + settle - time.monotonic()))
         before, ticks_before, window_start = thread_cpu_ns(subject.pid), process_cpu_seconds(subject.pid), time.monotonic()
@@ -264,7 +273,7 @@ def measure_alone(subject: Subject, seconds: float, scrape_every: float, settle:
         end = window_start + seconds
         while (now := time.monotonic()) < end:
             if now >= subject.next_scrape:
-                scrape(subject.port)
+                subject.scrape()
                 subject.next_scrape += scrape_every
             last.update(thread_cpu_ns(subject.pid))
             time.sleep(min(0.5, max(0.0, min(end, subject.next_scrape) - time.monotonic())))
@@ -296,7 +305,7 @@ def overhead(chosen: list[Subject], args: argparse.Namespace) -> None:
         started = time.monotonic()
         while True:  # warm-up: imports, NVML, the first polls, and the scrapes' cadence learnt
             for subject in ready:
-                scrape(subject.port)
+                subject.scrape()
             if time.monotonic() - started + args.scrape_every > args.warmup:
                 break
             time.sleep(max(0.0, started + args.scrape_every * (1 + round((time.monotonic() - started) / args.scrape_every)) - time.monotonic()))
@@ -304,11 +313,25 @@ def overhead(chosen: list[Subject], args: argparse.Namespace) -> None:
             subject.signal(signal.SIGSTOP)
         for number in range(args.rounds):
             for subject in ready:
+                if subject.left_out:
+                    continue
                 seconds = args.seconds if subject.interval == "1s" else args.fast_seconds
-                subject.rounds.append(measure_alone(subject, seconds, args.scrape_every, args.settle))
+                try:
+                    subject.rounds.append(measure_alone(subject, seconds, args.scrape_every, args.settle))
+                except (OSError, KeyError) as error:  # it exited: /proc/PID is gone or a zombie's
+                    code = subject.process.poll() if subject.process is not None else None
+                    why = f"it exited with {code}" if code is not None else f"{type(error).__name__}: {error}"
+                    subject.left_out = f"round {number + 1}: {why}; stderr: {subject.error_tail()}"
+                    print(f"  {subject.label} at {subject.interval} left out from round {number + 1}: {why}", file=sys.stderr, flush=True)
+                    continue
                 last = subject.rounds[-1]
                 print(f"  round {number + 1}, {subject.label} at {subject.interval}: {last.cpu_pct:.3f} % of a core, RSS {last.rss_mb:.1f} MB", file=sys.stderr, flush=True)
-        report_overhead(ready, args)
+        report_overhead([subject for subject in ready if subject.rounds], args)
+        for subject in ready:
+            if subject.left_out:
+                print(f"- {subject.label} at {subject.interval}: left out from {subject.left_out}")
+            if subject.failed_scrapes:
+                print(f"- {subject.label} at {subject.interval}: {subject.failed_scrapes} scrape(s) failed")
     finally:
         for subject in chosen:
             subject.stop()
