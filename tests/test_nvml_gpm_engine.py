@@ -4,6 +4,8 @@ busy figure (MIG devices, no driver samples) and elsewhere over the slow window,
 
 from __future__ import annotations
 
+import dataclasses
+
 import pynvml
 import pytest
 from fakes.nvml import FakeClock, FakeGpu, FakeNvml
@@ -63,7 +65,7 @@ def test_a_full_gpu_leaves_the_engine_out_of_every_polls_request_and_reads_it_ov
 
 def test_the_slow_windows_engine_is_exported_as_the_graphics_engine_metric(traces):
     backend, fake, clock = started([traces["matmul_8192_duty50"]])
-    poller = Poller(backend, load_config(None), clock=clock)
+    poller = Poller(backend, dataclasses.replace(load_config(None), slow_collect_interval=10.0), clock=clock)  # the poller configures the backend
     try:
         for _ in range(13):
             snapshot = poller.poll_once()
