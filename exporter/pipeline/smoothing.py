@@ -18,10 +18,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from exporter.sample import GpuSample
-from exporter.taxonomy import Activity, BottleneckThresholds, classes_within_margin, classify, mean_activity
+from exporter.taxonomy import (
+    ACTIVITY_FIELDS,
+    Activity,
+    BottleneckThresholds,
+    activity_values,
+    classes_within_margin,
+    classify,
+    mean_activity,
+)
 
 WINDOW_START_TOLERANCE = 0.05  # seconds between the previous reading and the start of this window
 MAX_WINDOWS = 600  # a bound on the history, whatever the span and interval
+NO_COLUMNS: tuple[tuple[float | None, ...], ...] = ((),) * len(ACTIVITY_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +38,8 @@ class Smoothing:
     """One GPU's recent readings: made from every up sample in order, started afresh when it goes down."""
 
     previous: GpuSample | None = None
-    windows: tuple[tuple[float, Activity], ...] = ()  # (seconds, activity), oldest first
+    seconds: tuple[float, ...] = ()  # the recent windows' lengths, newest first
+    columns: tuple[tuple[float | None, ...], ...] = NO_COLUMNS  # per Activity field, its reading in each of those windows
     reported: str | None = None
     challenger: str | None = None
     wins: int = 0
@@ -49,12 +59,14 @@ class Smoothing:
         seconds = sample.window_seconds
         if seconds is None:  # no profiling window (NVML only): the time since the previous poll
             seconds = sample.timestamp - self.previous.timestamp if self.previous is not None else 0.0
-        windows = self.windows
+        lengths, columns = self.seconds, self.columns
         if flagged:
             candidate = "unknown"
         else:
-            windows = recent((*windows[-(MAX_WINDOWS - 1) :], (seconds, window)), limits.window)
-            mean = smoothed(windows)
+            lengths = recent((seconds, *lengths[: MAX_WINDOWS - 1]), limits.window)
+            older = len(lengths) - 1
+            columns = tuple((value, *column[:older]) for value, column in zip(activity_values(window), columns, strict=True))
+            mean = mean_activity(lengths, columns) if older else window
             candidate = classify(mean, limits)
             if candidate != self.reported and self.reported is not None and self.reported in classes_within_margin(mean, limits, limits.margin):
                 candidate = self.reported  # the readings sit on a threshold's edge: the verdict in place stands
@@ -67,20 +79,15 @@ class Smoothing:
             challenger, wins = candidate, 1
         if challenger is not None and wins >= limits.hold_polls:
             reported, challenger, wins = challenger, None, 0
-        return reported, Smoothing(sample, windows, reported, challenger, wins)
+        return reported, Smoothing(sample, lengths, columns, reported, challenger, wins)
 
 
-def recent(windows: tuple[tuple[float, Activity], ...], span: float) -> tuple[tuple[float, Activity], ...]:
-    """The newest windows that together cover ``span`` seconds (at least the newest), oldest first."""
+def recent(seconds: tuple[float, ...], span: float) -> tuple[float, ...]:
+    """The lengths of the newest windows (newest first) that together cover ``span`` seconds, at least the newest's."""
     covered, keep = 0.0, 0
-    for seconds, _ in reversed(windows):
+    for each in seconds:
         if keep and covered >= span:
             break
         keep += 1
-        covered += seconds
-    return windows[len(windows) - keep :]
-
-
-def smoothed(windows: tuple[tuple[float, Activity], ...]) -> Activity:
-    """The time-weighted mean of ``windows`` (newest first, as the sums have always run)."""
-    return mean_activity(list(reversed(windows))) if len(windows) > 1 else windows[-1][1]
+        covered += each
+    return seconds[:keep]
