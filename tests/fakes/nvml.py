@@ -26,7 +26,7 @@ import functools
 import inspect
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,6 +65,7 @@ H100_CALL_COSTS = {
     "nvmlDeviceGetPcieThroughput": 21e-3,
 }
 GPM_MIN_GAP = 0.1
+CALL_LOG_LENGTH = 512  # calls kept in each call log (the tests read the last few hundred at most)
 PROCESS_SAMPLE_PERIOD = 1.0  # one per-process utilization sample a second per process, as seen on an H100
 _GPM_NAMES = {value: name.removeprefix("NVML_GPM_METRIC_") for name, value in vars(_real).items() if name.startswith("NVML_GPM_METRIC_") and name != "NVML_GPM_METRIC_MAX"}
 
@@ -185,13 +186,14 @@ class FakeNvml:
         self.event_wait_cap = event_wait_cap  # nvmlEventSetWait returns TIMEOUT after at most this long
         self.calls: Counter[str] = Counter()
         self.event_wait_timeouts: Counter[int] = Counter()  # nvmlEventSetWait calls by the timeout asked for (ms)
-        self.samples_last_seen: list[tuple[int, int]] = []  # (GPU index, lastSeenTimeStamp) of each nvmlDeviceGetSamples call
+        # The call logs keep the last CALL_LOG_LENGTH calls: a soak's memory is the exporter's, not the fake's.
+        self.samples_last_seen: deque[tuple[int, int]] = deque(maxlen=CALL_LOG_LENGTH)  # (GPU index, lastSeenTimeStamp) of each nvmlDeviceGetSamples call
         self.device_calls: Counter[tuple[str, int]] = Counter()
         self.driver_loaded = True
         self.init_count = 0
         self.gpm_samples: dict[int, list[Any]] = {}  # address -> [buffer, GPU index, fake time]
         self._integrals: dict[tuple[int, str], tuple[list[float], list[Any], list[float], list[float]]] = {}  # (GPU, key) -> bounds, values, running sums
-        self.gpm_requests: list[tuple[int, tuple[str, ...], float, float]] = []  # each nvmlGpmMetricsGet: (GPU index, metric names, fake times of its two samples)
+        self.gpm_requests: deque[tuple[int, tuple[str, ...], float, float]] = deque(maxlen=CALL_LOG_LENGTH)  # each nvmlGpmMetricsGet: (GPU index, metric names, fake times of its two samples)
         self.event_sets: list[_EventSet] = []
         self._failures: dict[tuple[str, int | None], _Failure] = {}
         self._lock = threading.Lock()
