@@ -28,10 +28,8 @@ job sitting on a threshold keeps one verdict) and has won ``hold_polls`` polls i
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
-from itertools import compress, repeat
-from operator import attrgetter, is_not, mul
+from operator import attrgetter
 
 from exporter.config.engine import setting
 from exporter.config.values import min_duration, ratio, whole_number
@@ -135,29 +133,6 @@ class Activity:
 
 ACTIVITY_FIELDS = tuple(each.name for each in fields(Activity))
 activity_values = attrgetter(*ACTIVITY_FIELDS)  # an Activity's readings as a tuple, in ACTIVITY_FIELDS order
-
-
-def mean_activity(seconds: Sequence[float], columns: Sequence[Sequence[float | None]]) -> Activity:
-    """Time-weighted mean of windows given column by column: ``seconds`` holds each window's length,
-    ``columns`` one reading each (ACTIVITY_FIELDS order) with its value in every window, None where
-    not read. Each reading is averaged over the windows that hold it, summed in the order given.
-    Stored and read as columns (no Python loop over the windows): at a 100 ms interval a GPU's
-    5 s class window holds 50 windows, every poll."""
-    every_window = sum(seconds)
-    values: dict[str, float | None] = {}
-    for name, column in zip(ACTIVITY_FIELDS, columns, strict=True):
-        missing = column.count(None)
-        if missing == len(column):
-            values[name] = None
-            continue
-        if missing:
-            held = list(map(is_not, column, repeat(None)))
-            kept = list(compress(seconds, held))
-            total, weighted = sum(kept), sum(map(mul, kept, compress(column, held)))
-        else:
-            total, weighted = every_window, sum(map(mul, seconds, column))
-        values[name] = weighted / total if total > 0 else None
-    return Activity(**values)
 
 
 def classify(activity: Activity, limits: BottleneckThresholds) -> str:

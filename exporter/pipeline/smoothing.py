@@ -25,12 +25,11 @@ from exporter.taxonomy import (
     activity_values,
     classes_within_margin,
     classify,
-    mean_activity,
 )
 
 WINDOW_START_TOLERANCE = 0.05  # seconds between the previous reading and the start of this window
 MAX_WINDOWS = 600  # a bound on the history, whatever the span and interval
-NO_COLUMNS: tuple[tuple[float | None, ...], ...] = ((),) * len(ACTIVITY_FIELDS)
+NO_COLUMNS: tuple[tuple[float, ...], ...] = ((),) * len(ACTIVITY_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,8 +37,11 @@ class Smoothing:
     """One GPU's recent readings: made from every up sample in order, started afresh when it goes down."""
 
     previous: GpuSample | None = None
-    seconds: tuple[float, ...] = ()  # the recent windows' lengths, newest first
-    columns: tuple[tuple[float | None, ...], ...] = NO_COLUMNS  # per Activity field, its reading in each of those windows
+    # The recent windows, newest first: each one's length, and per Activity reading (ACTIVITY_FIELDS)
+    # a column of its weight (the length where the reading was read, else 0.0) and of weight x reading.
+    seconds: tuple[float, ...] = ()
+    weights: tuple[tuple[float, ...], ...] = NO_COLUMNS
+    products: tuple[tuple[float, ...], ...] = NO_COLUMNS
     reported: str | None = None
     challenger: str | None = None
     wins: int = 0
@@ -59,14 +61,16 @@ class Smoothing:
         seconds = sample.window_seconds
         if seconds is None:  # no profiling window (NVML only): the time since the previous poll
             seconds = sample.timestamp - self.previous.timestamp if self.previous is not None else 0.0
-        lengths, columns = self.seconds, self.columns
+        lengths, weights, products = self.seconds, self.weights, self.products
         if flagged:
             candidate = "unknown"
         else:
             lengths = recent((seconds, *lengths[: MAX_WINDOWS - 1]), limits.window)
             older = len(lengths) - 1
-            columns = tuple((value, *column[:older]) for value, column in zip(activity_values(window), columns, strict=True))
-            mean = mean_activity(lengths, columns) if older else window
+            readings = activity_values(window)
+            weights = tuple((0.0 if value is None else seconds, *column[:older]) for value, column in zip(readings, weights, strict=True))
+            products = tuple((0.0 if value is None else seconds * value, *column[:older]) for value, column in zip(readings, products, strict=True))
+            mean = Activity(*map(weighted_mean, products, weights)) if older else window
             candidate = classify(mean, limits)
             if candidate != self.reported and self.reported is not None and self.reported in classes_within_margin(mean, limits, limits.margin):
                 candidate = self.reported  # the readings sit on a threshold's edge: the verdict in place stands
@@ -79,7 +83,15 @@ class Smoothing:
             challenger, wins = candidate, 1
         if challenger is not None and wins >= limits.hold_polls:
             reported, challenger, wins = challenger, None, 0
-        return reported, Smoothing(sample, lengths, columns, reported, challenger, wins)
+        return reported, Smoothing(sample, lengths, weights, products, reported, challenger, wins)
+
+
+def weighted_mean(products: tuple[float, ...], weights: tuple[float, ...]) -> float | None:
+    """One reading's time-weighted mean over the windows that read it; None where none did (or
+    they last no time). Plain sums of stored columns, newest first: a window without the reading
+    adds exact zeros, so the result is the same float as summing only the windows that hold it."""
+    total = sum(weights)
+    return sum(products) / total if total > 0 else None
 
 
 def recent(seconds: tuple[float, ...], span: float) -> tuple[float, ...]:
