@@ -31,4 +31,4 @@ def health(values: dict[str, float], links: Links | None = None) -> Health:
         if name in _TEMPERATURE_LIMITS and number <= 0:
             continue
         readings[name] = bool(number) if kind.startswith("bool") else int(number) if kind.startswith("int") else number
-    return dataclasses.replace(NO_HEALTH, **readings) if readings else NO_HEALTH
+    return Health(**readings) if readings else NO_HEALTH

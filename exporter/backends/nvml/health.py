@@ -14,7 +14,6 @@ never take a GPU's other readings down with it.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -188,7 +187,7 @@ class HealthReader:
             values.update(self.once.get(call.key, {}))
         values.update(self.slow)
         values.update(self._read(nvml, handle, FAST, disabled))
-        return dataclasses.replace(NO_HEALTH, **values) if values else NO_HEALTH
+        return Health(**values) if values else NO_HEALTH
 
     def _due(self, cadence: str, disabled: frozenset[str]) -> list[HealthCall]:
         return [call for call in self.calls if call.cadence == cadence and call.key not in self.unsupported and call.collector not in disabled]
