@@ -71,6 +71,7 @@ class Poller:
         self._thread: threading.Thread | None = None
         self._subscribers: list[Callable[[Snapshot], None]] = []
         self._process: tuple[float, ProcessStats | None] | None = None  # (when read, what)
+        self._config_parts = _ConfigParts(config)
         self.apps = AppMonitor(config.apps, clock)  # scrapes apps on their own threads
         self._sharing: Sharing | None = None
         self.backend.configure(collect_settings(config))
@@ -196,7 +197,10 @@ class Poller:
         started = self.timer()
         samples = self._collect()
         config = self.config
-        owners = self.attributor.owners(config.kubernetes, samples, self.clock(), Path(config.proc_root))
+        if self._config_parts.config is not config:
+            self._config_parts = _ConfigParts(config)
+        parts = self._config_parts
+        owners = self.attributor.owners(config.kubernetes, samples, self.clock(), parts.proc_root)
         sharing = self._sharing_for(config)
         identities = sharing.identities(samples) if sharing is not None else {}
         states = []
@@ -214,7 +218,7 @@ class Poller:
             sequence=self._polls,
             gpus=tuple(states),
             taken_monotonic=self.clock(),
-            settings=poll_settings(config),
+            settings=parts.poll_settings,
             backend_name=self.backend.name,
             replayed=self.backend.replayed,
             polls_total=self._polls,
@@ -228,8 +232,20 @@ class Poller:
         for receive in self._subscribers:
             receive(snapshot)
         self._snapshot = snapshot
-        self.ready.set()
+        if not self.ready.is_set():
+            self.ready.set()
         return snapshot
+
+
+class _ConfigParts:
+    """What each poll needs made from its config, made once per config (a reload brings a new one)."""
+
+    __slots__ = ("config", "poll_settings", "proc_root")
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.poll_settings = poll_settings(config)
+        self.proc_root = Path(config.proc_root)
 
 
 def poll_settings(config: Config) -> PollSettings:
