@@ -15,6 +15,7 @@ time-weighted mean of recent windows, with hysteresis (exporter/pipeline/smoothi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from exporter.peaks import Peak, peak_for
@@ -60,6 +61,7 @@ PIPES = (
     ("fp16", "fp16_active", "fp16_flops"),
 )
 FLOATING_PIPES = tuple(name for name, _, _ in PIPES if name != "imma_int8")
+_pipe_activities = attrgetter(*(activity for _, activity, _ in PIPES))  # a Profiling's activity of each pipe, in PIPES order
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,17 +86,17 @@ class Derived:
         return any(self.implausible.values())
 
 
-def reading(sample: GpuSample, name: str) -> float | None:
-    """One profiling reading of the window (a field of sample.Profiling), or None."""
-    value: float | None = getattr(sample.profiling, name)
-    return value
+_math_pipes = attrgetter(*MATH_PIPE_READINGS)  # a Profiling's math pipe activities, as a tuple
+_activities = attrgetter(*ACTIVITY_READINGS)
+_pcie_rates = attrgetter("pcie_tx_bytes_per_second", "pcie_rx_bytes_per_second")
+_nvlink_rates = attrgetter("nvlink_tx_bytes_per_second", "nvlink_rx_bytes_per_second")
 
 
 def busy_ratio(sample: GpuSample) -> float | None:
     """The window's utilization, as nvidia-smi means it (any engine busy, copy engines included):
     the mean of the driver's own samples over the window where read; else the graphics engine's
     activity over the profiling window (it misses copy-engine work); else NVML's latest sample."""
-    for value in (sample.gpu_utilization_window, reading(sample, "graphics_active")):
+    for value in (sample.gpu_utilization_window, sample.profiling.graphics_active):
         if value is not None:
             return value
     return sample.gpu_utilization
@@ -119,13 +121,10 @@ def link_share(sample: GpuSample, peak: Peak | None) -> float | None:
     """The busiest interconnect direction as a share of its peak, where the peak is known."""
     if peak is None:
         return None
-    shares = []
-    for prefix, capacity in (("pcie", peak.pcie_bytes_per_second), ("nvlink", peak.nvlink_bytes_per_second)):
+    shares: list[float] = []
+    for capacity, rates in ((peak.pcie_bytes_per_second, _pcie_rates), (peak.nvlink_bytes_per_second, _nvlink_rates)):
         if capacity:
-            for direction in ("tx", "rx"):
-                rate = reading(sample, f"{prefix}_{direction}_bytes_per_second")
-                if rate is not None:
-                    shares.append(rate / capacity)
+            shares.extend(rate / capacity for rate in rates(sample.profiling) if rate is not None)
     return max(shares) if shares else None
 
 
@@ -133,23 +132,24 @@ def engine_bound(sample: GpuSample) -> float | None:
     """Where the graphics engine is not read over the window: an upper bound on its activity. A kernel
     running for a share e of the window keeps at least one of the GPU's SMs active for e, so SM
     activity >= e / SM count: the engine's activity is at most SM count x SM activity (and 1)."""
-    sm_active, sm_count = reading(sample, "sm_active"), sample.device.sm_count
-    if reading(sample, "graphics_active") is not None or sm_active is None or not sm_count:
+    sm_active, sm_count = sample.profiling.sm_active, sample.device.sm_count
+    if sample.profiling.graphics_active is not None or sm_active is None or not sm_count:
         return None
     return min(1.0, sm_count * sm_active)
 
 
 def activity(sample: GpuSample, peak: Peak | None) -> Activity:
     """The readings the bottleneck class is judged from, all over this sample's window."""
-    pipes = [value for value in (reading(sample, name) for name in MATH_PIPE_READINGS) if value is not None]
+    profiling = sample.profiling
+    pipes = [value for value in _math_pipes(profiling) if value is not None]
     return Activity(
         busy=busy_ratio(sample),
-        engine=reading(sample, "graphics_active"),
+        engine=profiling.graphics_active,
         engine_bound=engine_bound(sample),
-        sm_active=reading(sample, "sm_active"),
-        sm_occupancy=reading(sample, "sm_occupancy"),
+        sm_active=profiling.sm_active,
+        sm_occupancy=profiling.sm_occupancy,
         pipes=max(pipes) if pipes else None,
-        dram=reading(sample, "dram_active"),
+        dram=profiling.dram_active,
         link=link_share(sample, peak),
     )
 
@@ -169,8 +169,7 @@ def pipe_figures(sample: GpuSample, clock: float | None, peak: Peak | None) -> t
     factor = clock_factor(clock, sample.device.max_sm_clock_mhz)
     work: dict[str, float] = {}
     share: dict[str, float] = {}
-    for name, activity_field, peak_field in PIPES:
-        activity = reading(sample, activity_field)
+    for (name, _, peak_field), activity in zip(PIPES, _pipe_activities(sample.profiling), strict=True):
         if activity is None or factor is None:
             continue
         share[name] = activity * factor
@@ -181,7 +180,7 @@ def pipe_figures(sample: GpuSample, clock: float | None, peak: Peak | None) -> t
 
 
 def dram_bandwidth(sample: GpuSample, peak: Peak | None) -> float | None:
-    dram = reading(sample, "dram_active")
+    dram = sample.profiling.dram_active
     if dram is None or peak is None or peak.dram_bytes_per_second is None:
         return None
     return dram * peak.dram_bytes_per_second
@@ -199,7 +198,7 @@ def step(sample: GpuSample, config: Config, state: Smoothing | None) -> tuple[De
     peak = peak_for(sample.device.name, config.peaks)
     window = activity(sample, peak)
     busy, sm_active = window.busy, window.sm_active
-    readings = {name: value for name in ACTIVITY_READINGS if (value := reading(sample, name)) is not None}
+    readings = {name: value for name, value in zip(ACTIVITY_READINGS, _activities(sample.profiling), strict=True) if value is not None}
     implausible = implausible_checks(readings, sample.gpu_utilization, window.link)
     flagged = any(implausible.values())
     ratio = efficiency(busy, sm_active)
