@@ -282,12 +282,12 @@ class NvmlBackend(Backend):
 
         Errors that mean the GPU or driver is gone propagate, so the GPU is marked down.
         """
-        nvml = self.nvml
         if gpu is not None and key in gpu.unsupported:
             return None
         try:
             return call(*args)
-        except nvml.NVMLError as error:
+        except self.nvml.NVMLError as error:
+            nvml = self.nvml
             code = getattr(error, "value", None)
             if code in (nvml.NVML_ERROR_NOT_SUPPORTED, nvml.NVML_ERROR_NO_PERMISSION, nvml.NVML_ERROR_FUNCTION_NOT_FOUND):
                 if gpu is not None:
