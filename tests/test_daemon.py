@@ -264,18 +264,37 @@ def report():
     print(" ".join(sorted(sys.modules)), flush=True)
     os._exit(0)
 threading.Thread(target=report, daemon=True).start()
-sys.argv = ["exporter", "--demo", "--web.listen-address", f"127.0.0.1:{port}"]
-runpy.run_module("exporter", run_name="__main__")
+program, flags = sys.argv[2], sys.argv[3:]
+sys.argv = [program, *flags, "--web.listen-address", f"127.0.0.1:{port}"]
+if program.endswith(".py"):
+    runpy.run_path(program, run_name="__main__")
+else:
+    runpy.run_module(program, run_name="__main__")
 """
+
+
+def modules_loaded_by(program: str, *flags: str) -> set[str]:
+    """The modules (and their top-level packages) a daemon has loaded once it answers /metrics."""
+    result = subprocess.run([sys.executable, "-c", LOADED_MODULES, str(free_port()), program, *flags], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    names = set(result.stdout.split())
+    assert "exporter" in names, result.stderr
+    return {name.split(".")[0] for name in names} | names
 
 
 def test_a_daemon_without_tls_users_config_or_apps_loads_none_of_their_modules():
     """Issue 15: ssl, http.client and email (http.server pulled them in), yaml, bcrypt and
     prometheus_client (the apps' parser) cost about 8 MB of RSS where nothing uses them; issue 28:
-    the API server client's ssl and http.client 5 MB, importlib.resources 1.2 MB."""
-    result = subprocess.run([sys.executable, "-c", LOADED_MODULES, str(free_port())], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    names = set(result.stdout.split())
-    loaded = {name.split(".")[0] for name in names} | names
-    assert "exporter" in loaded, result.stderr
-    unused = {"ssl", "http", "email", "yaml", "bcrypt", "prometheus_client", "socketserver", "importlib.resources", "tempfile"}
+    the API server client's ssl and http.client 5 MB, importlib.resources 1.2 MB, html's entity table
+    0.5 MB."""
+    loaded = modules_loaded_by("exporter", "--demo")
+    unused = {"ssl", "http", "email", "yaml", "bcrypt", "prometheus_client", "socketserver", "importlib.resources", "tempfile", "html"}
+    assert loaded.isdisjoint(unused), sorted(loaded & unused)
+
+
+def test_a_plain_nvml_daemon_on_auto_without_dcgm_bindings_loads_no_dcgm_backend():
+    """Issue 28: auto imported DCGM's whole backend (1 MB of RSS, and secrets -> hashlib -> libcrypto's
+    3 MB of mapped file) before finding no bindings."""
+    loaded = modules_loaded_by("tools/fake_nvml_daemon.py", "1", "--dcgm.bindings-path", str(ROOT / "nowhere"))
+    assert "exporter.backends.nvml.backend" in loaded
+    unused = {"exporter.backends.dcgm.backend", "exporter.backends.dcgm.session", "secrets", "hashlib", "html", "ssl", "http"}
     assert loaded.isdisjoint(unused), sorted(loaded & unused)

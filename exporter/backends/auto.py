@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from exporter.backends.base import Backend, BackendUnavailable, CollectSettings
-from exporter.backends.dcgm.backend import DcgmBackend
+from exporter.backends.dcgm.bindings import bindings_folder
 from exporter.backends.nvml.backend import NvmlBackend
 from exporter.config.file import Config
 from exporter.sample import DeviceInfo, GpuSample
+
+if TYPE_CHECKING:
+    from exporter.backends.dcgm.backend import DcgmBackend
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +77,8 @@ class AutoBackend(Backend):
     def _try_dcgm(self) -> tuple[DcgmBackend | None, str]:
         """Start DCGM and choose it if SM activity answers. Otherwise say why not, and hand back a
         DCGM that runs without profiling (the last resort where NVML fails too)."""
-        dcgm = self.make_dcgm()
         try:
+            dcgm = self.make_dcgm()
             devices = dcgm.start()
         except BackendUnavailable as error:
             return None, f"DCGM is not usable ({error})"
@@ -110,9 +114,16 @@ def live_backend(kind: str, config: Config) -> Backend:
     """The backend for ``--backend dcgm`` or ``--backend auto``, from the config (flags applied)."""
 
     def make_dcgm() -> DcgmBackend:
+        from exporter.backends.dcgm.backend import DcgmBackend  # its modules cost 1 MB of RSS: only where DCGM is tried
+
         dcgm = config.dcgm
         return DcgmBackend(dcgm.bindings_path, dcgm.host, config.collect_interval, config.slow_collect_interval, multi_pass=dcgm.multi_pass, pause_file=dcgm.pause_file, discover=dcgm.discover)
 
+    def probe_dcgm() -> DcgmBackend:
+        if not (config.dcgm.pause_file and config.dcgm.host):  # start() refuses that pair before it looks for bindings
+            bindings_folder(config.dcgm.bindings_path)  # no bindings: the same refusal start() gives, without importing DCGM's backend
+        return make_dcgm()
+
     if kind == "dcgm":
         return make_dcgm()
-    return AutoBackend(make_dcgm, lambda: NvmlBackend(slow_interval=config.slow_collect_interval), profiling_probe_timeout(config.collect_interval))
+    return AutoBackend(probe_dcgm, lambda: NvmlBackend(slow_interval=config.slow_collect_interval), profiling_probe_timeout(config.collect_interval))

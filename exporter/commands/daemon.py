@@ -22,7 +22,6 @@ from exporter.config.file import Config, load_config
 from exporter.logs import one_line
 from exporter.poller import Poller
 from exporter.selfstats import limit_malloc_arenas, release_freed_memory
-from exporter.trace import TraceError, demo_trace_paths, load_trace
 from exporter.web.history import History
 from exporter.web.live import LiveData
 from exporter.web.page import LivePage
@@ -60,6 +59,7 @@ def choose_backend(args: argparse.Namespace, config: Config) -> Backend:
         return live_backend(kind, config)
     if args.demo or args.replay:
         from exporter.backends.replay import ReplayBackend
+        from exporter.trace import TraceError, demo_trace_paths, load_trace  # with json: only for --demo and --replay
 
         paths = demo_trace_paths() if args.demo else [Path(path) for path in args.replay]
         try:

@@ -3,7 +3,6 @@ script and style, and the vendored uPlot with its licence, read once from the pa
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 from string import Template
 
@@ -32,9 +31,14 @@ def assets() -> dict[str, tuple[bytes, bytes]]:
     return {path: (content_type.encode(), _read(name)) for path, (name, content_type) in ASSETS.items()}
 
 
+def escape_html(text: str) -> str:
+    """``html.escape(text)``, without importing ``html``: its entity table costs 0.5 MB of RSS."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;").replace("'", "&#x27;")
+
+
 def landing_page(note: str, telemetry_path: str) -> bytes:
     template = Template(_read("index.html").decode())
-    return template.substitute(version=html.escape(__version__), note=html.escape(note), telemetry_path=html.escape(telemetry_path)).encode()
+    return template.substitute(version=escape_html(__version__), note=escape_html(note), telemetry_path=escape_html(telemetry_path)).encode()
 
 
 class LivePage:

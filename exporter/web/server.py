@@ -7,7 +7,6 @@ followed by the body's chunks as they are (the exposition's cached text is never
 
 from __future__ import annotations
 
-import html
 import socket
 import time
 from collections.abc import Callable, Sequence
@@ -17,13 +16,13 @@ from exporter import __version__
 from exporter.exposition.text import CONTENT_TYPE
 from exporter.web.live import parse_after
 from exporter.web.loop import DEFAULT_LIMITS, Connection, EventLoop, Limits, Reply
+from exporter.web.page import LivePage, escape_html
 from exporter.web.request import REASONS, Request
 
 if TYPE_CHECKING:
     import ssl
 
     from exporter.web.login import LoginGuard
-    from exporter.web.page import LivePage
     from exporter.web.tlsconfig import WebConfig
 
 
@@ -215,12 +214,12 @@ def _landing_page(note: str, telemetry_path: str) -> bytes:
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>gpu-efficiency-exporter</title></head>
 <body style="font-family: sans-serif; max-width: 48em; margin: 2em auto">
-<h1>gpu-efficiency-exporter {html.escape(__version__)}</h1>
+<h1>gpu-efficiency-exporter {escape_html(__version__)}</h1>
 <p>How much real work each NVIDIA GPU does: SM activity, occupancy, tensor and DRAM activity beside
 coarse utilization, with efficiency, mismatch and bottleneck derived from them.</p>
-<p><strong>{html.escape(note)}</strong></p>
+<p><strong>{escape_html(note)}</strong></p>
 <ul>
-<li><a href="{html.escape(telemetry_path)}">{html.escape(telemetry_path)}</a>: the metrics</li>
+<li><a href="{escape_html(telemetry_path)}">{escape_html(telemetry_path)}</a>: the metrics</li>
 <li><a href="/-/healthy">/-/healthy</a>: the process is up</li>
 <li><a href="/-/ready">/-/ready</a>: 200 while GPU data is served fresh (a GPU source has started and a poll finished within stale_after)</li>
 </ul>

@@ -63,19 +63,26 @@ def load_bindings(path: str | None = None) -> Bindings:
 
     Raises BackendUnavailable naming the places looked at.
     """
+    folder = bindings_folder(path)
+    try:
+        modules = [_load(folder, name) for name in MODULES]
+    except BackendUnavailable:
+        raise
+    except Exception as error:  # a broken install can raise anything at import time
+        raise BackendUnavailable(f"cannot import the DCGM Python bindings from {folder}: {type(error).__name__}: {error}") from None
+    return Bindings(str(folder), *modules)
+
+
+def bindings_folder(path: str | None = None) -> Path:
+    """The first of ``path`` or DCGM's install paths that holds all the bindings' files, resolved.
+
+    Raises BackendUnavailable naming the places looked at.
+    """
     tried = []
     for folder in _candidates(path):
         missing = [name for name in MODULES if not (folder / f"{name}.py").is_file()]
-        if missing:
-            tried.append(f"{folder} (no {', '.join(f'{name}.py' for name in missing)} there)")
-            continue
-        folder = folder.resolve()
-        try:
-            modules = [_load(folder, name) for name in MODULES]
-        except BackendUnavailable:
-            raise
-        except Exception as error:  # a broken install can raise anything at import time
-            raise BackendUnavailable(f"cannot import the DCGM Python bindings from {folder}: {type(error).__name__}: {error}") from None
-        return Bindings(str(folder), *modules)
+        if not missing:
+            return folder.resolve()
+        tried.append(f"{folder} (no {', '.join(f'{name}.py' for name in missing)} there)")
     hint = "pass --dcgm.bindings-path" if path is None else "check --dcgm.bindings-path"
     raise BackendUnavailable(f"DCGM Python bindings not found: looked in {'; '.join(tried)}. Install DCGM 4 or 3 (its packages put the bindings there) or {hint}")
