@@ -298,3 +298,13 @@ def test_a_plain_nvml_daemon_on_auto_without_dcgm_bindings_loads_no_dcgm_backend
     assert "exporter.backends.nvml.backend" in loaded
     unused = {"exporter.backends.dcgm.backend", "exporter.backends.dcgm.session", "secrets", "hashlib", "html", "ssl", "http"}
     assert loaded.isdisjoint(unused), sorted(loaded & unused)
+
+
+def test_the_live_daemons_modules_import_neither_the_trace_reader_nor_json():
+    """Issue 28: json (0.5 MB of RSS) and the trace reader came with every daemon; the first is for
+    the live page's /api/live, the second for --demo and --replay."""
+    imports = "import sys; import exporter.commands.cli, exporter.commands.daemon, exporter.backends.auto, exporter.backends.nvml.backend; print(' '.join(sys.modules))"
+    result = subprocess.run([sys.executable, "-c", imports], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    loaded = set(result.stdout.split())
+    assert "exporter.commands.daemon" in loaded, result.stderr
+    assert loaded.isdisjoint({"json", "exporter.trace"}), sorted(loaded & {"json", "exporter.trace"})

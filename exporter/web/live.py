@@ -4,7 +4,6 @@ as JSON. Reads only what the poller published (the snapshot and the history it f
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import threading
 import time
@@ -100,6 +99,8 @@ class LiveData:
         with self._lock:
             if self._cached is not None and self._cached[0] == key:
                 return self._cached[1]
+        import json  # 0.5 MB of RSS: only once a page asks
+
         encoded = json.dumps(document(snapshot, stale, age, view, self.note, after == 0), separators=(",", ":"), allow_nan=False).encode()
         with self._lock:
             self._cached = (key, encoded)
