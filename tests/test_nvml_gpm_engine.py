@@ -149,3 +149,26 @@ def test_reinitialisation_and_a_refusal_free_every_buffer(traces):
     assert len(fake.gpm_samples) == 3  # GPU 0's three freed on the refusal
     backend.close()
     assert fake.gpm_samples == {}
+
+
+def test_at_100_ms_polls_every_poll_has_the_profiling_readings_and_sm_active_time_is_whole(traces):
+    """NVML closes no GPM window under 100 ms and polls at 100 ms are often a hair shorter: such a
+    poll keeps the last window's readings, so SM activity does not vanish from every other scrape
+    and the SM-active counter integrates the whole time (it read about half before)."""
+    backend, _, clock = started([traces["matmul_8192"]])
+    poller = Poller(backend, load_config(None), clock=clock)
+    jitter = [0.0995, 0.1004, 0.0999, 0.1001, 0.0998]
+    try:
+        snapshots = []
+        for step in range(60):
+            snapshots.append(poller.poll_once())
+            clock.advance(jitter[step % len(jitter)])
+    finally:
+        backend.close()
+    states = [snapshot.gpus[0] for snapshot in snapshots[3:]]
+    assert all(state.sample.profiling.sm_active is not None for state in states)
+    assert any(state.sample.window_seconds is None for state in states)  # some polls were too soon for a window of their own
+    first, last = states[0], states[-1]
+    elapsed = last.sample.timestamp - first.sample.timestamp
+    active = last.totals.sm_active_seconds - first.totals.sm_active_seconds
+    assert active == pytest.approx(last.sample.profiling.sm_active * elapsed, rel=0.05)

@@ -17,7 +17,7 @@ from typing import Any
 
 from exporter.backends.backoff import Backoff
 from exporter.backends.base import SLOW_INTERVAL, Backend, BackendUnavailable, CollectSettings, binding_text, text
-from exporter.backends.nvml.gpm import GPM_MIN_SAMPLE_GAP, GpmPair, free_pair, open_pair, read_pair
+from exporter.backends.nvml.gpm import GPM_MIN_SAMPLE_GAP, GpmPair, free_pair, open_pair, read_pair, too_soon
 from exporter.backends.nvml.health import HealthReader, field_number
 from exporter.backends.nvml.utilization import UtilizationWindow
 from exporter.backends.nvml.xid import XidWatcher
@@ -402,6 +402,12 @@ class NvmlBackend(Backend):
         sample.graphics_active_slow_window = pair.slow_graphics_active
         if window is not None:
             sample.profiling, sample.window_seconds = window
+        elif gpu.gpm is not None and pair.last_window is not None and too_soon(pair, now):
+            # NVML closes no GPM window under 100 ms, and polls at 100 ms are often a hair shorter:
+            # the last window's readings stand for this poll (no window length: it is not a window
+            # of its own), so its series do not vanish and its SM-active time is counted; the next
+            # window spans this poll's time too.
+            sample.profiling = pair.last_window
 
     def _process_name(self, pid: int) -> str:
         """NVML's name of a process; "" where it cannot be read (it exited, or lives in another PID namespace)."""

@@ -77,6 +77,7 @@ class GpmPair:
     slow_read: bool = False  # the engine was read over a slow window since slow_start was first set
     slow_graphics_active: float | None = None  # the engine's activity over the last slow window, held until the next
     refused: bool = False  # the driver refused sampling (no permission, not supported): read no more
+    last_window: Profiling | None = None  # the newest window's readings: they stand while the next window cannot close yet
 
     def free_buffer(self) -> Any:
         return next(buffer for buffer in self.buffers if buffer is not self.previous and buffer is not self.slow_start)
@@ -118,7 +119,7 @@ def read_pair(nvml: ModuleType, pair: GpmPair, info: DeviceInfo, handle: Any, pa
     and read over the slow window once this many seconds have passed since its start (and on the
     first window), into ``pair.slow_graphics_active``."""
     previous_time = pair.previous_time
-    if previous_time is not None and now - previous_time <= GPM_MIN_SAMPLE_GAP:
+    if too_soon(pair, now):
         return None
     slow = slow_engine if len(pair.buffers) >= 3 else None
     if slow is None:
@@ -148,7 +149,13 @@ def read_pair(nvml: ModuleType, pair: GpmPair, info: DeviceInfo, handle: Any, pa
     if previous is None or previous_time is None:
         return None  # the first sample only primes the pair
     readings = _metrics(nvml, pair.every if slow is None else pair.without_engine, previous, current, info, log_once)
-    return Profiling(**readings), now - previous_time
+    pair.last_window = Profiling(**readings)
+    return pair.last_window, now - previous_time
+
+
+def too_soon(pair: GpmPair, now: float) -> bool:
+    """The newest sample is not yet more than GPM_MIN_SAMPLE_GAP old, so no window can close at ``now``."""
+    return pair.previous_time is not None and now - pair.previous_time <= GPM_MIN_SAMPLE_GAP
 
 
 def _advance_slow_window(nvml: ModuleType, pair: GpmPair, current: Any, now: float, interval: float, info: DeviceInfo, log_once: LogOnce) -> None:
