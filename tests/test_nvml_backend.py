@@ -11,6 +11,7 @@ import pynvml
 import pytest
 from conftest import http_get, payloads_following
 from fakes.nvml import FakeClock, FakeGpu, FakeNvml, recorded_gpm
+from fakes.nvml import started_backend as started
 
 from exporter.backends.base import BackendUnavailable
 from exporter.backends.nvml.backend import REINIT_BACKOFF, NvmlBackend, cores_per_sm
@@ -26,15 +27,6 @@ SLOW_CALLS = ("nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetTotalEccError
 @pytest.fixture(scope="module")
 def traces(trace_paths):
     return {name: load_trace(path) for name, path in trace_paths.items()}
-
-
-def started(gpus, slow_interval=10.0, **fake_options):
-    """A started NvmlBackend over a FakeNvml of ``gpus`` (traces or FakeGpus), on one fake clock."""
-    clock = FakeClock()
-    fake = FakeNvml(gpus, clock=clock, **fake_options)
-    backend = NvmlBackend(slow_interval=slow_interval, nvml=fake, clock=clock)
-    backend.start()
-    return backend, fake, clock
 
 
 def with_nulls(trace, *keys):

@@ -8,9 +8,9 @@ import dataclasses
 
 import pynvml
 import pytest
-from fakes.nvml import FakeClock, FakeGpu, FakeNvml
+from fakes.nvml import FakeGpu
+from fakes.nvml import started_backend as started
 
-from exporter.backends.nvml.backend import NvmlBackend
 from exporter.config.file import load_config
 from exporter.exposition.render import render
 from exporter.poller import Poller
@@ -22,14 +22,6 @@ ENGINE = "GRAPHICS_UTIL"
 @pytest.fixture(scope="module")
 def traces(trace_paths):
     return {name: load_trace(path) for name, path in trace_paths.items()}
-
-
-def started(gpus, slow_interval=10.0):
-    clock = FakeClock()
-    fake = FakeNvml(gpus, clock=clock)
-    backend = NvmlBackend(slow_interval=slow_interval, nvml=fake, clock=clock)
-    backend.start()
-    return backend, fake, clock
 
 
 def requests_of(fake, gpu):

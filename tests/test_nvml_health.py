@@ -7,10 +7,10 @@ import dataclasses
 
 import pynvml
 import pytest
-from fakes.nvml import FakeClock, FakeGpu, FakeNvml
+from fakes.nvml import FakeGpu
+from fakes.nvml import started_backend as started
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.backends.nvml.backend import NvmlBackend
 from exporter.backends.nvml.health import FAST, HEALTH_CALLS, ONCE, SLOW
 from exporter.config.file import Config
 from exporter.exposition.render import render
@@ -25,14 +25,6 @@ from exporter.trace import load_trace
 @pytest.fixture(scope="module")
 def trace(trace_paths):
     return load_trace(trace_paths["matmul_8192"])
-
-
-def started(gpus, slow_interval=10.0):
-    clock = FakeClock()
-    fake = FakeNvml(gpus, clock=clock)
-    backend = NvmlBackend(slow_interval=slow_interval, nvml=fake, clock=clock)
-    backend.start()
-    return backend, fake, clock
 
 
 def nvlink_board(trace, **changes):

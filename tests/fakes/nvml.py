@@ -764,3 +764,14 @@ class FakeNvml:
     def nvmlEventSetFree(self, event_set: _EventSet) -> None:
         event_set.freed = True
         self.event_sets.remove(event_set)
+
+
+def started_backend(gpus: Sequence[Any], slow_interval: float = 10.0, **fake_options: Any) -> tuple[Any, FakeNvml, FakeClock]:
+    """A started NvmlBackend over a FakeNvml of ``gpus`` (traces or FakeGpus), on one fake clock."""
+    from exporter.backends.nvml.backend import NvmlBackend  # the backend under test, not a dependency of the fake
+
+    clock = FakeClock()
+    fake = FakeNvml(gpus, clock=clock, **fake_options)
+    backend = NvmlBackend(slow_interval=slow_interval, nvml=fake, clock=clock)
+    backend.start()
+    return backend, fake, clock
