@@ -52,15 +52,15 @@ class UtilizationWindow:
         value where none is new; None on the first call (the buffer reaches back before the window)."""
         samples = answer[1] if answer is not None else []
         primed, seen = self.seen_us is not None, self.seen_us or 0
-        fresh = [sample for sample in samples if sample.timeStamp > seen]
+        fresh = sorted((sample for sample in samples if sample.timeStamp > seen), key=lambda sample: int(sample.timeStamp))
         if fresh:
-            stamps = sorted(int(sample.timeStamp) for sample in fresh)
+            stamps = [int(sample.timeStamp) for sample in fresh]
             chain = [seen, *stamps] if seen else stamps
             gaps = [later - earlier for earlier, later in zip(chain, chain[1:], strict=False) if later > earlier]
             if gaps:
                 self.gap_us = min(gaps) if self.gap_us is None else min(self.gap_us, *gaps)
             self.seen_us = stamps[-1]
-            self.newest = min(1.0, float(max(fresh, key=lambda sample: int(sample.timeStamp)).sampleValue.uiVal) / 100)
+            self.newest = min(1.0, float(fresh[-1].sampleValue.uiVal) / 100)
             self.on_wall_clock = 0 <= now_us - stamps[-1] <= WALL_CLOCK_SLACK_US
         elif self.seen_us is None:
             self.seen_us = 0
