@@ -4,9 +4,8 @@
 #   docker build --build-arg REVISION=$(git rev-parse HEAD) -t gpu-efficiency-exporter:0.1.0 .
 #   docker build --target dcgm -t gpu-efficiency-exporter:0.1.0-dcgm .     # with DCGM's client
 #   docker run --rm --gpus all -p 9947:9947 gpu-efficiency-exporter:0.1.0
-# No container engine runs where this project is tested: deploy/image/build-rootfs.sh runs the
-# runtime stage's COPY and RUN lines, read from this file, with chroot in a Debian 13 minbase tree
-# made by mmdebstrap, and tests/test_image.py runs the daemon in it (docs/kubernetes.md).
+# Where no registry is reachable, deploy/image/build-image.sh builds it with podman from a Debian
+# base made by mmdebstrap, passed as DEBIAN_IMAGE; tests/test_image.py runs it (docs/container-image.md).
 
 # debian:trixie-slim, its 2026-08-24 build (Debian 13.6), pinned by the digest of its multi-arch index.
 ARG DEBIAN_IMAGE=debian:trixie-slim@sha256:d7e12182ce18b85b93007c1dedf31f2d29e01ccf3182cc4017c709b6259bc132
@@ -22,7 +21,7 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends python3-pip \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE NOTICE ./
 COPY exporter ./exporter
 COPY deploy/image/constraints.txt ./
 RUN python3 -m pip wheel --no-cache-dir --disable-pip-version-check \
@@ -33,6 +32,7 @@ FROM ${DEBIAN_IMAGE} AS runtime
 ARG VERSION=0.1.0
 ARG REVISION=unknown
 COPY deploy/image/packages.txt deploy/image/install-exporter.sh /usr/local/share/gpu-efficiency-exporter/
+COPY LICENSE NOTICE /usr/share/doc/gpu-efficiency-exporter/
 # hadolint ignore=DL3008
 RUN apt-get update \
     && xargs --arg-file=/usr/local/share/gpu-efficiency-exporter/packages.txt apt-get install -y --no-install-recommends \

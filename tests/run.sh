@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one test command: installs what the tests need (Debian packages, CPython 3.13, a virtual
-# environment per Python with the project and its test extras), runs ruff and mypy, builds the image's
-# root file system, then the whole suite on the machine's python3 and the suite without end-to-end
+# environment per Python with the project and its test extras), runs ruff and mypy, builds the
+# container image with podman, then the whole suite on the machine's python3 and the suite without end-to-end
 # tests on CPython 3.13, one after the other (the load and fault tests time things, so the two never
 # share the CPUs), then the everyday suite on 3.10 and 3.12 side by side. Extra arguments go to every
 # pytest run. Fails when a check or a suite fails, or when pytest collects nothing (its exit code 5).
@@ -30,7 +30,9 @@ stage_done() {  # wall time, and CPU time: on a busy machine the wall time says 
 missing=()
 command -v promtool >/dev/null || missing+=(prometheus)
 command -v prometheus-alertmanager >/dev/null || command -v alertmanager >/dev/null || missing+=(prometheus-alertmanager)
-command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)  # the image's root file system (deploy/image/)
+command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)  # the image's Debian base (deploy/image/build-image.sh)
+command -v podman >/dev/null || missing+=(podman)  # builds and runs the image (tests/test_image.py)
+command -v runc >/dev/null || missing+=(runc)  # podman's runtime here: crun refuses hybrid cgroup v1 hosts
 command -v chromium >/dev/null || missing+=(chromium)  # the live page's browser test (tests/test_page_browser.py)
 command -v tmux >/dev/null || missing+=(tmux)  # the terminal view's test (tests/test_top.py)
 if ((${#missing[@]})); then
@@ -98,17 +100,18 @@ status=0 static_ok=1
 ((static_ok)) || status=1
 stage_done "ruff and mypy"
 
-# ---- packaging: the container image's root file system, built without a container engine by running
-# the Dockerfile's runtime stage in a chroot (tests/test_image.py runs the daemon in it), and a pipx
-# install of the wheel on Ubuntu 22.04's Python 3.10 where this machine has one (docs/bare-metal.md)
-if PYTHON="$venv/bin/python" deploy/image/build-rootfs.sh .image/rootfs; then
-    export GPUEFF_IMAGE_ROOTFS=$PWD/.image/rootfs
+# ---- packaging: the container image, built by podman from the Dockerfile on a Debian base made by
+# mmdebstrap (tests/test_image.py runs it), and a pipx install of the wheel on Ubuntu 22.04's
+# Python 3.10 where this machine has one (docs/bare-metal.md)
+if deploy/image/build-image.sh localhost/gpu-efficiency-exporter:test; then
+    export GPUEFF_IMAGE=localhost/gpu-efficiency-exporter:test
 else
-    closing+=("image root file system: FAILED (deploy/image/build-rootfs.sh, see above)"); status=1
+    closing+=("container image: FAILED (deploy/image/build-image.sh, see above)"); status=1
 fi
+stage_done "container image"
 bash tests/packaging.sh "$venv/bin/python" "${python310:-$venv/bin/python}" \
     || { closing+=("pipx install: FAILED (tests/packaging.sh, see above)"); status=1; }
-stage_done "image rootfs and pipx"
+stage_done "pipx install"
 
 # ---- the whole suite on each Python
 report() {  # report <label> <log> <pytest exit code>: the closing line, and the status

@@ -1,7 +1,7 @@
 """The Dockerfile: hadolint-clean, and what it promises (multi-stage, bases pinned by digest,
 non-root, NVIDIA runtime settings, OCI labels, a build context that builds the package, the DCGM
-target). No container engine runs here: tests/test_image.py runs the same root file system, built
-by deploy/image/build-rootfs.sh from the Dockerfile's inputs."""
+target). tests/test_image.py builds nothing: it runs the image deploy/image/build-image.sh built
+with podman from this Dockerfile."""
 
 from __future__ import annotations
 
@@ -67,7 +67,6 @@ def test_multi_stage_non_root_nvidia_runtime_settings() -> None:
     env = " ".join(args for keyword, args in runtime if keyword == "ENV")
     assert "NVIDIA_VISIBLE_DEVICES=all" in env and "NVIDIA_DRIVER_CAPABILITIES=utility" in env
     # pip runs only in the wheels stage; the runtime gets the wheels through a bind mount, not a layer.
-    # deploy/image/build-rootfs.sh runs these two RUN lines as they are here.
     apt, install = [args for keyword, args in runtime if keyword == "RUN"]
     assert "xargs --arg-file=/usr/local/share/gpu-efficiency-exporter/packages.txt apt-get install" in apt and "rm -rf /var/lib/apt/lists/*" in apt
     assert install == "--mount=type=bind,from=wheels,source=/wheels,target=/wheels /usr/local/share/gpu-efficiency-exporter/install-exporter.sh /wheels"
@@ -115,7 +114,7 @@ def test_the_build_context_builds_the_package_with_the_kubernetes_code(tmp_path:
     ignore = [line for line in (ROOT / ".dockerignore").read_text().splitlines() if line and not line.startswith("#")]
     allowed = [line[1:].rstrip("/") for line in ignore if line.startswith("!")]
     copied = [shlex.split(args)[:-1] for keyword, args in instructions() if keyword == "COPY" and not args.startswith("--from")]
-    assert sorted(path.rstrip("/") for sources in copied for path in sources) == sorted(allowed)
+    assert {path.rstrip("/") for sources in copied for path in sources} == set(allowed)
     context = tmp_path / "context"
     context.mkdir()
     for name in allowed:

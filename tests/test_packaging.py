@@ -57,6 +57,36 @@ def test_wheel_metadata_entry_point_and_data(dists: dict[str, Path]) -> None:
     assert not any(name.startswith("tests/") for name in names)
 
 
+def test_wheel_and_sdist_carry_the_licence_and_the_third_party_notices(dists: dict[str, Path]) -> None:
+    """LICENSE and NOTICE (PEP 639's License-File), and the vendored uPlot's own licence beside it."""
+    from exporter import __version__
+
+    info = f"gpu_efficiency_exporter-{__version__}.dist-info"
+    with zipfile.ZipFile(dists["wheel"]) as wheel:
+        names = set(wheel.namelist())
+        metadata = Parser().parsestr(wheel.read(f"{info}/METADATA").decode())
+        for name in ("LICENSE", "NOTICE"):
+            assert wheel.read(f"{info}/licenses/{name}").decode() == (ROOT / name).read_text(), name
+    print("wheel licence files:", sorted(name for name in names if "licenses/" in name or name.endswith("LICENSE")))
+    assert metadata["License-Expression"] == "Apache-2.0" and sorted(metadata.get_all("License-File")) == ["LICENSE", "NOTICE"]
+    assert "exporter/web/ui/vendor/uplot/LICENSE" in names
+    with tarfile.open(dists["sdist"]) as sdist:
+        members = {Path(name).relative_to(Path(name).parts[0]).as_posix() for name in sdist.getnames() if len(Path(name).parts) > 1}
+    assert {"LICENSE", "NOTICE", "exporter/web/ui/vendor/uplot/LICENSE"} <= members
+
+
+def test_the_notices_name_every_vendored_file() -> None:
+    """Each file that came from elsewhere (exporter/web/ui/vendor/, the kubelet's proto and the code
+    generated from it) is named in NOTICE, with its licence."""
+    notice = (ROOT / "NOTICE").read_text()
+    vendored = [path for path in (ROOT / "exporter" / "web" / "ui" / "vendor").rglob("*") if path.is_file() and path.suffix in (".js", ".css")]
+    vendored += [ROOT / "exporter" / "attribution" / "kubernetes" / name for name in ("podresources.proto", "podresources_pb2.py")]
+    for path in vendored:
+        assert path.relative_to(ROOT).as_posix() in notice or f" {path.name} " in notice, path
+    assert (ROOT / "exporter" / "web" / "ui" / "vendor" / "uplot" / "LICENSE").read_text().strip() in notice
+    assert "Apache License" in (ROOT / "LICENSE").read_text() and "Version 2.0, January 2004" in (ROOT / "LICENSE").read_text()
+
+
 def test_sdist_rebuilds_the_same_package(dists: dict[str, Path], tmp_path: Path) -> None:
     with tarfile.open(dists["sdist"]) as sdist:
         sdist.extractall(tmp_path, filter="data")

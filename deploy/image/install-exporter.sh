@@ -2,7 +2,7 @@
 # Installs gpu-efficiency-exporter into the virtual environment /opt/exporter from a folder of
 # wheels (the exporter's, its dependencies', and pip's own), offline, so that no pip stays in the
 # image: the venv is made without pip, and pip runs once from its wheel file.
-# Runs as root inside the image's root: a RUN of the Dockerfile, or chroot in build-rootfs.sh.
+# Runs as root inside the image: a RUN of the Dockerfile.
 #   install-exporter.sh WHEEL_FOLDER
 set -eu
 wheels=$1
