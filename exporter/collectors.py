@@ -40,7 +40,7 @@ COLLECTORS: dict[str, Collector] = {
                             "gpueff_nvlink_tx_bytes_per_second", "gpueff_nvlink_rx_bytes_per_second")),
     "efficiency": Collector("efficiency, mismatch, bottleneck class, counter health and their time integrals and cost (the recording rules and alerts read these)",
                             ("gpueff_efficiency_ratio", "gpueff_mismatch", "gpueff_bottleneck", "gpueff_readings_implausible", "gpueff_gpu_busy_seconds_total",
-                             "gpueff_sm_active_seconds_total", "gpueff_busy_idle_sm_seconds_total", "gpueff_busy_idle_sm_cost_total")),
+                             "gpueff_sm_active_seconds_total", "gpueff_busy_idle_sm_seconds_total", "gpueff_busy_idle_sm_cost_total", "gpueff_peer_wait_seconds_total")),
     "estimates": Collector("estimated FLOP/s per math pipe, INT8 ops, their total and share of each pipe's peak, DRAM bandwidth and FLOP per joule, and the model's peaks",
                            ("gpueff_estimated_flops_per_second", "gpueff_estimated_int8_ops_per_second", "gpueff_estimated_total_flops_per_second", "gpueff_pipe_peak_ratio",
                             "gpueff_estimated_dram_bytes_per_second", "gpueff_estimated_flop_per_joule", "gpueff_peak_tensor_flops_per_second", "gpueff_peak_dram_bytes_per_second")),

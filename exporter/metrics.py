@@ -21,8 +21,9 @@ MIB = 1024 * 1024
 # Metric types.
 GAUGE, COUNTER, SUMMARY = "gauge", "counter", "summary"
 # Scopes: which series a row renders and which labels they carry before the row's own.
-GPU, POD, HOLDER, APP, EXPORTER, PROCESS, ATTRIBUTION = "gpu", "pod", "holder", "app", "exporter", "process", "attribution"
-SCOPE_LABELS = {GPU: ("gpu", "uuid"), POD: ("gpu", "uuid"), HOLDER: ("gpu", "uuid"), APP: ("app",), EXPORTER: (), PROCESS: (), ATTRIBUTION: ()}
+GPU, POD, HOLDER, APP, EXPORTER, PROCESS, ATTRIBUTION, JOB = "gpu", "pod", "holder", "app", "exporter", "process", "attribution", "job"
+# A job's labels are job_kind and job_id, never job: Prometheus's own target label is called job.
+SCOPE_LABELS = {GPU: ("gpu", "uuid"), POD: ("gpu", "uuid"), HOLDER: ("gpu", "uuid"), APP: ("app",), EXPORTER: (), PROCESS: (), ATTRIBUTION: (), JOB: ("job_kind", "job_id")}
 # Backends.
 NVML, DCGM, REPLAY = "nvml", "dcgm", "replay"
 ALL = frozenset({NVML, DCGM, REPLAY})
@@ -260,6 +261,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("gpueff_gpu_busy_seconds_total", COUNTER, "seconds", "Integral of utilization (gpueff_gpu_utilization_ratio) over time: seconds the GPU counted as busy.", readings=_r("totals.busy_seconds")),
     Metric("gpueff_sm_active_seconds_total", COUNTER, "seconds", "Integral of SM activity over time: SM-active GPU-seconds.", readings=_r("totals.sm_active_seconds")),
     Metric("gpueff_busy_idle_sm_seconds_total", COUNTER, "seconds", "Integral of max(0, utilization - SM activity) over windows whose counters are plausible: seconds the GPU looked busy while its SMs were not.", readings=_r("totals.busy_idle_sm_seconds")),
+    Metric("gpueff_peer_wait_seconds_total", COUNTER, "seconds", "Seconds this GPU lost waiting on a slower GPU of its job while it read class peer_wait: its busy-but-idle share beyond the straggler's (gpueff_job_straggler), integrated over time. Absent until the GPU first waits.",
+           readings=_r("totals.peer_wait_seconds")),
     Metric("gpueff_busy_idle_sm_cost_total", COUNTER, "", "What the busy-but-idle-SM seconds cost at price_per_gpu_hour, in the labelled currency.", labels=("currency",), readings=_r("totals.busy_idle_sm_cost")),
     # ---- Kubernetes attribution (docs/kubernetes.md) ----
     Metric("gpueff_gpu_pod_info", GAUGE, "", "The containers the kubelet assigned this GPU (or MIG instance) to, one series each (several under time-slicing). Always 1.", scope=POD, labels=("namespace", "pod", "container")),
@@ -273,6 +276,14 @@ METRICS: tuple[Metric, ...] = (
     Metric("gpueff_kubernetes_attribution_up", GAUGE, "", "1 if the last kubelet pod-resources List call answered; 0 if it failed (the last good pod assignment is kept for 3 refresh intervals).", scope=ATTRIBUTION),
     Metric("gpueff_kubernetes_attribution_errors_total", COUNTER, "", "Kubelet pod-resources List calls that failed or could not be made (no socket, no grpcio).", scope=ATTRIBUTION),
     Metric("gpueff_kubernetes_attribution_last_success_timestamp_seconds", GAUGE, "seconds", "Unix time of the last kubelet pod-resources List answer.", scope=ATTRIBUTION),
+    # ---- jobs of two or more GPUs, judged together (exporter/pipeline/peers.py, docs/jobs.md) ----
+    Metric("gpueff_job_gpus", GAUGE, "", "GPUs held by the job on this node. job_kind: pod (job_id the pod UID), slurm_job (the Slurm job id), process_group (processes of one launcher on a bare host; job_id is the launcher's name and its GPUs, e.g. torchrun:0-3) or trace (a replayed recording).", scope=JOB),
+    Metric("gpueff_job_gpu_info", GAUGE, "", "The GPUs of each job, for joins with the GPU series. Always 1.", scope=JOB, labels=("gpu", "uuid")),
+    Metric("gpueff_job_efficiency_ratio", GAUGE, "ratio", "The job's efficiency: SM activity summed over its GPUs over their summed utilization, 0..1.", scope=JOB),
+    Metric("gpueff_job_bottleneck_gpus", GAUGE, "", "The job's GPUs per bottleneck class (gpueff_bottleneck, peer_wait included): the job's class mix.", scope=JOB, labels=("class",)),
+    Metric("gpueff_job_link_bytes_per_second", GAUGE, "bytes_per_second", "The job's interconnect traffic summed over its GPUs, by link (nvlink, pcie) and direction (tx, rx).", scope=JOB, labels=("link", "direction")),
+    Metric("gpueff_job_straggler", GAUGE, "", "1 for the GPU the job's other GPUs wait on (the working GPU that idles least while busy), while at least one of them reads peer_wait; absent otherwise.", scope=JOB, labels=("gpu", "uuid")),
+    Metric("gpueff_job_peer_wait_ratio", GAUGE, "ratio", "Share of the job's GPU time lost waiting on its straggler over the last window: the waiting GPUs' busy-but-idle share beyond the straggler's, summed, over the job's GPUs. 0 while none waits.", scope=JOB),
     # ---- per application (docs/apps.md) ----
     Metric("gpueff_app_up", GAUGE, "", "1 if the app's last scrape answered with its counter, 0 if it was down, slow, too large or not Prometheus text.", scope=APP),
     Metric("gpueff_app_scrape_errors_total", COUNTER, "", "Failed scrapes of the app since the exporter started.", scope=APP),

@@ -10,15 +10,18 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from exporter.apps.monitor import AppMonitor
+from exporter.attribution.jobs import JobResolver, memberships
 from exporter.attribution.kubernetes.attribution import Attributor
 from exporter.backends.base import Backend, CollectSettings
 from exporter.config.file import Config
 from exporter.config.values import MAX_DURATION
 from exporter.logs import one_line
 from exporter.peaks import peak_for, unknown_model_note
+from exporter.pipeline.peers import PeerJudgement, apply, judge
 from exporter.pipeline.split import Sharing
 from exporter.pipeline.tracker import Trackers
 from exporter.sample import DeviceInfo, GpuSample, down_sample
@@ -74,6 +77,7 @@ class Poller:
         self._config_parts = _ConfigParts(config)
         self.apps = AppMonitor(config.apps, clock)  # scrapes apps on their own threads
         self._sharing: Sharing | None = None
+        self._jobs = JobResolver(Path(config.proc_root))  # which job holds each GPU (pipeline/peers.py)
         self.backend.configure(collect_settings(config))
 
     @property
@@ -169,6 +173,19 @@ class Poller:
                 log.warning("%s", unknown_model_note(model))
         return samples
 
+    def _judge_jobs(self, samples: list[GpuSample], states: list[GpuState], proc_root: Path) -> PeerJudgement:
+        """Judge the GPUs of each multi-GPU job together: a GPU waiting on a slower peer gets
+        ``peer_wait`` and counts the time it lost (``states`` is updated in place)."""
+        if self._jobs.proc_root != proc_root:
+            self._jobs = JobResolver(proc_root)
+        judgement = judge([(state.sample, state.derived) for state in states], memberships(samples, self._jobs), self._jobs.launcher_names)
+        for position, state in enumerate(states):
+            uuid = state.sample.device.uuid
+            if state.derived is not None and uuid in judgement.classes:
+                totals = self._trackers.of(uuid).add_peer_wait(judgement.lost.get(uuid, 0.0))
+                states[position] = replace(state, derived=apply(state.derived, judgement, uuid), totals=totals)
+        return judgement
+
     @property
     def tracked_gpus(self) -> int:
         """How many GPUs have state kept across polls (those of the last poll)."""
@@ -209,6 +226,7 @@ class Poller:
             derived, totals, split = self._trackers.of(uuid).advance(sample, config, sharing, identities)
             states.append(GpuState(sample, derived, totals, owners.get(uuid), split))
         self._trackers.forget({sample.device.uuid for sample in samples})
+        judgement = self._judge_jobs(samples, states, parts.proc_root)
         duration = self.timer() - started
         self._polls += 1
         self._duration_sum += duration
@@ -228,6 +246,7 @@ class Poller:
             apps=self.apps.update(samples, self.clock(), config, owners),
             attribution=self.attributor.health(),
             process=self._process_stats(),
+            jobs=judgement.jobs,
         )
         for receive in self._subscribers:
             receive(snapshot)

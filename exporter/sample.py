@@ -102,6 +102,7 @@ class DeviceInfo:
     max_memory_clock_mhz: float | None = None
     power_limit_watts: float | None = None
     source: str = ""  # replay: the trace's workload name; empty for live GPUs
+    job: str = ""  # replay: the multi-GPU job the trace was recorded in (its GPUs are judged together); empty for live GPUs
     # MIG: a MIG device has its parent GPU's index and its own MIG-... uuid.
     parent_uuid: str = ""  # the physical GPU's uuid; empty for a whole GPU
     gpu_instance_id: int | None = None

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from exporter.apps.derive import AppState
 from exporter.attribution.kubernetes.owners import AttributionHealth, GpuOwners
 from exporter.pipeline.derive import Derived
+from exporter.pipeline.peers import JobState
 from exporter.pipeline.split import GpuSharing
 from exporter.pipeline.totals import Totals
 from exporter.sample import GpuSample
@@ -49,3 +50,4 @@ class Snapshot:
     apps: tuple[AppState, ...] = ()  # the configured apps' latest states (exporter/apps)
     attribution: AttributionHealth | None = None  # the kubelet calls' health; None while kubernetes is disabled
     process: ProcessStats | None = None  # the daemon's own CPU, memory and file descriptors at the poll
+    jobs: tuple[JobState, ...] = ()  # the jobs of two or more GPUs, judged together (pipeline/peers.py)

@@ -91,6 +91,11 @@ CLASSES: tuple[BottleneckClass, ...] = (
         "Overlap communication with compute, batch or compress transfers, keep data resident on the GPU, use a faster path (NVLink, GPUDirect).",
     ),
     BottleneckClass(
+        "peer_wait",
+        "the GPU is busy with few SMs active while another GPU of its job works: it waits inside collectives (NCCL) for that slower peer (judged across the job's GPUs, exporter/pipeline/peers.py)",
+        "Speed up the GPU this one waits for (gpueff_job_straggler names it), not this one: even out the work per rank (uneven batches, pipeline stages or experts), feed that rank's host faster, check its clocks, power and links.",
+    ),
+    BottleneckClass(
         "underfilled",
         "the GPU is busy but most SMs have no block to run",
         "Give each kernel more parallel work (larger batches, more blocks), or share the GPU (MIG, MPS).",

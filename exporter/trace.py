@@ -38,7 +38,8 @@ WINDOW_KEYS: dict[str, tuple[str, float]] = {"util_gpu_window": ("gpu_utilizatio
 PERCENT_KEYS = frozenset({"util_gpu", "util_mem", *WINDOW_KEYS} | {metric.name for metric in GPM_METRICS if metric.scale == 0.01})
 _GPU_REQUIRED = {"name": str, "driver": str, "max_sm_clock_mhz": float, "power_limit_mw": float, "sm_count": int}
 _GPU_OPTIONAL = {"uuid": str, "pci_bus_id": str}
-_TOP_KEYS = {"format", "gpu", "workload", "description", "truth", "interval_s", "samples", "warmup_samples"}
+_TOP_KEYS = {"format", "gpu", "workload", "job", "description", "truth", "interval_s", "samples", "warmup_samples"}
+MAX_JOB_NAME = 128  # a job name becomes a label value (gpueff_job_*)
 
 
 class TraceError(Exception):
@@ -55,6 +56,7 @@ class Trace:
     interval_s: float
     samples: list[dict[str, Any]]
     warmup_samples: int = 0  # the first samples, taken while the workload was still starting
+    job: str = ""  # the multi-GPU job this GPU was recorded in: the traces of one job replay as its GPUs
 
     @property
     def duration(self) -> float:
@@ -88,6 +90,7 @@ class Trace:
             max_sm_clock_mhz=gpu["max_sm_clock_mhz"],
             power_limit_watts=gpu["power_limit_mw"] / 1000,
             source=self.workload,
+            job=self.job,
         )
 
 
@@ -171,6 +174,9 @@ def parse_trace(data: Any, path: str) -> Trace:
             raise TraceError(f"trace {path}: 'gpu.{key}' is not a known key (known: {sorted({**_GPU_REQUIRED, **_GPU_OPTIONAL})}) or not a string")
     if not isinstance(data["workload"], str) or not data["workload"]:
         raise TraceError(f"trace {path}: 'workload' must be a non-empty string")
+    job = data.get("job", "")
+    if not isinstance(job, str) or len(job) > MAX_JOB_NAME or not job.isprintable():
+        raise TraceError(f"trace {path}: 'job' must be a printable string of at most {MAX_JOB_NAME} characters, got {shown(job)}")
     description = data.get("description", "")
     if not isinstance(description, str):
         raise TraceError(f"trace {path}: 'description' must be a string")
@@ -206,7 +212,7 @@ def parse_trace(data: Any, path: str) -> Trace:
     warmup = data.get("warmup_samples", 0)
     if isinstance(warmup, bool) or not isinstance(warmup, int) or not 0 <= warmup < len(samples):
         raise TraceError(f"trace {path}: 'warmup_samples' must be a whole number from 0 to {len(samples) - 1} (fewer than the samples), got {warmup!r}")
-    return Trace(path, gpu, data["workload"], description, truth, float(interval), samples, warmup)
+    return Trace(path, gpu, data["workload"], description, truth, float(interval), samples, warmup, job)
 
 
 def load_trace(path: str | Path) -> Trace:

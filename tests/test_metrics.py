@@ -25,6 +25,7 @@ from exporter.backends.replay import ReplayBackend
 from exporter.config.file import Config
 from exporter.metrics import BY_NAME, DCGM, METRICS, NVML, PROFILING_FIELDS, READINGS, REPLAY, SUMMARY, Reading
 from exporter.pipeline.derive import derive
+from exporter.pipeline.peers import JobGpu, JobState, LinkTraffic
 from exporter.pipeline.split import GpuSharing, Holder, HolderTotals
 from exporter.pipeline.totals import Totals
 from exporter.poller import poll_settings
@@ -81,7 +82,7 @@ def full_snapshot() -> Snapshot:
     sample = GpuSample(device=device, timestamp=10.0, window_seconds=1.0, clock_event_reasons=4, remapped_rows_pending=False, remapped_rows_failure=True, profiling_multiplexed=False,
                        xid_errors={79: 1}, process_count=1, profiling=Profiling(**dict.fromkeys(PROFILING_FIELDS, 0.5)), health=FULL_HEALTH, **values)
     config = Config(price_per_gpu_hour=2.0)
-    totals = Totals(busy_seconds=1.0, sm_active_seconds=0.5, busy_idle_sm_seconds=0.5, busy_idle_sm_cost=0.01)
+    totals = Totals(busy_seconds=1.0, sm_active_seconds=0.5, busy_idle_sm_seconds=0.5, busy_idle_sm_cost=0.01, peer_wait_seconds=0.25)
     owners = GpuOwners(pods=(PodOwner("ns", "pod", "main"),), processes=((ProcessOwner("uid", "cid"), 1),))
     sharing = GpuSharing(holders=((Holder("slurm_job", "42"), HolderTotals(1.0, 0.5, 0.5, 10.0)),), jobs=(SlurmJob("42", user_id="1000"),))
     states = tuple(GpuState(s, derive(s, config), totals, owners, sharing) for s in (sample, dataclasses.replace(sample, device=mig)))
@@ -89,7 +90,11 @@ def full_snapshot() -> Snapshot:
                    units_per_sm_active_second=1.0, model_flops_utilization=0.1, cost_per_million_units=1.0, scrape_duration_seconds=0.01)
     return Snapshot(sequence=1, gpus=states, taken_monotonic=10.0, settings=poll_settings(config), backend_name="nvml", replayed=False, polls_total=1,
                     collect_duration_sum_seconds=0.01, errors_total=0, last_success_wall=1.7e9, apps=(app,), process=read_process_stats(),
-                    attribution=AttributionHealth(up=True, errors_total=0, last_success_wall=1.7e9))
+                    attribution=AttributionHealth(up=True, errors_total=0, last_success_wall=1.7e9), jobs=(FULL_JOB,))
+
+
+FULL_JOB = JobState(kind="process_group", name="torchrun:0-1", gpus=(JobGpu(0, "GPU-full"), JobGpu(1, "MIG-full")), efficiency=0.5, classes=(("compute", 1), ("peer_wait", 1)),
+                    traffic=LinkTraffic(1.0, 1.0, 1.0, 1.0), straggler=JobGpu(0, "GPU-full"), waiting=(JobGpu(1, "MIG-full"),), peer_wait=0.25)
 
 
 def family_names(text: str) -> set[str]:

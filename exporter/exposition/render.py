@@ -18,8 +18,23 @@ from exporter.apps.derive import AppState
 from exporter.attribution.kubernetes.owners import AttributionHealth
 from exporter.collectors import disabled_metrics
 from exporter.exposition.text import HEADERS, family, labels, number, own_labels
-from exporter.metrics import APP, ATTRIBUTION, BY_NAME, EXPORTER, GPU, HOLDER, METRICS, POD, PROCESS, SUMMARY, Metric
+from exporter.metrics import (
+    APP,
+    ATTRIBUTION,
+    BY_NAME,
+    EXPORTER,
+    GPU,
+    HOLDER,
+    JOB,
+    METRICS,
+    POD,
+    PROCESS,
+    SCOPE_LABELS,
+    SUMMARY,
+    Metric,
+)
 from exporter.pipeline.derive import BOTTLENECK_CLASSES, MISMATCH_RULES
+from exporter.pipeline.peers import JobState
 from exporter.pipeline.split import HolderTotals
 from exporter.selfstats import ProcessStats
 from exporter.snapshot import GpuState, Snapshot
@@ -137,6 +152,7 @@ _SPECIAL: dict[str, Single | Labelled] = {
     "gpueff_gpu_busy_seconds_total": _when(_has_busy, _path("totals.busy_seconds")),
     "gpueff_sm_active_seconds_total": _when(_has_sm_active, _path("totals.sm_active_seconds")),
     "gpueff_busy_idle_sm_seconds_total": _when(lambda state: _has_sm_active(state) and _has_busy(state), _path("totals.busy_idle_sm_seconds")),
+    "gpueff_peer_wait_seconds_total": _when(lambda state: state.totals.peer_wait_seconds > 0, _path("totals.peer_wait_seconds")),
 }
 
 
@@ -271,6 +287,12 @@ def _one(value: Callable[[Snapshot, bool], float | None]) -> Reader:
     return series
 
 
+def _job_links(job: JobState, _snapshot: Snapshot, _stale: bool) -> Series:
+    traffic = job.traffic
+    pairs = ((("nvlink", "tx"), traffic.nvlink_tx), (("nvlink", "rx"), traffic.nvlink_rx), (("pcie", "tx"), traffic.pcie_tx), (("pcie", "rx"), traffic.pcie_rx))
+    return [(names, value) for names, value in pairs if value is not None]
+
+
 _CLASS_INFO: Series = [((each.name, each.meaning, each.what_to_try), 1) for each in CLASSES]  # the same every poll
 
 _READERS: dict[str, Reader] = {
@@ -283,6 +305,14 @@ _READERS: dict[str, Reader] = {
     "gpueff_holder_busy_idle_sm_seconds_total": _holder_row(lambda t: t.busy_idle_sm_seconds, lambda s: _has_sm_active(s) and _has_busy(s)),
     "gpueff_holder_energy_joules_total": _holder_row(lambda t: t.energy_joules, lambda s: s.sample.energy_joules is not None),
     "gpueff_gpu_job_info": lambda state, _snapshot, _stale: [((job.job_id, job.user_id), 1) for job in state.sharing.jobs],
+    # Jobs of two or more GPUs (pipeline/peers.py): none are rendered from a stale snapshot.
+    "gpueff_job_gpus": lambda job, _snapshot, _stale: [((), len(job.gpus))],
+    "gpueff_job_gpu_info": lambda job, _snapshot, _stale: [((gpu.index, gpu.uuid), 1) for gpu in job.gpus],
+    "gpueff_job_efficiency_ratio": lambda job, _snapshot, _stale: () if job.efficiency is None else [((), job.efficiency)],
+    "gpueff_job_bottleneck_gpus": lambda job, _snapshot, _stale: [((name,), count) for name, count in job.classes],
+    "gpueff_job_link_bytes_per_second": _job_links,
+    "gpueff_job_straggler": lambda job, _snapshot, _stale: () if job.straggler is None else [((job.straggler.index, job.straggler.uuid), 1)],
+    "gpueff_job_peer_wait_ratio": lambda job, _snapshot, _stale: () if job.peer_wait is None else [((), job.peer_wait)],
     # Per app (exporter/apps, docs/apps.md): a stale snapshot shows only gpueff_app_up 0 and the error count.
     "gpueff_app_up": lambda app, _snapshot, stale: [((), int(app.up and not stale))],
     "gpueff_app_scrape_errors_total": lambda app, _snapshot, _stale: [((), app.scrape_errors_total)],
@@ -334,7 +364,8 @@ def _rows(scope: str) -> tuple[_Row, ...]:
     return tuple(rows)
 
 
-_SCOPE_ROWS = {scope: _rows(scope) for scope in (POD, HOLDER, EXPORTER, PROCESS, ATTRIBUTION, APP)}
+_SCOPE_ROWS = {scope: _rows(scope) for scope in (POD, HOLDER, EXPORTER, PROCESS, ATTRIBUTION, APP, JOB)}
+
 
 
 def render_scope(scope: str, subjects: list[tuple[str, Any]], snapshot: Snapshot | None, stale: bool) -> list[str]:
@@ -375,6 +406,7 @@ def render(snapshot: Snapshot, stale: bool = False) -> bytes:
     lines = render_gpus(snapshot.gpus, snapshot, stale) + render_pods(snapshot.gpus, stale, snapshot) + render_sharing(snapshot.gpus, stale, snapshot)
     lines += render_scope(EXPORTER, itself, snapshot, stale) + render_scope(PROCESS, itself, snapshot, stale) + render_scope(ATTRIBUTION, itself, snapshot, stale)
     lines += render_scope(APP, [(labels(("app",), (app.name,)), app) for app in snapshot.apps], snapshot, stale)
+    lines += render_scope(JOB, [] if stale else [(labels(SCOPE_LABELS[JOB], (job.kind, job.name)), job) for job in snapshot.jobs], snapshot, stale)
     return ("\n".join(lines) + "\n").encode()
 
 

@@ -4,7 +4,7 @@ grew by (the fair split divides that among the GPU's holders)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from exporter.sample import GpuSample
@@ -22,6 +22,7 @@ class Totals:
     busy_idle_sm_seconds: float = 0.0  # integral of max(0, utilization - SM activity), not while the counters are implausible
     busy_idle_sm_cost: float = 0.0  # the same in money, at the price in force at the time
     last_timestamp: float | None = None
+    peer_wait_seconds: float = 0.0  # seconds lost waiting on a slower GPU of the job (pipeline/peers.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,9 +62,10 @@ def integrate(totals: Totals, sample: GpuSample, derived: Derived | None, max_ga
         busy_idle_sm_seconds=totals.busy_idle_sm_seconds + wasted,
         busy_idle_sm_cost=totals.busy_idle_sm_cost + cost,
         last_timestamp=sample.timestamp,
+        peer_wait_seconds=totals.peer_wait_seconds,
     )
     return grown, Growth(grown.busy_seconds - totals.busy_seconds, grown.sm_active_seconds - totals.sm_active_seconds, grown.busy_idle_sm_seconds - totals.busy_idle_sm_seconds)
 
 
 def _at(totals: Totals, timestamp: float | None) -> Totals:
-    return Totals(totals.busy_seconds, totals.sm_active_seconds, totals.busy_idle_sm_seconds, totals.busy_idle_sm_cost, timestamp)
+    return replace(totals, last_timestamp=timestamp)

@@ -6,7 +6,7 @@ UUID, a GPU that falls off the bus), so nothing grows with the GPUs ever seen.""
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from exporter.attribution.holders import ProcessIdentity
 from exporter.config.file import Config
@@ -45,6 +45,12 @@ class GpuTracker:
                 self.ledger = GpuLedger()
             split = sharing.split(self.ledger, sample, identities, growth, max_gap)
         return derived, self.totals, split
+
+    def add_peer_wait(self, seconds: float) -> Totals:
+        """Count time this GPU lost waiting on a slower GPU of its job (judged across GPUs after
+        every GPU has advanced: pipeline/peers.py)."""
+        self.totals = replace(self.totals, peer_wait_seconds=self.totals.peer_wait_seconds + seconds)
+        return self.totals
 
 
 @dataclass

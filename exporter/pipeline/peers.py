@@ -1,0 +1,149 @@
+"""The GPUs of one job judged together: which GPU waits on a peer, the straggler it waits on, and
+the job's own figures (efficiency, class mix, link traffic, the time lost waiting).
+
+Why a cross-GPU judgement (docs/classes.md, ``peer_wait``): a rank of a synchronous job (data
+parallel, FSDP, tensor or pipeline parallel) that reaches a collective first waits inside the
+collective's kernel for its peers. That kernel stays resident on the few SMs of its channels and
+spins on flags in memory, so the GPU reads busy (utilization ~1) with SM activity low and no link
+near its roof: alone, exactly ``underfilled``, whose advice (more blocks, larger batches) is wrong.
+What tells them apart is not on the GPU: it is a GPU of the same job that is working meanwhile.
+So a GPU whose own class is ``underfilled`` is ``peer_wait`` when a GPU of its job reads a class of
+its own work (``compute``, ``memory``, ``mixed``, ``latency``, ``host``, ``communication``). The
+straggler is the working GPU that idles least while busy (smallest utilization - SM activity): the
+one the others wait on. Each waiting GPU's lost share of the window is its busy-but-idle share
+beyond the straggler's, ``max(0, (util - sm) - (util_s - sm_s))``: both run the same collectives,
+so what the waiting GPU spins beyond the straggler is the time it spent waiting for it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from exporter.attribution.jobs import JobKey, job_label
+from exporter.pipeline.derive import Derived
+from exporter.sample import GpuSample
+
+PEER_WAIT = "peer_wait"
+WAITING_LOOKS_LIKE = "underfilled"  # the class a waiting rank reads alone
+WORKING = frozenset({"compute", "memory", "mixed", "latency", "host", "communication"})  # a peer doing its own work (or waiting on its own host)
+
+
+@dataclass(frozen=True, slots=True)
+class JobGpu:
+    index: int
+    uuid: str
+
+
+@dataclass(frozen=True, slots=True)
+class LinkTraffic:
+    """Bytes per second summed over the job's GPUs that read them; None where none did."""
+
+    nvlink_tx: float | None = None
+    nvlink_rx: float | None = None
+    pcie_tx: float | None = None
+    pcie_rx: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobState:
+    """One job of two or more GPUs, as judged this poll."""
+
+    kind: str
+    name: str  # the exported label (attribution/jobs.py job_label)
+    gpus: tuple[JobGpu, ...]  # by index
+    efficiency: float | None  # summed SM activity / summed utilization of its GPUs
+    classes: tuple[tuple[str, int], ...]  # GPUs per reported class (after peer_wait)
+    traffic: LinkTraffic
+    straggler: JobGpu | None  # the GPU the others wait on; None while none waits
+    waiting: tuple[JobGpu, ...]  # the GPUs that wait on it
+    peer_wait: float | None  # share of the job's GPU time lost waiting this window (0..1)
+
+
+@dataclass(frozen=True, slots=True)
+class PeerJudgement:
+    jobs: tuple[JobState, ...]
+    classes: dict[str, str]  # uuid -> the class to report where the judgement changed it
+    lost: dict[str, float]  # uuid -> seconds lost waiting on the straggler this window
+
+
+NOTHING = PeerJudgement((), {}, {})
+
+
+def idle_while_busy(sample: GpuSample, derived: Derived) -> float | None:
+    busy, sm = derived.busy, sample.profiling.sm_active
+    return None if busy is None or sm is None else max(0.0, busy - sm)
+
+
+def judge(gpus: Sequence[tuple[GpuSample, Derived | None]], membership: Mapping[str, Sequence[JobKey]], launcher_names: Mapping[str, str]) -> PeerJudgement:
+    """Judge every job of two or more GPUs. ``membership``: uuid -> the jobs that hold the GPU (a
+    shared GPU may be in several). GPUs that are down count among a job's GPUs but are not judged."""
+    members: dict[JobKey, list[tuple[GpuSample, Derived | None]]] = {}
+    for sample, derived in gpus:
+        for key in membership.get(sample.device.uuid, ()):
+            members.setdefault(key, []).append((sample, derived))
+    jobs = {key: sorted(held, key=lambda pair: pair[0].device.index) for key, held in sorted(members.items()) if len(held) > 1}
+    if not jobs:
+        return NOTHING
+    waits: dict[str, str] = {}
+    lost: dict[str, float] = {}
+    found: dict[JobKey, tuple[JobGpu | None, tuple[JobGpu, ...], float]] = {}
+    for key, held in jobs.items():
+        straggler, waiting, job_lost = _waits([(sample, derived) for sample, derived in held if sample.up and derived is not None])
+        for gpu, seconds in waiting:
+            waits[gpu.uuid] = PEER_WAIT
+            lost[gpu.uuid] = max(lost.get(gpu.uuid, 0.0), seconds)
+        found[key] = (straggler, tuple(gpu for gpu, _ in waiting), job_lost)
+    states = tuple(_job_state(key, held, launcher_names, *found[key], waits) for key, held in jobs.items())
+    return PeerJudgement(states, waits, lost)
+
+
+def _waits(up: list[tuple[GpuSample, Derived]]) -> tuple[JobGpu | None, list[tuple[JobGpu, float]], float]:
+    """(the straggler, each waiting GPU with the seconds it lost, the job's lost share of GPU time)."""
+    idle = {sample.device.uuid: value for sample, derived in up if (value := idle_while_busy(sample, derived)) is not None}
+    working = [sample for sample, derived in up if derived.bottleneck in WORKING and sample.device.uuid in idle]
+    candidates = [sample for sample, derived in up if derived.bottleneck == WAITING_LOOKS_LIKE]
+    if not working or not candidates:
+        return None, [], 0.0
+    slowest = min(working, key=lambda sample: (idle[sample.device.uuid], -(sample.profiling.sm_active or 0.0), sample.device.index))
+    floor = idle[slowest.device.uuid]
+    waiting: list[tuple[JobGpu, float]] = []
+    shares = 0.0
+    for sample in candidates:
+        share = max(0.0, idle.get(sample.device.uuid, 0.0) - floor)
+        shares += share
+        waiting.append((JobGpu(sample.device.index, sample.device.uuid), share * (sample.window_seconds or 0.0)))
+    return JobGpu(slowest.device.index, slowest.device.uuid), waiting, shares / len(up)
+
+
+def _job_state(key: JobKey, held: list[tuple[GpuSample, Derived | None]], launcher_names: Mapping[str, str], straggler: JobGpu | None, waiting: tuple[JobGpu, ...], job_lost: float, waits: Mapping[str, str]) -> JobState:
+    up = [(sample, derived) for sample, derived in held if sample.up and derived is not None]
+    busy = [(derived.busy, sample.profiling.sm_active) for sample, derived in up if derived.busy is not None and sample.profiling.sm_active is not None]
+    total_busy = sum(value for value, _ in busy)
+    classes = Counter(waits.get(sample.device.uuid, derived.bottleneck) for sample, derived in up)
+    return JobState(
+        kind=key.kind,
+        name=job_label(key, (sample.device.index for sample, _ in held), launcher_names),
+        gpus=tuple(JobGpu(sample.device.index, sample.device.uuid) for sample, _ in held),
+        efficiency=min(1.0, sum(sm for _, sm in busy) / total_busy) if total_busy > 0 else None,
+        classes=tuple(sorted(classes.items())),
+        traffic=LinkTraffic(**{name: _summed(up, attribute) for name, attribute in _LINKS}),
+        straggler=straggler,
+        waiting=waiting,
+        peer_wait=job_lost if busy else None,
+    )
+
+
+_LINKS = (("nvlink_tx", "nvlink_tx_bytes_per_second"), ("nvlink_rx", "nvlink_rx_bytes_per_second"), ("pcie_tx", "pcie_tx_bytes_per_second"), ("pcie_rx", "pcie_rx_bytes_per_second"))
+
+
+def _summed(up: list[tuple[GpuSample, Derived]], attribute: str) -> float | None:
+    values = [value for sample, _ in up if (value := getattr(sample.profiling, attribute)) is not None]
+    return sum(values) if values else None
+
+
+def apply(derived: Derived, judgement: PeerJudgement, uuid: str) -> Derived:
+    """The GPU's readings with the class the judgement gives it (unchanged where it gives none)."""
+    verdict = judgement.classes.get(uuid)
+    return derived if verdict is None else replace(derived, bottleneck=verdict)

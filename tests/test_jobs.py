@@ -1,0 +1,96 @@
+"""Which job holds each GPU (exporter/attribution/jobs.py), read from a /proc tree laid out as the
+kernel lays it out: pods and Slurm jobs from cgroups, process groups from their launcher."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from exporter.attribution.jobs import JobKey, JobResolver, gpu_ranges, job_label, memberships, parse_stat
+from exporter.sample import DeviceInfo, GpuProcess, GpuSample
+
+POD_UID = "0f4b8c8e-1111-2222-3333-444455556666"
+
+
+def process(root: Path, pid: int, name: str, parent: int, session: int, cgroup: str = "0::/user.slice/user-1000.slice/session-3.scope") -> None:
+    folder = root / str(pid)
+    folder.mkdir()
+    (folder / "stat").write_bytes(f"{pid} ({name}) S {parent} {pid} {session} 34816 {pid} 4194560 0 0 0 0 5 3 0 0 20 0 1 0\n".encode())
+    (folder / "cgroup").write_text(cgroup + "\n")
+    (folder / "comm").write_text(name + "\n")
+
+
+def on(index: int, *pids: int) -> GpuSample:
+    return GpuSample(device=DeviceInfo(index=index, uuid=f"GPU-{index}", name="NVIDIA H100"), timestamp=0.0, processes=tuple(GpuProcess(pid, "python") for pid in pids))
+
+
+@pytest.fixture()
+def proc(tmp_path: Path) -> Path:
+    process(tmp_path, 100, "bash", 1, 100)  # an interactive shell: a session leader
+    process(tmp_path, 200, "torchrun", 100, 100)
+    process(tmp_path, 201, "python", 200, 100)
+    process(tmp_path, 202, "python", 200, 100)
+    process(tmp_path, 300, "python", 100, 100)  # started by hand from the shell
+    process(tmp_path, 301, "python", 100, 100)
+    process(tmp_path, 400, "python", 1, 400)  # a daemon
+    process(tmp_path, 500, "python", 1, 500, f"0::/kubepods.slice/kubepods-pod{POD_UID.replace('-', '_')}.slice/cri-containerd-{'a' * 64}.scope")
+    process(tmp_path, 600, "python", 1, 600, "0::/system.slice/slurmstepd.scope/job_4242/step_0/user/task_0")
+    process(tmp_path, 700, "mp_main", 100, 100)  # mp.spawn: the parent holds a GPU too
+    process(tmp_path, 701, "python", 700, 100)
+    return tmp_path
+
+
+def test_ranks_of_one_launcher_are_one_job_and_hand_started_programs_are_not(proc: Path) -> None:
+    resolver = JobResolver(proc)
+    found = memberships([on(0, 201), on(1, 202), on(2, 300), on(3, 301), on(4, 400)], resolver)
+    assert found["GPU-0"] == found["GPU-1"] == [JobKey("process_group", "200")]
+    assert found["GPU-2"] == [JobKey("process_group", "300")] and found["GPU-3"] == [JobKey("process_group", "301")]
+    assert found["GPU-4"] == [JobKey("process_group", "400")]
+    assert job_label(JobKey("process_group", "200"), [1, 0], resolver.launcher_names) == "torchrun:0-1"
+
+
+def test_pods_and_slurm_jobs_come_from_cgroups(proc: Path) -> None:
+    found = memberships([on(0, 500), on(1, 600)], JobResolver(proc))
+    assert found == {"GPU-0": [JobKey("pod", POD_UID)], "GPU-1": [JobKey("slurm_job", "4242")]}
+
+
+def test_a_parent_that_holds_a_gpu_is_in_the_job_and_its_launcher_is_above(proc: Path) -> None:
+    found = memberships([on(0, 700), on(1, 701)], JobResolver(proc))
+    assert found["GPU-0"] == found["GPU-1"] == [JobKey("process_group", "700")]  # the shell above is no launcher: the topmost rank is
+
+
+def test_a_gpu_shared_by_two_jobs_is_in_both_and_unknown_pids_in_none(proc: Path) -> None:
+    found = memberships([on(0, 201, 600), on(1, 99999)], JobResolver(proc))
+    assert found == {"GPU-0": [JobKey("process_group", "200"), JobKey("slurm_job", "4242")]}
+
+
+def test_a_replayed_gpu_carries_its_recorded_job() -> None:
+    sample = GpuSample(device=DeviceInfo(index=0, uuid="GPU-r", name="NVIDIA H100", job="ddp"), timestamp=0.0)
+    assert memberships([sample], JobResolver(Path("/nonexistent"))) == {"GPU-r": [JobKey("trace", "ddp")]}
+
+
+def test_pids_are_read_once_while_seen_and_forgotten_after(proc: Path) -> None:
+    resolver = JobResolver(proc)
+    memberships([on(0, 201)], resolver)
+    (proc / "201" / "stat").write_text("garbage")
+    assert memberships([on(0, 201)], resolver)["GPU-0"] == [JobKey("process_group", "200")]  # cached
+    memberships([on(0)], resolver)
+    assert memberships([on(0, 201)], resolver) == {}  # read again: unparseable now, so no job
+    assert resolver.launcher_names == {}
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("5 (a) b) S 4 5 9 0", ("a) b", 4, 9)),
+    ("5 (x y) S 1 5 5 0", ("x y", 1, 5)),
+    ("5 x S 1 5 5", None),
+    ("5 (x) S one 5 5", None),
+    ("", None),
+])
+def test_stat_lines_with_hostile_names(text: str, expected: tuple[str, int, int] | None) -> None:
+    parsed = parse_stat(text)
+    assert (None if parsed is None else (parsed.name, parsed.parent, parsed.session)) == expected
+
+
+def test_gpu_ranges() -> None:
+    assert [gpu_ranges(case) for case in ([0, 1, 2, 3], [0, 2, 3], [5], [])] == ["0-3", "0,2-3", "5", ""]

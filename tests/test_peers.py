@@ -1,0 +1,145 @@
+"""The GPUs of one job judged together (exporter/pipeline/peers.py): a rank waiting in collectives for
+a slower peer is peer_wait, not underfilled; the straggler, the time lost, the job's own figures;
+and the cases that must not change: one GPU, two jobs on a node, a GPU shared by two jobs, a bare
+collective at the link's roof."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from exporter.attribution.jobs import JobKey
+from exporter.backends.replay import ReplayBackend
+from exporter.config.file import Config
+from exporter.exposition.render import render
+from exporter.pipeline.derive import derive
+from exporter.pipeline.peers import PEER_WAIT, judge
+from exporter.poller import Poller
+from exporter.sample import DeviceInfo, GpuSample, Profiling
+from exporter.trace import load_trace
+
+GB = 1e9
+
+
+def gpu(index: int, utilization: float, **profiling: float) -> GpuSample:
+    device = DeviceInfo(index=index, uuid=f"GPU-{index}", name="NVIDIA H200", sm_count=132, max_sm_clock_mhz=1980, power_limit_watts=700)
+    return GpuSample(device=device, timestamp=10.0, window_seconds=1.0, gpu_utilization=utilization, gpu_utilization_window=utilization,
+                     sm_clock_mhz=1980, power_watts=500.0, profiling=Profiling(**profiling))
+
+
+# Readings of the 2 x H200 straggler (docs/real-gpu, issue 35): rank 0 does a third of rank 1's matmuls before each all-reduce.
+WAITING = {"sm_active": 0.36, "sm_occupancy": 0.1, "tensor_active": 0.22, "dram_active": 0.05, "nvlink_tx_bytes_per_second": 6.6 * GB, "nvlink_rx_bytes_per_second": 6.6 * GB}
+WORKING = {"sm_active": 0.9, "sm_occupancy": 0.3, "tensor_active": 0.66, "dram_active": 0.1, "nvlink_tx_bytes_per_second": 6.6 * GB, "nvlink_rx_bytes_per_second": 6.6 * GB}
+ALL_REDUCE = {"sm_active": 0.17, "sm_occupancy": 0.05, "tensor_active": 0.0, "dram_active": 0.3, "nvlink_tx_bytes_per_second": 305 * GB, "nvlink_rx_bytes_per_second": 305 * GB}
+
+
+def judged(samples: list[GpuSample], membership: dict[str, list[JobKey]]):
+    return judge([(sample, derive(sample, Config())) for sample in samples], membership, {"7": "torchrun"})
+
+
+def test_a_rank_waiting_for_a_slower_peer_is_peer_wait_and_names_the_straggler() -> None:
+    waiting, working = gpu(0, 0.99, **WAITING), gpu(1, 0.99, **WORKING)
+    assert derive(waiting, Config()).bottleneck == "underfilled"  # alone it looks like too little parallelism
+    job = JobKey("process_group", "7")
+    result = judged([waiting, working], {"GPU-0": [job], "GPU-1": [job]})
+    assert result.classes == {"GPU-0": PEER_WAIT}
+    (state,) = result.jobs
+    assert (state.kind, state.name) == ("process_group", "torchrun:0-1")
+    assert state.straggler is not None and state.straggler.index == 1
+    assert [each.index for each in state.waiting] == [0]
+    # Rank 0 idles 0.63 of the window while busy, the straggler 0.09: 0.54 lost to it, over 2 GPUs.
+    assert result.lost["GPU-0"] == pytest.approx(0.54)
+    assert state.peer_wait == pytest.approx(0.27)
+    assert dict(state.classes) == {"compute": 1, PEER_WAIT: 1}
+    assert state.efficiency == pytest.approx((0.36 + 0.9) / 1.98)
+    assert state.traffic.nvlink_tx == pytest.approx(13.2 * GB) and state.traffic.pcie_tx is None
+
+
+def test_a_bare_collective_at_the_links_roof_stays_communication_with_no_straggler() -> None:
+    job = JobKey("slurm_job", "42")
+    result = judged([gpu(0, 0.98, **ALL_REDUCE), gpu(1, 0.98, **ALL_REDUCE)], {"GPU-0": [job], "GPU-1": [job]})
+    assert result.classes == {}
+    (state,) = result.jobs
+    assert state.straggler is None and state.peer_wait == 0 and dict(state.classes) == {"communication": 2}
+
+
+def test_every_rank_underfilled_is_no_wait_on_a_peer() -> None:
+    job = JobKey("pod", "uid")
+    result = judged([gpu(0, 0.99, **WAITING), gpu(1, 0.99, **WAITING)], {"GPU-0": [job], "GPU-1": [job]})
+    assert result.classes == {} and result.jobs[0].straggler is None
+
+
+def test_one_gpu_jobs_and_gpus_of_no_job_are_judged_alone() -> None:
+    samples = [gpu(0, 0.99, **WAITING), gpu(1, 0.99, **WORKING)]
+    assert judged(samples, {}).jobs == ()
+    alone = judged(samples, {"GPU-0": [JobKey("process_group", "1")], "GPU-1": [JobKey("process_group", "2")]})
+    assert alone.jobs == () and alone.classes == {}
+
+
+def test_two_jobs_on_one_node_do_not_wait_on_each_other() -> None:
+    a, b = JobKey("slurm_job", "1"), JobKey("slurm_job", "2")
+    samples = [gpu(0, 0.99, **WORKING), gpu(1, 0.99, **WORKING), gpu(2, 0.99, **WAITING), gpu(3, 0.99, **WAITING)]
+    result = judged(samples, {"GPU-0": [a], "GPU-1": [a], "GPU-2": [b], "GPU-3": [b]})
+    assert result.classes == {}
+    assert [(state.name, [each.index for each in state.gpus]) for state in result.jobs] == [("1", [0, 1]), ("2", [2, 3])]
+
+
+def test_a_gpu_shared_by_two_jobs_counts_in_both() -> None:
+    a, b = JobKey("pod", "a"), JobKey("pod", "b")
+    samples = [gpu(0, 0.99, **WORKING), gpu(1, 0.99, **WAITING), gpu(2, 0.99, **WAITING)]
+    result = judged(samples, {"GPU-0": [a], "GPU-1": [a, b], "GPU-2": [b]})
+    assert result.classes == {"GPU-1": PEER_WAIT}  # job a's GPU 0 works while GPU 1 waits; nothing in b works
+    by_name = {state.name: state for state in result.jobs}
+    assert by_name["a"].straggler is not None and by_name["a"].straggler.index == 0
+    assert by_name["b"].straggler is None and dict(by_name["b"].classes) == {PEER_WAIT: 1, "underfilled": 1}
+
+
+def test_a_down_gpu_counts_among_the_jobs_gpus_but_is_not_judged() -> None:
+    job = JobKey("pod", "uid")
+    down = dataclasses.replace(gpu(1, 0.99, **WORKING), up=False)
+    result = judge([(gpu(0, 0.99, **WAITING), derive(gpu(0, 0.99, **WAITING), Config())), (down, None)], {"GPU-0": [job], "GPU-1": [job]}, {})
+    assert result.classes == {} and len(result.jobs[0].gpus) == 2
+
+
+def test_a_starved_straggler_is_named_and_the_wait_is_counted() -> None:
+    """A rank whose host is slow (utilization 0.6) holds the others up: they wait on it, not on their own host."""
+    job = JobKey("process_group", "7")
+    starved = gpu(1, 0.6, sm_active=0.55, tensor_active=0.4)
+    result = judged([gpu(0, 0.99, **WAITING), starved], {"GPU-0": [job], "GPU-1": [job]})
+    assert result.classes == {"GPU-0": PEER_WAIT} and result.jobs[0].straggler.index == 1
+    assert result.lost["GPU-0"] == pytest.approx(0.63 - 0.05)
+
+
+def replay_job(trace_paths, names: tuple[str, ...], jobs: tuple[str, ...]):
+    traces = [dataclasses.replace(load_trace(trace_paths[name]), job=job) for name, job in zip(names, jobs, strict=True)]
+    now = [100.0]
+    backend = ReplayBackend(traces, clock=lambda: now[0])
+    devices = backend.start()
+    poller = Poller(backend, Config(), clock=lambda: now[0], wall_clock=lambda: 1_700_000_000.0 + now[0])
+    poller._devices = devices
+    snapshot = None
+    for _ in range(8):
+        now[0] += 1.0
+        snapshot = poller.poll_once()
+    assert snapshot is not None
+    return snapshot
+
+
+def test_replayed_gpus_of_one_recorded_job_are_judged_together(trace_paths) -> None:
+    snapshot = replay_job(trace_paths, ("spin_1sm", "matmul_8192", "idle"), ("ddp", "ddp", ""))
+    classes = [state.derived.bottleneck for state in snapshot.gpus]
+    assert classes == [PEER_WAIT, "compute", "idle"]
+    assert snapshot.gpus[0].totals.peer_wait_seconds > 0 and snapshot.gpus[1].totals.peer_wait_seconds == 0
+    text = render(snapshot).decode()
+    assert 'gpueff_bottleneck{gpu="0",uuid="GPU-replay-0-spin_1sm",class="peer_wait"} 1' in text
+    assert 'gpueff_job_straggler{job_kind="trace",job_id="ddp",gpu="1",uuid="' in text
+    assert 'gpueff_job_gpus{job_kind="trace",job_id="ddp"} 2' in text
+    assert 'gpueff_peer_wait_seconds_total{gpu="0"' in text and 'gpueff_peer_wait_seconds_total{gpu="1"' not in text
+    assert 'gpueff_job_bottleneck_gpus{job_kind="trace",job_id="ddp",class="peer_wait"} 1' in text
+
+
+def test_replayed_gpus_of_separate_recordings_keep_their_own_classes(trace_paths) -> None:
+    snapshot = replay_job(trace_paths, ("spin_1sm", "matmul_8192"), ("", ""))
+    assert [state.derived.bottleneck for state in snapshot.gpus] == ["underfilled", "compute"]
+    assert snapshot.jobs == () and "gpueff_job_gpus{" not in render(snapshot).decode()
