@@ -151,3 +151,22 @@ def test_a_recording_keeps_the_driver_samples_mean_of_each_window_as_evidence(tm
     replay = ReplayBackend([trace])  # evidence only: replay loads it and does not use it
     replay.start()
     assert replay.collect()[0].gpu_utilization == trace.samples[0]["util_gpu"] / 100
+
+
+def test_cli_record_all_gpus_writes_one_trace_each_of_one_job_that_replays_as_its_gpus(tmp_path, traces, monkeypatch, restore_logging):
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml([traces["spin_1sm"], traces["matmul_8192"]]))  # real time, fake GPUs
+    output = tmp_path / "straggler_gpu{gpu}.json"
+    code = cli.main(["record", "-o", str(output), "--gpu", "all", "--job", "straggler", "--duration", "300ms", "--interval", "100ms", "--workload", "straggler_gpu{gpu}"])
+    assert code == 0
+    recorded_traces = [load_trace(tmp_path / f"straggler_gpu{gpu}.json") for gpu in (0, 1)]
+    assert [(trace.workload, trace.job) for trace in recorded_traces] == [("straggler_gpu0", "straggler"), ("straggler_gpu1", "straggler")]
+    assert [len(trace.samples) for trace in recorded_traces][0] == len(recorded_traces[1].samples)
+    assert [trace.device(index).job for index, trace in enumerate(recorded_traces)] == ["straggler", "straggler"]
+
+
+def test_cli_record_all_gpus_needs_a_place_for_each(tmp_path, traces, monkeypatch, capsys, restore_logging):
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml([traces["idle"]]))
+    assert cli.main(["record", "-o", str(tmp_path / "one.json"), "--gpu", "all"]) == 2
+    assert "--output must name them with {gpu}" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["record", "-o", str(tmp_path / "one.json"), "--gpu", "first"])

@@ -39,10 +39,18 @@ def daemon_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def gpu_choice(text: str) -> str:
+    """--gpu: a GPU index or ``all``."""
+    if text != "all" and not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a GPU index or all, got {text!r}")
+    return text
+
+
 def record_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="gpu-efficiency-exporter record", description="Record a GPU's readings into a gpu-trace/1 file that --replay plays back.")
-    parser.add_argument("--output", "-o", required=True, help="trace file to write")
-    parser.add_argument("--gpu", type=int, default=0, help="GPU index (default 0)")
+    parser.add_argument("--output", "-o", required=True, help="trace file to write; with --gpu all, one per GPU, named by {gpu} in it (job_gpu{gpu}.json)")
+    parser.add_argument("--gpu", type=gpu_choice, default="0", help="GPU index (default 0), or all: every GPU from the same polls (a multi-GPU job)")
+    parser.add_argument("--job", default="", help="the multi-GPU job the recorded GPUs run: their traces replay as one job's GPUs, judged together")
     parser.add_argument("--duration", type=duration_flag(0.2, 24 * 3600.0), default=parse_duration("10s"), help="how long to record (default 10s, at most 24h)")
     parser.add_argument("--interval", type=duration_flag(0.1), default=0.5, help="time between samples (default 500ms, minimum 100ms)")
     parser.add_argument("--workload", default="unnamed", help="name of what runs on the GPU")

@@ -1,4 +1,4 @@
-"""``record``: write one GPU's readings to a gpu-trace/1 file, for --replay anywhere."""
+"""``record``: write a GPU's readings (or every GPU's, from the same polls) to gpu-trace/1 files, for --replay anywhere."""
 
 from __future__ import annotations
 
@@ -11,53 +11,66 @@ from pathlib import Path
 from typing import Any
 
 from exporter.backends.base import Backend, BackendUnavailable
+from exporter.sample import DeviceInfo
 from exporter.trace import FORMAT, TraceError, parse_trace, record_from_sample
 
 log = logging.getLogger(__name__)
 
 
 def record_trace(backend: Backend, gpu: int, duration: float, interval: float, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
-    """Sample ``backend`` every ``interval`` for ``duration`` seconds and return the trace object.
+    """One GPU's trace object: ``record_traces`` for that GPU alone."""
+    return record_traces(backend, [gpu], duration, interval, sleep, clock)[0]
+
+
+def record_traces(backend: Backend, gpus: list[int] | None, duration: float, interval: float, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> list[dict[str, Any]]:
+    """Sample ``backend`` every ``interval`` for ``duration`` seconds; a trace object per GPU of
+    ``gpus`` (None: every GPU), all from the same polls, so the GPUs of one job share their windows.
 
     ``clock`` must be the backend's clock: a reading never comes sooner than ``interval`` after the
     previous reading's timestamp, so every GPM window is longer than the 100 ms GPM needs.
     """
     devices = backend.start()
     try:
-        if not 0 <= gpu < len(devices):
-            raise BackendUnavailable(f"--gpu {gpu}: this machine has GPUs 0..{len(devices) - 1}")
-        previous = backend.collect()[gpu].timestamp  # primes the GPM sample pair and the driver samples: the first window starts here
+        chosen = list(range(len(devices))) if gpus is None else gpus
+        for gpu in chosen:
+            if not 0 <= gpu < len(devices):
+                raise BackendUnavailable(f"--gpu {gpu}: this machine has GPUs 0..{len(devices) - 1}")
+        previous = max(backend.collect()[gpu].timestamp for gpu in chosen)  # primes the GPM sample pairs and the driver samples: the first windows start here
         started = clock()
-        samples = []
+        samples: list[list[dict[str, Any]]] = [[] for _ in chosen]
         next_tick = started
         while True:
             next_tick = max(next_tick + interval, previous + interval)
             sleep(max(0.0, next_tick - clock()))
-            reading = backend.collect()[gpu]
-            previous = reading.timestamp
-            if not reading.up:
-                raise BackendUnavailable(f"GPU {gpu} stopped answering while recording")
-            record = record_from_sample(reading, reading.timestamp - started)
-            samples.append(record)
-            if reading.timestamp - started >= duration:
+            readings = backend.collect()
+            for gpu, kept in zip(chosen, samples, strict=True):
+                reading = readings[gpu]
+                if not reading.up:
+                    raise BackendUnavailable(f"GPU {gpu} stopped answering while recording")
+                kept.append(record_from_sample(reading, reading.timestamp - started))
+            previous = readings[chosen[-1]].timestamp
+            if readings[chosen[0]].timestamp - started >= duration:
                 break
-        device = devices[gpu]
-        return {
-            "format": FORMAT,
-            "gpu": {
-                "name": device.name,
-                "driver": device.driver,
-                "max_sm_clock_mhz": device.max_sm_clock_mhz or 0,
-                "power_limit_mw": round((device.power_limit_watts or 0) * 1000),
-                "sm_count": device.sm_count or 0,
-                "uuid": device.uuid,
-                "pci_bus_id": device.pci_bus_id,
-            },
-            "interval_s": interval,
-            "samples": samples,
-        }
+        return [_trace(devices[gpu], interval, kept) for gpu, kept in zip(chosen, samples, strict=True)]
     finally:
         backend.close()
+
+
+def _trace(device: DeviceInfo, interval: float, samples: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "gpu": {
+            "name": device.name,
+            "driver": device.driver,
+            "max_sm_clock_mhz": device.max_sm_clock_mhz or 0,
+            "power_limit_mw": round((device.power_limit_watts or 0) * 1000),
+            "sm_count": device.sm_count or 0,
+            "uuid": device.uuid,
+            "pci_bus_id": device.pci_bus_id,
+        },
+        "interval_s": interval,
+        "samples": samples,
+    }
 
 
 def format_trace(trace: dict[str, Any]) -> str:
@@ -70,8 +83,12 @@ def format_trace(trace: dict[str, Any]) -> str:
 def record(args: argparse.Namespace) -> int:
     from exporter.backends.nvml.backend import NvmlBackend
 
+    gpus = None if args.gpu == "all" else [int(args.gpu)]
+    if gpus is None and "{gpu}" not in args.output:
+        log.error("--gpu all writes one trace per GPU: --output must name them with {gpu} (e.g. job_gpu{gpu}.json)")
+        return 2
     try:
-        trace = record_trace(NvmlBackend(slow_interval=args.interval, engine_every_poll=True), args.gpu, args.duration, args.interval)
+        traces = record_traces(NvmlBackend(slow_interval=args.interval, engine_every_poll=True), gpus, args.duration, args.interval)
     except BackendUnavailable as error:
         log.error("%s: record reads a live GPU through NVML; run it where the NVIDIA driver is", error)
         return 2
@@ -80,16 +97,19 @@ def record(args: argparse.Namespace) -> int:
         truth["tflops"] = args.truth_tflops
     if args.truth_tbps is not None:
         truth["tbps"] = args.truth_tbps
-    trace.update(workload=args.workload, description=args.description, truth=truth)
-    try:
-        parse_trace(trace, args.output)  # what we write must load back
-    except TraceError as error:
-        log.error("the recording cannot be written as a valid trace: %s", error)
-        return 2
-    try:
-        Path(args.output).write_text(format_trace(trace), encoding="utf-8")
-    except OSError as error:
-        log.error("cannot write the trace to %s: %s", args.output, error.strerror or error)
-        return 2
-    log.info("wrote %d samples of GPU %d to %s", len(trace["samples"]), args.gpu, args.output)
+    for position, trace in enumerate(traces):
+        gpu = position if gpus is None else gpus[0]
+        output = args.output.replace("{gpu}", str(gpu))
+        trace.update(workload=args.workload.replace("{gpu}", str(gpu)), description=args.description.replace("{gpu}", str(gpu)), truth=truth, **({"job": args.job} if args.job else {}))
+        try:
+            parse_trace(trace, output)  # what we write must load back
+        except TraceError as error:
+            log.error("the recording cannot be written as a valid trace: %s", error)
+            return 2
+        try:
+            Path(output).write_text(format_trace(trace), encoding="utf-8")
+        except OSError as error:
+            log.error("cannot write the trace to %s: %s", output, error.strerror or error)
+            return 2
+        log.info("wrote %d samples of GPU %d to %s", len(trace["samples"]), gpu, output)
     return 0
