@@ -56,9 +56,8 @@ class BenchError(Exception):
     """The benchmark cannot run here; the message says why."""
 
 
-def child_env() -> dict[str, str]:
-    env = dict(os.environ, **NO_MULTICAST, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
-    return env
+def child_env(**extra: str) -> dict[str, str]:
+    return dict(os.environ, **NO_MULTICAST, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1", **extra)
 
 
 
@@ -99,9 +98,9 @@ def rss_mb(pid: int) -> float:
 class Process:
     """A child process that is stopped (SIGTERM, then SIGKILL) when the block ends."""
 
-    def __init__(self, command: list[str], log: Path | None = None) -> None:
+    def __init__(self, command: list[str], log: Path | None = None, env: dict[str, str] | None = None) -> None:
         self.log = open(log, "w") if log else None  # noqa: SIM115 (closed in stop)
-        self.process = subprocess.Popen(command, cwd=ROOT, env=child_env(), stdout=self.log or subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(command, cwd=ROOT, env=env or child_env(), stdout=self.log or subprocess.DEVNULL, stderr=subprocess.STDOUT)
 
     def wait_port(self, port: int, seconds: float = 60) -> None:
         deadline = time.monotonic() + seconds
@@ -320,10 +319,10 @@ def matmul_forever(gpu: int) -> None:
         torch.cuda.synchronize()
 
 
-def measure(command: list[str], port: int, seconds: float, scrapes: int, log: Path) -> dict[str, float]:
+def measure(command: list[str], port: int, seconds: float, scrapes: int, log: Path, warmup: float = 10.0) -> dict[str, float]:
     with Process(command, log) as exporter:
         exporter.wait_port(port)
-        time.sleep(10)  # imports, NVML init and the first polls are not the steady state
+        time.sleep(warmup)  # imports, NVML init and the first polls are not the steady state
         pid = exporter.process.pid
         cpu_before, started = cpu_seconds(pid), time.monotonic()
         latencies, sizes, series = [], [], []
