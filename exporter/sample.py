@@ -89,6 +89,17 @@ NO_HEALTH = Health()
 
 
 @dataclass(frozen=True, slots=True)
+class PeerLink:
+    """How a GPU reaches another GPU of the node (backends/nvml/topology.py)."""
+
+    index: int
+    uuid: str
+    pcie_path: str  # the nearest PCIe element both hang from: same_board, pcie_switch, pcie_switches, host_bridge, numa_node, system, unknown
+    nvlink: str  # direct (links join them), switch (through an NVSwitch fabric), none
+    nvlinks: int = 0  # active links joining the two directly
+
+
+@dataclass(frozen=True, slots=True)
 class DeviceInfo:
     """What does not change while a GPU is attached."""
 
@@ -102,6 +113,7 @@ class DeviceInfo:
     max_memory_clock_mhz: float | None = None
     power_limit_watts: float | None = None
     source: str = ""  # replay: the trace's workload name; empty for live GPUs
+    peers: tuple[PeerLink, ...] = ()  # the node's other GPUs and how this one reaches them (NVML, whole GPUs)
     job: str = ""  # replay: the multi-GPU job the trace was recorded in (its GPUs are judged together); empty for live GPUs
     # MIG: a MIG device has its parent GPU's index and its own MIG-... uuid.
     parent_uuid: str = ""  # the physical GPU's uuid; empty for a whole GPU

@@ -29,7 +29,7 @@ from exporter.pipeline.peers import JobGpu, JobState, LinkTraffic
 from exporter.pipeline.split import GpuSharing, Holder, HolderTotals
 from exporter.pipeline.totals import Totals
 from exporter.poller import poll_settings
-from exporter.sample import DeviceInfo, GpuSample, Health, Profiling
+from exporter.sample import DeviceInfo, GpuSample, Health, PeerLink, Profiling
 from exporter.selfstats import read_process_stats
 from exporter.snapshot import GpuState, Snapshot
 from exporter.trace import Trace, load_trace
@@ -76,7 +76,7 @@ FULL_HEALTH = Health(**{field.name: 1 for field in dataclasses.fields(Health)} |
 def full_snapshot() -> Snapshot:
     """One snapshot in which every metric of the catalogue has a series."""
     device = DeviceInfo(index=0, uuid="GPU-full", name="NVIDIA H100 80GB HBM3", driver="580.159.04", pci_bus_id="00000000:18:00.0", sm_count=132,
-                        max_sm_clock_mhz=1980, max_memory_clock_mhz=2619, power_limit_watts=700)
+                        max_sm_clock_mhz=1980, max_memory_clock_mhz=2619, power_limit_watts=700, peers=(PeerLink(1, "GPU-peer", "pcie_switch", "direct", 18),))
     mig = dataclasses.replace(device, index=1, uuid="MIG-full", name="NVIDIA H100 80GB HBM3 MIG 1g.10gb", parent_uuid="GPU-full", gpu_instance_id=7)
     values = {field.name: 0.5 for field in dataclasses.fields(GpuSample) if field.type == "float | None" and field.name not in NOT_METRICS}
     sample = GpuSample(device=device, timestamp=10.0, window_seconds=1.0, clock_event_reasons=4, remapped_rows_pending=False, remapped_rows_failure=True, profiling_multiplexed=False,
@@ -161,7 +161,7 @@ def given(samples: list[GpuSample]) -> set[str]:
     for _, reading in READINGS:
         if reading.path.startswith("sample.") and reading.path not in {"sample.up", "sample.device", "sample.profiling_available"}:
             values = [_read(sample, reading) for sample in samples]
-            if any(value is not None and value != {} for value in values):
+            if any(value is not None and value != {} and value != () for value in values):
                 out.add(reading.path)
     return out
 
@@ -192,7 +192,7 @@ def test_the_nvml_backend_gives_what_the_catalogue_says(trace_paths):
     trace = load_trace(trace_paths["matmul_8192"])
     gpu = FakeGpu(trace, fields={pynvml.NVML_FI_DEV_MEMORY_TEMP: 61.0}, processes=[(4242, 2**30, "python")],
                   nvlink_links=(True, False), retired_pages=(1, 0, False), fan_percent=40)  # a pre-Ampere NVLink board with a fan: every health reading
-    fake = FakeNvml([gpu], clock=clock)
+    fake = FakeNvml([gpu, FakeGpu(trace)], clock=clock)  # two: GPUs have peers
     backend = NvmlBackend(slow_interval=1.0, nvml=fake, clock=clock)
     backend.start()
     try:

@@ -113,6 +113,14 @@ def _nvlink_links(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]
     return [((link,), float(active)) for link, active in state.sample.health.nvlink_links_active or ()]
 
 
+def _peers(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]:
+    return [((peer.index, peer.uuid, peer.pcie_path, peer.nvlink), 1.0) for peer in state.sample.device.peers]
+
+
+def _peer_nvlinks(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]:
+    return [((peer.index, peer.uuid), float(peer.nvlinks)) for peer in state.sample.device.peers if peer.nvlinks]
+
+
 def _mismatch(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]:
     rules = state.derived.mismatch if state.derived is not None else {}
     return [((rule,), float(rules[rule])) for rule in MISMATCH_RULES if rule in rules]
@@ -146,6 +154,8 @@ _SPECIAL: dict[str, Single | Labelled] = {
     "gpueff_clock_event_active": _clock_events,
     "gpueff_xid_errors_total": _xid,
     "gpueff_nvlink_link_active": _nvlink_links,
+    "gpueff_gpu_peer_info": _peers,
+    "gpueff_gpu_peer_nvlinks": _peer_nvlinks,
     "gpueff_mismatch": _mismatch,
     "gpueff_bottleneck": _bottleneck,
     "gpueff_readings_implausible": _implausible,

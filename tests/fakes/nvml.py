@@ -104,6 +104,12 @@ class FakeGpu:
     pcie_link: tuple[int, int, int, int] | None = (5, 5, 16, 16)  # current generation, max generation, current width, max width
     nvlink_links: tuple[bool, ...] = ()  # each link's state; () is a GPU without NVLink (link count 0)
     nvlink_errors: tuple[int, int, int, int] = (0, 0, 0, 0)  # crc_flit, crc_data, replay, recovery totals
+    # Topology (nvmlDeviceGetNvLinkRemotePciInfo, nvmlDeviceGetTopologyCommonAncestor, nvmlDeviceGetP2PStatus):
+    # each link's far end, as the index of the GPU it joins or NVSWITCH; GPUs of one pcie_switch hang
+    # from one PCIe switch, else from one host bridge within a numa_node, else across sockets.
+    nvlink_remote: tuple[int, ...] = ()
+    pcie_switch: int = 0
+    numa_node: int = 0
     violation_ns: dict[int, int] = field(default_factory=dict)  # NVML_PERF_POLICY_* -> violationTime (ns); missing: 0
     retired_pages: tuple[int, int, bool] | None = None  # single-bit pages, double-bit pages, pending; None: Ampere and newer
     performance_state: int = 0
@@ -116,6 +122,9 @@ class FakeGpu:
     # nvmlDeviceGetMigDeviceHandleByIndex, and answers NOT_SUPPORTED for utilization rates.
     mig_of: int | None = None
     gpu_instance_id: int = 0
+
+
+NVSWITCH = -1  # FakeGpu.nvlink_remote: the link ends at an NVSwitch
 
 
 @dataclass
@@ -427,8 +436,12 @@ class FakeNvml:
     @_api()
     def nvmlDeviceGetPciInfo(self, handle: Any) -> Any:
         info = _real.nvmlPciInfo_t()
-        info.busId = f"00000000:{0x18 + self._index_of(handle):02X}:00.0".encode()
+        info.busId = self._bus_id(self._index_of(handle)).encode()
         return info
+
+    @staticmethod
+    def _bus_id(index: int) -> str:
+        return f"00000000:{0x18 + index:02X}:00.0"
 
     # ---- readings every poll -------------------------------------------------------------------
 
@@ -595,6 +608,36 @@ class FakeNvml:
         if not 0 <= link < len(links):
             raise _real.NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT)
         return int(links[link])
+
+    @_api()
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, handle: Any, link: int) -> Any:
+        gpu = self._whole_gpu(handle)
+        if not 0 <= link < len(gpu.nvlink_links):
+            raise _real.NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT if gpu.nvlink_links else _real.NVML_ERROR_NOT_SUPPORTED)
+        if link >= len(gpu.nvlink_remote):
+            raise _real.NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
+        far = gpu.nvlink_remote[link]
+        info = _real.nvmlPciInfo_t()
+        info.busId = (b"00000000:F0:00.0" if far == NVSWITCH else self._bus_id(far).encode())
+        return info
+
+    @_api()
+    def nvmlDeviceGetTopologyCommonAncestor(self, handle: Any, other: Any) -> int:
+        one, two = self._whole_gpu(handle), self._whole_gpu(other)
+        if one is two:
+            return int(_real.NVML_TOPOLOGY_INTERNAL)
+        if one.numa_node != two.numa_node:
+            return int(_real.NVML_TOPOLOGY_SYSTEM)
+        return int(_real.NVML_TOPOLOGY_SINGLE if one.pcie_switch == two.pcie_switch else _real.NVML_TOPOLOGY_HOSTBRIDGE)
+
+    @_api()
+    def nvmlDeviceGetP2PStatus(self, handle: Any, other: Any, capability: int) -> int:
+        one, two = self._index_of(handle), self._index_of(other)
+        if capability != _real.NVML_P2P_CAPS_INDEX_NVLINK:
+            return int(_real.NVML_P2P_STATUS_OK)
+        ends = [set(self.gpus[index].nvlink_remote) for index in (one, two)]
+        joined = two in ends[0] or one in ends[1] or (NVSWITCH in ends[0] and NVSWITCH in ends[1])
+        return int(_real.NVML_P2P_STATUS_OK if joined else _real.NVML_P2P_STATUS_NOT_SUPPORTED)
 
     @_api()
     def nvmlDeviceGetViolationStatus(self, handle: Any, policy: int) -> Any:

@@ -19,6 +19,7 @@ from exporter.backends.backoff import Backoff
 from exporter.backends.base import SLOW_INTERVAL, Backend, BackendUnavailable, CollectSettings, binding_text, text
 from exporter.backends.nvml.gpm import GPM_MIN_SAMPLE_GAP, GpmPair, free_pair, open_pair, read_pair, too_soon
 from exporter.backends.nvml.health import HealthReader, field_number
+from exporter.backends.nvml.topology import read_peers
 from exporter.backends.nvml.utilization import UtilizationWindow
 from exporter.backends.nvml.xid import XidWatcher
 from exporter.sample import DeviceInfo, GpuProcess, GpuSample, ProcessUtilization, down_sample
@@ -133,9 +134,18 @@ class NvmlBackend(Backend):
                 known.pop(mig.info.uuid, None)
         # GPUs that did not come back stay listed as lost, so their gpueff_gpu_up reads 0; a MIG
         # device whose GPU came back without it was destroyed (a new MIG layout) and is dropped.
+        self._read_topology(opened)
         reopened = {gpu.info.uuid for gpu in opened}
         gone = [_Gpu(info=gpu.info, handle=None, lost=True) for gpu in known.values() if gpu.info.parent_uuid not in reopened]
         self._gpus = sorted(opened + gone, key=lambda gpu: gpu.info.index)
+
+    def _read_topology(self, opened: list[_Gpu]) -> None:
+        """Each whole GPU's peers: PCIe path, NVLink links (backends/nvml/topology.py)."""
+        whole = [gpu for gpu in opened if gpu.parent is None]
+        peers = read_peers(self.nvml, [(gpu.info, gpu.handle) for gpu in whole], lambda key, call, *args: self._optional(None, key, call, *args))
+        for gpu in whole:
+            if gpu.info.uuid in peers:
+                gpu.info = dataclasses.replace(gpu.info, peers=peers[gpu.info.uuid])
 
     def _device_info(self, index: int, handle: Any, driver: str) -> DeviceInfo:
         nvml = self.nvml
