@@ -73,6 +73,33 @@ class FleetOverview:
     busy_idle_sm_seconds: float | None
 
 
+@dataclass(frozen=True, slots=True)
+class JobOverview:
+    """A job of two or more GPUs judged together (docs/jobs.md)."""
+
+    kind: str
+    name: str
+    gpus: tuple[int, ...]
+    efficiency: float | None
+    classes: dict[str, int]  # GPUs per class
+    nvlink_bytes_per_second: float | None  # tx summed over its GPUs
+    pcie_bytes_per_second: float | None
+    straggler: int | None  # the GPU the others wait on
+    waiting: tuple[int, ...]
+    peer_wait: float | None  # share of the job's GPU time lost waiting on the straggler
+
+
+def job_overviews(snapshot: Snapshot, stale: bool) -> list[JobOverview]:
+    """The snapshot's multi-GPU jobs; none from a stale snapshot (as /metrics)."""
+    if stale:
+        return []
+    return [
+        JobOverview(job.kind, job.name, tuple(gpu.index for gpu in job.gpus), job.efficiency, dict(job.classes), job.traffic.nvlink_tx, job.traffic.pcie_tx,
+                    job.straggler.index if job.straggler else None, tuple(gpu.index for gpu in job.waiting), job.peer_wait)
+        for job in snapshot.jobs
+    ]
+
+
 def _present(values: Iterable[float | None]) -> list[float]:
     return [value for value in values if value is not None and math.isfinite(value)]
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from exporter import __version__
-from exporter.overview import GpuOverview, fleet, snapshot_overview
+from exporter.overview import GpuOverview, fleet, job_overviews, snapshot_overview
 from exporter.snapshot import Snapshot
 from exporter.taxonomy import CLASSES
 from exporter.web.history import SCALE, History, HistoryView
@@ -67,6 +67,7 @@ def document(snapshot: Snapshot, stale: bool, age: float, history: HistoryView, 
             "collect_interval_seconds": snapshot.settings.collect_interval,
             "fleet": _fields(fleet(gpus)),
             "gpus": [_gpu(view) for view in gpus],
+            "jobs": [_fields(job) for job in job_overviews(snapshot, stale)],
         }
     )
     body["history"] = _history(history)  # integers and None only: nothing to make finite

@@ -29,7 +29,7 @@ from exporter.commands.top.scrape import ScrapeError, fetch, metrics_url, parse
 from exporter.commands.top.table import Frame, render
 from exporter.config.engine import ConfigError
 from exporter.config.values import MIN_COLLECT_INTERVAL
-from exporter.overview import snapshot_overview
+from exporter.overview import job_overviews, snapshot_overview
 from exporter.poller import Poller
 
 DEFAULT_INTERVAL = 1.0
@@ -71,7 +71,8 @@ class LocalSource:
         self.source = ("replayed traces, not live GPUs" if self.backend.replayed else f"{self.backend.name} backend",)
 
     def frame(self) -> Frame:
-        return Frame(self.source, snapshot_overview(self.poller.poll_once(), stale=False), time.time())
+        snapshot = self.poller.poll_once()
+        return Frame(self.source, snapshot_overview(snapshot, stale=False), time.time(), jobs=job_overviews(snapshot, stale=False))
 
     def close(self) -> None:
         self.backend.close()
@@ -89,7 +90,7 @@ class UrlSource:
         exporter = parse(fetch(self.url, self.timeout), self.url)
         said = "replayed traces, not live GPUs" if exporter.replayed else f"{exporter.backend} backend"
         stale = ("STALE: its last poll is older than stale_after",) if exporter.stale else ()
-        return Frame((self.url, said, *stale), exporter.gpus, time.time())
+        return Frame((self.url, said, *stale), exporter.gpus, time.time(), jobs=exporter.jobs)
 
     def close(self) -> None:
         pass
@@ -143,7 +144,7 @@ def live(source: LocalSource | UrlSource, interval: float, colour: bool, out: Te
                 try:
                     shown = source.frame()
                 except ScrapeError as error:
-                    shown = Frame(shown.source, shown.gpus, shown.taken, f"{time.strftime('%H:%M:%S')} {error}; retrying every {interval:g} s")
+                    shown = Frame(shown.source, shown.gpus, shown.taken, f"{time.strftime('%H:%M:%S')} {error}; retrying every {interval:g} s", shown.jobs)
                 size = shutil.get_terminal_size()
                 lines = render(shown, size.columns, size.lines, colour)
                 out.write(HOME + (CLEAR_LINE + "\n").join(lines) + CLEAR_LINE + CLEAR_BELOW)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.overview import AppFigures, GpuOverview
+from exporter.overview import AppFigures, GpuOverview, JobOverview
 
 MAX_BYTES = 64 * 1024 * 1024  # the largest node's page is under 1 MiB (docs/benchmarks.md)
 
@@ -58,6 +58,14 @@ class _App:
     uuids: list[str] = field(default_factory=list)
 
 
+@dataclass
+class _Job:
+    gpus: list[int] = field(default_factory=list)
+    classes: dict[str, int] = field(default_factory=dict)
+    values: dict[str, float] = field(default_factory=dict)
+    straggler: int | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class Exporter:
     """What one /metrics page says."""
@@ -66,6 +74,7 @@ class Exporter:
     replayed: bool
     stale: bool
     gpus: list[GpuOverview]
+    jobs: list[JobOverview] = field(default_factory=list)
 
 
 def metrics_url(url: str) -> str:
@@ -102,6 +111,7 @@ def parse(text: str, where: str) -> Exporter:
     """The overview of every GPU on a /metrics page (gpueff_ series only; the rest is ignored)."""
     gpus: dict[str, _Gpu] = {}
     apps: dict[str, _App] = {}
+    jobs: dict[tuple[str, str], _Job] = {}
     backend, replayed, stale = "", False, False
     try:
         samples = [sample for family in text_string_to_metric_families(text) for sample in family.samples]
@@ -125,6 +135,8 @@ def parse(text: str, where: str) -> Exporter:
                 app.unit, app.throughput = labels.get("unit", ""), _number(value)
             elif name == "gpueff_app_units_per_joule":
                 app.units_per_joule = _number(value)
+        elif name.startswith("gpueff_job_") and "job_id" in labels:
+            _job_sample(jobs.setdefault((labels.get("job_kind", ""), labels["job_id"]), _Job()), name, labels, value)
         elif "uuid" in labels:
             _gpu_sample(gpus.setdefault(labels["uuid"], _Gpu()), name, labels, value)
     joined: dict[str, list[AppFigures]] = {}
@@ -132,7 +144,32 @@ def parse(text: str, where: str) -> Exporter:
         for uuid in app.uuids:
             joined.setdefault(uuid, []).append(AppFigures(app_name, app.unit, app.up, app.throughput, app.units_per_joule))
     views = [_overview(uuid, gpu, tuple(joined.get(uuid, ()))) for uuid, gpu in gpus.items() if gpu.index >= 0]
-    return Exporter(backend, replayed, stale, sorted(views, key=lambda view: (view.index, view.uuid)))
+    views.sort(key=lambda view: (view.index, view.uuid))
+    return Exporter(backend, replayed, stale, views, [_job_overview(key, job, views) for key, job in sorted(jobs.items())])
+
+
+def _index(text: str) -> int | None:
+    return int(text) if text.isdigit() and len(text) < 10 else None
+
+
+def _job_sample(job: _Job, name: str, labels: dict[str, str], value: float) -> None:
+    if name == "gpueff_job_gpu_info" and (index := _index(labels.get("gpu", ""))) is not None:
+        job.gpus.append(index)
+    elif name == "gpueff_job_straggler" and value == 1:
+        job.straggler = _index(labels.get("gpu", ""))
+    elif name == "gpueff_job_bottleneck_gpus" and "class" in labels:
+        job.classes[labels["class"]] = int(value) if math.isfinite(value) else 0
+    elif name == "gpueff_job_link_bytes_per_second" and labels.get("direction") == "tx":
+        job.values[labels.get("link", "")] = value
+    elif name in ("gpueff_job_efficiency_ratio", "gpueff_job_peer_wait_ratio"):
+        job.values[name] = value
+
+
+def _job_overview(key: tuple[str, str], job: _Job, gpus: list[GpuOverview]) -> JobOverview:
+    value = lambda name: _number(job.values[name]) if name in job.values else None  # noqa: E731
+    held = sorted(set(job.gpus))
+    waiting = tuple(gpu.index for gpu in gpus if gpu.index in held and gpu.bottleneck == "peer_wait")
+    return JobOverview(key[0], key[1], tuple(held), value("gpueff_job_efficiency_ratio"), job.classes, value("nvlink"), value("pcie"), job.straggler, waiting, value("gpueff_job_peer_wait_ratio"))
 
 
 def _gpu_sample(gpu: _Gpu, name: str, labels: dict[str, str], value: float) -> None:

@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from exporter.overview import NO_PROFILING_FLAG, GpuOverview, fleet
+from exporter.overview import NO_PROFILING_FLAG, GpuOverview, JobOverview, fleet
 from exporter.taxonomy import WHAT_TO_TRY
 
 RESET = "\x1b[0m"
@@ -21,6 +21,7 @@ CLASS_COLOURS = {
     "compute": GREEN,
     "memory": BLUE,
     "communication": CYAN,
+    "peer_wait": YELLOW,
     "underfilled": RED,
     "latency": MAGENTA,
     "mixed": CYAN,
@@ -37,6 +38,7 @@ class Frame:
     gpus: Sequence[GpuOverview]
     taken: float | None = None  # Unix time the figures were read; None before any were
     error: str = ""  # the last fetch's failure, shown above the (last good) figures
+    jobs: Sequence[JobOverview] = ()  # the multi-GPU jobs (docs/jobs.md)
 
 
 def _percent(value: float | None) -> str:
@@ -111,6 +113,17 @@ def _wrap_parts(parts: list[str], width: int) -> list[str]:
     return [_fit(line, width) for line in lines]
 
 
+def job_line(job: JobOverview) -> str:
+    """One multi-GPU job: its GPUs, efficiency, classes, and the GPU the others wait on."""
+    classes = ", ".join(f"{name} {count}" for name, count in sorted(job.classes.items()))
+    line = f"job {job.kind} {job.name}: GPUs {','.join(map(str, job.gpus))} · eff {_ratio(job.efficiency)} · {classes}"
+    if job.nvlink_bytes_per_second is not None:
+        line += f" · NVLink {_si(job.nvlink_bytes_per_second, 'B/s')}"
+    if job.straggler is not None:
+        line += f" · GPUs {','.join(map(str, job.waiting))} wait on GPU {job.straggler} ({_percent(job.peer_wait)} of the job's GPU time lost)"
+    return line
+
+
 def render(frame: Frame, width: int, height: int | None, colour: bool) -> list[str]:
     """The frame's lines, none wider than ``width`` characters (escapes aside); at most ``height``
     lines where a height is given (a live terminal), the GPUs that do not fit counted on the last."""
@@ -157,6 +170,8 @@ def render(frame: Frame, width: int, height: int | None, colour: bool) -> list[s
         for app in gpu.apps:
             figures = f"{_si(app.throughput, app.unit + '/s')} · {_si(app.units_per_joule, app.unit + '/J')}" if app.up else "not answering"
             rows.append(_fit(printable(f"    └ {app.name}: {figures}"), width))
+    for job in frame.jobs:
+        rows.append(paint(_fit(printable(job_line(job)), width), RED if job.straggler is not None else ""))
     shown = sorted({gpu.bottleneck for gpu in frame.gpus if gpu.up and gpu.bottleneck and gpu.bottleneck != "idle"})
     advice = [line for name in shown if name in WHAT_TO_TRY for line in textwrap.wrap(f"{name}: {WHAT_TO_TRY[name]}", width, subsequent_indent="  ")]
     if height is not None:  # the rows first; what to try only in the room they leave

@@ -197,10 +197,24 @@
     }));
   }
 
+  function renderJobs(jobs) {
+    byId("jobs").replaceChildren(...(jobs || []).map((job) => {
+      const parts = [
+        job.kind + " " + job.name + ": GPUs " + job.gpus.join(", "),
+        "efficiency " + fixed(job.efficiency, 2),
+        Object.entries(job.classes).sort().map(([name, count]) => name + " " + count).join(", "),
+      ];
+      if (job.nvlink_bytes_per_second !== null) parts.push("NVLink " + si(job.nvlink_bytes_per_second, "B/s"));
+      if (job.straggler !== null) parts.push("GPUs " + job.waiting.join(", ") + " wait on GPU " + job.straggler + ", losing " + percent(job.peer_wait) + " of the job's GPU time");
+      return element("li", job.straggler !== null ? "job straggling" : "job", parts.join(" · "));
+    }));
+  }
+
   function apply(data) {
     if (data.classes) state.classes = data.classes;
     mergeHistory(data.history);
     renderFleet(data);
+    renderJobs(data.jobs);
     for (const gpu of data.gpus) renderGpu(gpu);
     const listed = new Set(data.gpus.map((gpu) => gpu.uuid));
     for (const [uuid, held] of state.cards) {
