@@ -57,7 +57,8 @@ class BenchError(Exception):
 
 
 def child_env(**extra: str) -> dict[str, str]:
-    return dict(os.environ, **NO_MULTICAST, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1", **extra)
+    path = os.pathsep.join(part for part in (str(ROOT), os.environ.get("PYTHONPATH", "")) if part)  # carried packages (nvitop-exporter) stay importable
+    return dict(os.environ, **NO_MULTICAST, PYTHONPATH=path, PYTHONUNBUFFERED="1", **extra)
 
 
 
