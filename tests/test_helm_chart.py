@@ -11,7 +11,7 @@ from typing import Any
 import helm_python as helm
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import ROOT, running_daemon
 from helm_render import CHART, exporter_config, pod_spec, render
 from kube_schemas import validate_all
 
@@ -38,7 +38,7 @@ def test_rendered_objects_validate_against_kubernetes_schemas(values: dict[str, 
 
 def test_defaults_conventional_labels_security_and_attribution() -> None:
     objects = render()
-    assert set(objects) == {"NOTES", "ConfigMap/gpueff-gpu-efficiency-exporter", "DaemonSet/gpueff-gpu-efficiency-exporter", "Service/gpueff-gpu-efficiency-exporter", "ServiceAccount/gpueff-gpu-efficiency-exporter"}
+    assert set(objects) == {"NOTES", "ConfigMap/gpueff-gpu-efficiency-exporter", "DaemonSet/gpueff-gpu-efficiency-exporter", "Service/gpueff-gpu-efficiency-exporter", "ServiceAccount/gpueff-gpu-efficiency-exporter", "Pod/gpueff-gpu-efficiency-exporter-test"}
     for key, obj in objects.items():
         if key != "NOTES":
             labels = obj["metadata"]["labels"]
@@ -52,7 +52,7 @@ def test_defaults_conventional_labels_security_and_attribution() -> None:
     assert "nodeSelector" not in pod and pod["affinity"]["nodeAffinity"] and pod["tolerations"][0]["key"] == "nvidia.com/gpu"
     assert pod["priorityClassName"] == "system-node-critical"
     assert "runtimeClassName" not in pod and pod["hostPID"] is False
-    assert container["image"] == "gpu-efficiency-exporter:0.1.0"
+    assert container["image"] == "ghcr.io/gpu-efficiency-exporter/gpu-efficiency-exporter:0.1.0"
     assert {v["name"] for v in pod["volumes"]} == {"config", "tmp", "pod-resources"}
     assert container["livenessProbe"]["httpGet"]["path"] == "/-/healthy" and container["readinessProbe"]["httpGet"]["path"] == "/-/ready"
     args = daemon_parser().parse_args(container["args"])
@@ -63,7 +63,7 @@ def test_defaults_conventional_labels_security_and_attribution() -> None:
 
 
 def test_switches() -> None:
-    objects = render({"hostPID": True, "profilingAdmin": True, "runtimeClassName": "nvidia", "image": {"repository": "registry.example/gpueff", "tag": "1.2.3", "pullPolicy": "Always"}, "config": {"collect_interval": "500ms", "kubernetes": {"refresh_interval": "30s"}}})
+    objects = render({"hostPID": True, "profilingAdmin": True, "runtimeClassName": "nvidia", "image": {"registry": "", "repository": "registry.example/gpueff", "tag": "1.2.3", "pullPolicy": "Always"}, "config": {"collect_interval": "500ms", "kubernetes": {"refresh_interval": "30s"}}})
     pod = pod_spec(objects)
     (container,) = pod["containers"]
     assert pod["hostPID"] is True and pod["runtimeClassName"] == "nvidia"
@@ -224,3 +224,40 @@ def test_the_dcgm_exporter_compat_rules_come_with_the_prometheusrule_when_asked(
     assert groups[-len(compat):] == compat
     without = render({"prometheusRule": {"enabled": True}})["PrometheusRule/gpueff-gpu-efficiency-exporter"]["spec"]["groups"]
     assert without == groups[: -len(compat)]
+
+
+def helm_test_pod(values: dict[str, Any]) -> dict[str, Any]:
+    return render(values)["Pod/gpueff-gpu-efficiency-exporter-test"]
+
+
+def run_helm_test_container(pod: dict[str, Any], url: str) -> subprocess.CompletedProcess[str]:
+    """The test pod's command, run here against a daemon on loopback in place of the Service."""
+    (container,) = pod["spec"]["containers"]
+    script, service_url, connect_only = container["args"]
+    assert container["command"] == ["python3", "-c"]
+    local_url = url + "/" + service_url.split("/", 3)[3]
+    return subprocess.run([sys.executable, "-c", script, local_url, connect_only], capture_output=True, text=True, timeout=30)
+
+
+def test_helm_test_hook_asks_the_service_for_readiness() -> None:
+    pod = helm_test_pod({})
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test" and pod["spec"]["restartPolicy"] == "Never"
+    (container,) = pod["spec"]["containers"]
+    assert container["image"] == "ghcr.io/gpu-efficiency-exporter/gpu-efficiency-exporter:0.1.0"
+    assert container["args"][1:] == ["http://gpueff-gpu-efficiency-exporter.monitoring.svc:9947/-/ready", "false"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True and pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    with running_daemon("--demo") as daemon:
+        done = run_helm_test_container(pod, daemon.url)
+        daemon.stop()
+        failed = run_helm_test_container(pod, daemon.url)
+    assert done.returncode == 0 and " 200 " in done.stdout, done.stdout + done.stderr
+    assert failed.returncode != 0, "a daemon that is gone fails the test"
+
+
+def test_helm_test_hook_follows_tls_auth_and_the_service_switch() -> None:
+    tls = helm_test_pod({"webConfig": {"existingSecret": "mine", "tls": True}})["spec"]["containers"][0]["args"]
+    assert tls[1].startswith("https://") and tls[2] == "false"
+    auth = helm_test_pod({"webConfig": {"existingSecret": "mine", "basicAuth": True}})["spec"]["containers"][0]["args"]
+    assert auth[2] == "true"
+    assert "Pod/gpueff-gpu-efficiency-exporter-test" not in render({"service": {"enabled": False}})
+    assert "Pod/gpueff-gpu-efficiency-exporter-test" not in render({"helmTest": {"enabled": False}})

@@ -200,10 +200,12 @@ def test_settings_that_cannot_scrape_fail_the_install(values: dict[str, Any], me
 
 
 @pytest.mark.parametrize(("image", "expected"), [
-    ({"registry": "ghcr.io/acme"}, "ghcr.io/acme/gpu-efficiency-exporter:0.1.0"),
-    ({"registry": "ghcr.io/acme", "global": "mirror.internal"}, "mirror.internal/gpu-efficiency-exporter:0.1.0"),
-    ({"digest": "sha256:" + "a" * 64, "tag": "ignored"}, "gpu-efficiency-exporter@sha256:" + "a" * 64),
-    ({"tag": "0.2.0"}, "gpu-efficiency-exporter:0.2.0"),
+    ({}, "ghcr.io/gpu-efficiency-exporter/gpu-efficiency-exporter:0.1.0"),  # what the release workflow publishes
+    ({"registry": "registry.acme", "repository": "gpueff"}, "registry.acme/gpueff:0.1.0"),
+    ({"registry": "", "repository": "gpu-efficiency-exporter"}, "gpu-efficiency-exporter:0.1.0"),
+    ({"global": "mirror.internal"}, "mirror.internal/gpu-efficiency-exporter/gpu-efficiency-exporter:0.1.0"),
+    ({"digest": "sha256:" + "a" * 64, "tag": "ignored"}, "ghcr.io/gpu-efficiency-exporter/gpu-efficiency-exporter@sha256:" + "a" * 64),
+    ({"tag": "0.2.0"}, "ghcr.io/gpu-efficiency-exporter/gpu-efficiency-exporter:0.2.0"),
 ])
 def test_image_reference(image: dict[str, str], expected: str) -> None:
     registry = image.pop("global", None)
@@ -219,7 +221,7 @@ def test_namespace_override_and_common_labels_reach_every_object() -> None:
     assert {obj["metadata"]["namespace"] for obj in objects.values()} == {"gpu-monitoring"}
     assert all(obj["metadata"]["labels"]["team"] == "ml-platform" for obj in objects.values())
     assert objects[MONITOR]["spec"]["namespaceSelector"] == {"matchNames": ["gpu-monitoring"]}
-    assert len(objects) == 12
+    assert len(objects) == 13  # the helm test pod among them
 
 
 def test_rollout_and_extra_settings() -> None:
@@ -295,10 +297,10 @@ def test_critical_priority_quota_for_gke() -> None:
 def test_dcgm_variant_reads_through_the_gpu_operators_host_engine() -> None:
     objects = render({"dcgm": {"enabled": True}})
     (container,) = pod_spec(objects)["containers"]
-    assert container["image"] == "gpu-efficiency-exporter:0.1.0-dcgm"
+    assert container["image"] == "ghcr.io/gpu-efficiency-exporter/gpu-efficiency-exporter:0.1.0-dcgm"
     args = daemon_parser().parse_args(container["args"])
     assert args.backend == "auto" and args.dcgm_host == "nvidia-dcgm.gpu-operator.svc:5555"
-    assert pod_spec(render({"dcgm": {"enabled": True}, "image": {"tag": "custom"}}))["containers"][0]["image"] == "gpu-efficiency-exporter:custom"
+    assert pod_spec(render({"dcgm": {"enabled": True}, "image": {"tag": "custom"}}))["containers"][0]["image"] == "ghcr.io/gpu-efficiency-exporter/gpu-efficiency-exporter:custom"
     assert "nv-hostengine" in objects["NOTES"]
 
 
