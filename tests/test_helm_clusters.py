@@ -402,3 +402,90 @@ def test_the_plain_manifests_namespace_admits_the_daemonset() -> None:
     (daemonset,) = documents((ROOT / "deploy" / "kubernetes" / "daemonset.yaml").read_text())
     needed = pod_security_level(daemonset["spec"]["template"]["spec"])
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == needed == "privileged"
+
+
+SERVICE = "Service/gpueff-gpu-efficiency-exporter"
+
+
+def test_service_type_cluster_ip_and_traffic_policy() -> None:
+    default = render()[SERVICE]["spec"]
+    assert default["type"] == "ClusterIP" and "clusterIP" not in default and "internalTrafficPolicy" not in default, "headless only when asked"
+    headless = render({"service": {"clusterIP": "None", "internalTrafficPolicy": "Local"}})[SERVICE]["spec"]
+    assert headless["clusterIP"] == "None" and headless["internalTrafficPolicy"] == "Local"
+    node_port = render({"service": {"type": "NodePort", "nodePort": 30947}})[SERVICE]["spec"]
+    assert node_port["type"] == "NodePort" and node_port["ports"][0]["nodePort"] == 30947
+    assert "nodePort" not in render({"service": {"type": "LoadBalancer", "nodePort": 30947}})[SERVICE]["spec"]["ports"][0]
+    validate_all([render({"service": {"type": "NodePort", "nodePort": 30947}})[SERVICE]])
+    with pytest.raises(helm.HelmError, match="headless"):
+        render({"service": {"type": "NodePort", "clusterIP": "None"}})
+    for wrong in ({"type": "ExternalName"}, {"internalTrafficPolicy": "Nearest"}, {"clusterIP": "any"}, {"nodePort": 40000}):
+        with pytest.raises(helm.HelmError):
+            render({"service": wrong})
+
+
+def test_prometheus_io_annotations_on_the_service_or_the_pods() -> None:
+    expected = {"prometheus.io/scrape": "true", "prometheus.io/port": "9947", "prometheus.io/path": "/metrics", "prometheus.io/scheme": "http"}
+    objects = render({"prometheusAnnotations": {"enabled": True}, "service": {"annotations": {"prometheus.io/path": "/custom", "team": "ml"}}})
+    assert objects[SERVICE]["metadata"]["annotations"] == {**expected, "prometheus.io/path": "/custom", "team": "ml"}, "the user's annotations win"
+    assert not set(expected) & set(objects[DAEMONSET]["spec"]["template"]["metadata"]["annotations"])
+    pods = render({"prometheusAnnotations": {"enabled": True, "target": "pod"}, "webConfig": {"existingSecret": "mine", "tls": True}})
+    assert pods[DAEMONSET]["spec"]["template"]["metadata"]["annotations"].items() >= {**expected, "prometheus.io/scheme": "https"}.items()
+    assert "annotations" not in pods[SERVICE]["metadata"]
+    assert "annotations" not in render()[SERVICE]["metadata"]
+    with pytest.raises(helm.HelmError, match="scraped twice"):
+        render({"prometheusAnnotations": {"enabled": True}, "serviceMonitor": {"enabled": True}})
+    with pytest.raises(helm.HelmError, match="needs service.enabled"):
+        render({"prometheusAnnotations": {"enabled": True}, "service": {"enabled": False}})
+
+
+def test_daemonset_annotations_and_dns_policy() -> None:
+    objects = render({"daemonsetAnnotations": {"reloader.stakater.com/auto": "true"}})
+    assert objects[DAEMONSET]["metadata"]["annotations"] == {"reloader.stakater.com/auto": "true"}
+    assert "annotations" not in render()[DAEMONSET]["metadata"]
+    assert "dnsPolicy" not in pod_spec(render())
+    assert pod_spec(render({"hostNetwork": True}))["dnsPolicy"] == "ClusterFirstWithHostNet"
+    custom = pod_spec(render({"hostNetwork": True, "dnsPolicy": "None", "dnsConfig": {"nameservers": ["10.0.0.10"]}}))
+    assert custom["dnsPolicy"] == "None" and custom["dnsConfig"] == {"nameservers": ["10.0.0.10"]}
+    with pytest.raises(helm.HelmError):
+        render({"dnsPolicy": "Anything"})
+
+
+def test_monitor_api_version_and_attach_metadata() -> None:
+    objects = render({"serviceMonitor": {"enabled": True, "attachMetadata": {"node": True}}})
+    assert objects[MONITOR]["apiVersion"] == "monitoring.coreos.com/v1" and objects[MONITOR]["spec"]["attachMetadata"] == {"node": True}
+    validate_all([objects[MONITOR]])
+    assert "attachMetadata" not in render({"serviceMonitor": {"enabled": True}})[MONITOR]["spec"]
+    pods = render({"podMonitor": {"enabled": True, "attachMetadata": {"node": True}}})
+    assert pods[POD_MONITOR]["spec"]["attachMetadata"] == {"node": True}
+    validate_all([pods[POD_MONITOR]])
+    later = render({"serviceMonitor": {"enabled": True, "apiVersion": "monitoring.coreos.com/v1beta1"}})
+    assert later[MONITOR]["apiVersion"] == "monitoring.coreos.com/v1beta1"
+    with pytest.raises(helm.HelmError):
+        render({"serviceMonitor": {"enabled": True, "apiVersion": "example.com/v1"}})
+
+
+def test_image_pull_secrets_and_global_registry_reach_the_exporter_and_the_test_pod() -> None:
+    objects = render({"imagePullSecrets": [{"name": "mirror"}], "global": {"imageRegistry": "mirror.internal"}})
+    for pod in (pod_spec(objects), objects["Pod/gpueff-gpu-efficiency-exporter-test"]["spec"]):
+        assert pod["imagePullSecrets"] == [{"name": "mirror"}]
+        assert pod["containers"][0]["image"] == "mirror.internal/gpu-efficiency-exporter/gpu-efficiency-exporter:0.1.0"
+
+
+CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
+
+
+def test_chart_testing_values_files_exist() -> None:
+    assert {path.name for path in CI_VALUES} >= {"default-values.yaml", "kube-prometheus-stack-values.yaml", "prometheus-annotations-values.yaml", "nonroot-hostnetwork-values.yaml", "podmonitor-tls-values.yaml", "dcgm-values.yaml"}
+    assert not [path for path in (CHART / "ci").iterdir() if not path.name.endswith("-values.yaml")], "ct reads only *-values.yaml"
+
+
+@pytest.mark.parametrize("path", CI_VALUES, ids=lambda path: path.name)
+def test_chart_testing_values_lint_strict_and_render_valid_objects(path: Path) -> None:
+    """What `ct lint` and `ct install` do per file in ci/: helm lint --strict, then install; here,
+    the rendered objects validated against the Kubernetes and Prometheus Operator schemas."""
+    values = yaml.safe_load(path.read_text()) or {}
+    report = helm.lint(str(CHART), values, strict=True, kube_version="v1.30.0")
+    assert report["errors"] == [] and [m for m in report["messages"] if m["severity"] >= 2] == [], report
+    objects = render(values)
+    checked = validate_all(obj for key, obj in objects.items() if key != "NOTES")
+    assert DAEMONSET in checked

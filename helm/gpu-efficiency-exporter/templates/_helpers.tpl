@@ -173,3 +173,14 @@ mounted and a ClusterRole lets it list what it reads, on its own node only. */}}
 {{- define "gpueff.apiAccess" -}}
 {{- if and .Values.podResources.enabled (or .Values.podResources.draDrivers .Values.podResources.podLabelKeys) -}}true{{- end -}}
 {{- end -}}
+
+{{/* The prometheus.io/* annotations of Prometheus' example kubernetes-service-endpoints and
+kubernetes-pods scrape jobs (a Prometheus without the operator); the port is the container's, which
+both jobs put beside the pod's address. */}}
+{{- define "gpueff.prometheusAnnotations" -}}
+{{- $web := include "gpueff.webFeatures" . | fromJson -}}
+prometheus.io/scrape: "true"
+prometheus.io/port: "9947"
+prometheus.io/path: /metrics
+prometheus.io/scheme: {{ ternary "https" "http" $web.tls }}
+{{- end -}}
