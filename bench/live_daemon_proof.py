@@ -35,7 +35,7 @@ SERIES = (
     "gpueff_efficiency_ratio",
     "gpueff_mismatch",
     "gpueff_bottleneck",
-    "gpueff_estimated_total_flops_per_second",
+    "gpueff_busy_flops_per_second",
     "gpueff_sm_clock_hertz",
     "gpueff_power_watts",
 )
@@ -95,7 +95,7 @@ def main() -> int:
             cells = []
             for series in SERIES:
                 value = readings.get(series, "–")
-                if series == "gpueff_estimated_total_flops_per_second" and value != "–":
+                if series == "gpueff_busy_flops_per_second" and value != "–":
                     value = f"{float(value) / 1e12:.0f} TFLOP/s"
                 elif series == "gpueff_sm_clock_hertz" and value != "–":
                     value = f"{float(value) / 1e6:.0f} MHz"

@@ -64,8 +64,8 @@ def main() -> int:
                     "engine_slow_window": sample.graphics_active_slow_window,  # NVML on a full GPU: the engine at the slow cadence
                     "pcie_rx_gbps": None if readings.get("pcie_rx_bytes_per_second") is None else readings["pcie_rx_bytes_per_second"] / 1e9,
                     "pcie_tx_gbps": None if readings.get("pcie_tx_bytes_per_second") is None else readings["pcie_tx_bytes_per_second"] / 1e9,
-                    "tflops": None if derived.total_flops is None else derived.total_flops / 1e12,
-                    **{f"{pipe}_t": None if (value := getattr(derived.work, pipe)) is None else value / 1e12 for pipe in ("hmma_bf16_equivalent", "dmma_fp64", "imma_int8", "fp64", "fp32", "fp16")},
+                    "tflops": None if derived.busy_flops is None else derived.busy_flops / 1e12,
+                    **{f"{pipe}_t": None if (value := getattr(derived.pipe_busy, pipe)) is None else value / 1e12 for pipe in ("hmma_bf16_equivalent", "dmma_fp64", "imma_int8", "fp64", "fp32", "fp16")},
                     "tbps": None if derived.dram_bytes_per_second is None else derived.dram_bytes_per_second / 1e12,
                     "mismatch": [rule for rule, fired in derived.mismatch.items() if fired],
                     "implausible": [check for check, fired in derived.implausible.items() if fired],

@@ -40,12 +40,12 @@ class GpuOverview:
     mismatch: tuple[str, ...]  # the mismatch rules that hold
     implausible: tuple[str, ...]  # the counter-health checks that fail
     profiling: bool  # SM activity is read
-    tensor_flops: float | None  # the HMMA tensor pipe's work, BF16-equivalent (gpueff_estimated_flops_per_second{pipe="hmma_bf16_equivalent"})
+    tensor_flops: float | None  # the HMMA tensor pipe's busy work, BF16-equivalent: an upper bound (gpueff_pipe_busy_flops_per_second{pipe="hmma_bf16_equivalent"})
     peak_tensor_flops: float | None
     dram_bytes_per_second: float | None
     peak_dram_bytes_per_second: float | None
     power_watts: float | None
-    flop_per_joule: float | None  # every floating-point pipe's work per joule
+    busy_flop_per_joule: float | None  # every floating-point pipe's busy work per joule: an upper bound
     memory_used_bytes: float | None
     memory_total_bytes: float | None
     busy_idle_sm_seconds: float | None  # ∫ max(0, utilization − SM activity) dt since the exporter started
@@ -148,12 +148,12 @@ def gpu_overview(state: GpuState, stale: bool, apps: tuple[AppFigures, ...] = ()
         mismatch=tuple(rule for rule, holds in live.mismatch.items() if holds) if live else (),
         implausible=tuple(check for check, failed in live.implausible.items() if failed) if live else (),
         profiling=up and sample.profiling_available,
-        tensor_flops=live.work.hmma_bf16_equivalent if live else None,
+        tensor_flops=live.pipe_busy.hmma_bf16_equivalent if live else None,
         peak_tensor_flops=peak.tensor_flops if peak else None,
         dram_bytes_per_second=live.dram_bytes_per_second if live else None,
         peak_dram_bytes_per_second=peak.dram_bytes_per_second if peak else None,
         power_watts=sample.power_watts if up else None,
-        flop_per_joule=live.flop_per_joule if live else None,
+        busy_flop_per_joule=live.busy_flop_per_joule if live else None,
         memory_used_bytes=sample.memory_used_bytes if up else None,
         memory_total_bytes=sample.memory_total_bytes if up else None,
         busy_idle_sm_seconds=state.totals.busy_idle_sm_seconds,

@@ -1,9 +1,12 @@
 """Peak figures per GPU model, per pipe: the denominators of the achieved FLOP/s and bandwidth
 estimates.
 
-Every figure is dense (no 2:4 sparsity) at the model's boost clock, from NVIDIA's data sheets (or,
-where a data sheet leaves a pipe out, the architecture whitepaper's per-SM rate); the source of each
-row is named in ``source`` and docs/peaks.md lists the table. A pipe a model does not have (Volta
+Every figure is dense (no 2:4 sparsity), from NVIDIA's data sheets (or, where a data sheet leaves a
+pipe out, the architecture whitepaper's per-SM rate); the source of each row is named in ``source``
+and docs/peaks.md lists the table. A data sheet quotes each pipe at its own clock: Hopper's tensor
+figures at ~1830 MHz on an H100 SXM, its FP32/FP64 figures at the 1980 MHz boost. Each figure's
+clock basis is derived, not assumed: figure / (SMs x the architecture's dense operations per clock
+per SM, ``Rates``); an estimate scales the figure by the SM clock over that basis. A pipe a model does not have (Volta
 has no BF16, TF32, FP8 or INT8 tensor cores; only GA100/GH100/GB100 have FP64 tensor cores) or that
 no NVIDIA document gives a figure for is None: that pipe gets no estimate rather than a wrong one.
 A model that is not in the table (or in the config's ``peaks:``) gets no estimate at all.
@@ -57,6 +60,37 @@ class Peak:
     fp16_flops: float | None = None  # non-tensor FP16 (packed half2)
     sm_count: int | None = None
     source: str = field(default="", compare=False)
+    clock_basis_mhz: tuple[tuple[str, float], ...] = ()  # (Peak field, the SM clock its figure is quoted at)
+
+    def basis_mhz(self, peak_field: str) -> float | None:
+        """The SM clock the figure in ``peak_field`` is quoted at; None where it could not be derived."""
+        return next((mhz for name, mhz in self.clock_basis_mhz if name == peak_field), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Rates:
+    """Dense operations per clock per SM of each pipe (an FMA counts 2), from NVIDIA's architecture
+    whitepapers: what turns a data-sheet figure into the SM clock it is quoted at."""
+
+    name: str
+    bf16: int | None
+    fp8: int | None
+    tf32: int | None
+    int8: int | None
+    fp64_tensor: int | None
+    fp64: int | None
+    fp32: int
+    fp16: int | None
+
+
+VOLTA = Rates("Volta GV100 (whitepaper: 8 tensor cores x 64 FP16 FMA per SM)", 1024, None, None, None, None, 64, 128, 256)
+TURING = Rates("Turing TU104 (whitepaper: 8 tensor cores x 64 FP16 FMA per SM, INT8 twice that)", 1024, None, None, 2048, None, 4, 128, 256)
+AMPERE_GA100 = Rates("Ampere GA100 (whitepaper: 4 tensor cores x 256 FP16 FMA per SM)", 2048, None, 1024, 4096, 128, 64, 128, 512)
+AMPERE_GA10X = Rates("Ampere GA10x (whitepaper: 4 tensor cores x 128 FP16 FMA per SM, 128 FP32 lanes)", 1024, None, 512, 2048, None, None, 256, 256)
+ADA = Rates("Ada AD10x (whitepaper: 4 tensor cores x 128 FP16 FMA per SM with FP32 accumulate, FP8 twice that)", 1024, 2048, 512, 2048, None, None, 256, 256)
+ADA_HALF = Rates("Ada AD102 at half-rate FP32 accumulate (L40: every tensor figure half the L40S's)", 512, 1024, 256, 1024, None, None, 256, 256)
+HOPPER = Rates("Hopper GH100 (whitepaper: 4 tensor cores x 512 FP16 FMA per SM, FP8 and INT8 twice that)", 4096, 8192, 2048, 8192, 256, 128, 256, 512)
+BLACKWELL = Rates("Blackwell B200 (twice Hopper's dense tensor rate per SM: the only power of two that puts each basis under the boost clock)", 8192, 16384, 4096, 16384, 128, 128, 256, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +110,15 @@ class Spec:
     nvlink_gbps: float | None
     sms: int | None
     source: str
+    rates: Rates | None = None  # None: the per-SM rates are not the architecture's (export-limited parts), so no basis
+
+    def basis_mhz(self, pipe: str) -> float | None:
+        """The SM clock the data sheet's ``pipe`` figure is quoted at: figure / (SMs x per-SM rate)."""
+        figure: float | None = getattr(self, pipe)
+        rate: int | None = getattr(self.rates, pipe) if self.rates is not None else None
+        if figure is None or rate is None or not self.sms:
+            return None
+        return figure * TERA / (self.sms * rate) / 1e6
 
     def peak(self) -> Peak:
         def tera(value: float | None) -> float | None:
@@ -95,40 +138,46 @@ class Spec:
             fp16_flops=tera(self.fp16),
             sm_count=self.sms,
             source=self.source,
+            clock_basis_mhz=tuple((field, mhz) for pipe, field in SPEC_PIPES if (mhz := self.basis_mhz(pipe)) is not None),
         )
+
+
+# Spec column -> the Peak field its figure fills (the compute pipes: the ones a clock basis applies to)
+SPEC_PIPES = (("bf16", "tensor_flops"), ("fp8", "tensor_fp8_flops"), ("tf32", "tensor_tf32_flops"), ("int8", "tensor_int8_ops"),
+              ("fp64_tensor", "tensor_fp64_flops"), ("fp64", "fp64_flops"), ("fp32", "fp32_flops"), ("fp16", "fp16_flops"))
 
 
 # PCIe per direction: Gen3 x16 16 GB/s, Gen4 x16 32 GB/s, Gen5 x16 64 GB/s. NVLink per direction:
 # half the data sheet's bidirectional total.
-_V100_SXM2 = Spec(125, None, None, None, None, 7.8, 15.7, 31.4, 0.9, 16, 150, 80, "NVIDIA V100 data sheet (SXM2); FP16 non-tensor: Volta whitepaper (2x FP32)")
-_V100_PCIE = Spec(112, None, None, None, None, 7.0, 14.0, 28.0, 0.9, 16, None, 80, "NVIDIA V100 data sheet (PCIe); FP16 non-tensor: Volta whitepaper (2x FP32)")
-_V100S_PCIE = Spec(130, None, None, None, None, 8.2, 16.4, 32.8, 1.134, 16, None, 80, "NVIDIA V100S data sheet; FP16 non-tensor: Volta whitepaper (2x FP32)")
-_T4 = Spec(65, None, None, 130, None, 0.25, 8.1, 16.2, 0.32, 16, None, 40, "NVIDIA T4 data sheet; FP64 and FP16 non-tensor: Turing whitepaper (1/32 and 2x FP32)")
-_A100_SXM_40 = Spec(312, None, 156, 624, 19.5, 9.7, 19.5, 78, 1.555, 32, 300, 108, "NVIDIA A100 data sheet (SXM4 40GB); FP16 non-tensor: A100 whitepaper")
+_V100_SXM2 = Spec(125, None, None, None, None, 7.8, 15.7, 31.4, 0.9, 16, 150, 80, "NVIDIA V100 data sheet (SXM2); FP16 non-tensor: Volta whitepaper (2x FP32)", rates=VOLTA)
+_V100_PCIE = Spec(112, None, None, None, None, 7.0, 14.0, 28.0, 0.9, 16, None, 80, "NVIDIA V100 data sheet (PCIe); FP16 non-tensor: Volta whitepaper (2x FP32)", rates=VOLTA)
+_V100S_PCIE = Spec(130, None, None, None, None, 8.2, 16.4, 32.8, 1.134, 16, None, 80, "NVIDIA V100S data sheet; FP16 non-tensor: Volta whitepaper (2x FP32)", rates=VOLTA)
+_T4 = Spec(65, None, None, 130, None, 0.25, 8.1, 16.2, 0.32, 16, None, 40, "NVIDIA T4 data sheet; FP64 and FP16 non-tensor: Turing whitepaper (1/32 and 2x FP32)", rates=TURING)
+_A100_SXM_40 = Spec(312, None, 156, 624, 19.5, 9.7, 19.5, 78, 1.555, 32, 300, 108, "NVIDIA A100 data sheet (SXM4 40GB); FP16 non-tensor: A100 whitepaper", rates=AMPERE_GA100)
 _A100_SXM_80 = replace(_A100_SXM_40, dram_tbps=2.039, source="NVIDIA A100 data sheet (SXM4 80GB); FP16 non-tensor: A100 whitepaper")
 _A100_PCIE_40 = replace(_A100_SXM_40, source="NVIDIA A100 data sheet (PCIe 40GB, NVLink bridge 600 GB/s); FP16 non-tensor: A100 whitepaper")
 _A100_PCIE_80 = replace(_A100_SXM_40, dram_tbps=1.935, source="NVIDIA A100 data sheet (PCIe 80GB, NVLink bridge 600 GB/s); FP16 non-tensor: A100 whitepaper")
 _A800_SXM_80 = replace(_A100_SXM_80, nvlink_gbps=200, source="NVIDIA A800 data sheet (SXM4 80GB: A100 compute, NVLink 400 GB/s)")
 _A800_PCIE_80 = replace(_A100_PCIE_80, nvlink_gbps=200, source="NVIDIA A800 data sheet (PCIe 80GB: A100 compute, NVLink bridge 400 GB/s)")
-_A30 = Spec(165, None, 82, 330, 10.3, 5.2, 10.3, None, 0.933, 32, 100, 56, "NVIDIA A30 data sheet")
-_A10 = Spec(125, None, 62.5, 250, None, None, 31.2, 31.2, 0.6, 32, None, 72, "NVIDIA A10 data sheet; FP16 non-tensor: Ampere GA102 whitepaper (1x FP32)")
-_A16 = Spec(17.9, None, 9.0, 35.9, None, None, 4.5, 4.5, 0.2, 32, None, 10, "NVIDIA A16 data sheet, one of the board's four GPUs (board figures / 4); FP16 non-tensor: GA107 1x FP32")
-_A40 = Spec(149.7, None, 74.8, 299.3, None, None, 37.4, 37.4, 0.696, 32, 56.25, 84, "NVIDIA A40 data sheet; FP16 non-tensor: Ampere GA102 whitepaper (1x FP32)")
-_L4 = Spec(121, 242.5, 60, 242.5, None, None, 30.3, 30.3, 0.3, 32, None, 58, "NVIDIA L4 data sheet; FP16 non-tensor: Ada whitepaper (1x FP32)")
-_L40 = Spec(181.05, 362.1, 90.5, 362.1, None, None, 90.5, 90.5, 0.864, 32, None, 142, "NVIDIA L40 data sheet; FP16 non-tensor: Ada whitepaper (1x FP32)")
-_L40S = Spec(362.05, 733, 183, 733, None, None, 91.6, 91.6, 0.864, 32, None, 142, "NVIDIA L40S data sheet; FP16 non-tensor: Ada whitepaper (1x FP32)")
-_RTX6000_ADA = Spec(364.25, 728.5, 182.1, 728.5, None, None, 91.1, 91.1, 0.96, 32, None, 142, "NVIDIA RTX 6000 Ada Generation data sheet (1457 TFLOPS FP8 sparse); FP16 non-tensor: Ada whitepaper (1x FP32)")
-_H100_SXM = Spec(989.4, 1978.9, 494.7, 1978.9, 66.9, 33.5, 66.9, 133.8, 3.35, 64, 450, 132, "NVIDIA H100 data sheet (SXM5); FP16 non-tensor: H100 whitepaper")
-_H100_PCIE = Spec(756.5, 1513, 378, 1513, 51.2, 25.6, 51.2, 102.4, 2.0, 64, 300, 114, "NVIDIA H100 data sheet (PCIe, NVLink bridge 600 GB/s); FP16 non-tensor: H100 whitepaper")
-_H100_NVL = Spec(835.5, 1670.5, 417.5, 1670.5, 60, 30, 60, None, 3.9, 64, 300, 132, "NVIDIA H100 NVL data sheet (94 GB, NVLink bridge 600 GB/s)")
-_H800_SXM = replace(_H100_SXM, fp64_tensor=1, fp64=1, nvlink_gbps=200, source="NVIDIA H800 data sheet (SXM5: H100 tensor rates, FP64 and FP64 tensor 1 TFLOP/s, NVLink 400 GB/s)")
+_A30 = Spec(165, None, 82, 330, 10.3, 5.2, 10.3, None, 0.933, 32, 100, 56, "NVIDIA A30 data sheet", rates=AMPERE_GA100)
+_A10 = Spec(125, None, 62.5, 250, None, None, 31.2, 31.2, 0.6, 32, None, 72, "NVIDIA A10 data sheet; FP16 non-tensor: Ampere GA102 whitepaper (1x FP32)", rates=AMPERE_GA10X)
+_A16 = Spec(17.9, None, 9.0, 35.9, None, None, 4.5, 4.5, 0.2, 32, None, 10, "NVIDIA A16 data sheet, one of the board's four GPUs (board figures / 4); FP16 non-tensor: GA107 1x FP32", rates=AMPERE_GA10X)
+_A40 = Spec(149.7, None, 74.8, 299.3, None, None, 37.4, 37.4, 0.696, 32, 56.25, 84, "NVIDIA A40 data sheet; FP16 non-tensor: Ampere GA102 whitepaper (1x FP32)", rates=AMPERE_GA10X)
+_L4 = Spec(121, 242.5, 60, 242.5, None, None, 30.3, 30.3, 0.3, 32, None, 58, "NVIDIA L4 data sheet; FP16 non-tensor: Ada whitepaper (1x FP32)", rates=ADA)
+_L40 = Spec(181.05, 362.1, 90.5, 362.1, None, None, 90.5, 90.5, 0.864, 32, None, 142, "NVIDIA L40 data sheet; FP16 non-tensor: Ada whitepaper (1x FP32)", rates=ADA_HALF)
+_L40S = Spec(362.05, 733, 183, 733, None, None, 91.6, 91.6, 0.864, 32, None, 142, "NVIDIA L40S data sheet; FP16 non-tensor: Ada whitepaper (1x FP32)", rates=ADA)
+_RTX6000_ADA = Spec(364.25, 728.5, 182.1, 728.5, None, None, 91.1, 91.1, 0.96, 32, None, 142, "NVIDIA RTX 6000 Ada Generation data sheet (1457 TFLOPS FP8 sparse); FP16 non-tensor: Ada whitepaper (1x FP32)", rates=ADA)
+_H100_SXM = Spec(989.4, 1978.9, 494.7, 1978.9, 66.9, 33.5, 66.9, 133.8, 3.35, 64, 450, 132, "NVIDIA H100 data sheet (SXM5); FP16 non-tensor: H100 whitepaper", rates=HOPPER)
+_H100_PCIE = Spec(756.5, 1513, 378, 1513, 51.2, 25.6, 51.2, 102.4, 2.0, 64, 300, 114, "NVIDIA H100 data sheet (PCIe, NVLink bridge 600 GB/s); FP16 non-tensor: H100 whitepaper", rates=HOPPER)
+_H100_NVL = Spec(835.5, 1670.5, 417.5, 1670.5, 60, 30, 60, None, 3.9, 64, 300, 132, "NVIDIA H100 NVL data sheet (94 GB, NVLink bridge 600 GB/s)", rates=HOPPER)
+_H800_SXM = replace(_H100_SXM, fp64_tensor=1, fp64=1, nvlink_gbps=200, rates=replace(HOPPER, fp64_tensor=None, fp64=None), source="NVIDIA H800 data sheet (SXM5: H100 tensor rates, FP64 and FP64 tensor 1 TFLOP/s, NVLink 400 GB/s)")
 _H20 = Spec(148, 296, 74, 296, None, 1, 44, None, 4.0, 64, 450, 78, "NVIDIA HGX H20 data sheet (96 GB HBM3, NVLink 900 GB/s)")
 _H200_SXM = replace(_H100_SXM, dram_tbps=4.8, source="NVIDIA H200 data sheet (SXM: H100 SXM compute, 4.8 TB/s); FP16 non-tensor: H100 whitepaper")
-_H200_NVL = Spec(835.5, 1670.5, 417.5, 1670.5, 60, 30, 60, None, 4.8, 64, 450, 132, "NVIDIA H200 data sheet (NVL, NVLink bridge 900 GB/s)")
+_H200_NVL = Spec(835.5, 1670.5, 417.5, 1670.5, 60, 30, 60, None, 4.8, 64, 450, 132, "NVIDIA H200 data sheet (NVL, NVLink bridge 900 GB/s)", rates=HOPPER)
 _GH200_96 = replace(_H100_SXM, dram_tbps=4.0, pcie_gbps=None, fp16=None, source="NVIDIA GH200 data sheet (96 GB HBM3; the host link is NVLink-C2C, not PCIe)")
 _GH200_144 = replace(_GH200_96, dram_tbps=4.9, source="NVIDIA GH200 data sheet (144 GB HBM3e; the host link is NVLink-C2C, not PCIe)")
-_B200 = Spec(2250, 4500, 1100, 4500, 37, 37, 75, None, 7.7, 64, 900, 148, "NVIDIA HGX B200 data sheet (per GPU, 1000 W)")
-_GB200 = Spec(2500, 5000, 1250, 5000, 40, 40, 80, None, 8.0, None, 900, None, "NVIDIA GB200 NVL72 data sheet (per GPU; the host link is NVLink-C2C)")
+_B200 = Spec(2250, 4500, 1100, 4500, 37, 37, 75, None, 7.7, 64, 900, 148, "NVIDIA HGX B200 data sheet (per GPU, 1000 W)", rates=BLACKWELL)
+_GB200 = Spec(2500, 5000, 1250, 5000, 40, 40, 80, None, 8.0, None, 900, None, "NVIDIA GB200 NVL72 data sheet (per GPU; the host link is NVLink-C2C)", rates=BLACKWELL)
 
 # NVML device names (nvmlDeviceGetName) -> data-sheet row. docs/peaks.md says where each name was seen.
 SPECS: dict[str, Spec] = {
@@ -211,7 +260,9 @@ def peak_for(model: str, overrides: dict[str, PeakOverride] | None = None) -> Pe
     given = {OVERRIDE_FIELDS[key][0]: value * OVERRIDE_FIELDS[key][1] for key, value in asdict(override).items() if value is not None}
     if peak is None:
         return replace(Peak(None, None, None, None, source="config"), **given)
-    return replace(peak, **given)
+    # a figure from the config has no derived clock basis: it is taken at the max SM clock
+    kept = tuple((name, mhz) for name, mhz in peak.clock_basis_mhz if name not in given)
+    return replace(peak, **given, clock_basis_mhz=kept)
 
 
 def unknown_model_note(model: str) -> str:

@@ -359,8 +359,8 @@ def test_derivations_and_exposition_over_nvml_reproduce_the_planted_mismatch(tra
     # the clock being the mean of its readings at both ends of the window.
     record, start = fake.record(2, at=clock.now - 1), fake.record(2, at=clock.now - 2)  # the last poll's reading, and the one before
     hmma = fake.window_mean(2, "HMMA_TENSOR_UTIL", clock.now - 2, clock.now - 1)  # over the last poll's window
-    expected = hmma / 100 * 989.4e12 * (record["sm_clock_mhz"] + start["sm_clock_mhz"]) / 2 / 1980
-    assert value("gpueff_estimated_flops_per_second", 2, ',pipe="hmma_bf16_equivalent"') == pytest.approx(expected, rel=1e-6)
+    expected = hmma / 100 * 989.4e12 * (record["sm_clock_mhz"] + start["sm_clock_mhz"]) / 2 / 1830
+    assert value("gpueff_pipe_busy_flops_per_second", 2, ',pipe="hmma_bf16_equivalent"') == pytest.approx(expected, rel=1e-3)  # the basis is 989.4e12 / (132 x 4096) = 1829.9 MHz
     assert value("gpueff_busy_idle_sm_seconds_total", spin) == pytest.approx(2 * (1 - 0.0076), abs=0.01)
 
 

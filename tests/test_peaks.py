@@ -54,3 +54,30 @@ def test_every_override_key_reaches_its_peak_field():
         assert getattr(peak, field) == 2.0 * scale, key
     h200 = peak_for("NVIDIA H200", {"NVIDIA H200": PeakOverride(fp32_tflops=50)})
     assert h200.fp32_flops == 50e12 and h200.tensor_flops == 989.4e12  # field by field
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_every_clock_basis_is_physical(name):
+    """figure / (SMs x per-SM rate) must land near the CUDA cores' clock: a wrong rate is off by a power of two."""
+    spec = SPECS[name]
+    fp32 = spec.basis_mhz("fp32")
+    pipes = ("bf16", "fp8", "tf32", "int8", "fp64_tensor", "fp64", "fp16")
+    if fp32 is None:
+        assert all(spec.basis_mhz(pipe) is None for pipe in pipes)
+        return
+    assert 1000 <= fp32 <= 2600
+    for pipe in pipes:
+        basis = spec.basis_mhz(pipe)
+        assert basis is None or 0.85 <= basis / fp32 <= 1.02, (pipe, basis, fp32)
+    assert BUILTIN_PEAKS[name].basis_mhz("fp32_flops") == fp32
+
+
+def test_hopper_quotes_its_tensor_pipes_at_1830_and_fp32_at_1980():
+    peak = BUILTIN_PEAKS["NVIDIA H100 80GB HBM3"]
+    assert peak.basis_mhz("tensor_flops") == pytest.approx(1830, abs=1) and peak.basis_mhz("tensor_int8_ops") == pytest.approx(1830, abs=1)
+    assert peak.basis_mhz("fp32_flops") == pytest.approx(1980, abs=1) and peak.basis_mhz("tensor_fp64_flops") == pytest.approx(1980, abs=1)
+
+
+def test_a_config_figure_has_no_derived_basis():
+    h200 = peak_for("NVIDIA H200", {"NVIDIA H200": PeakOverride(tensor_tflops=900)})
+    assert h200.basis_mhz("tensor_flops") is None and h200.basis_mhz("fp32_flops") == pytest.approx(1980, abs=1)

@@ -327,7 +327,7 @@ def test_an_unknown_model_is_logged_once_with_the_config_key_that_adds_it(trace_
         for _ in range(3):
             clock.now += 1
             state = poller.poll_once().gpus[0]
-    assert state.derived.total_flops is None and state.derived.peak is None
+    assert state.derived.busy_flops is None and state.derived.peak is None
     warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
     assert len(warnings) == 1 and "'NVIDIA Future GPU'" in warnings[0] and "peaks:" in warnings[0] and "tensor_tflops" in warnings[0]
 

@@ -90,9 +90,9 @@ def test_promtool_unit_tests_fail_when_a_stalled_server_is_missed(tmp_path):
 
 
 def test_promtool_unit_tests_fail_when_the_mixed_fleet_divides_by_every_gpu(tmp_path):
-    result = promtool_tests_with(tmp_path, "gpueff_power_watts and on (job, instance, uuid) gpueff_estimated_total_flops_per_second", "gpueff_power_watts")
+    result = promtool_tests_with(tmp_path, "gpueff_power_watts and on (job, instance, uuid) gpueff_busy_flops_per_second", "gpueff_power_watts")
     assert result.returncode != 0
-    assert "job:gpueff_estimated_flop_per_joule:ratio" in result.stdout + result.stderr
+    assert "job:gpueff_busy_flop_per_joule:ratio" in result.stdout + result.stderr
 
 
 def test_promtool_unit_tests_fail_when_implausible_readings_count_as_waste(tmp_path: Path) -> None:

@@ -5,8 +5,8 @@ GPM and DCGM profiling readings are means over the window between two polls. NVM
 call answers the driver's latest ~200 ms sample, not a window mean, so the window's utilization is
 the mean of the driver's own samples taken inside the window (``GpuSample.gpu_utilization_window``,
 nvmlDeviceGetSamples): nvidia-smi's quantity, copy-engine work included, over the same window as
-every other figure. NVML's latest sample is kept as ``utilization_instant``. Each math pipe's work is
-its activity at its own peak and clock (``pipe_figures``).
+every other figure. NVML's latest sample is kept as ``utilization_instant``. Each math pipe's busy
+cycles are counted at its own rate and clock (``pipe_figures``): an upper bound of its work.
 Clock and power are instant readings: with the GPU's ``Smoothing`` (exporter/pipeline/smoothing.py) the
 figures use the mean of the readings at both ends of the window. The bottleneck class is judged from a short
 time-weighted mean of recent windows, with hysteresis (exporter/pipeline/smoothing.py). Formulas are in the README.
@@ -40,7 +40,7 @@ MISMATCH_RULES = ("high_util_low_sm", "low_efficiency")
 
 @dataclass(frozen=True, slots=True)
 class PipeFigures:
-    """One figure per math pipe (None: its activity or peak is unknown). As work: FLOP/s, except
+    """One figure per math pipe (None: its activity or peak is unknown). As busy work: FLOP/s, except
     ``imma_int8`` in INT8 operations/s. As a share of the pipe's own peak: a ratio 0..1."""
 
     hmma_bf16_equivalent: float | None = None  # FP16/BF16/TF32/FP8 all issue on HMMA: counted at the BF16 rate
@@ -75,11 +75,11 @@ class Derived:
     implausible: dict[str, bool]  # counter-health checks that could be judged (exporter/taxonomy.py)
     peak: Peak | None
     sm_clock_mhz: float | None  # the SM clock the estimates use: the window's two ends' mean where known
-    work: PipeFigures  # estimated achieved work per pipe, each at its own peak and clock
+    pipe_busy: PipeFigures  # each pipe's busy cycles at its full rate and this clock: an upper bound of its work
     peak_share: PipeFigures  # each pipe's achieved rate over its own peak: activity x clock / max clock
-    total_flops: float | None  # the floating-point pipes' work together (INT8 ops are not FLOP)
+    busy_flops: float | None  # the floating-point pipes' busy work together (INT8 ops are not FLOP)
     dram_bytes_per_second: float | None
-    flop_per_joule: float | None
+    busy_flop_per_joule: float | None
 
     @property
     def counters_implausible(self) -> bool:
@@ -155,27 +155,42 @@ def activity(sample: GpuSample, peak: Peak | None) -> Activity:
 
 
 def clock_factor(clock: float | None, max_clock: float | None) -> float | None:
-    """SM clock / max SM clock, at most 1: the pipes' peaks are at the max clock (matters under power caps)."""
+    """SM clock / max SM clock, at most 1: the share of a pipe's rate at the max clock the clock allows."""
     return None if not clock or not max_clock else min(1.0, clock / max_clock)
 
 
-def pipe_figures(sample: GpuSample, clock: float | None, peak: Peak | None) -> tuple[PipeFigures, PipeFigures]:
-    """(work, share of peak) per pipe: activity x clock factor, times the pipe's own peak for work.
+def rate_factor(clock: float | None, max_clock: float | None, basis: float | None) -> float | None:
+    """What a pipe's data-sheet figure is multiplied by at this SM clock: clock / the clock the figure is
+    quoted at (docs/peaks.md derives it per pipe; Hopper's tensor figures at ~1830 MHz, its FP32 at 1980,
+    so a tensor pipe at 1980 MHz does 1.08x its figure). Where the basis is unknown (a config figure, an
+    export-limited part), the figure is taken at the max clock: the factor can then only read low."""
+    if not clock:
+        return None
+    return clock / basis if basis else clock_factor(clock, max_clock)
 
-    No figure can exceed what its pipe does at its precision: the activity is at most 1 and the
-    clock factor at most 1. The HMMA pipe runs FP16, BF16, TF32 and FP8 and its activity does not
-    say which, so its work is counted at the BF16 rate (TF32 work reads twice its FLOP, FP8 half).
+
+def pipe_figures(sample: GpuSample, clock: float | None, peak: Peak | None) -> tuple[PipeFigures, PipeFigures]:
+    """(busy work, share of the pipe's rate at the max clock) per pipe.
+
+    Busy work is the pipe's active cycles at its full dense rate at this clock: activity x figure x
+    clock / basis. It is an upper bound of the useful work, not a count of it: the counters count busy
+    pipe cycles, so padded tiles (a batch-1 GEMV on the tensor pipe) and slower instruction paths
+    (Hopper's mma.sync keeps the pipe busy at ~2/3 of the wgmma rate) count as full work. The HMMA pipe
+    runs FP16, BF16, TF32 and FP8 and its activity does not say which, so its work is counted at the BF16
+    rate (TF32 work reads twice its FLOP, FP8 half).
     """
-    factor = clock_factor(clock, sample.device.max_sm_clock_mhz)
+    max_clock = sample.device.max_sm_clock_mhz
+    share_factor = clock_factor(clock, max_clock)
     work: dict[str, float] = {}
     share: dict[str, float] = {}
     for (name, _, peak_field), activity in zip(PIPES, _pipe_activities(sample.profiling), strict=True):
-        if activity is None or factor is None:
+        if activity is None or share_factor is None:
             continue
-        share[name] = activity * factor
+        share[name] = activity * share_factor
         roof: float | None = getattr(peak, peak_field) if peak is not None else None
-        if roof is not None:
-            work[name] = share[name] * roof
+        factor = rate_factor(clock, max_clock, peak.basis_mhz(peak_field) if peak is not None else None)
+        if roof is not None and factor is not None:
+            work[name] = activity * factor * roof
     return PipeFigures(**work), PipeFigures(**share)
 
 
@@ -211,8 +226,8 @@ def step(sample: GpuSample, config: Config, state: Smoothing | None) -> tuple[De
     if state is not None:
         clock, power = state.window_mean(sample, "sm_clock_mhz"), state.window_mean(sample, "power_watts")
         reported, following = state.judge(sample, window, flagged, config.bottleneck)
-    work, share = pipe_figures(sample, clock, peak)
-    floating = [value for name in FLOATING_PIPES if (value := getattr(work, name)) is not None]
+    pipe_busy, share = pipe_figures(sample, clock, peak)
+    floating = [value for name in FLOATING_PIPES if (value := getattr(pipe_busy, name)) is not None]
     total = sum(floating) if floating else None
     derived = Derived(
         busy=busy,
@@ -224,10 +239,10 @@ def step(sample: GpuSample, config: Config, state: Smoothing | None) -> tuple[De
         implausible=implausible,
         peak=peak,
         sm_clock_mhz=clock,
-        work=work,
+        pipe_busy=pipe_busy,
         peak_share=share,
-        total_flops=total,
+        busy_flops=total,
         dram_bytes_per_second=dram_bandwidth(sample, peak),
-        flop_per_joule=total / power if total is not None and power else None,
+        busy_flop_per_joule=total / power if total is not None and power else None,
     )
     return derived, following

@@ -14,7 +14,7 @@ from exporter.commands.selftest.expectations import (
     EXPECTATIONS,
     HOLD_SETTLE,
     ONE_SM_TOLERANCE,
-    THROUGHPUT_TOLERANCE,
+    THROUGHPUT_BANDS,
     Expectation,
 )
 from exporter.config.file import Config
@@ -22,7 +22,7 @@ from exporter.pipeline.derive import MISMATCH_RULES, Derived, step
 from exporter.pipeline.smoothing import Smoothing
 from exporter.sample import GpuSample
 
-UNITS = {"tflops": ("TFLOP/s", "total_flops", 1e12), "tbps": ("TB/s", "dram_bytes_per_second", 1e12)}
+UNITS = {"tflops": ("TFLOP/s", "busy_flops", 1e12, "busy"), "tbps": ("TB/s", "dram_bytes_per_second", 1e12, "estimated")}
 
 
 @dataclass(frozen=True)
@@ -146,12 +146,13 @@ def window_mean(values: list[tuple[float, float | None]]) -> float | None:
 def _check_throughput(expectation: Expectation, samples: list[GpuSample], derived: list[Derived], truth: dict[str, float]) -> CheckResult:
     key = expectation.throughput
     assert key is not None
-    unit, attribute, scale = UNITS[key]
-    check = f"estimated {unit}"
+    unit, attribute, scale, kind = UNITS[key]
+    low, high = THROUGHPUT_BANDS[key]
+    check = f"{kind} {unit}"
     true_value = truth.get(key)
     if not true_value:
         return CheckResult(expectation.workload, check, f"the workload's own {unit}", "the workload measured none", False)
-    expected = f"{true_value:.3g} {unit} ±{THROUGHPUT_TOLERANCE:.0%}"
+    expected = f"{low:g}-{high:g}x the workload's {true_value:.3g} {unit}"
     estimate = window_mean([(sample.window_seconds or 0.0, getattr(each, attribute)) for sample, each in zip(samples, derived)])
     if estimate is None:
         reason = "no estimate (no peak figures for this GPU model: add it under peaks: in the config)"
@@ -160,4 +161,4 @@ def _check_throughput(expectation: Expectation, samples: list[GpuSample], derive
         return CheckResult(expectation.workload, check, expected, reason, False)
     estimate /= scale
     error = estimate / true_value - 1
-    return CheckResult(expectation.workload, check, expected, f"{estimate:.3g} {unit} ({error:+.1%})", abs(error) <= THROUGHPUT_TOLERANCE)
+    return CheckResult(expectation.workload, check, expected, f"{estimate:.3g} {unit} ({error:+.1%})", low <= estimate / true_value <= high)

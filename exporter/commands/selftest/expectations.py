@@ -38,7 +38,9 @@ EXPECTATIONS: dict[str, Expectation] = {
 CLASS_STABILITY = 0.9
 HOLD_SETTLE = 2
 
-# Throughput estimates must be within this share of the workload's own figure.
-THROUGHPUT_TOLERANCE = 0.10
+# Each figure over the workload's own count must lie in this band. DRAM bandwidth is an estimate (±10 %);
+# tensor-busy FLOP/s is an upper bound of the work: on large GEMMs and training steps it reads 1.0-1.17x
+# the job's count in the recorded corpus (docs/peaks.md), so it may not read low by more than noise.
+THROUGHPUT_BANDS = {"tflops": (0.95, 1.20), "tbps": (0.90, 1.10)}
 # The spin's SM activity must be within this share of 1/SM-count (2 SMs busy would read +100 %).
 ONE_SM_TOLERANCE = 0.5

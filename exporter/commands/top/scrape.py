@@ -25,7 +25,7 @@ _VALUES = {
     "gpueff_estimated_dram_bytes_per_second": "dram_bytes_per_second",
     "gpueff_peak_dram_bytes_per_second": "peak_dram_bytes_per_second",
     "gpueff_power_watts": "power_watts",
-    "gpueff_estimated_flop_per_joule": "flop_per_joule",
+    "gpueff_busy_flop_per_joule": "busy_flop_per_joule",
     "gpueff_memory_used_bytes": "memory_used_bytes",
     "gpueff_memory_total_bytes": "memory_total_bytes",
     "gpueff_busy_idle_sm_seconds_total": "busy_idle_sm_seconds",
@@ -187,7 +187,7 @@ def _gpu_sample(gpu: _Gpu, name: str, labels: dict[str, str], value: float) -> N
         gpu.mismatch.append(labels.get("rule", ""))
     elif value == 1 and name == "gpueff_readings_implausible":
         gpu.implausible.append(labels.get("check", ""))
-    elif name == "gpueff_estimated_flops_per_second" and labels.get("pipe") == "hmma_bf16_equivalent":
+    elif name == "gpueff_pipe_busy_flops_per_second" and labels.get("pipe") == "hmma_bf16_equivalent":
         gpu.values["tensor_flops"] = value
     elif name in _VALUES:
         gpu.values[_VALUES[name]] = value
@@ -213,7 +213,7 @@ def _overview(uuid: str, gpu: _Gpu, apps: tuple[AppFigures, ...]) -> GpuOverview
         dram_bytes_per_second=value("dram_bytes_per_second"),
         peak_dram_bytes_per_second=value("peak_dram_bytes_per_second"),
         power_watts=value("power_watts"),
-        flop_per_joule=value("flop_per_joule"),
+        busy_flop_per_joule=value("busy_flop_per_joule"),
         memory_used_bytes=value("memory_used_bytes"),
         memory_total_bytes=value("memory_total_bytes"),
         busy_idle_sm_seconds=value("busy_idle_sm_seconds"),

@@ -143,11 +143,11 @@ def render(frame: Frame, width: int, height: int | None, colour: bool) -> list[s
         f"{summary.flagged} busy-not-working",
     ]
     if summary.tensor_flops is not None:
-        parts.append(f"tensor {_si(summary.tensor_flops, 'FLOP/s')} of {_si(summary.peak_tensor_flops, 'FLOP/s')}")
+        parts.append(f"tensor-busy {_si(summary.tensor_flops, 'FLOP/s')} of {_si(summary.peak_tensor_flops, 'FLOP/s')}")
     if summary.power_watts is not None:
         parts.append(_si(summary.power_watts, "W"))
     lines.extend(_wrap_parts(parts, width))
-    head = f"{'GPU':>3} {'UTIL':>4} {'SM':>4} {'EFF':>4} {'CLASS':<11} {'TFLOP/s':>7} {'TB/s':>5} {'POWER':>5}"
+    head = f"{'GPU':>3} {'UTIL':>4} {'SM':>4} {'EFF':>4} {'CLASS':<11} {'TCBUSY':>7} {'TB/s':>5} {'POWER':>5}"
     if wide:
         head += f" {'UTIL vs SM':<{BAR + 2}} {'WORKLOAD':<18}"
     lines.append(paint(head + " FLAGS", BOLD))

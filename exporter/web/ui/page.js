@@ -127,7 +127,7 @@
     const figures = element("div", "figures");
     const chart = element("div", "chart");
     const tryLine = element("div", "try");
-    const tensor = meter("tensor");
+    const tensor = meter("tensor-busy");
     const dram = meter("DRAM");
     const misc = element("div", "misc");
     const apps = element("div", "apps");
@@ -162,7 +162,7 @@
     setMeter(held.tensor, gpu.tensor_flops, gpu.peak_tensor_flops, "FLOP/s");
     setMeter(held.dram, gpu.dram_bytes_per_second, gpu.peak_dram_bytes_per_second, "B/s");
     const memory = gpu.memory_used_bytes !== null && gpu.memory_total_bytes ? si(gpu.memory_used_bytes, "B") + " of " + si(gpu.memory_total_bytes, "B") : "–";
-    held.misc.textContent = "power " + si(gpu.power_watts, "W") + " · " + si(gpu.flop_per_joule, "FLOP/J") + " · memory " + memory + " · busy while SMs idle " + duration(gpu.busy_idle_sm_seconds);
+    held.misc.textContent = "power " + si(gpu.power_watts, "W") + " · " + "busy " + si(gpu.busy_flop_per_joule, "FLOP/J") + " · memory " + memory + " · busy while SMs idle " + duration(gpu.busy_idle_sm_seconds);
     held.apps.replaceChildren(...gpu.apps.map((app) => {
       const line = element("div");
       line.append(element("b", null, app.name), app.up ? ": " + si(app.throughput, app.unit + "/s") + " · " + si(app.units_per_joule, app.unit + "/J") : ": not answering");
@@ -186,7 +186,7 @@
       "efficiency " + fixed(fleet.efficiency, 2),
       fleet.flagged + " busy but not working",
     ];
-    if (fleet.tensor_flops !== null) parts.push("tensor " + si(fleet.tensor_flops, "FLOP/s") + " of " + si(fleet.peak_tensor_flops, "FLOP/s"));
+    if (fleet.tensor_flops !== null) parts.push("tensor-busy " + si(fleet.tensor_flops, "FLOP/s") + " of " + si(fleet.peak_tensor_flops, "FLOP/s"));
     if (fleet.power_watts !== null) parts.push("power " + si(fleet.power_watts, "W"));
     if (fleet.busy_idle_sm_seconds !== null) parts.push("busy while SMs idle " + duration(fleet.busy_idle_sm_seconds) + " of GPU time since start");
     byId("fleet").textContent = parts.join(" · ");
