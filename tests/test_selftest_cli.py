@@ -29,7 +29,7 @@ def test_replayed_traces_pass_and_print_the_table(trace_paths):
     run = selftest("--replay", *map(str, trace_paths.values()))
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("GPU: NVIDIA H200 (132 SMs), driver 580.159.04\nSource: recorded traces copy_2GB.json")
-    assert "spin_1sm            SM activity        0.76% (1/132) ±50%" in run.stdout
+    assert "spin_1sm            SM activity       0.76% (1/132) ±50%" in run.stdout
     assert run.stdout.rstrip().endswith("all 22 checks passed")
 
 
