@@ -138,47 +138,47 @@ METRICS: tuple[Metric, ...] = (
            readings=_r("sample.memory_reserved_bytes", dcgm=Dcgm(253, "DCGM_FI_DEV_FB_RESERVED", MIB, FAST)), backends=NOT_REPLAY),
     Metric("gpueff_clock_event_active", GAUGE, "", "1 while this clock-event (throttle) reason holds the clocks down.", labels=("reason",),
            readings=_r("sample.clock_event_reasons", dcgm=Dcgm(112, "DCGM_FI_DEV_CLOCKS_EVENT_REASONS DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", 1, FAST), trace=("throttle", 1))),
-    Metric("gpueff_ecc_errors_total", COUNTER, "", "ECC errors since driver load, by type (corrected, uncorrected).", labels=("type",), backends=NOT_REPLAY, readings=(
+    Metric("gpueff_ecc_errors_total", COUNTER, "", "ECC errors since driver load, by type (corrected, uncorrected).", labels=("type",), readings=(
         Reading("sample.ecc_corrected_errors", "corrected", dcgm=Dcgm(310, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", 1, SLOW)),
         Reading("sample.ecc_uncorrected_errors", "uncorrected", dcgm=Dcgm(311, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", 1, SLOW)),
     )),
-    Metric("gpueff_remapped_rows", GAUGE, "", "Memory rows remapped, by cause (correctable, uncorrectable).", labels=("cause",), backends=NOT_REPLAY, readings=(
+    Metric("gpueff_remapped_rows", GAUGE, "", "Memory rows remapped, by cause (correctable, uncorrectable).", labels=("cause",), readings=(
         Reading("sample.remapped_rows_correctable", "correctable", dcgm=Dcgm(394, "DCGM_FI_DEV_ROW_REMAP_CORRECTABLE_TOTAL DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", 1, SLOW)),
         Reading("sample.remapped_rows_uncorrectable", "uncorrectable", dcgm=Dcgm(393, "DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", 1, SLOW)),
     )),
-    Metric("gpueff_remapped_rows_pending", GAUGE, "", "1 if a row remap is pending (the GPU needs a reset).", backends=NOT_REPLAY,
+    Metric("gpueff_remapped_rows_pending", GAUGE, "", "1 if a row remap is pending (the GPU needs a reset).",
            readings=_r("sample.remapped_rows_pending", dcgm=Dcgm(396, "DCGM_FI_DEV_ROW_REMAP_PENDING", 1, SLOW))),
-    Metric("gpueff_remapped_rows_failure", GAUGE, "", "1 if a row remap has failed.", backends=NOT_REPLAY,
+    Metric("gpueff_remapped_rows_failure", GAUGE, "", "1 if a row remap has failed.",
            readings=_r("sample.remapped_rows_failure", dcgm=Dcgm(395, "DCGM_FI_DEV_ROW_REMAP_FAILED DCGM_FI_DEV_ROW_REMAP_FAILURE", 1, SLOW))),
     Metric("gpueff_xid_errors_total", COUNTER, "", "Critical Xid errors seen since the daemon started, by Xid code.", labels=("xid",), backends=NOT_REPLAY,
            readings=_r("sample.xid_errors", dcgm=Dcgm(230, "DCGM_FI_DEV_XID_ERROR DCGM_FI_DEV_XID_ERRORS", 1, EVENT))),
     # ---- health (docs/health.md; the DCGM fields: docs/dcgm.md, DCGM 4.6's dcgm_fields.h and
     # dcgm_fields.cpp): absent where the GPU, driver or DCGM does not give it ----
-    Metric("gpueff_pcie_replay_errors_total", COUNTER, "", "PCIe link-level replays (retransmissions after a bad packet) since driver load. A steady rate means a marginal link: riser, slot or seating. Read at the slow cadence.", backends=NOT_REPLAY,
+    Metric("gpueff_pcie_replay_errors_total", COUNTER, "", "PCIe link-level replays (retransmissions after a bad packet) since driver load. A steady rate means a marginal link: riser, slot or seating. Read at the slow cadence.",
            readings=_r("sample.health.pcie_replay_errors", dcgm=Dcgm(202, "DCGM_FI_DEV_PCIE_REPLAY_TOTAL DCGM_FI_DEV_PCIE_REPLAY_COUNTER", 1, SLOW))),
-    Metric("gpueff_pcie_link_generation", GAUGE, "", "Current PCIe link generation (1-6). Drops at idle to save power are normal; below the maximum under load means a degraded link. Read at the slow cadence.", backends=NOT_REPLAY,
+    Metric("gpueff_pcie_link_generation", GAUGE, "", "Current PCIe link generation (1-6). Drops at idle to save power are normal; below the maximum under load means a degraded link. Read at the slow cadence.",
            readings=_r("sample.health.pcie_link_generation", dcgm=Dcgm(237, "DCGM_FI_DEV_PCIE_LINK_GEN", 1, SLOW))),
-    Metric("gpueff_pcie_link_max_generation", GAUGE, "", "Highest PCIe link generation the GPU and its slot support together.", backends=NOT_REPLAY,
+    Metric("gpueff_pcie_link_max_generation", GAUGE, "", "Highest PCIe link generation the GPU and its slot support together.",
            readings=_r("sample.health.pcie_link_generation_max", dcgm=Dcgm(235, "DCGM_FI_DEV_PCIE_MAX_LINK_GEN", 1, SLOW))),
-    Metric("gpueff_pcie_link_width", GAUGE, "", "Current PCIe link width in lanes. Below the maximum means lanes failed to train (a seating or riser fault). Read at the slow cadence.", backends=NOT_REPLAY,
+    Metric("gpueff_pcie_link_width", GAUGE, "", "Current PCIe link width in lanes. Below the maximum means lanes failed to train (a seating or riser fault). Read at the slow cadence.",
            readings=_r("sample.health.pcie_link_width", dcgm=Dcgm(238, "DCGM_FI_DEV_PCIE_LINK_WIDTH", 1, SLOW))),
-    Metric("gpueff_pcie_link_max_width", GAUGE, "", "Widest PCIe link, in lanes, the GPU and its slot support together.", backends=NOT_REPLAY,
+    Metric("gpueff_pcie_link_max_width", GAUGE, "", "Widest PCIe link, in lanes, the GPU and its slot support together.",
            readings=_r("sample.health.pcie_link_width_max", dcgm=Dcgm(236, "DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH", 1, SLOW))),
     Metric("gpueff_nvlink_errors_total", COUNTER, "", "NVLink errors since driver load summed over the GPU's links, by type: crc_flit (flow-control CRC), crc_data (data CRC), replay (retransmissions), recovery (link retraining). Absent on GPUs without NVLink. Read at the slow cadence.",
-           labels=("type",), backends=NOT_REPLAY, readings=(
+           labels=("type",), readings=(
         Reading("sample.health.nvlink_crc_flit_errors", "crc_flit", dcgm=Dcgm(409, "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_TOTAL DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", 1, SLOW)),
         Reading("sample.health.nvlink_crc_data_errors", "crc_data", dcgm=Dcgm(419, "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_TOTAL DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", 1, SLOW)),
         Reading("sample.health.nvlink_replay_errors", "replay", dcgm=Dcgm(429, "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_TOTAL DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", 1, SLOW)),
         Reading("sample.health.nvlink_recovery_errors", "recovery", dcgm=Dcgm(439, "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_TOTAL DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", 1, SLOW)),
     )),
-    Metric("gpueff_nvlink_link_active", GAUGE, "", "1 if this NVLink link is up, 0 if it is down, for each link the GPU has (at most 36). Read at the slow cadence.", labels=("link",), backends=NOT_REPLAY,
+    Metric("gpueff_nvlink_link_active", GAUGE, "", "1 if this NVLink link is up, 0 if it is down, for each link the GPU has (at most 36). Read at the slow cadence.", labels=("link",),
            readings=_r("sample.health.nvlink_links_active")),
     Metric("gpueff_gpu_peer_info", GAUGE, "", "How this GPU reaches each other GPU of the node, read once per device open: pcie_path is the nearest PCIe element both hang from (same_board, pcie_switch, pcie_switches, host_bridge, numa_node, system: across CPU sockets; unknown), nvlink is direct (NVLink links join them), switch (peer-to-peer over NVLink works with no direct link NVML names: an NVSwitch fabric) or none. Always 1.",
            labels=("peer_gpu", "peer_uuid", "pcie_path", "nvlink"), backends=NVML_ONLY, readings=_r("sample.device.peers"), when_down=True),
     Metric("gpueff_gpu_peer_nvlinks", GAUGE, "", "Active NVLink links joining this GPU directly to the peer GPU (absent where none do: no NVLink, or an NVSwitch fabric between them).",
            labels=("peer_gpu", "peer_uuid"), backends=NVML_ONLY, readings=_r("sample.device.peers"), when_down=True),
     Metric("gpueff_clock_violation_seconds_total", COUNTER, "seconds", "Time the clocks were held below their target since driver load, by policy: power, thermal, sync_boost, board_limit, low_utilization, reliability (nvmlDeviceGetViolationStatus). Its rate is the share of time throttled. Read at the slow cadence.",
-           labels=("reason",), backends=NOT_REPLAY, readings=tuple(
+           labels=("reason",), readings=tuple(
                # DCGM stores NVML's NVML_FI_DEV_PERF_POLICY_* value unchanged: nanoseconds (docs/dcgm.md).
                Reading(f"sample.health.violation_{reason}_seconds", reason, dcgm=Dcgm(field_id, name, 1e-9, SLOW)) for reason, field_id, name in (
                    ("power", 240, "DCGM_FI_DEV_POWER_VIOLATION"),
@@ -189,22 +189,22 @@ METRICS: tuple[Metric, ...] = (
                    ("reliability", 245, "DCGM_FI_DEV_RELIABILITY_VIOLATION"),
                ))),
     Metric("gpueff_retired_pages", GAUGE, "", "Device memory pages retired, by cause (single_bit: multiple correctable errors, double_bit: an uncorrectable error). Pre-Ampere GPUs only; newer ones remap rows (gpueff_remapped_rows).",
-           labels=("cause",), backends=NOT_REPLAY, readings=(
+           labels=("cause",), readings=(
         Reading("sample.health.retired_pages_single_bit", "single_bit", dcgm=Dcgm(390, "DCGM_FI_DEV_PAGE_RETIRED_SBE_TOTAL DCGM_FI_DEV_RETIRED_SBE", 1, SLOW)),
         Reading("sample.health.retired_pages_double_bit", "double_bit", dcgm=Dcgm(391, "DCGM_FI_DEV_PAGE_RETIRED_DBE_TOTAL DCGM_FI_DEV_RETIRED_DBE", 1, SLOW)),
     )),
-    Metric("gpueff_retired_pages_pending", GAUGE, "", "1 if a page retirement waits for the next driver reload or GPU reset (pre-Ampere GPUs only).", backends=NOT_REPLAY,
+    Metric("gpueff_retired_pages_pending", GAUGE, "", "1 if a page retirement waits for the next driver reload or GPU reset (pre-Ampere GPUs only).",
            readings=_r("sample.health.retired_pages_pending", dcgm=Dcgm(392, "DCGM_FI_DEV_PAGE_RETIRED_PENDING DCGM_FI_DEV_RETIRED_PENDING", 1, SLOW))),
-    Metric("gpueff_performance_state", GAUGE, "", "Performance state: 0 (P0, fastest) to 15 (slowest).", backends=NOT_REPLAY,
+    Metric("gpueff_performance_state", GAUGE, "", "Performance state: 0 (P0, fastest) to 15 (slowest).",
            readings=_r("sample.health.performance_state", dcgm=Dcgm(190, "DCGM_FI_DEV_GPU_PSTATE DCGM_FI_DEV_PSTATE", 1, FAST))),
-    Metric("gpueff_encoder_utilization_ratio", GAUGE, "ratio", "Share of the driver's sample period the video encoder (NVENC) was busy.", backends=NOT_REPLAY,
+    Metric("gpueff_encoder_utilization_ratio", GAUGE, "ratio", "Share of the driver's sample period the video encoder (NVENC) was busy.",
            readings=_r("sample.health.encoder_utilization", dcgm=Dcgm(206, "DCGM_FI_DEV_ENC_UTIL", 0.01, FAST))),
-    Metric("gpueff_decoder_utilization_ratio", GAUGE, "ratio", "Share of the driver's sample period the video decoder (NVDEC) was busy.", backends=NOT_REPLAY,
+    Metric("gpueff_decoder_utilization_ratio", GAUGE, "ratio", "Share of the driver's sample period the video decoder (NVDEC) was busy.",
            readings=_r("sample.health.decoder_utilization", dcgm=Dcgm(207, "DCGM_FI_DEV_DEC_UTIL", 0.01, FAST))),
-    Metric("gpueff_fan_speed_ratio", GAUGE, "ratio", "Fan speed as a share of its maximum. Absent on passively cooled GPUs (most data-centre boards).", backends=NOT_REPLAY,
+    Metric("gpueff_fan_speed_ratio", GAUGE, "ratio", "Fan speed as a share of its maximum. Absent on passively cooled GPUs (most data-centre boards).",
            readings=_r("sample.health.fan_speed", dcgm=Dcgm(191, "DCGM_FI_DEV_FAN_SPEED", 0.01, FAST))),
     Metric("gpueff_temperature_limit_celsius", GAUGE, "celsius", "Temperature limits in degrees Celsius, by threshold: slowdown (the clocks drop), shutdown, gpu_max and memory_max (the most the GPU core and memory should run at). Fixed while the driver runs: NVML reads them once per device open, DCGM watches them at the slow cadence.",
-           labels=("threshold",), backends=NOT_REPLAY, readings=tuple(Reading(f"sample.health.temperature_{name}_celsius", name, dcgm=Dcgm(field_id, names, 1, SLOW)) for name, field_id, names in (
+           labels=("threshold",), readings=tuple(Reading(f"sample.health.temperature_{name}_celsius", name, dcgm=Dcgm(field_id, names, 1, SLOW)) for name, field_id, names in (
                ("slowdown", 158, "DCGM_FI_DEV_GPU_TEMP_SLOWDOWN_CELSIUS DCGM_FI_DEV_SLOWDOWN_TEMP"),
                ("shutdown", 159, "DCGM_FI_DEV_GPU_TEMP_SHUTDOWN_CELSIUS DCGM_FI_DEV_SHUTDOWN_TEMP"),
                ("gpu_max", 152, "DCGM_FI_DEV_GPU_MAX_OP_TEMP_CELSIUS DCGM_FI_DEV_GPU_MAX_OP_TEMP"),

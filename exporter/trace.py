@@ -6,7 +6,9 @@ See exporter/traces/README.md for the format. Loading validates everything and r
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,8 +16,8 @@ from typing import Any
 
 from exporter.backends.nvml.gpm_metrics import GPM_METRICS, to_sample_unit
 from exporter.config.values import shown
-from exporter.metrics import READINGS
-from exporter.sample import DeviceInfo, GpuSample, Profiling
+from exporter.metrics import COUNTER, READINGS
+from exporter.sample import DeviceInfo, GpuSample, Health, Profiling
 from exporter.untrusted import read_file
 
 FORMAT = "gpu-trace/1"
@@ -36,6 +38,19 @@ GPM_KEYS = {metric.name: metric for metric in GPM_METRICS}
 WINDOW_KEYS: dict[str, tuple[str, float]] = {"util_gpu_window": ("gpu_utilization_window", 0.01)}
 # Keys in percent: 0..100 (GPM can read a hair over 100 %, but the recorder writes clamped ratios).
 PERCENT_KEYS = frozenset({"util_gpu", "util_mem", *WINDOW_KEYS} | {metric.name for metric in GPM_METRICS if metric.scale == 0.01})
+# The health readings (docs/health.md) a sample may hold under its optional "health" key, by field
+# name: every field of the sample's Health, and the ECC and row-remap readings of the sample itself.
+# Optional: traces recorded before it existed replay without them. Kinds: float, int, bool, links.
+_SAMPLE_HEALTH_FIELDS = ("ecc_corrected_errors", "ecc_uncorrected_errors", "remapped_rows_correctable", "remapped_rows_uncorrectable", "remapped_rows_pending", "remapped_rows_failure")
+_SAMPLE_FIELD_TYPES = {item.name: str(item.type) for item in dataclasses.fields(GpuSample)}
+HEALTH_KEYS: dict[str, str] = {
+    **{item.name: "links" if str(item.type).startswith("tuple") else str(item.type).split("|")[0].strip() for item in dataclasses.fields(Health)},
+    **{name: _SAMPLE_FIELD_TYPES[name].split("|")[0].strip() for name in _SAMPLE_HEALTH_FIELDS},
+}
+# The health readings that are counters since driver load: a replay keeps them rising across loops.
+HEALTH_COUNTERS = frozenset(reading.field for metric, reading in READINGS if metric.type == COUNTER and reading.field in HEALTH_KEYS)
+_HEALTH_MAXIMUM = {"performance_state": 15.0, "encoder_utilization": 1.0, "decoder_utilization": 1.0}
+MAX_NVLINK_LINKS = 64  # NVML_NVLINK_MAX_LINKS is 18 on Hopper, 36 on Blackwell
 _GPU_REQUIRED = {"name": str, "driver": str, "max_sm_clock_mhz": float, "power_limit_mw": float, "sm_count": int}
 _GPU_OPTIONAL = {"uuid": str, "pci_bus_id": str}
 _TOP_KEYS = {"format", "gpu", "workload", "job", "description", "truth", "interval_s", "samples", "warmup_samples"}
@@ -111,7 +126,29 @@ def sample_from_record(device: DeviceInfo, record: dict[str, Any], timestamp: fl
         if value is not None:
             profiling[metric.key] = to_sample_unit(metric, value)
     sample.profiling = Profiling(**profiling)
+    health = record.get("health")
+    if health:
+        readings: dict[str, Any] = {key: tuple((int(link), bool(active)) for link, active in value) if HEALTH_KEYS[key] == "links" else value for key, value in health.items()}
+        sample.health = Health(**{key: value for key, value in readings.items() if key not in _SAMPLE_HEALTH_FIELDS})
+        for key in _SAMPLE_HEALTH_FIELDS:
+            if key in readings:
+                setattr(sample, key, readings[key])
     return sample
+
+
+def health_record(sample: GpuSample) -> dict[str, Any]:
+    """A sample's health readings as a trace sample's "health" object (only those that exist)."""
+    readings: dict[str, Any] = {**sample.health.readings(), **{key: value for key in _SAMPLE_HEALTH_FIELDS if (value := getattr(sample, key)) is not None}}
+    out: dict[str, Any] = {}
+    for key, value in readings.items():
+        kind = HEALTH_KEYS[key]
+        if kind == "links":
+            out[key] = [[link, active] for link, active in value]
+        elif kind == "float":
+            out[key] = round(float(value), 6)
+        else:
+            out[key] = value
+    return out
 
 
 def record_from_sample(sample: GpuSample, t: float) -> dict[str, Any]:
@@ -127,6 +164,9 @@ def record_from_sample(sample: GpuSample, t: float) -> dict[str, Any]:
         value = getattr(sample, attribute)
         if value is not None:  # left out where the driver does not answer, as traces before it
             record[key] = round(value / scale, 4)
+    health = health_record(sample)
+    if health:  # left out where the backend reads none (a MIG device, replayed traces without them)
+        record["health"] = health
     return record
 
 
@@ -142,6 +182,52 @@ def _check_number(value: Any, where: str, *, integer: bool = False, allow_null: 
         elif not kind:
             kind = "a non-negative integer" if integer else "a non-negative number"
         raise TraceError(f"{where}: expected {kind}{' or null' if allow_null else ''}, got {shown(value)}")
+
+
+def _check_health(health: Any, where: str) -> None:
+    """A sample's "health" object: known readings of the right kind (HEALTH_KEYS)."""
+    if not isinstance(health, dict):
+        raise TraceError(f"{where}: expected an object of health readings, got {type(health).__name__}")
+    for key, value in health.items():
+        kind = HEALTH_KEYS.get(key)
+        if kind is None:
+            raise TraceError(f"{where}: unknown key {key!r} (known: {', '.join(sorted(HEALTH_KEYS))})")
+        if kind == "bool":
+            if not isinstance(value, bool):
+                raise TraceError(f"{where}.{key}: expected true or false, got {shown(value)}")
+        elif kind == "links":
+            _check_links(value, f"{where}.{key}")
+        elif key in _HEALTH_MAXIMUM:
+            maximum = _HEALTH_MAXIMUM[key]
+            _check_number(value, f"{where}.{key}", integer=kind == "int", maximum=maximum, kind=f"{'a whole number' if kind == 'int' else 'a number'} from 0 to {maximum:g}")
+        else:
+            _check_number(value, f"{where}.{key}", integer=kind == "int")
+
+
+def _check_links(value: Any, where: str) -> None:
+    """NVLink states: a list of [link, active] pairs, each link once."""
+    if not isinstance(value, list) or len(value) > MAX_NVLINK_LINKS:
+        raise TraceError(f"{where}: expected a list of at most {MAX_NVLINK_LINKS} [link, active] pairs, got {shown(value)}")
+    seen = set()
+    for number, pair in enumerate(value):
+        if not isinstance(pair, list) or len(pair) != 2 or not isinstance(pair[1], bool):
+            raise TraceError(f"{where}[{number}]: expected [link, active] (a link number and true or false), got {shown(pair)}")
+        _check_number(pair[0], f"{where}[{number}][0]", integer=True, maximum=MAX_NVLINK_LINKS - 1, kind=f"a link number from 0 to {MAX_NVLINK_LINKS - 1}")
+        if pair[0] in seen:
+            raise TraceError(f"{where}[{number}]: link {pair[0]} is listed twice")
+        seen.add(pair[0])
+
+
+def _check_counters_rise(samples: list[dict[str, Any]], path: str) -> None:
+    """A health counter counts since driver load: one that falls inside a recording (a driver
+    reload while recording) would replay as a reset at every loop."""
+    last: dict[str, float] = {}
+    for number, record in enumerate(samples):
+        for key, value in (record.get("health") or {}).items():
+            if key in HEALTH_COUNTERS:
+                if value < last.get(key, -math.inf):
+                    raise TraceError(f"trace {path}: samples[{number}].health.{key}: a counter since driver load cannot fall, got {value!r} after {last[key]!r} (was the driver reloaded while recording?)")
+                last[key] = value
 
 
 def parse_trace(data: Any, path: str) -> Trace:
@@ -206,9 +292,13 @@ def parse_trace(data: Any, path: str) -> Trace:
         for key, value in record.items():
             if key == "t":
                 continue
+            if key == "health":
+                _check_health(value, f"{where}.health")
+                continue
             if key not in NVML_KEYS and key not in GPM_KEYS and key not in WINDOW_KEYS:
                 raise TraceError(f"{where}: unknown key {key!r}")
             _check_number(value, f"{where}.{key}", integer=key == "throttle", allow_null=True, maximum=100.0 if key in PERCENT_KEYS else sys.float_info.max)
+    _check_counters_rise(samples, path)
     warmup = data.get("warmup_samples", 0)
     if isinstance(warmup, bool) or not isinstance(warmup, int) or not 0 <= warmup < len(samples):
         raise TraceError(f"trace {path}: 'warmup_samples' must be a whole number from 0 to {len(samples) - 1} (fewer than the samples), got {warmup!r}")

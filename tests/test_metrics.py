@@ -32,7 +32,7 @@ from exporter.poller import poll_settings
 from exporter.sample import DeviceInfo, GpuSample, Health, PeerLink, Profiling
 from exporter.selfstats import read_process_stats
 from exporter.snapshot import GpuState, Snapshot
-from exporter.trace import Trace, load_trace
+from exporter.trace import HEALTH_KEYS, Trace, load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 # GpuSample fields that are bookkeeping or feed labels and attribution, not metrics of their own.
@@ -187,6 +187,12 @@ def unrecorded(trace: Trace) -> set[str]:
     return {reading.path for _, reading in READINGS if (reading.gpm is not None and reading.gpm.name not in held) or (reading.trace is not None and reading.trace[0] not in held)}
 
 
+def unrecorded_health(trace: Trace) -> set[str]:
+    """The health readings a replay of ``trace`` cannot give: those its samples do not hold."""
+    held = {key for record in trace.samples for key in record.get("health") or {}}
+    return {reading.path for _, reading in READINGS if reading.field in HEALTH_KEYS and reading.field not in held}
+
+
 def test_the_nvml_backend_gives_what_the_catalogue_says(trace_paths):
     clock = FakeClock()
     trace = load_trace(trace_paths["matmul_8192"])
@@ -216,7 +222,7 @@ def test_the_replay_backend_gives_what_the_catalogue_says(trace_paths):
     for _ in range(3):
         clock.advance(0.5)
         samples += backend.collect()
-    assert given(samples) == claimed(REPLAY) - unrecorded(trace)
+    assert given(samples) == claimed(REPLAY) - unrecorded(trace) - unrecorded_health(trace)
 
 
 def test_a_metric_with_a_dcgm_source_says_dcgm_gives_it():

@@ -95,6 +95,26 @@ def test_a_gpu_without_gpm_records_null_profiling_that_replays_as_unavailable(tm
     assert sample.device.name == "NVIDIA A100-SXM4-80GB" and not sample.profiling_available and sample.profiling.readings() == {}
 
 
+def test_a_recording_keeps_the_health_readings_and_replays_them(tmp_path, traces):
+    """Every health reading NVML gives (a pre-Ampere NVLink board with a fan and a throttled clock)
+    goes into the trace's "health" object and comes back out of the replay unchanged."""
+    gpu = FakeGpu(traces["matmul_8192"], nvlink_links=(True, False), nvlink_errors=(1, 2, 3, 4), retired_pages=(1, 0, False), fan_percent=40,
+                  violation_ns={0: 1_500_000_000}, ecc_errors=(5, 0), remapped_rows=(0, 0, 0, 0), pcie_replays=7)
+    data, readings, _ = recorded([gpu], duration=2.0)
+    trace = write(tmp_path, data)
+    assert all(record["health"] for record in trace.samples)
+    clock = FakeClock(0.0)
+    replay = ReplayBackend([trace], clock=clock)
+    replay.start()
+    for reading, record in zip(readings, trace.samples):
+        clock.now = record["t"]
+        replayed = replay.collect()[0]
+        assert replayed.health == reading.health  # whole numbers here: no rounding
+        assert replayed.health.nvlink_links_active == ((0, True), (1, False)) and replayed.health.violation_power_seconds == pytest.approx(1.5)
+        for name in ("ecc_corrected_errors", "ecc_uncorrected_errors", "remapped_rows_correctable", "remapped_rows_uncorrectable", "remapped_rows_pending", "remapped_rows_failure"):
+            assert getattr(replayed, name) == getattr(reading, name) is not None, name
+
+
 def test_cli_record_writes_a_trace(tmp_path, traces, monkeypatch, restore_logging):
     monkeypatch.setitem(sys.modules, "pynvml", FakeNvml([traces["tiny_kernels"]]))  # real time, fake GPU
     output = tmp_path / "tiny.json"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -150,12 +151,16 @@ def test_recordings_of_the_same_gpu_replay_as_distinct_gpus(trace_paths, clock, 
     for name in ("spin_1sm", "idle"):
         data = json.loads(trace_paths[name].read_text())
         data["gpu"]["uuid"] = "GPU-8f3c0d2e-0000-4000-8000-000000000001"
+        data["gpu"]["pci_bus_id"] = "00000000:00:06.0"
         paths.append(tmp_path / f"{name}.json")
         paths[-1].write_text(json.dumps(data))
     backend = ReplayBackend([load_trace(path) for path in paths], clock=clock)
     devices = backend.start()
     assert len({device.uuid for device in devices}) == 2
     assert all(device.uuid.startswith("GPU-8f3c0d2e-0000-4000-8000-000000000001") for device in devices)
+    # ... and their bus ids tell them apart, the same at every start.
+    assert [device.pci_bus_id for device in devices] == ["00000000:00:06.0-replay-0", "00000000:00:06.0-replay-1"]
+    assert [device.pci_bus_id for device in ReplayBackend([load_trace(path) for path in paths], clock=clock).start()] == [device.pci_bus_id for device in devices]
     poller = Poller(backend, Config(), clock=clock)
     for _ in range(3):
         clock.now += 0.5
@@ -170,5 +175,56 @@ def test_a_recorded_uuid_is_kept_where_it_is_unique(trace_paths, clock, tmp_path
     data["gpu"]["uuid"] = "GPU-recorded"
     path = tmp_path / "idle.json"
     path.write_text(json.dumps(data))
+    data["gpu"]["pci_bus_id"] = "00000000:00:06.0"
+    path.write_text(json.dumps(data))
     devices = ReplayBackend([load_trace(path), load_trace(trace_paths["spin_1sm"])], clock=clock).start()
     assert [device.uuid for device in devices] == ["GPU-recorded", "GPU-replay-1-spin_1sm"]
+    assert [device.pci_bus_id for device in devices] == ["00000000:00:06.0", "replay:1"]
+
+
+def test_the_demo_gpus_have_distinct_bus_ids() -> None:
+    from exporter.trace import demo_trace_paths
+
+    devices = ReplayBackend([load_trace(path) for path in demo_trace_paths()]).start()
+    assert len({device.pci_bus_id for device in devices}) == len(devices) == len({device.uuid for device in devices})
+
+
+def health_trace(tmp_path, source: Path, samples: int = 4) -> Path:
+    """A made-up recording whose health counters rise by 1 (PCIe replays) and 0.5 s (power
+    violation) a sample, beside fixed link, P-state and limit readings."""
+    data = json.loads(source.read_text())
+    data["samples"] = data["samples"][:samples]
+    data.pop("warmup_samples", None)
+    for number, record in enumerate(data["samples"]):
+        record["health"] = {"pcie_replay_errors": 10 + number, "violation_power_seconds": 100 + 0.5 * number, "pcie_link_generation": 5, "pcie_link_width": 16,
+                            "performance_state": 0, "temperature_slowdown_celsius": 89.0, "nvlink_links_active": [[0, True], [1, False]],
+                            "ecc_corrected_errors": 2.0, "remapped_rows_pending": False}
+    path = tmp_path / "health.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_health_readings_replay_and_their_counters_keep_rising_across_loops(trace_paths, tmp_path, clock) -> None:
+    trace = load_trace(health_trace(tmp_path, trace_paths["idle"]))
+    backend = ReplayBackend([trace], clock=clock)
+    backend.start()
+    replays, violations = [], []
+    for _ in range(int(3 * trace.loop_seconds / 0.5)):  # three loops
+        clock.now += 0.5
+        sample = backend.collect()[0]
+        replays.append(sample.health.pcie_replay_errors)
+        violations.append(sample.health.violation_power_seconds)
+        assert sample.health.pcie_link_generation == 5 and sample.health.performance_state == 0 and sample.health.temperature_slowdown_celsius == 89.0
+        assert sample.health.nvlink_links_active == ((0, True), (1, False))
+        assert sample.ecc_corrected_errors == 2.0 and sample.remapped_rows_pending is False
+    assert replays == sorted(replays) and violations == sorted(violations), "a counter since driver load never falls"
+    assert replays[-1] - replays[0] >= 2 * 3  # three per loop, never reset
+    assert violations[-1] > 100 + 0.5 * 3
+
+
+def test_a_trace_without_health_replays_none(trace_paths, clock) -> None:
+    backend = backend_for(trace_paths, ["idle"], clock)
+    backend.start()
+    clock.now += 0.5
+    sample = backend.collect()[0]
+    assert sample.health.readings() == {} and sample.ecc_corrected_errors is None

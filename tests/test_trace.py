@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,15 @@ from exporter.backends.replay import ReplayBackend
 from exporter.config.file import Config
 from exporter.pipeline.derive import derive
 from exporter.sample import DeviceInfo
-from exporter.trace import FORMAT, NVML_KEYS, TraceError, load_trace, record_from_sample, sample_from_record
+from exporter.trace import (
+    FORMAT,
+    HEALTH_KEYS,
+    NVML_KEYS,
+    TraceError,
+    load_trace,
+    record_from_sample,
+    sample_from_record,
+)
 
 WORKLOADS = ["copy_2GB", "idle", "matmul_8192", "matmul_8192_duty50", "spin_1sm", "tiny_kernels"]
 
@@ -129,6 +138,20 @@ def mutate(change) -> dict:
         (mutate(lambda d: d["samples"][4].update(power_mw=-5)), "samples[4].power_mw", "non-negative number"),
         (mutate(lambda d: d["samples"][0].update(throttle=4.5)), "samples[0].throttle", "non-negative integer"),
         (mutate(lambda d: d["samples"][2].update(SM_ACTIVE=5)), "samples[2]", "unknown key 'SM_ACTIVE'"),
+        (mutate(lambda d: d["samples"][1].update(health=[])), "samples[1].health", "expected an object of health readings, got list"),
+        (mutate(lambda d: d["samples"][1].update(health={"pcie_replays": 1})), "samples[1].health", "unknown key 'pcie_replays'"),
+        (mutate(lambda d: d["samples"][1].update(health={"performance_state": 16})), "samples[1].health.performance_state", "a whole number from 0 to 15"),
+        (mutate(lambda d: d["samples"][1].update(health={"performance_state": 2.5})), "samples[1].health.performance_state", "a whole number from 0 to 15"),
+        (mutate(lambda d: d["samples"][1].update(health={"encoder_utilization": 1.5})), "samples[1].health.encoder_utilization", "a number from 0 to 1"),
+        (mutate(lambda d: d["samples"][1].update(health={"violation_power_seconds": -1})), "samples[1].health.violation_power_seconds", "non-negative number"),
+        (mutate(lambda d: d["samples"][1].update(health={"pcie_link_width": "x16"})), "samples[1].health.pcie_link_width", "non-negative integer"),
+        (mutate(lambda d: d["samples"][1].update(health={"retired_pages_pending": 1})), "samples[1].health.retired_pages_pending", "expected true or false, got 1"),
+        (mutate(lambda d: d["samples"][1].update(health={"nvlink_links_active": {"0": True}})), "samples[1].health.nvlink_links_active", "a list of at most 64 [link, active] pairs"),
+        (mutate(lambda d: d["samples"][1].update(health={"nvlink_links_active": [[0, 1]]})), "samples[1].health.nvlink_links_active[0]", "expected [link, active]"),
+        (mutate(lambda d: d["samples"][1].update(health={"nvlink_links_active": [[64, True]]})), "samples[1].health.nvlink_links_active[0][0]", "a link number from 0 to 63"),
+        (mutate(lambda d: d["samples"][1].update(health={"nvlink_links_active": [[3, True], [3, False]]})), "samples[1].health.nvlink_links_active[1]", "link 3 is listed twice"),
+        (mutate(lambda d: (d["samples"][1].update(health={"pcie_replay_errors": 7}), d["samples"][3].update(health={"pcie_replay_errors": 2}))), "samples[3].health.pcie_replay_errors",
+         "a counter since driver load cannot fall, got 2 after 7"),
         ('{"format": "gpu-trace/1", "samples": [{"t": NaN}]}', "", "missing key"),
         (json.dumps(good_trace()).replace('"util_gpu": 100', '"util_gpu": NaN', 1), "samples[0].util_gpu", "got nan"),
         (json.dumps(good_trace()).replace('"util_gpu": 100', '"util_gpu": Infinity', 1), "samples[0].util_gpu", "got inf"),
@@ -171,6 +194,30 @@ def test_round_trip_of_every_recorded_sample(trace_paths):
                     expected = min(original, 100) if key in {m.name for m in GPM_METRICS if m.scale < 1} else original
                     assert value == pytest.approx(expected, rel=1e-9, abs=1e-9), key
             assert sample_from_record(device, again, 12.0, trace.interval_s) == sample
+
+
+def test_health_readings_round_trip_and_old_traces_have_none():
+    device = DeviceInfo(index=0, uuid="GPU-x", name="NVIDIA H100")
+    health = {"pcie_replay_errors": 3.0, "pcie_link_generation": 5, "pcie_link_generation_max": 5, "pcie_link_width": 16, "nvlink_crc_flit_errors": 0.0,
+              "nvlink_links_active": [[0, True], [1, False]], "violation_power_seconds": 134.49919, "performance_state": 0, "encoder_utilization": 0.0,
+              "retired_pages_pending": False, "temperature_slowdown_celsius": 89.0, "ecc_corrected_errors": 0.0, "remapped_rows_failure": False}
+    sample = sample_from_record(device, {"t": 1.0, "util_gpu": 0, "health": health}, 7.0, 0.5)
+    assert sample.health.nvlink_links_active == ((0, True), (1, False)) and sample.health.performance_state == 0
+    assert sample.ecc_corrected_errors == 0.0 and sample.remapped_rows_failure is False and sample.health.fan_speed is None
+    assert record_from_sample(sample, 1.0)["health"] == health
+    old = sample_from_record(device, {"t": 1.0, "util_gpu": 0}, 7.0, 0.5)
+    assert old.health.readings() == {} and "health" not in record_from_sample(old, 1.0)
+
+
+def test_every_health_reading_has_a_trace_key():
+    """The trace format's health keys are the catalogue's health readings: each one a replay can give."""
+    from exporter.metrics import READINGS, REPLAY
+
+    health = {reading.field for metric, reading in READINGS if reading.path.startswith("sample.health.")}
+    assert health <= set(HEALTH_KEYS)
+    for metric, reading in READINGS:
+        if reading.field in HEALTH_KEYS:
+            assert REPLAY in metric.backends, metric.name
 
 
 def test_sample_from_record_converts_units():
@@ -291,3 +338,8 @@ def test_traces_that_validated_but_could_not_replay_are_refused_at_load(tmp_path
     data = good_trace() | change
     _, message = trace_error(tmp_path, data)
     assert place in message and reason in message
+
+
+def test_the_trace_format_documents_every_health_key():
+    readme = (Path(__file__).resolve().parent.parent / "exporter" / "traces" / "README.md").read_text(encoding="utf-8")
+    assert sorted(set(HEALTH_KEYS) - set(re.findall(r"`([a-z_0-9]+)`", readme))) == []

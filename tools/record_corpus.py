@@ -143,7 +143,7 @@ def compact(trace: dict[str, Any]) -> dict[str, Any]:
 # ---- workloads ----------------------------------------------------------------------------------
 
 
-def matmul_workloads(torch: Any, out: Path, duration: float, interval: float) -> None:
+def matmul_workloads(torch: Any, out: Path, duration: float, interval: float, wanted: Callable[[str], bool]) -> None:
     a = torch.randn(MATMUL_N, MATMUL_N, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(MATMUL_N, MATMUL_N, device="cuda", dtype=torch.bfloat16)
     flop = 2.0 * MATMUL_N**3
@@ -157,8 +157,11 @@ def matmul_workloads(torch: Any, out: Path, duration: float, interval: float) ->
         torch.cuda.synchronize()
         work.add(flop=10 * flop)
 
-    record_while("matmul_8192", f"torch bf16 {MATMUL_N}x{MATMUL_N} matmuls back to back (compute-bound)", steady, out, duration, interval, ("tflops",))
+    if wanted("matmul_8192"):
+        record_while("matmul_8192", f"torch bf16 {MATMUL_N}x{MATMUL_N} matmuls back to back (compute-bound)", steady, out, duration, interval, ("tflops",))
     for label, period in DUTY_PERIODS.items():
+        if not wanted(f"matmul_duty_{label}"):
+            continue
         half = period / 2
 
         def duty(work: Work, half: float = half) -> None:
@@ -355,8 +358,9 @@ def main() -> int:
         ("idle", {"idle"}, lambda: idle(torch, args.out, args.duration, args.interval)),
         ("llama", {"llama_train", "llama_train_starved", "llama_generate_b1", "llama_generate_b64"}, lambda: llama_workloads(torch, args.out, args.duration, args.interval, only)),
         ("graph_decode", {"graph_decode_b1"}, lambda: graph_decode(torch, args.out, args.duration, args.interval)),
-        ("matmul", {"matmul_8192"} | {f"matmul_duty_{label}" for label in DUTY_PERIODS}, lambda: matmul_workloads(torch, args.out, args.duration, args.interval)),
+        ("matmul", {"matmul_8192"} | {f"matmul_duty_{label}" for label in DUTY_PERIODS}, lambda: matmul_workloads(torch, args.out, args.duration, args.interval, wanted)),
     ]
+
     def wanted(name: str) -> bool:
         return only is None or name in only
 

@@ -12,14 +12,30 @@ from typing import Any
 
 from exporter.backends.base import Backend
 from exporter.sample import DeviceInfo, GpuSample
-from exporter.trace import GPM_KEYS, WINDOW_KEYS, Trace, sample_from_record
+from exporter.trace import GPM_KEYS, HEALTH_COUNTERS, WINDOW_KEYS, Trace, sample_from_record
 
 
-def unique_uuids(devices: list[DeviceInfo]) -> list[DeviceInfo]:
-    """Recordings of one physical GPU share its UUID: suffix the index where it repeats, so that the
-    virtual GPUs keep their own totals and series."""
-    counts = Counter(device.uuid for device in devices)
-    return [device if counts[device.uuid] == 1 else dataclasses.replace(device, uuid=f"{device.uuid}-replay-{device.index}") for device in devices]
+def unique_identities(devices: list[DeviceInfo]) -> list[DeviceInfo]:
+    """Recordings of one physical GPU share its UUID and PCI bus id: suffix the index where one
+    repeats, so that the virtual GPUs keep their own totals and series and tell apart by bus id.
+    The result depends only on the traces and their order: stable from one start to the next."""
+    uuids = Counter(device.uuid for device in devices)
+    buses = Counter(device.pci_bus_id for device in devices)
+    out = []
+    for device in devices:
+        if uuids[device.uuid] > 1:
+            device = dataclasses.replace(device, uuid=f"{device.uuid}-replay-{device.index}")
+        if buses[device.pci_bus_id] > 1:
+            device = dataclasses.replace(device, pci_bus_id=f"{device.pci_bus_id}-replay-{device.index}")
+        out.append(device)
+    return out
+
+
+def counter_gains(trace: Trace) -> dict[str, float]:
+    """How much each health counter rises over one replayed loop: from the first steady sample to
+    the last (the loop's first window's own rise is not known: the loop starts at its end)."""
+    first, last = trace.steady_samples[0].get("health") or {}, trace.samples[-1].get("health") or {}
+    return {key: last[key] - first[key] for key in HEALTH_COUNTERS if key in first and key in last}
 
 
 class ReplayBackend(Backend):
@@ -36,23 +52,35 @@ class ReplayBackend(Backend):
         super().__init__()
         self.traces = traces
         self.clock = clock
-        self.devices = unique_uuids([trace.device(index) for index, trace in enumerate(traces)])
+        self.devices = unique_identities([trace.device(index) for index, trace in enumerate(traces)])
         # Each steady sample covers (previous sample's t, its own t] of loop time, from 0 to loop_seconds.
         self._ends = [[record["t"] - trace.loop_start for record in trace.steady_samples] for trace in traces]
         self._started = 0.0
         self._last_collect: float | None = None
         # Replayed traces hold power but no energy counter: energy is recorded power integrated over replay time.
         self._energy = [0.0] * len(traces)
+        # Recorded health counters (since driver load) go on rising from loop to loop, never reset.
+        self._gains = [counter_gains(trace) for trace in traces]
 
     def start(self) -> list[DeviceInfo]:
         self._started = self.clock()
         return list(self.devices)
 
+    def position(self, index: int, elapsed: float) -> tuple[int, float]:
+        """(whole loops played, seconds into the current loop) ``elapsed`` seconds after the start."""
+        loop = self.traces[index].loop_seconds
+        position = elapsed % loop or (loop if elapsed > 0 else 0.0)  # windows are (start, end]
+        return max(0, round((elapsed - position) / loop)), position
+
     def record_at(self, index: int, elapsed: float) -> dict[str, Any]:
-        """The steady trace sample whose window holds ``elapsed`` seconds after the start, looping."""
-        trace, ends = self.traces[index], self._ends[index]
-        position = elapsed % trace.loop_seconds or (trace.loop_seconds if elapsed > 0 else 0.0)  # windows are (start, end]
-        record: dict[str, Any] = trace.steady_samples[min(bisect.bisect_left(ends, position), len(ends) - 1)]
+        """The steady trace sample whose window holds ``elapsed`` seconds after the start, looping;
+        its health counters raised by what the loops before it counted."""
+        ends = self._ends[index]
+        loops, position = self.position(index, elapsed)
+        record: dict[str, Any] = self.traces[index].steady_samples[min(bisect.bisect_left(ends, position), len(ends) - 1)]
+        health, gains = record.get("health"), self._gains[index]
+        if loops and health and gains:
+            record = {**record, "health": {key: value + loops * gains[key] if key in gains else value for key, value in health.items()}}
         return record
 
     def overlaps(self, index: int, start: float, end: float) -> list[tuple[float, dict[str, Any]]]:
