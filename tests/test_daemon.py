@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes.util
+import json
 import os
 import re
 import signal
@@ -138,7 +139,9 @@ def test_startup_with_a_missing_config_fails_with_one_line(tmp_path):
 
 def test_startup_with_a_bad_trace_fails_with_one_line(trace_paths, tmp_path):
     trace = tmp_path / "broken.json"
-    trace.write_text(trace_paths["idle"].read_text().replace('"SM_UTIL": 0.0', '"SM_UTIL": "zero"', 1))
+    data = json.loads(trace_paths["idle"].read_text())
+    data["samples"][0]["SM_UTIL"] = "zero"
+    trace.write_text(json.dumps(data))
     status, lines = run_exporter("--replay", str(trace_paths["spin_1sm"]), str(trace), "--web.listen-address", f"127.0.0.1:{free_port()}")
     assert_one_clear_line(status, lines, "level=error", str(trace), "samples[0].SM_UTIL")
 

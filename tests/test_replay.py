@@ -47,7 +47,7 @@ def test_gpus_are_numbered_in_the_order_given(trace_paths, clock):
 
 
 def test_the_sample_is_chosen_by_time(trace_paths, clock):
-    trace = load_trace(trace_paths["matmul_8192"])
+    trace = load_trace(trace_paths["tiny_kernels"])
     clock.now = 0.0  # so that elapsed time is exactly the trace's t at the window's end
     backend = ReplayBackend([trace], clock=clock)
     backend.start()
@@ -223,7 +223,7 @@ def test_health_readings_replay_and_their_counters_keep_rising_across_loops(trac
 
 
 def test_a_trace_without_health_replays_none(trace_paths, clock) -> None:
-    backend = backend_for(trace_paths, ["idle"], clock)
+    backend = backend_for(trace_paths, ["spin_1sm"], clock)
     backend.start()
     clock.now += 0.5
     sample = backend.collect()[0]

@@ -41,7 +41,7 @@ def test_tampered_trace_fails_with_exit_code_1(trace_paths, tmp_path):
     run = selftest("--replay", str(tampered), str(trace_paths["idle"]), "--markdown")
     assert run.returncode == 1
     assert "| copy_2GB | estimated TB/s | 0.9-1.1x the workload's 3 TB/s | 4.25 TB/s (+41.7%) | FAIL |" in run.stdout
-    assert "| idle | bottleneck class | idle | idle (12/12 samples) | PASS |" in run.stdout
+    assert "| idle | bottleneck class | idle | idle (24/24 samples) | PASS |" in run.stdout
     assert run.stdout.rstrip().endswith("1 of 7 checks FAILED")
 
 
