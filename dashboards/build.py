@@ -1,7 +1,10 @@
 """Builds the Grafana dashboards (Grafana 10/11 JSON) from code.
 
-    python dashboards/build.py          # rewrite dashboards/*.json
+    python dashboards/build.py          # rewrite dashboards/*.json and the mixin's copies
     python dashboards/build.py --check  # exit 1 if a committed file differs from the build
+
+The monitoring mixin (deploy/mixin/) carries byte-identical copies in deploy/mixin/dashboards/: a
+mixin is imported on its own (jsonnet-bundler vendors its folder), so it cannot reach this one.
 
 Every panel carries a description and a unit; every query selects GPUs through the same variables
 (cluster, job, instance, gpu, namespace, pod) whose "All" value is ``.*``, so the dashboards work
@@ -17,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+MIXIN_COPIES = HERE.parent / "deploy" / "mixin" / "dashboards"
 sys.path.insert(0, str(HERE.parent))
 
 from exporter.backends.base import SLOW_INTERVAL  # noqa: E402
@@ -86,6 +90,11 @@ def thresholds(*steps: tuple[float | None, str]) -> dict[str, Any]:
 
 GOOD_HIGH = thresholds((None, "red"), (0.3, "orange"), (0.6, "green"))
 BAD_HIGH = thresholds((None, "green"), (1, "red"))
+# A figure to read, neither good nor bad (power, energy): without thresholds of its own a stat takes
+# Grafana's default ones, red from 80, and would paint any fleet's power red.
+NEUTRAL = thresholds((None, "blue"))
+# Busy-but-idle GPU-hours over the time range, per GPU or pod and for the fleet: orange from half an hour, red from two.
+WASTE = thresholds((None, "green"), (0.5, "orange"), (2, "red"))
 
 
 def panel(kind: str, title: str, description: str, targets: list[dict[str, Any]], unit: str, *, w: int, h: int,
@@ -368,7 +377,6 @@ def per_pod_share(metric: str, window: str) -> str:
 
 def fleet() -> dict[str, Any]:
     s = sel()
-    waste = thresholds((None, "green"), (0.5, "orange"), (2, "red"))
     panels = [
         row("Fleet now"),
         stat("Fleet efficiency", "SM-active GPU-seconds over busy GPU-seconds across the selected GPUs, over the whole time range. 1 = every second the GPUs counted as busy, their SMs worked; 0.2 = four fifths of the 'busy' time did nothing useful. nvidia-smi's utilization cannot show this.",
@@ -376,14 +384,17 @@ def fleet() -> dict[str, Any]:
              "percentunit", min_=0, max_=1, decimals=1, thresholds_=GOOD_HIGH),
         stat("GPUs in mismatch now", "GPUs that look busy (utilization >= 0.8) while under 30 % of their SMs are active (gpueff_mismatch{rule=\"high_util_low_sm\"}). Anything above 0 is GPU time paid for and not used: open the GPU detail dashboard for those GPUs.",
              [target("sum(gpueff_mismatch" + sel('rule="high_util_low_sm"') + ")", "GPUs", instant=True)], "none", thresholds_=BAD_HIGH, decimals=0),
-        stat("GPUs up", "GPUs (and MIG devices) the exporter reads now; compare with the GPUs you expect on the selected nodes.", [target(f"sum(gpueff_gpu_up{s})", "up", instant=True)], "none", decimals=0, w=2),
+        stat("GPUs up", "GPUs (and MIG devices) the exporter reads now; compare with the GPUs you expect on the selected nodes. Red at 0.", [target(f"sum(gpueff_gpu_up{s})", "up", instant=True)], "none", decimals=0, w=2,
+             thresholds_=thresholds((None, "red"), (1, "green"))),
         stat("GPUs down", "GPUs the exporter cannot read now (lost, unreadable or stale data): red from 1. A GPU down is usually a driver or hardware fault: see the GpuLost alert.",
              [target(f"sum(1 - gpueff_gpu_up{s})", "down", instant=True)], "none", decimals=0, w=2, thresholds_=BAD_HIGH),
         stat("Busy-but-idle GPU-hours", "GPU-hours in the time range during which the GPUs counted as busy while their SMs were not (integral of max(0, utilization - SM activity)). This is the waste that utilization-based dashboards hide.",
-             [target(f"sum(increase(gpueff_busy_idle_sm_seconds_total{s}[$__range])) / 3600", "GPU-hours", instant=True)], "h", decimals=2),
+             [target(f"sum(increase(gpueff_busy_idle_sm_seconds_total{s}[$__range])) / 3600", "GPU-hours", instant=True)], "h", decimals=2, thresholds_=WASTE),
         stat("Busy-but-idle cost", "What the busy-but-idle GPU time of the time range cost at the exporter's price_per_gpu_hour, in the labelled currency. No data means no price is configured on the exporter.",
-             [target(f"sum by (currency) (increase(gpueff_busy_idle_sm_cost_total{s}[$__range]))", "{{currency}}", instant=True)], "short", decimals=2),
-        stat("Power now", "Power drawn by the selected GPUs now, in watts.", [target(f"sum(gpueff_power_watts{s})", "power", instant=True)], "watt", decimals=0),
+             [target(f"sum by (currency) (increase(gpueff_busy_idle_sm_cost_total{s}[$__range]))", "{{currency}}", instant=True)], "short", decimals=2,
+             thresholds_=thresholds((None, "green"), (0.01, "orange"))),
+        stat("Power now", "Power drawn by the selected GPUs now, in watts (blue: a figure to read, neither good nor bad; Power per node below sets it against the limits).",
+             [target(f"sum(gpueff_power_watts{s})", "power", instant=True)], "watt", decimals=0, thresholds_=NEUTRAL),
         row("Over time (scales to thousands of GPUs: distributions and the worst GPUs, not a line per GPU)"),
         timeseries("Coarse utilization vs SM activity", "Fleet average of utilization (share of time any kernel ran: nvidia-smi's quantity, averaged over each poll window) against SM activity (share of SMs with work). The gap between the two lines is GPU time that looks busy but is not: one thread on one SM reads 100 % utilization and 0.8 % SM activity.",
                    [target(f"avg(gpueff_gpu_utilization_ratio{s})", "utilization"), target(f"avg(gpueff_sm_active_ratio{s})", "SM activity")], "percentunit", min_=0, max_=1),
@@ -406,9 +417,9 @@ def fleet() -> dict[str, Any]:
                    [target(f"sum by (instance) (gpueff_power_watts{s})", "{{instance}}"), target(f"sum by (instance) (gpueff_power_limit_watts{s})", "{{instance}} limit")], "watt", min_=0, overrides=[dashed(".* limit")]),
         row("Who wastes GPU time"),
         bargauge("Top wasteful GPUs", "The ten GPUs with the most busy-but-idle GPU-hours in the time range. Start optimising at the top: these GPUs are held and reported busy while their SMs sit idle. Click a bar for the GPU's detail dashboard.",
-                 [target(f"topk(10, sum by (cluster, instance, gpu, uuid) (increase(gpueff_busy_idle_sm_seconds_total{s}[$__range])) / 3600)", GPU_LEGEND, instant=True)], "h", decimals=2, thresholds_=waste, links=detail_link()),
+                 [target(f"topk(10, sum by (cluster, instance, gpu, uuid) (increase(gpueff_busy_idle_sm_seconds_total{s}[$__range])) / 3600)", GPU_LEGEND, instant=True)], "h", decimals=2, thresholds_=WASTE, links=detail_link()),
         bargauge("Top wasteful pods", "The ten namespace/pod pairs with the most busy-but-idle GPU-hours in the time range. A GPU time-sliced between several pods (gpueff_gpu_pod_info) counts an equal share to each of them; GPUs no pod holds show as '(no pod)' (the exporter's fair split, gpueff_holder_*, is exact where enabled: docs/sharing.md).",
-                 [target(f"topk(10, {per_pod_share('gpueff_busy_idle_sm_seconds_total', '$__range')}) / 3600", "{{namespace}}/{{pod}}", instant=True)], "h", decimals=2, thresholds_=waste),
+                 [target(f"topk(10, {per_pod_share('gpueff_busy_idle_sm_seconds_total', '$__range')}) / 3600", "{{namespace}}/{{pod}}", instant=True)], "h", decimals=2, thresholds_=WASTE),
         table("Namespaces: efficiency, waste and cost", "Per namespace over the time range: efficiency (SM-active over busy GPU-seconds), busy GPU-hours, busy-but-idle GPU-hours, what that waste cost (with a price on the exporter) and energy. namespace is empty for GPUs without Kubernetes attribution. Sort by waste to find where to start.",
               [target(f"clamp_max(sum by (namespace) (increase(gpueff_sm_active_seconds_total{s}[$__range])) / sum by (namespace) (increase(gpueff_gpu_busy_seconds_total{s}[$__range])), 1)", instant=True, table=True),
                target(f"sum by (namespace) (increase(gpueff_gpu_busy_seconds_total{s}[$__range])) / 3600", instant=True, table=True),
@@ -470,6 +481,14 @@ def holder_targets() -> list[dict[str, Any]]:
     ]
 
 
+def exporters_down() -> str:
+    """This exporter's scrape targets that Prometheus cannot scrape now: ``up == 0`` only in the jobs
+    where an exporter served its build info in the time range, so another job's down target
+    (kube-scheduler on kube-prometheus-stack, whatever the Job variable) never counts as this one's."""
+    node = "{" + NODE_SEL + "}"
+    return f"count(\n  up{node} == 0\n  and on (cluster, job) max_over_time(gpueff_exporter_build_info{node}[$__range])\n) or vector(0)"
+
+
 def health_stats() -> list[dict[str, Any]]:
     """Stat panels: hardware errors, energy, profiling and the exporter's own health over the range."""
     s = sel()
@@ -483,14 +502,14 @@ def health_stats() -> list[dict[str, Any]]:
              [target(f"sum(increase(gpueff_ecc_errors_total{uncorrected}[$__range])) or vector(0)", "ECC", instant=True)], "none", decimals=0, thresholds_=errors),
         stat("Row remaps pending / failed", "GPUs with a memory row remap pending (needs a GPU reset) or failed (no spare rows left: take the GPU out).",
              [target(f"sum(gpueff_remapped_rows_pending{s}) or vector(0)", "pending", instant=True), target(f"sum(gpueff_remapped_rows_failure{s}) or vector(0)", "failed", instant=True)], "none", decimals=0, thresholds_=errors),
-        stat("Energy", "Energy the selected GPUs used in the time range, in kWh (gpueff_energy_joules_total).",
-             [target(f"sum(increase(gpueff_energy_joules_total{s}[$__range])) / 3.6e6", "energy", instant=True)], "kwatth", decimals=1),
+        stat("Energy", "Energy the selected GPUs used in the time range, in kWh (gpueff_energy_joules_total; blue: a figure to read, neither good nor bad).",
+             [target(f"sum(increase(gpueff_energy_joules_total{s}[$__range])) / 3.6e6", "energy", instant=True)], "kwatth", decimals=1, thresholds_=NEUTRAL),
         stat("GPUs without profiling", "GPUs whose SM activity the exporter cannot read (gpueff_profiling_available == 0): efficiency, mismatch and the bottleneck class are blind there (GpuProfilingUnavailable).",
              [target(f"count(gpueff_profiling_available{s} == 0) or vector(0)", "GPUs", instant=True)], "none", decimals=0, thresholds_=errors),
         stat("GPUs with implausible readings", "GPUs whose profiling readings fail a counter-health check now (gpueff_readings_implausible == 1: SM activity 0 under load, a pipe above SM activity, ...). Their class reads unknown and they count no waste; GpuReadingsImplausible fires after 15 minutes. The GPU detail dashboard's Counter health panel names the check.",
              [target(f"count(max by (cluster, instance, uuid) (gpueff_readings_implausible{s}) == 1) or vector(0)", "GPUs", instant=True)], "none", decimals=0, thresholds_=errors),
-        stat("Exporter health", "Exporters Prometheus cannot scrape (up == 0), exporters serving stale data, failed collections in the time range, and exporters whose Kubernetes attribution fails now (the kubelet pod-resources call: GPU series lose their pod labels; GpuKubernetesAttributionDown).",
-             [target(f'count(up{{{NODE_SEL}}} == 0) or vector(0)', "down", instant=True),
+        stat("Exporter health", "Exporters Prometheus cannot scrape now (up == 0 in the scrape jobs where this exporter served gpueff_exporter_build_info in the time range: other jobs' down targets are not counted; an exporter job silent for the whole range is GpuEfficiencyExporterVanished's), exporters serving stale data, failed collections in the time range, and exporters whose Kubernetes attribution fails now (the kubelet pod-resources call: GPU series lose their pod labels; GpuKubernetesAttributionDown).",
+             [target(exporters_down(), "down", instant=True),
               target(f"sum(gpueff_collect_stale{node}) or vector(0)", "stale", instant=True),
               target(f"sum(increase(gpueff_collect_errors_total{node}[$__range])) or vector(0)", "collect errors", instant=True),
               target(f"count(gpueff_kubernetes_attribution_up{node} == 0) or vector(0)", "attribution down", instant=True)], "none", decimals=0, thresholds_=errors, w=8),
@@ -692,13 +711,14 @@ def main(argv: list[str]) -> int:
     check = "--check" in argv
     stale = []
     for name, build in DASHBOARDS.items():
-        path = HERE / name
         text = render(build)
-        if check:
-            if not path.exists() or path.read_text(encoding="utf-8") != text:
-                stale.append(name)
-        else:
-            path.write_text(text, encoding="utf-8")
+        for path in (HERE / name, MIXIN_COPIES / name):
+            if check:
+                if not path.exists() or path.read_text(encoding="utf-8") != text:
+                    stale.append(str(path.relative_to(HERE.parent)))
+            else:
+                path.parent.mkdir(exist_ok=True)
+                path.write_text(text, encoding="utf-8")
     if stale:
         print(f"out of date (run python dashboards/build.py): {', '.join(stale)}", file=sys.stderr)
         return 1

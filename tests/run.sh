@@ -26,7 +26,7 @@ stage_done() {  # wall time, and CPU time: on a busy machine the wall time says 
 }
 
 # ---- Debian packages: promtool, prometheus and alertmanager for the rule and end-to-end tests,
-# chromium for the live page, tmux for the terminal view
+# chromium for the live page, tmux for the terminal view, jsonnet for the monitoring mixin
 missing=()
 command -v promtool >/dev/null || missing+=(prometheus)
 command -v prometheus-alertmanager >/dev/null || command -v alertmanager >/dev/null || missing+=(prometheus-alertmanager)
@@ -35,6 +35,7 @@ command -v podman >/dev/null || missing+=(podman)  # builds and runs the image (
 command -v runc >/dev/null || missing+=(runc)  # podman's runtime here: crun refuses hybrid cgroup v1 hosts
 command -v chromium >/dev/null || missing+=(chromium)  # the live page's browser test (tests/test_page_browser.py)
 command -v tmux >/dev/null || missing+=(tmux)  # the terminal view's test (tests/test_top.py)
+command -v jsonnet >/dev/null || missing+=(jsonnet)  # the monitoring mixin, rendered by the real jsonnet (tests/test_mixin.py)
 if ((${#missing[@]})); then
     sudo=""
     [ "$(id -u)" = 0 ] || sudo="sudo"

@@ -24,7 +24,7 @@ PATHS = sorted(DASHBOARD_DIR.glob("*.json"))
 GPU_VARIABLES = ("datasource", "cluster", "job", "instance", "gpu", "namespace", "pod")
 # Per-exporter series (no gpu or pod label): selected by node only.
 EXPORTER_METRICS = ("gpueff_collect_errors_total", "gpueff_collect_stale", "gpueff_snapshot_age_seconds", "gpueff_bottleneck_class_info",
-                    "gpueff_kubernetes_attribution_up", "gpueff_kubernetes_attribution_errors_total")
+                    "gpueff_kubernetes_attribution_up", "gpueff_kubernetes_attribution_errors_total", "gpueff_exporter_build_info")
 
 
 def test_committed_dashboards_equal_the_build():
@@ -274,3 +274,51 @@ def test_holder_table_computes_each_jobs_figures_over_the_range(tmp_path):
                                                                 "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": tests}]}))
     result = subprocess.run([promtool, "test", "rules", "holders.test.yml"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.stem)
+def test_every_stat_has_thresholds_of_its_own(path):
+    """Without its own thresholds a stat takes Grafana's default ones (red from 80): 5,000 W of
+    fleet power or 120 GPUs up would read red."""
+    for panel in grafana_queries.panels(grafana_queries.load(path)):
+        if panel["type"] != "stat":
+            continue
+        defaults = panel["fieldConfig"]["defaults"]
+        steps = defaults.get("thresholds", {}).get("steps", [])
+        assert steps and steps[0]["value"] is None, f"{panel['title']}: no thresholds"
+        values = [step["value"] for step in steps[1:]]
+        assert values == sorted(values), panel["title"]
+        assert defaults["color"] == {"mode": "thresholds"}, panel["title"]
+
+
+def promtool_values(tmp_path, dashboard: dict, expr: str, series: list[dict], eval_time: str, expected: list[dict], range_seconds: int = 3600) -> subprocess.CompletedProcess[str]:
+    """promtool's verdict on one of ``dashboard``'s queries, interpolated with every variable at All."""
+    values = {v["name"]: v.get("allValue", "") for v in dashboard["templating"]["list"]} | grafana_queries.builtins(range_seconds, 60)
+    test = {"expr": grafana_queries.interpolate(expr, values), "eval_time": eval_time, "exp_samples": expected}
+    (tmp_path / "empty.yml").write_text("groups: []\n")
+    (tmp_path / "query.test.yml").write_text(yaml.safe_dump({"rule_files": ["empty.yml"], "evaluation_interval": "1m",
+                                                             "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": [test]}]}))
+    promtool = shutil.which("promtool")
+    assert promtool, "tests/run.sh installs the Debian package prometheus"
+    return subprocess.run([promtool, "test", "rules", "query.test.yml"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+
+
+def test_exporter_health_never_counts_other_jobs_down_targets(tmp_path):
+    """kube-prometheus-stack: kube-scheduler's target is down all along (its metrics port is not
+    exposed on most clusters). With the Job variable at All, the fleet's Exporter health counts the
+    one exporter that stopped answering at 31m, not kube-scheduler."""
+    dashboard = grafana_queries.load(DASHBOARD_DIR / "gpu-efficiency-fleet.json")
+    (panel,) = [p for p in grafana_queries.panels(dashboard) if p["title"] == "Exporter health"]
+    down = next(t["expr"] for t in panel["targets"] if t["legendFormat"] == "down")
+    info = 'gpueff_exporter_build_info{{job="gpu-efficiency-exporter",instance="{}",version="0.1.0",backend="nvml",replayed="false"}}'
+    series = [{"series": 'up{job="kube-scheduler",instance="10.0.0.5:10259"}', "values": "0x90"},
+              {"series": 'up{job="gpu-efficiency-exporter",instance="node1:9947"}', "values": "1x90"},
+              {"series": 'up{job="gpu-efficiency-exporter",instance="node2:9947"}', "values": "1x30 0x60"},
+              {"series": info.format("node1:9947"), "values": "1x90"},
+              {"series": info.format("node2:9947"), "values": "1x30 _x60"}]
+    for eval_time, count in (("20m", 0), ("40m", 1)):
+        result = promtool_values(tmp_path, dashboard, down, series, eval_time, [{"labels": "{}", "value": count}])
+        assert result.returncode == 0, result.stdout + result.stderr
+    # The old query counted kube-scheduler as a down exporter.
+    result = promtool_values(tmp_path, dashboard, 'count(up{cluster=~"$cluster", job=~"$job", instance=~"$instance"} == 0) or vector(0)', series, "20m", [{"labels": "{}", "value": 0}])
+    assert result.returncode != 0
