@@ -47,20 +47,22 @@ SPIN_UUID = "GPU-replay-4-spin_1sm"
 # kubelet to attribute pods): a panel query reading one of them may come back empty, and only while
 # the daemon really does not export it.
 NOT_IN_REPLAY = ("gpueff_compute_processes", "gpueff_compute_process_memory_bytes", "gpueff_gpu_pod_info",
-                 # Hardware-health series the recorded traces do not hold (no Xid, ECC, row-remap or
-                 # memory-temperature readings were recorded).
-                 "gpueff_xid_errors_total", "gpueff_ecc_errors_total", "gpueff_remapped_rows", "gpueff_memory_temperature_celsius",
+                 # Hardware-health series no demo trace holds (no Xid or memory-temperature readings were
+                 # recorded; the H200 recordings with health have no NVLink, fan or page retirement).
+                 "gpueff_xid_errors_total", "gpueff_memory_temperature_celsius", "gpueff_nvlink_errors_total", "gpueff_nvlink_link_active",
+                 "gpueff_fan_speed_ratio", "gpueff_retired_pages",
                  # The fair split of shared GPUs needs NVML's process list: none under replay (its
                  # dashboard queries are checked with promtool in test_dashboards.py).
                  "gpueff_holder_busy_seconds_total", "gpueff_holder_sm_active_seconds_total", "gpueff_holder_busy_idle_sm_seconds_total",
                  "gpueff_holder_energy_joules_total", "gpueff_gpu_job_info",
-                 # The NVML health readings (docs/health.md): NVML only, no trace holds them.
-                 "gpueff_clock_violation_seconds_total", "gpueff_pcie_replay_errors_total", "gpueff_pcie_link_width", "gpueff_pcie_link_max_width",
-                 "gpueff_pcie_link_generation", "gpueff_pcie_link_max_generation", "gpueff_nvlink_errors_total", "gpueff_nvlink_link_active",
-                 "gpueff_encoder_utilization_ratio", "gpueff_decoder_utilization_ratio", "gpueff_fan_speed_ratio", "gpueff_performance_state",
-                 "gpueff_temperature_limit_celsius", "gpueff_retired_pages",
                  # Never set without a kubelet that answered once.
                  "gpueff_kubernetes_attribution_last_success_timestamp_seconds")
+# The health readings (docs/health.md) the demo replays only on the GPUs whose traces recorded them:
+# h200/idle and h200/matmul_8192, GPUs 1 and 2 (exporter/traces/README.md).
+RECORDED_HEALTH = ("gpueff_clock_violation_seconds_total", "gpueff_pcie_replay_errors_total", "gpueff_pcie_link_width", "gpueff_pcie_link_max_width",
+                   "gpueff_pcie_link_generation", "gpueff_pcie_link_max_generation", "gpueff_encoder_utilization_ratio", "gpueff_decoder_utilization_ratio",
+                   "gpueff_performance_state", "gpueff_temperature_limit_celsius", "gpueff_ecc_errors_total", "gpueff_remapped_rows")
+HEALTH_GPUS = 'gpu=~"(1|2)"'
 # The exporter joins the vLLM-like token server with GPUs 0 and 5.
 APP_GPUS = ("0", "5")
 # The token servers (tests/fakes/app_servers/server_metrics.yml) and the namespace label their scrape adds: the
@@ -309,6 +311,13 @@ def exported(metrics: str, name: str) -> bool:
     return re.search(rf"^{re.escape(name)}[{{ ]", metrics, flags=re.M) is not None
 
 
+def exported_on(metrics: str, name: str, expr: str) -> bool:
+    """Whether the daemon exports ``name`` for a GPU the query's gpu=~"..." selects."""
+    selection = re.search(r'gpu=~"([^"]*)"', expr)
+    selected = re.compile(selection.group(1) if selection else ".*")
+    return any(selected.fullmatch(gpu) for gpu in re.findall(rf'^{re.escape(name)}\{{gpu="(\d+)"', metrics, flags=re.M))
+
+
 def active_clock_events(metrics: str, expr: str) -> list[str]:
     """The daemon's clock-event reasons at 1 on the GPUs the query's gpu=~"..." selects: "Throttle
     reasons" draws only active ones, so it is empty exactly when there are none (the copy and
@@ -341,6 +350,7 @@ def run_dashboard_queries(stack: dict[str, Any], pick: Callable[[dict[str, Any],
                 continue
             if not result:
                 missing = [name for name in NOT_IN_REPLAY if name in query.expr and not exported(stack["daemon_metrics"], name)]
+                missing += [name for name in RECORDED_HEALTH if name in query.expr and not exported_on(stack["daemon_metrics"], name, query.expr)]
                 if query.panel == "Throttle reasons" and not active_clock_events(stack["daemon_metrics"], query.expr):
                     missing.append("an active clock-event reason on the selected GPUs")
                 if not missing:
@@ -399,6 +409,28 @@ def test_processes_are_really_absent_in_replay(stack):
     "Throttle reasons" panel is empty only for GPUs that have none active."""
     for name in NOT_IN_REPLAY:
         assert not exported(stack["daemon_metrics"], name), name
+    for name in RECORDED_HEALTH:
+        assert exported_on(stack["daemon_metrics"], name, HEALTH_GPUS) and not exported_on(stack["daemon_metrics"], name, 'gpu=~"(0|[3-9]|1[0-7])"'), name
+
+
+def test_the_demo_replays_the_recorded_health_readings(stack: dict[str, Any]) -> None:
+    """The GPU detail dashboard's health row under --demo: the matmul (GPU 2) ran at its power limit
+    all along, so its clocks were held down for power the whole time; the idle GPU (1) for low
+    utilization. The counters keep rising across the replay's loops."""
+    prom: Prometheus = stack["prometheus"]
+
+    def share_of_time(selector: str) -> float:
+        """The counter's rise over the time between its first and last stored samples (no
+        extrapolation: the stack may have run only a few seconds)."""
+        (series,) = prom.api("query", query=f"{selector}[5m]", time=time.time())["result"]
+        (start, first), (end, last) = series["values"][0], series["values"][-1]
+        return (float(last) - float(first)) / (end - start)
+
+    # 1.0 recorded; over a few seconds of 1 s polls and scrapes the figure jitters by a poll or so.
+    assert 0.7 < share_of_time('gpueff_clock_violation_seconds_total{gpu="2", reason="power"}') < 1.3
+    assert 0.7 < share_of_time('gpueff_clock_violation_seconds_total{gpu="1", reason="low_utilization"}') < 1.3
+    assert {s["metric"]["threshold"]: float(s["value"][1]) for s in prom.query('gpueff_temperature_limit_celsius{gpu="2"}')} == {"slowdown": 89, "shutdown": 95, "gpu_max": 87, "memory_max": 95}
+    assert [float(s["value"][1]) for s in prom.query('gpueff_pcie_link_width{gpu="2"}')] == [16.0]
     assert active_clock_events(stack["daemon_metrics"], 'gpu=~".*"') and not active_clock_events(stack["daemon_metrics"], 'gpu=~"(0|5)"')
 
 
