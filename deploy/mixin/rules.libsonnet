@@ -43,8 +43,8 @@
             "expr": "sum by (cluster, job) (gpueff_power_watts)"
           },
           {
-            "record": "job:gpueff_estimated_flop_per_joule:ratio",
-            "expr": "sum by (cluster, job) (gpueff_estimated_total_flops_per_second)\n/ (sum by (cluster, job) (gpueff_power_watts and on (job, instance, uuid) gpueff_estimated_total_flops_per_second) > 0)\n"
+            "record": "job:gpueff_busy_flop_per_joule:ratio",
+            "expr": "sum by (cluster, job) (gpueff_busy_flops_per_second)\n/ (sum by (cluster, job) (gpueff_power_watts and on (job, instance, uuid) gpueff_busy_flops_per_second) > 0)\n"
           },
           {
             "record": "namespace:gpueff_sm_active_gpu_hours:increase1h",
