@@ -164,6 +164,26 @@ def test_slow_calls_only_at_the_slow_interval_and_carried_on(traces):
     backend.close()
 
 
+def test_the_gpus_slow_rounds_fall_on_different_polls(traces):
+    """Each GPU's slow round (energy, ECC, health, the graphics engine: a few ms of NVML calls) is
+    spread over the slow interval: after the first poll, no poll carries two GPUs' rounds."""
+    backend, fake, clock = started([traces["matmul_8192"]] * 4, slow_interval=10.0)
+    slow = ("nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetViolationStatus", "nvmlGpmMetricsGet")
+    rounds: list[dict[str, set[int]]] = []
+    for _ in range(40):
+        before = {(name, gpu): fake.device_calls[name, gpu] for name in slow[:2] for gpu in range(4)}
+        metrics_before = fake.calls["nvmlGpmMetricsGet"]
+        backend.collect()
+        rounds.append({name: {gpu for gpu in range(4) if fake.device_calls[name, gpu] > before[name, gpu]} for name in slow[:2]})
+        rounds[-1]["engine_reads"] = set(range(fake.calls["nvmlGpmMetricsGet"] - metrics_before - 4))  # beyond each GPU's window
+        clock.advance(1)
+    assert all(len(gpus) == 4 for gpus in (rounds[0][slow[0]], rounds[0][slow[1]]))  # every reading exists from the start
+    for name in (*slow[:2], "engine_reads"):
+        per_poll = [len(found[name]) for found in rounds[2:]]
+        assert max(per_poll) == 1 and sum(per_poll) >= 4 * 3, (name, per_poll)  # one GPU at a time, each every 10 s
+    backend.close()
+
+
 def test_a_reload_tells_the_backend_its_new_slow_interval(traces):
     """SIGHUP with a new slow_collect_interval reaches the NVML backend (it was copied once, at start)."""
     backend, fake, clock = started([traces["matmul_8192"]], slow_interval=10.0)

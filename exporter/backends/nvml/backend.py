@@ -48,6 +48,9 @@ class _Gpu:
     process_samples_primed: bool = False  # asked once: later answers cover only the time since
     health: HealthReader | None = None  # None for a MIG device: its physical GPU carries the health readings
     utilization_window: UtilizationWindow = field(default_factory=UtilizationWindow)
+    # Where in the slow interval this GPU's slow rounds fall, 0..1: the GPUs' rounds are spread over
+    # the interval instead of all landing on one poll (each costs a few ms of NVML calls per GPU).
+    slow_phase: float = 0.0
 
 
 class NvmlBackend(Backend):
@@ -135,6 +138,8 @@ class NvmlBackend(Backend):
         # GPUs that did not come back stay listed as lost, so their gpueff_gpu_up reads 0; a MIG
         # device whose GPU came back without it was destroyed (a new MIG layout) and is dropped.
         self._read_topology(opened)
+        for position, gpu in enumerate(opened):
+            gpu.slow_phase = position / len(opened)
         reopened = {gpu.info.uuid for gpu in opened}
         gone = [_Gpu(info=gpu.info, handle=None, lost=True) for gpu in known.values() if gpu.info.parent_uuid not in reopened]
         self._gpus = sorted(opened + gone, key=lambda gpu: gpu.info.index)
@@ -349,7 +354,7 @@ class NvmlBackend(Backend):
             setattr(sample, key, value)
         sample.device = gpu.info  # the slow read may have found a new power limit
         if gpu.health is not None:
-            sample.health = gpu.health.read(nvml, handle, now, self.slow_interval, self.disabled_collectors)
+            sample.health = gpu.health.read(nvml, handle, now, self.slow_interval, self.disabled_collectors, gpu.slow_phase)
         if self._xid is not None:
             sample.xid_errors = self._xid.counts(gpu.info.uuid)
         return sample
@@ -376,7 +381,7 @@ class NvmlBackend(Backend):
         if gpu.slow_time is not None and now - gpu.slow_time < self.slow_interval:
             return
         nvml, handle, opt = self.nvml, gpu.handle, self._optional
-        gpu.slow_time = now
+        gpu.slow_time = now - (gpu.slow_phase * self.slow_interval if gpu.slow_time is None else 0.0)  # the first round now, the next at the GPU's phase
         slow: dict[str, Any] = {}
         energy = opt(gpu, "energy", nvml.nvmlDeviceGetTotalEnergyConsumption, handle)
         slow["energy_joules"] = None if energy is None else energy / 1000
@@ -405,7 +410,7 @@ class NvmlBackend(Backend):
         engine (1.5 ms a read) only over the slow window, held between slow rounds (nvml/gpm.py)."""
         parent_handle = gpu.parent.handle if gpu.parent is not None else None
         slow_engine = self.slow_interval if _utilization_from_samples(gpu) and not self.engine_every_poll else None
-        window = read_pair(self.nvml, pair, gpu.info, gpu.handle, parent_handle, now, self.log_once, slow_engine)
+        window = read_pair(self.nvml, pair, gpu.info, gpu.handle, parent_handle, now, self.log_once, slow_engine, gpu.slow_phase)
         if pair.refused:
             free_pair(self.nvml, pair)
             gpu.gpm = None

@@ -111,13 +111,14 @@ def free_pair(nvml: ModuleType, pair: GpmPair) -> None:
     pair.drop_slow_window()
 
 
-def read_pair(nvml: ModuleType, pair: GpmPair, info: DeviceInfo, handle: Any, parent_handle: Any | None, now: float, log_once: LogOnce, slow_engine: float | None = None) -> tuple[Profiling, float] | None:
+def read_pair(nvml: ModuleType, pair: GpmPair, info: DeviceInfo, handle: Any, parent_handle: Any | None, now: float, log_once: LogOnce, slow_engine: float | None = None, slow_phase: float = 0.0) -> tuple[Profiling, float] | None:
     """Take a sample at ``now`` and return the window's readings and its length; None while the pair
     is only primed, the last sample is too recent, or the driver refused (``pair.refused`` then).
 
     ``slow_engine``: None reads GRAPHICS_UTIL over every window; else it is left out of the window
     and read over the slow window once this many seconds have passed since its start (and on the
-    first window), into ``pair.slow_graphics_active``."""
+    first window), into ``pair.slow_graphics_active``; after the first window the next read comes
+    ``slow_phase`` of that interval early, so the node's GPUs read it on different polls."""
     previous_time = pair.previous_time
     if too_soon(pair, now):
         return None
@@ -145,7 +146,7 @@ def read_pair(nvml: ModuleType, pair: GpmPair, info: DeviceInfo, handle: Any, pa
     previous = pair.previous
     pair.previous, pair.previous_time = current, now
     if slow is not None:
-        _advance_slow_window(nvml, pair, current, now, slow, info, log_once)
+        _advance_slow_window(nvml, pair, current, now, slow, info, log_once, slow_phase)
     if previous is None or previous_time is None:
         return None  # the first sample only primes the pair
     readings = _metrics(nvml, pair.every if slow is None else pair.without_engine, previous, current, info, log_once)
@@ -158,14 +159,16 @@ def too_soon(pair: GpmPair, now: float) -> bool:
     return pair.previous_time is not None and now - pair.previous_time <= GPM_MIN_SAMPLE_GAP
 
 
-def _advance_slow_window(nvml: ModuleType, pair: GpmPair, current: Any, now: float, interval: float, info: DeviceInfo, log_once: LogOnce) -> None:
+def _advance_slow_window(nvml: ModuleType, pair: GpmPair, current: Any, now: float, interval: float, info: DeviceInfo, log_once: LogOnce, phase: float = 0.0) -> None:
     """With the sample just taken into ``current``: open the slow window, or where it is due (the
-    first window, then every ``interval``), read the engine over it and start the next one there."""
+    first window, then every ``interval``, the one after the first ``phase`` of it early), read
+    the engine over it and start the next one there."""
     if pair.slow_start is None or pair.slow_start_time is None:
         pair.slow_start, pair.slow_start_time = current, now
     elif not pair.slow_read or now - pair.slow_start_time >= interval:
         pair.slow_graphics_active = _metrics(nvml, pair.engine, pair.slow_start, current, info, log_once).get(ENGINE_KEY)
-        pair.slow_start, pair.slow_start_time, pair.slow_read = current, now, True
+        early = phase * interval if not pair.slow_read else 0.0
+        pair.slow_start, pair.slow_start_time, pair.slow_read = current, now - early, True
 
 
 def _metrics(nvml: ModuleType, request: GpmRequest, first: Any, second: Any, info: DeviceInfo, log_once: LogOnce) -> dict[str, float]:

@@ -172,13 +172,15 @@ class HealthReader:
     slow_time: float | None = None
     once: dict[str, dict[str, Any]] = field(default_factory=dict)  # the ONCE calls' answers, by call key
 
-    def read(self, nvml: ModuleType, handle: Any, now: float, slow_interval: float, disabled: frozenset[str] = frozenset()) -> Health:
+    def read(self, nvml: ModuleType, handle: Any, now: float, slow_interval: float, disabled: frozenset[str] = frozenset(), phase: float = 0.0) -> Health:
         """The fast readings now, the slow ones when due and the ONCE ones kept, leaving out the
-        ``disabled`` collectors'. A ONCE call that has not answered yet is tried at each slow round."""
+        ``disabled`` collectors'. A ONCE call that has not answered yet is tried at each slow round.
+        The first slow round is made at once; the next comes ``phase`` of an interval early, so the
+        node's GPUs make their rounds on different polls."""
         slow_due = self.slow_time is None or now - self.slow_time >= slow_interval
         values: dict[str, Any] = {}
         if slow_due:
-            self.slow_time = now
+            self.slow_time = now - (phase * slow_interval if self.slow_time is None else 0.0)
             self.slow = self._read(nvml, handle, SLOW, disabled)
             for call in self._due(ONCE, disabled):
                 if call.key not in self.once and (answer := self._call(nvml, handle, call)) is not None:
