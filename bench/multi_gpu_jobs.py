@@ -20,9 +20,9 @@ jobs
 
 cost
     A bf16 matmul on every GPU; at 1, 2 and 4 GPUs (NVML's device count limited in the child, so the
-    same machine stands for each): every NVML call of the backend's polls with the slow round due
-    every 4th poll (bench/nvml_calls.py), the poll's wall time by poll, and the daemon and
-    nvitop-exporter at 1 s: CPU (% of a core) and RSS.
+    same machine stands for each): the NVML backend's collect, wall ms poll by poll (0.5 s apart,
+    slow interval 2 s: where the slow rounds land), for this tree and ``--baseline``'s, and the
+    daemon and nvitop-exporter at 1 s: CPU (% of a core) and RSS.
 
 Writes ``DIR/summary.json`` and everything else (scrapes, traces, logs) under DIR. Needs PyTorch with
 CUDA, ``torchrun``, 4 GPUs for ``4`` and ``2x2``; NVLink multicast stays off for every child.
@@ -300,38 +300,58 @@ OURS = LIMITED + "from exporter.commands.cli import main; sys.argv[0] = 'gpu-eff
 NVITOP = LIMITED + "import nvitop; nvitop.Device.count = staticmethod(lambda: n); import runpy; sys.argv[0] = 'nvitop-exporter'; runpy.run_module('nvitop_exporter', run_name='__main__')"
 
 
-def poll_costs(count: int) -> dict[str, Any]:
-    """The backend's polls over ``count`` GPUs, every NVML call timed where it is made (bench/nvml_calls.py)."""
-    import pynvml
-    from nvml_calls import markdown, record
+POLL_TAIL = """
+import json, sys, time
+tree, count = sys.argv[1], int(sys.argv[2])
+sys.path.insert(0, tree)
+import pynvml
+pynvml.nvmlDeviceGetCount = lambda: count
+from exporter.backends.nvml.backend import NvmlBackend
+backend = NvmlBackend(slow_interval=2.0)
+backend.start()
+walls = []
+try:
+    due = time.monotonic()
+    for _ in range(21):
+        due += 0.5
+        time.sleep(max(0.0, due - time.monotonic()))
+        started = time.perf_counter()
+        backend.collect()
+        walls.append(round((time.perf_counter() - started) * 1000, 2))
+finally:
+    backend.close()
+print(json.dumps(walls))
+"""
 
-    real_count = pynvml.nvmlDeviceGetCount
-    pynvml.nvmlDeviceGetCount = lambda: count
-    try:
-        recording = record(pynvml, 1.0, 13, slow_every=4)
-    finally:
-        pynvml.nvmlDeviceGetCount = real_count
-    walls: dict[int, float] = {}
-    for call in recording.calls:
-        if call.poll >= 0:
-            walls[call.poll] = walls.get(call.poll, 0.0) + call.wall_us / 1000
-    return {"gpus": count, "nvml_ms_by_poll": {poll: round(ms, 2) for poll, ms in sorted(walls.items())}, "table": markdown(recording)}
+
+def poll_walls(tree: Path, count: int) -> list[float]:
+    """Each collect's wall ms over ``count`` GPUs, polls 0.5 s apart with a 2 s slow interval (5
+    slow rounds in 10 s), the first poll (start-up) first: the code of ``tree``."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", POLL_TAIL, str(tree), str(count)], env=child_env(), capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise BenchError(f"poll walls in {tree}: {done.stderr.strip()[-500:]}")
+    walls: list[float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return walls
 
 
-def cost_part(out: Path, counts: list[int], seconds: float) -> list[dict[str, Any]]:
+def cost_part(out: Path, counts: list[int], seconds: float, baseline: Path | None) -> list[dict[str, Any]]:
     nvitop_ready = subprocess_ok([sys.executable, "-c", "import nvitop_exporter"])
     loads = [Process([sys.executable, str(ROOT / "bench" / "multi_gpu.py"), "matmul", str(gpu)], out / f"matmul{gpu}.log") for gpu in range(max(counts))]
     rows: list[dict[str, Any]] = []
     try:
         time.sleep(8)
         for count in counts:
-            row: dict[str, Any] = {"gpus": count, **poll_costs(count)}
+            row: dict[str, Any] = {"gpus": count, "collect_ms": poll_walls(ROOT, count)}
+            if baseline is not None:
+                row["baseline_collect_ms"] = poll_walls(baseline, count)
             port = free_port()
             row["ours_1s"] = measure([sys.executable, "-c", OURS, str(count), *daemon(port, "1s")[3:]], port, seconds, 20, out / f"ours_{count}.log", warmup=6)
             if nvitop_ready:
                 port = free_port()
                 row["nvitop_1s"] = measure([sys.executable, "-c", NVITOP, str(count), "--bind-address", "127.0.0.1", "--port", str(port), "--interval", "1"], port, seconds, 20, out / f"nvitop_{count}.log", warmup=6)
-            print(json.dumps({key: value for key, value in row.items() if key != "table"}), flush=True)
+            print(json.dumps(row), flush=True)
             rows.append(row)
     finally:
         for load in loads:
@@ -357,7 +377,8 @@ def main() -> int:
     parser.add_argument("--phases", default=",".join(PHASES))
     parser.add_argument("--phase-seconds", type=float, default=16.0)
     parser.add_argument("--cost-gpus", default="1,2,4")
-    parser.add_argument("--cost-seconds", type=float, default=20.0)
+    parser.add_argument("--cost-seconds", type=float, default=15.0)
+    parser.add_argument("--baseline", type=Path, help="another tree whose NVML backend's collect is timed beside this one's")
     args = parser.parse_args()
     os.environ.update(child_env())
     args.out.mkdir(parents=True, exist_ok=True)
@@ -368,7 +389,7 @@ def main() -> int:
         if "jobs" in args.parts:
             results["jobs"] = jobs_part(args.out, args.layouts.split(","), args.phase_seconds, args.phases.split(","))
         if "cost" in args.parts:
-            results["cost"] = cost_part(args.out, [int(each) for each in args.cost_gpus.split(",")], args.cost_seconds)
+            results["cost"] = cost_part(args.out, [int(each) for each in args.cost_gpus.split(",")], args.cost_seconds, args.baseline)
     except BenchError as error:
         print(f"multi_gpu_jobs.py: {error}", file=sys.stderr)
         return 2
