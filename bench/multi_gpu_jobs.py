@@ -28,6 +28,7 @@ Writes ``DIR/summary.json`` and everything else (scrapes, traces, logs) under DI
 CUDA, ``torchrun``, 4 GPUs for ``4`` and ``2x2``; NVLink multicast stays off for every child.
 
 Run: python3 bench/multi_gpu_jobs.py --out DIR [--parts jobs,cost] [--layouts 4,2x2] [--phase-seconds 16]
+     python3 bench/multi_gpu_jobs.py report DIR/summary.json    # the jobs part as a Markdown table
 """
 
 from __future__ import annotations
@@ -365,7 +366,35 @@ def subprocess_ok(command: list[str]) -> bool:
     return subprocess.run(command, env=child_env(), capture_output=True).returncode == 0
 
 
+def report(summary: dict[str, Any]) -> str:
+    """summary.json as Markdown: per job, phase and GPU, the classes, readings and the job's own truth."""
+    lines = ["| layout | phase | GPU | classes (share of scrapes after the first 7 s) | util | SM | tensor | NVLink tx GB/s | job's truth | straggler (share) | lost |",
+             "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | --- | --- | ---: |"]
+    for layout in summary.get("jobs", []):
+        for job in layout["jobs"]:
+            for phase in job["phases"]:
+                truth = phase["truth"]
+                own = ", ".join(f"{key} {truth[key]}" for key in ("busbw_gbps", "steps_per_s", "tflops") if key in truth)
+                if any(truth.get("tflops_per_rank", [])):
+                    own += " (per rank " + "/".join(f"{value:g}" for value in truth["tflops_per_rank"]) + ")"
+                found = phase["job"]
+                straggler = ", ".join(f"GPU {gpu} {share:.0%}" for gpu, share in found["straggler"].items()) or "none"
+                lost = found["peer_wait_ratio_median"]
+                for position, gpu in enumerate(phase["gpus"]):
+                    classes = ", ".join(f"{name} {share:.0%}" for name, share in gpu["classes"].items())
+                    nvlink = gpu.get("nvlink_tx_bytes_per_second")
+                    cells = [f"{layout['layout']} {job['job'].rsplit('_', 1)[-1]}" if position == 0 else "", phase["phase"] if position == 0 else "", str(gpu["gpu"]), classes,
+                             f"{gpu.get('gpu_utilization_ratio', 0):.2f}", f"{gpu.get('sm_active_ratio', 0):.2f}", f"{gpu.get('tensor_active_ratio', 0):.2f}",
+                             "–" if nvlink is None else f"{nvlink / 1e9:.1f}", own if position == 0 else "", straggler if position == 0 else "",
+                             ("–" if lost is None else f"{lost:.2f}") if position == 0 else ""]
+                    lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "report":
+        print(report(json.loads(Path(sys.argv[2]).read_text())))
+        return 0
     if len(sys.argv) > 1 and sys.argv[1] == "rank":
         out, job, seconds, phases = sys.argv[2:6]
         rank_main(Path(out), job, float(seconds), phases.split(","))
