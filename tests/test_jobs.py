@@ -94,3 +94,25 @@ def test_stat_lines_with_hostile_names(text: str, expected: tuple[str, int, int]
 
 def test_gpu_ranges() -> None:
     assert [gpu_ranges(case) for case in ([0, 1, 2, 3], [0, 2, 3], [5], [])] == ["0-3", "0,2-3", "5", ""]
+
+
+def test_a_torchrun_job_on_live_gpus_is_judged_together(proc: Path, trace_paths) -> None:
+    """The NVML backend lists each rank on its GPU; the daemon finds their launcher in /proc and
+    judges the two GPUs as one job: the rank that spins while its peer computes waits on it."""
+    from fakes.nvml import FakeGpu, started_backend
+
+    from exporter.config.file import Config
+    from exporter.poller import Poller
+    from exporter.trace import load_trace
+
+    waiting = FakeGpu(load_trace(trace_paths["spin_1sm"]), processes=[(201, 2**30, "python")])
+    working = FakeGpu(load_trace(trace_paths["matmul_8192"]), processes=[(202, 2**30, "python")])
+    alone = FakeGpu(load_trace(trace_paths["spin_1sm"]), processes=[(300, 2**30, "python")])  # started by hand: its own job
+    backend, _, clock = started_backend([waiting, working, alone])
+    poller = Poller(backend, Config(proc_root=str(proc)), clock=clock, wall_clock=lambda: 1.7e9 + clock())
+    for _ in range(6):
+        clock.advance(1.0)
+        snapshot = poller.poll_once()
+    assert [state.derived.bottleneck for state in snapshot.gpus] == ["peer_wait", "compute", "underfilled"]
+    (job,) = snapshot.jobs
+    assert (job.kind, job.name, [gpu.index for gpu in job.gpus], job.straggler.index) == ("process_group", "torchrun:0-1", [0, 1], 1)

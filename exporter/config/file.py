@@ -44,7 +44,7 @@ class Config:
     peaks: dict[str, PeakOverride] = setting({}, peak_overrides, "peak figures per GPU model name, over the built-in table")
     apps: tuple[AppConfig, ...] = section_list(AppConfig, "applications whose throughput is joined with their GPUs (docs/apps.md)", unique="name")
     kubernetes: KubernetesConfig = section(KubernetesConfig, "pod attribution on Kubernetes (docs/kubernetes.md)")
-    proc_root: str = setting("/proc", absolute_path, "where the host's /proc is, to read GPU processes' cgroups and names for the fair split (sharing) and Kubernetes process attribution (needs the host's PIDs: hostPID)")
+    proc_root: str = setting("/proc", absolute_path, "where the host's /proc is, to read GPU processes' cgroups, names and parents for the fair split (sharing), Kubernetes process attribution and multi-GPU jobs (needs the host's PIDs: hostPID)")
     sharing: SharingConfig = section(SharingConfig, "per-holder fair split of shared GPUs, Slurm jobs (docs/sharing.md)")
     dcgm: DcgmConfig = section(DcgmConfig, "how the DCGM backend reaches DCGM (docs/dcgm.md)")
     collectors: CollectorsConfig = section(CollectorsConfig, "which per-GPU metric families are exported (docs/collectors.md)")
