@@ -25,7 +25,7 @@ ROLLUP_TESTS = PROMETHEUS_DIR / "gpu-efficiency-rollup.test.yml"
 MANIFEST = ROOT / "deploy" / "kubernetes" / "prometheus-rule.yaml"
 JOB_SELECTOR_TESTS = PROMETHEUS_DIR / "job-selector.test.yml"
 EXPECTED_ALERTS = {
-    "GpuHighUtilizationLowSmActivity", "GpuLowEfficiency", "GpuLatencyBound", "GpuAllocatedButIdle",
+    "GpuHighUtilizationLowSmActivity", "GpuLowEfficiency", "GpuLatencyBound", "GpuJobStraggler", "GpuAllocatedButIdle",
     "AppThroughputFlatUnderRisingLoad", "GpuEfficiencyExporterDown", "GpuEfficiencyExporterStale", "GpuLost",
     "GpuXidError", "GpuCriticalXidError", "GpuThermalThrottling", "GpuHardwareSlowdown", "GpuPowerCapped",
     "GpuProfilingUnavailable", "GpuEfficiencyExporterVanished", "GpuEfficiencyExporterCollectErrors", "GpuAppScrapeDown",
