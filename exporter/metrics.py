@@ -57,7 +57,6 @@ class Reading:
     gpm: Gpm | None = None
     dcgm: Dcgm | None = None
     trace: tuple[str, float] | None = None  # gpu-trace/1 sample key and its scale to the sample's unit (GPM readings use gpm)
-    fallback: str = ""  # a path whose value is rendered where ``path`` reads None ("" for none)
 
     @property
     def field(self) -> str:
@@ -83,9 +82,9 @@ def _r(path: str, **sources: object) -> tuple[Reading, ...]:
     return (Reading(path, **sources),)  # type: ignore[arg-type]
 
 
-def _ratio(field: str, name: str, gpm: Gpm, dcgm: Dcgm, help_text: str, fallback: str = "") -> Metric:
+def _ratio(field: str, name: str, gpm: Gpm, dcgm: Dcgm, help_text: str) -> Metric:
     """A profiling activity: a ratio 0..1 over the sample window, in sample.profiling.<field>."""
-    return Metric(name, GAUGE, "ratio", help_text, readings=_r(f"sample.profiling.{field}", gpm=gpm, dcgm=dcgm, fallback=fallback))
+    return Metric(name, GAUGE, "ratio", help_text, readings=_r(f"sample.profiling.{field}", gpm=gpm, dcgm=dcgm))
 
 
 def _rate(field: str, name: str, gpm: Gpm, dcgm: Dcgm, help_text: str) -> Metric:
@@ -112,7 +111,7 @@ METRICS: tuple[Metric, ...] = (
            readings=_r("sample.gpu_utilization", dcgm=Dcgm(203, "DCGM_FI_DEV_GPU_UTIL_RATIO DCGM_FI_DEV_GPU_UTIL", 0.01, FAST), trace=("util_gpu", 0.01))),
     Metric("gpueff_memory_utilization_ratio", GAUGE, "ratio", "Coarse NVML memory utilization: share of time device memory was read or written.",
            readings=_r("sample.memory_utilization", dcgm=Dcgm(204, "DCGM_FI_DEV_MEM_COPY_UTIL", 0.01, FAST), trace=("util_mem", 0.01))),
-    Metric("gpueff_power_watts", GAUGE, "watts", "Power draw in watts.",
+    Metric("gpueff_power_watts", GAUGE, "watts", "Power draw in watts at the poll: an instant reading, not a window mean (FLOP per joule uses the mean of the readings at both ends of the window).",
            readings=_r("sample.power_watts", dcgm=Dcgm(155, "DCGM_FI_DEV_BOARD_POWER_WATTS DCGM_FI_DEV_POWER_USAGE", 1, FAST), trace=("power_mw", 0.001))),
     Metric("gpueff_power_limit_watts", GAUGE, "watts", "Enforced power limit in watts (NVML and DCGM: read again at the slow cadence, so a limit changed at run time shows).",
            readings=_r("sample.device.power_limit_watts", dcgm=Dcgm(164, "DCGM_FI_DEV_BOARD_POWER_LIMIT_ENFORCED_WATTS DCGM_FI_DEV_ENFORCED_POWER_LIMIT", 1, SLOW))),
@@ -122,7 +121,7 @@ METRICS: tuple[Metric, ...] = (
            readings=_r("sample.temperature_celsius", dcgm=Dcgm(150, "DCGM_FI_DEV_GPU_TEMP_CELSIUS DCGM_FI_DEV_GPU_TEMP", 1, FAST), trace=("temp_c", 1))),
     Metric("gpueff_memory_temperature_celsius", GAUGE, "celsius", "GPU memory (HBM) temperature in degrees Celsius.",
            readings=_r("sample.memory_temperature_celsius", dcgm=Dcgm(140, "DCGM_FI_DEV_MEMORY_TEMP_CELSIUS DCGM_FI_DEV_MEMORY_TEMP", 1, SLOW)), backends=NOT_REPLAY),
-    Metric("gpueff_sm_clock_hertz", GAUGE, "hertz", "Current SM clock in hertz.", scale=1e6,
+    Metric("gpueff_sm_clock_hertz", GAUGE, "hertz", "SM clock in hertz at the poll: an instant reading, not a window mean (the busy FLOP/s use the mean of the readings at both ends of the window).", scale=1e6,
            readings=_r("sample.sm_clock_mhz", dcgm=Dcgm(100, "DCGM_FI_DEV_SM_CLOCK", 1, FAST), trace=("sm_clock_mhz", 1))),
     Metric("gpueff_sm_clock_max_hertz", GAUGE, "hertz", "Maximum SM clock in hertz.", scale=1e6,
            readings=_r("sample.device.max_sm_clock_mhz", dcgm=Dcgm(113, "DCGM_FI_DEV_MAX_SM_CLOCK", 1, STATIC))),
@@ -218,9 +217,13 @@ METRICS: tuple[Metric, ...] = (
     _ratio("sm_occupancy", "gpueff_sm_occupancy_ratio", Gpm("SM_OCCUPANCY", 3, 0.01), Dcgm(1003, "DCGM_FI_PROF_SM_OCCUPANCY_RATIO DCGM_FI_PROF_SM_OCCUPANCY", 1, PROFILING),
            "SM occupancy: resident warps over the theoretical maximum."),
     _ratio("graphics_active", "gpueff_graphics_engine_active_ratio", Gpm("GRAPHICS_UTIL", 1, 0.01), Dcgm(1001, "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO DCGM_FI_PROF_GR_ENGINE_ACTIVE", 1, PROFILING),
-           "Share of time the graphics/compute engine was active (GPM GRAPHICS_UTIL / DCGM GR_ENGINE_ACTIVE) over the poll window; "
-           "with NVML on a GPU not in MIG mode, the mean over the slow window, read at the slow cadence (GRAPHICS_UTIL costs 1.5 ms of CPU a read).",
-           fallback="sample.graphics_active_slow_window"),
+           "Share of time the graphics/compute engine was active (GPM GRAPHICS_UTIL / DCGM GR_ENGINE_ACTIVE) over the poll window, like every ratio beside it. "
+           "Absent where the engine is read only over the slow window (the NVML backend on a full GPU): see gpueff_graphics_engine_active_slow_window_ratio."),
+    Metric("gpueff_graphics_engine_active_slow_window_ratio", GAUGE, "ratio",
+           "NOT the poll window: the graphics/compute engine's activity (GPM GRAPHICS_UTIL) averaged over the last slow_collect_interval (default 30 s) up to the last slow round, "
+           "read at the slow cadence because one read costs 1.5 ms of CPU (NVML backend, a GPU not in MIG mode). It lags a job's start or end by up to two slow intervals "
+           "(one H200 scrape read 0.001 beside SM activity 0.86): read it beside nothing of the same scrape; the window's utilization is gpueff_gpu_utilization_ratio.",
+           readings=_r("sample.graphics_active_slow_window"), backends=NVML_ONLY),
     _ratio("tensor_active", "gpueff_tensor_active_ratio", Gpm("ANY_TENSOR_UTIL", 5, 0.01), Dcgm(1004, "DCGM_FI_PROF_TENSOR_UTIL_RATIO DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", 1, PROFILING),
            "Share of cycles any tensor pipe was active."),
     _ratio("tensor_hmma_active", "gpueff_tensor_hmma_active_ratio", Gpm("HMMA_TENSOR_UTIL", 7, 0.01), Dcgm(1014, "DCGM_FI_PROF_HMMA_UTIL_RATIO DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE", 1, PROFILING),

@@ -69,8 +69,11 @@ def test_the_slow_windows_engine_is_exported_as_the_graphics_engine_metric(trace
     engine = state.sample.graphics_active_slow_window
     (_, start, end) = [request for request in requests_of(fake, 0) if ENGINE in request[0]][-1]
     assert engine == pytest.approx(fake.window_mean(0, ENGINE, start, end) / 100, rel=1e-12) and end - start == pytest.approx(10.0)
-    lines = [line for line in render(snapshot).decode().splitlines() if line.startswith("gpueff_graphics_engine_active_ratio{")]
+    exposition = render(snapshot).decode().splitlines()
+    lines = [line for line in exposition if line.startswith("gpueff_graphics_engine_active_slow_window_ratio{")]
     assert len(lines) == 1 and float(lines[0].rsplit(" ", 1)[1]) == pytest.approx(engine, rel=1e-12)
+    # the poll-window name is not lent to the slow window's figure: one scrape, one window
+    assert not [line for line in exposition if line.startswith("gpueff_graphics_engine_active_ratio{")]
 
 
 def test_a_mig_device_and_a_gpu_without_driver_samples_keep_the_engine_in_every_window(traces):

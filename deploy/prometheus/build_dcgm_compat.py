@@ -70,7 +70,8 @@ COMPAT: tuple[Compat, ...] = (
     Compat("DCGM_FI_DEV_RETIRED_PENDING", "counter", "0/1", "gpueff_retired_pages_pending", "`gpueff_retired_pages_pending`"),
     *(Compat(f"DCGM_FI_DEV_NVLINK_{dcgm}_ERROR_COUNT_TOTAL", "counter", "count", f'max without (type) (gpueff_nvlink_errors_total{{type="{ours}"}})', f'`gpueff_nvlink_errors_total{{type="{ours}"}}`')
       for dcgm, ours in (("CRC_FLIT", "crc_flit"), ("CRC_DATA", "crc_data"), ("REPLAY", "replay"), ("RECOVERY", "recovery"))),
-    Compat("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "ratio", "gpueff_graphics_engine_active_ratio", "`gpueff_graphics_engine_active_ratio` (NVML backend on a full GPU: the mean over the slow window, read every `slow_collect_interval`)"),
+    Compat("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "ratio", "gpueff_graphics_engine_active_ratio or gpueff_graphics_engine_active_slow_window_ratio",
+           "`gpueff_graphics_engine_active_ratio`; NVML backend on a full GPU: `gpueff_graphics_engine_active_slow_window_ratio`, the mean over the slow window (dcgm-exporter's own default interval is 30 s too)"),
     Compat("DCGM_FI_PROF_SM_ACTIVE", "gauge", "ratio", "gpueff_sm_active_ratio", "`gpueff_sm_active_ratio`"),
     Compat("DCGM_FI_PROF_SM_OCCUPANCY", "gauge", "ratio", "gpueff_sm_occupancy_ratio", "`gpueff_sm_occupancy_ratio`"),
     Compat("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "ratio", "gpueff_tensor_active_ratio", "`gpueff_tensor_active_ratio`"),

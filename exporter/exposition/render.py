@@ -59,8 +59,8 @@ Single = Callable[[GpuState], "float | None"]
 Labelled = Callable[[GpuState], Iterable[tuple[tuple[object, ...], float]]]  # (the row's own label values, value)
 
 
-def _path(path: str, scale: float = 1.0, fallback: str = "") -> Single:
-    """The reading at ``path`` times ``scale``; where it is None, the one at ``fallback`` (if given)."""
+def _path(path: str, scale: float = 1.0) -> Single:
+    """The reading at ``path`` times ``scale``."""
     get = attrgetter(path)
 
     def value(state: GpuState) -> float | None:
@@ -70,10 +70,7 @@ def _path(path: str, scale: float = 1.0, fallback: str = "") -> Single:
             return None
         return None if found is None else float(found) * scale
 
-    if not fallback:
-        return value
-    instead = _path(fallback, scale)
-    return lambda state: first if (first := value(state)) is not None else instead(state)
+    return value
 
 
 def _when(condition: Callable[[GpuState], bool], get: Single) -> Single:
@@ -138,7 +135,7 @@ def _implausible(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]:
 
 def _by_label(metric: Metric) -> Labelled:
     """A row with one reading per value of its own label (gpueff_ecc_errors_total{type})."""
-    readings = [((reading.label,), _path(reading.path, metric.scale, reading.fallback)) for reading in metric.readings]
+    readings = [((reading.label,), _path(reading.path, metric.scale)) for reading in metric.readings]
 
     def values(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]:
         return [(label, value) for label, get in readings if (value := get(state)) is not None]
@@ -179,7 +176,7 @@ def _gpu_row(metric: Metric) -> _GpuRow:
     if metric.labels:
         labelled = special if special is not None else _by_label(metric)
         return _GpuRow(metric.name, metric.labels, None, labelled, metric.when_down)  # type: ignore[arg-type]
-    single = special if special is not None else _path(metric.readings[0].path, metric.scale, metric.readings[0].fallback)
+    single = special if special is not None else _path(metric.readings[0].path, metric.scale)
     return _GpuRow(metric.name, (), single, None, metric.when_down)  # type: ignore[arg-type]
 
 
