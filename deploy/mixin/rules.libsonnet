@@ -193,6 +193,19 @@
             }
           },
           {
+            "alert": "GpuJobStraggler",
+            "expr": "avg_over_time(gpueff_job_peer_wait_ratio{$job_selector}[10m]) > 0.2",
+            "for": "15m",
+            "labels": {
+              "severity": "warning"
+            },
+            "annotations": {
+              "summary": "A multi-GPU job waits on one slow GPU.",
+              "description": "Job {{ $labels.job_kind }} {{ $labels.job_id }} on {{ $labels.instance }} loses {{ $value | humanizePercentage }} of its GPU time waiting on its slowest GPU. For 15m its other GPUs spent more than 0.2 of the job's GPU time (10m average) waiting in collectives for one GPU of the job: gpueff_job_straggler names it. Even out the work per rank, feed that rank's host faster, check its clocks, power and links.",
+              "runbook_url": "$runbook_base_url#gpujobstraggler"
+            }
+          },
+          {
             "alert": "GpuAllocatedButIdle",
             "expr": "avg_over_time(gpueff_gpu_utilization_ratio[5m]) < 0.05\nand on (job, instance, gpu, uuid)\n(gpueff_compute_processes > 0 or gpueff_gpu_pod_info)\nunless on (job, instance, uuid) (max_over_time(gpueff_readings_implausible[5m]) == 1)\n",
             "for": "1h",
