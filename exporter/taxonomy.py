@@ -1,26 +1,30 @@
 """The bottleneck taxonomy: each class, the rule that picks it from one window's activity, and what
 to try; and the counter-health checks that say when a window's readings cannot be physically true.
 
-The rules come from what the counters mean on the hardware, not from fitting traces (docs/classes.md
-gives each class's physical argument and the recorded jobs that show it):
+The rules come from what the counters mean on the hardware, not from fitting traces, and each is
+stated in shares of the card's own roofs so that a job gets the same class on every GPU wherever its
+bound is the same (docs/classes.md gives each class's physical argument, where the bound really moves
+between cards, and the recorded jobs that show it):
 - a link (PCIe, NVLink) moving data at ``communication_link`` of its peak or more while most SMs
   have nothing to run is the limit, whatever the other readings say: checked first, so a transfer
   the graphics engine does not see is never called idle.
-- busy (nvidia-smi's utilization over the window: any engine, copy engines included) says whether
-  the GPU had work at all; below ``host_utilization`` it sat with nothing queued for a large share
-  of the time, and what it waits on is the host. Busy with the compute engine idle means only the
-  copy engines worked: transfers the link's rate does not explain are paced by the host. Where the
-  engine is not read over the window (NVML reads it at the slow cadence on full GPUs), SM count x
-  SM activity bounds it from above, and a bound below the idle threshold proves the same.
-- DRAM activity is the share of peak bandwidth; about 0.8 is its practical roof (DCGM's guide),
-  so at ``memory_dram`` or more, with DRAM busier than any math pipe, bandwidth is the limit; and
-  at ``memory_dram_without_math`` with no math pipe doing meaningful work the job streams bytes
-  (gathers, elementwise, normalisation, optimizer kernels): far below the roofline's ridge.
-- a math pipe (tensor, FP64, FP32, FP16) at ``compute_pipe`` of its own peak, with SMs busy, means
-  the GPU's own arithmetic is the limit, judged by MFU. The integer pipe is not among them: it
-  issues address and index arithmetic for every load (a random gather reads 0.57 with no math).
-- SM activity below ``underfilled_sm_active`` while busy means most SMs have no block to run.
-- low occupancy with nothing near a roof means the resident warps cannot hide latency.
+- ``idle`` only where no kernel ran (SM activity exactly 0) and no engine was busy: a job that runs
+  kernels rarely is starved (``host``) on every card, however fast the card makes its kernels.
+- ``host``: the GPU had nothing queued for a share of the window (1 - utilization) that is at
+  least ``1 - host_utilization`` and at least what the kernels could save by reaching their
+  practical roofs (Amdahl: the larger lever is the feeder). Busy with the compute engine idle means
+  only the copy engines worked: transfers the link's rate does not explain are paced by the host.
+- the roofline's side: DRAM's share over its practical roof (``dram_roof``) against the busiest math
+  pipe's over its own (``pipe_roof``) is the job's arithmetic intensity against the card's ridge
+  point (peak FLOP/s / peak bandwidth), so it is the same comparison on every card.
+- ``memory``: DRAM at ``memory_dram`` or more, on the memory side: at its roof, bandwidth-bound.
+- ``compute``: a math pipe (tensor, FP64, FP32, FP16) at ``compute_pipe`` of its own peak with SMs
+  busy. The integer pipe is not among them: it issues address and index arithmetic for every load.
+- ``underfilled``: SM activity below ``underfilled_sm_active``: most SMs have no block to run.
+- ``latency``: occupancy below ``latency_occupancy`` with nothing near a roof: too few warps.
+- ``memory_latency``: the memory side with DRAM carrying ``memory_latency_dram`` or more but below
+  its roof: the SMs wait on memory accesses (latency, too few bytes in flight), which a card with
+  more bandwidth does not shorten (the same gather moves the same bytes/s on H100 and H200).
 A change of class is reported only once it holds when any one reading moves by ``margin`` (so a
 job sitting on a threshold keeps one verdict) and has won ``hold_polls`` polls in a row.
 """
@@ -39,26 +43,29 @@ MAX_HOLD_POLLS = 1000
 
 @dataclass(frozen=True)
 class MismatchThresholds:
-    high_utilization: float = setting(0.8, ratio, "high_util_low_sm fires at coarse utilization >= this")
-    low_sm_active: float = setting(0.3, ratio, "... together with SM activity below this")
+    high_utilization: float = setting(0.8, ratio, "high_util_low_sm and high_util_low_work fire at coarse utilization >= this")
+    low_sm_active: float = setting(0.3, ratio, "high_util_low_sm: ... together with SM activity below this")
+    low_work_activity: float = setting(0.1, ratio, "high_util_low_work: ... together with every pipe (integer included), DRAM and link below this share of its peak: busy, nothing near any roof")
     low_efficiency_utilization: float = setting(0.5, ratio, "low_efficiency fires at utilization >= this")
     low_efficiency_ratio: float = setting(0.3, ratio, "... together with efficiency below this")
 
 
 @dataclass(frozen=True)
 class BottleneckThresholds:
-    idle_utilization: float = setting(0.05, ratio, "idle below this utilization (over the window, copy engines included)")
-    host_utilization: float = setting(0.85, ratio, "host: busy but utilization below this (the GPU waits on the host)")
-    memory_dram: float = setting(0.6, ratio, "memory: DRAM at least this active (its practical roof is about 0.8) and busier than any math pipe")
+    idle_utilization: float = setting(0.05, ratio, "idle: no kernel ran (SM activity 0) and utilization (copy engines included) below this; host: the compute engine below this while the GPU is busy (only copy engines work)")
+    host_utilization: float = setting(0.8, ratio, "host: utilization below this, and the GPU waits at least as long as its kernels could save by reaching their practical roofs")
+    dram_roof: float = setting(0.8, ratio, "DRAM's practical roof as a share of its peak (DCGM's guide; copies reach 0.89): the roofline side compares DRAM / this with the busiest math pipe / pipe_roof")
+    pipe_roof: float = setting(0.9, ratio, "a math pipe's practical roof as a share of its peak (large matmuls reach 0.9-0.97)")
+    memory_dram: float = setting(0.65, ratio, "memory (bandwidth-bound): DRAM at least this active (about 80 % of its practical roof) and on the memory side of the roofline")
     compute_pipe: float = setting(0.2, ratio, "compute: a math pipe (tensor, FP64, FP32, FP16; not the integer pipe) at least this active, with SM activity at least underfilled_sm_active")
-    memory_dram_without_math: float = setting(0.4, ratio, "memory also: DRAM at least this active while every math pipe is below compute_pipe (the job streams bytes)")
+    memory_latency_dram: float = setting(0.1, ratio, "memory_latency: DRAM at least this active, below memory_dram, on the memory side, with the SMs busy: the job waits on memory without filling its bandwidth")
     communication_link: float = setting(0.3, ratio, "communication: PCIe or NVLink at least this share of its peak while SM activity is below underfilled_sm_active (checked before every other rule)")
     underfilled_sm_active: float = setting(0.5, ratio, "underfilled: SM activity below this while the GPU is busy")
     latency_occupancy: float = setting(0.1, ratio, "latency: SM occupancy below this ...")
     latency_work: float = setting(0.2, ratio, "... and every pipe and DRAM below this")
     window: float = setting(5.0, min_duration(0.0), "the class is judged from the readings' time-weighted mean over this much recent time (at least the last poll's window)")
     hold_polls: int = setting(2, whole_number(MAX_HOLD_POLLS, "a class that must win longer than that would never change"), "a new class is reported only once it has won this many polls in a row (2: no single poll flips it; at most 1000)")
-    margin: float = setting(0.02, ratio, "a new class is reported only where the one in place would not be chosen with any one reading moved up or down by this much (a job sitting on a threshold keeps its verdict)")
+    margin: float = setting(0.02, ratio, "a new class is reported only where the one in place would not be chosen with any one reading moved up or down by this much (a job sitting on a threshold keeps its verdict); a reading of exactly 0 (nothing ran) is not moved, nor a positive one to 0")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,10 +76,10 @@ class BottleneckClass:
 
 
 CLASSES: tuple[BottleneckClass, ...] = (
-    BottleneckClass("idle", "nothing runs on the GPU", "Nothing runs: release the GPU or give it work (look for jobs that hold a GPU they do not use)."),
+    BottleneckClass("idle", "no kernel runs on the GPU and no engine is busy", "Nothing runs: release the GPU or give it work (look for jobs that hold a GPU they do not use)."),
     BottleneckClass(
         "host",
-        "the GPU has no work queued for a large share of the time, or only its copy engines work, well below the link's roof: it waits on the host",
+        "the GPU has no work queued for a share of the time larger than its kernels could save, or only its copy engines work, well below the link's roof: it waits on the host (starved)",
         "Feed the GPU faster: more DataLoader workers, pinned memory and prefetch (pageable copies are staged by the CPU), fewer host syncs (.item(), .cpu()), CUDA graphs or torch.compile against launch overhead, larger batches.",
     ),
     BottleneckClass(
@@ -82,8 +89,13 @@ CLASSES: tuple[BottleneckClass, ...] = (
     ),
     BottleneckClass(
         "memory",
-        "DRAM bandwidth is near its practical roof and busier than any math pipe, or the job streams bytes (gathers, elementwise, normalisation) with no math pipe doing meaningful work",
-        "Move fewer bytes: more work per byte read (larger batches per weight read), kernel fusion (torch.compile), quantized weights, KV cache or embedding tables, cached hot rows.",
+        "DRAM moves data at its practical roof, and DRAM is nearer its roof than any math pipe (the job's FLOP per byte is below the card's ridge point): bandwidth-bound",
+        "Move fewer bytes: more work per byte read (larger batches per weight read), kernel fusion (torch.compile), quantized weights, KV cache or embedding tables, cached hot rows. A GPU with more bandwidth is faster here.",
+    ),
+    BottleneckClass(
+        "memory_latency",
+        "the SMs are busy and wait on memory, yet DRAM moves well below its roof and no math pipe does meaningful work: latency-bound, too few bytes in flight (scattered rows, small dependent loads, short kernels)",
+        "Keep more bytes in flight: fuse the small kernels (torch.compile), larger or vectorized and coalesced loads, sort or batch gather indices, more independent work per kernel (larger batches). A GPU with more bandwidth will not be faster here.",
     ),
     BottleneckClass(
         "communication",
@@ -140,6 +152,36 @@ ACTIVITY_FIELDS = tuple(each.name for each in fields(Activity))
 activity_values = attrgetter(*ACTIVITY_FIELDS)  # an Activity's readings as a tuple, in ACTIVITY_FIELDS order
 
 
+def kernels_ran(activity: Activity) -> bool | None:
+    """Whether any kernel ran in the window: any SM activity at all (one thread on one SM for 1 ms of
+    a 1 s window still reads 7.6e-6 on a 132-SM GPU), else any engine activity; None where neither is read."""
+    for value in (activity.sm_active, activity.engine):
+        if value is not None:
+            return value > 0
+    return None
+
+
+def roof_nearness(activity: Activity, limits: BottleneckThresholds) -> float:
+    """How near the kernels run to their nearest practical roof while they run (0..1): the busiest
+    math pipe and DRAM, each over its practical roof, over the share of the window kernels ran."""
+    running = activity.engine if activity.engine is not None else activity.busy
+    if not running:
+        return 0.0
+    near = max((activity.pipes or 0.0) / limits.pipe_roof, (activity.dram or 0.0) / limits.dram_roof)
+    return min(1.0, near / running)
+
+
+def host_bound(activity: Activity, busy: float, limits: BottleneckThresholds) -> bool:
+    """The GPU waits on its feeder: it had nothing queued for 1 - busy of the window, at least
+    1 - host_utilization, and at least what its kernels could save by reaching their roofs
+    (busy x (1 - nearness)). Removing the gaps saves exactly that share; making the kernels
+    faster saves at most the other, so the host is the larger lever. A job that waits longer than
+    it works is host-bound whatever its kernels do; one that waits a few points is not, however
+    utilization jitters."""
+    gap = 1.0 - busy
+    return busy < limits.host_utilization and gap >= busy * (1.0 - roof_nearness(activity, limits))
+
+
 def classify(activity: Activity, limits: BottleneckThresholds) -> str:
     """The class of one (possibly smoothed) window; the rules are checked in order."""
     sm_active = activity.sm_active
@@ -149,9 +191,9 @@ def classify(activity: Activity, limits: BottleneckThresholds) -> str:
     busy = activity.busy
     if busy is None:
         return "unknown"
-    if busy < limits.idle_utilization:
+    if busy < limits.idle_utilization and not kernels_ran(activity):
         return "idle"
-    if busy < limits.host_utilization:
+    if host_bound(activity, busy, limits):
         return "host"
     engine = activity.engine if activity.engine is not None else activity.engine_bound
     if engine is not None and engine < limits.idle_utilization:
@@ -160,9 +202,8 @@ def classify(activity: Activity, limits: BottleneckThresholds) -> str:
         return "unknown"
     pipes = activity.pipes or 0.0
     dram = activity.dram or 0.0
-    if dram >= limits.memory_dram and dram >= pipes:
-        return "memory"
-    if dram >= limits.memory_dram_without_math and pipes < limits.compute_pipe:
+    memory_side = dram / limits.dram_roof >= pipes / limits.pipe_roof  # FLOP per byte below the card's ridge point
+    if dram >= limits.memory_dram and memory_side:
         return "memory"
     if pipes >= limits.compute_pipe and sm_active >= limits.underfilled_sm_active:
         return "compute"
@@ -171,7 +212,18 @@ def classify(activity: Activity, limits: BottleneckThresholds) -> str:
     occupancy = activity.sm_occupancy
     if occupancy is not None and occupancy < limits.latency_occupancy and max(pipes, dram) < limits.latency_work:
         return "latency"
+    if dram >= limits.memory_latency_dram and memory_side:
+        return "memory_latency"
     return "mixed"
+
+
+def moved(value: float, margin: float, ceiling: float) -> tuple[float, ...]:
+    """A reading moved down and up by ``margin``. Zero is no noise: a reading of exactly 0 (nothing
+    ran, nothing moved) stays 0, and a positive one stays positive (no threshold sits below margin)."""
+    if value == 0:
+        return ()
+    lower = value - margin if value > margin else value / 2
+    return lower, min(value + margin, ceiling)
 
 
 def classes_within_margin(activity: Activity, limits: BottleneckThresholds, margin: float) -> set[str]:
@@ -179,13 +231,12 @@ def classes_within_margin(activity: Activity, limits: BottleneckThresholds, marg
     the class in place is among them, the readings sit on a threshold's edge and the class in place
     stands: a hysteresis band of ``margin`` around every threshold."""
     found = {classify(activity, limits)}
-    for name in (each.name for each in fields(Activity)):
+    for name in ACTIVITY_FIELDS:
         value = getattr(activity, name)
         if value is None:
             continue
-        ceiling = math.inf if name == "link" else 1.0
-        for moved in (value - margin, value + margin):
-            found.add(classify(replace(activity, **{name: min(max(moved, 0.0), ceiling)}), limits))
+        for each in moved(value, margin, math.inf if name == "link" else 1.0):
+            found.add(classify(replace(activity, **{name: each}), limits))
     return found
 
 

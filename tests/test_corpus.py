@@ -27,14 +27,14 @@ EXPERT_LABEL = {
     "h100/matmul_duty_250ms": "host",
     "h100/matmul_duty_1s": "host",
     "h100/matmul_duty_2s": "host",
-    "h100-fleet/resnet50_train_bf16": "memory",
+    "h100-fleet/resnet50_train_bf16": "memory_latency",
     "h100-fleet/resnet50_train_fp32": "compute",
     "h100-fleet/matmul_fp64_8192": "compute",
     "h100-fleet/matmul_tf32_8192": "compute",
     "h100-fleet/matmul_int8_8192": "compute",
     "h100-fleet/matmul_fp8_8192": "compute",
     "h100-fleet/sdpa_train_bf16": "compute",
-    "h100-fleet/embedding_bag_gather": "memory",
+    "h100-fleet/embedding_bag_gather": "memory_latency",
     "h100-fleet/copy_h2d_pinned": "communication",
     "h100-fleet/copy_d2h_pinned": "communication",
     "h100-fleet/bert_infer_b1": "host",
@@ -95,7 +95,7 @@ def test_no_mismatch_where_nothing_is_wasted(name):
 
 
 def test_one_thread_on_one_sm_is_flagged_on_every_poll():
-    assert all(state.derived.mismatch == {"high_util_low_sm": True, "low_efficiency": True} for state in replayed("h200/spin_1sm", 1.0))
+    assert all(state.derived.mismatch == {"high_util_low_sm": True, "low_efficiency": True, "high_util_low_work": True} for state in replayed("h200/spin_1sm", 1.0))
 
 
 @pytest.mark.parametrize(("name", "label"), [("h200/matmul_8192", "compute"), ("h200/tiny_kernels", "host")])

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from exporter.config.file import Config
 
 BOTTLENECK_CLASSES = CLASS_NAMES
-MISMATCH_RULES = ("high_util_low_sm", "low_efficiency")
+MISMATCH_RULES = ("high_util_low_sm", "low_efficiency", "high_util_low_work")
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,12 +109,27 @@ def efficiency(busy: float | None, sm_active: float | None) -> float | None:
     return min(1.0, max(0.0, sm_active / busy))
 
 
-def mismatch(busy: float | None, sm_active: float | None, ratio: float | None, limits: MismatchThresholds) -> dict[str, bool]:
+def mismatch(busy: float | None, sm_active: float | None, ratio: float | None, limits: MismatchThresholds, work: float | None = None) -> dict[str, bool]:
+    """The "busy but not working" rules whose inputs were read. ``work``: the busiest unit's share of
+    its own peak (every pipe, integer included, DRAM and the links); high_util_low_work catches what
+    SM activity misses: a warp resident on an SM makes it active while it issues nothing."""
     rules: dict[str, bool] = {}
     if busy is not None and sm_active is not None:
         rules["high_util_low_sm"] = busy >= limits.high_utilization and sm_active < limits.low_sm_active
         rules["low_efficiency"] = busy >= limits.low_efficiency_utilization and ratio is not None and ratio < limits.low_efficiency_ratio
+    if busy is not None and work is not None:
+        rules["high_util_low_work"] = busy >= limits.high_utilization and work < limits.low_work_activity
     return rules
+
+
+def busiest_unit(sample: GpuSample, link: float | None) -> float | None:
+    """The busiest unit's share of its own peak: every pipe (the integer pipe too: integer work is
+    work), DRAM, and the busiest link direction; None where no pipe or DRAM was read."""
+    profiling = sample.profiling
+    units = [value for value in (*_math_pipes(profiling), profiling.integer_active, profiling.dram_active) if value is not None]
+    if not units:
+        return None
+    return max(units + ([link] if link is not None else []))
 
 
 def link_share(sample: GpuSample, peak: Peak | None) -> float | None:
@@ -217,7 +232,7 @@ def step(sample: GpuSample, config: Config, state: Smoothing | None) -> tuple[De
     implausible = implausible_checks(readings, sample.gpu_utilization, window.link)
     flagged = any(implausible.values())
     ratio = efficiency(busy, sm_active)
-    rules = mismatch(busy, sm_active, ratio, config.mismatch)
+    rules = mismatch(busy, sm_active, ratio, config.mismatch, busiest_unit(sample, window.link))
     if flagged:
         rules = dict.fromkeys(rules, False)
     window_class = "unknown" if flagged else classify(window, config.bottleneck)
