@@ -56,9 +56,9 @@ def test_no_file_gives_the_documented_defaults():
     assert config.price_per_gpu_hour is None
     assert config.currency == "USD"
     assert config.peaks == {}
-    assert config.mismatch == MismatchThresholds(high_utilization=0.8, low_sm_active=0.3, low_efficiency_utilization=0.5, low_efficiency_ratio=0.3)
+    assert config.mismatch == MismatchThresholds(high_utilization=0.8, low_sm_active=0.3, low_work_activity=0.1, low_efficiency_utilization=0.5, low_efficiency_ratio=0.3)
     assert config.bottleneck.idle_utilization == 0.05
-    assert config.bottleneck.host_utilization == 0.85
+    assert config.bottleneck.host_utilization == 0.8
 
 
 @pytest.mark.parametrize("text", ["", "# only a comment\n", "---\n"])
@@ -113,7 +113,7 @@ peaks:
     assert config.mismatch.low_efficiency_ratio == 0.3  # untouched keys keep their default
     assert config.bottleneck.idle_utilization == 0.1 and config.bottleneck.memory_dram == 0.7
     assert config.bottleneck.window == 3.0 and config.bottleneck.hold_polls == 3
-    assert config.bottleneck.host_utilization == 0.85
+    assert config.bottleneck.host_utilization == 0.8
     assert config.peaks == {"NVIDIA Future GPU": PeakOverride(tensor_tflops=2000.0, dram_tbps=8.0)}
 
 

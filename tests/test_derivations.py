@@ -55,7 +55,7 @@ def test_mismatch_fires_only_for_one_thread_on_one_sm(trace_paths, workload):
     for sample in steady_samples(trace_paths[workload]):
         rules = derive(sample, Config()).mismatch
         assert set(rules) == set(MISMATCH_RULES)
-        assert rules == {"high_util_low_sm": firing, "low_efficiency": firing}
+        assert rules == {"high_util_low_sm": firing, "low_efficiency": firing, "high_util_low_work": firing}
 
 
 def test_efficiency_of_one_thread_on_one_sm_is_one_sm_of_132(trace_paths):
@@ -148,12 +148,12 @@ def test_no_flops_estimate_without_a_clock_reading():
 
 
 def test_mismatch_thresholds_from_the_config_change_the_outcome(trace_paths):
-    relaxed = Config(mismatch=MismatchThresholds(high_utilization=0.8, low_sm_active=0.005, low_efficiency_utilization=0.5, low_efficiency_ratio=0.005))
+    relaxed = Config(mismatch=MismatchThresholds(high_utilization=0.8, low_sm_active=0.005, low_work_activity=0.0, low_efficiency_utilization=0.5, low_efficiency_ratio=0.005))
     for sample in steady_samples(trace_paths["spin_1sm"]):
-        assert derive(sample, relaxed).mismatch == {"high_util_low_sm": False, "low_efficiency": False}
+        assert derive(sample, relaxed).mismatch == {"high_util_low_sm": False, "low_efficiency": False, "high_util_low_work": False}
     strict = Config(mismatch=MismatchThresholds(low_efficiency_ratio=0.99))
     for sample in steady_samples(trace_paths["matmul_8192"]):  # efficiency ~0.96
-        assert derive(sample, strict).mismatch == {"high_util_low_sm": False, "low_efficiency": True}
+        assert derive(sample, strict).mismatch == {"high_util_low_sm": False, "low_efficiency": True, "high_util_low_work": False}
 
 
 def test_bottleneck_thresholds_from_the_config_change_the_outcome(trace_paths):
@@ -164,8 +164,10 @@ def test_bottleneck_thresholds_from_the_config_change_the_outcome(trace_paths):
     assert {derive(s, fewer_sms).bottleneck for s in duty50} == {"compute"}  # tensor 0.44 >= compute_pipe 0.2
     higher_pipe = Config(bottleneck=BottleneckThresholds(host_utilization=0.4, underfilled_sm_active=0.4, compute_pipe=0.5))
     assert {derive(s, higher_pipe).bottleneck for s in duty50} == {"mixed"}
-    higher_idle = Config(bottleneck=BottleneckThresholds(idle_utilization=0.3))
-    assert {derive(s, higher_idle).bottleneck for s in steady_samples(trace_paths["tiny_kernels"])} == {"idle"}
+    lower_host = Config(bottleneck=BottleneckThresholds(host_utilization=0.1))  # tiny_kernels: busy 0.14-0.28, SM 0.0003
+    assert {derive(s, lower_host).bottleneck for s in steady_samples(trace_paths["tiny_kernels"])} == {"underfilled"}
+    higher_idle = Config(bottleneck=BottleneckThresholds(idle_utilization=0.3))  # idle needs no kernel at all, whatever the threshold
+    assert {derive(s, higher_idle).bottleneck for s in steady_samples(trace_paths["tiny_kernels"])} == {"host"}
 
 
 def test_latency_bound():
@@ -174,7 +176,7 @@ def test_latency_bound():
                        fp64_active=0.0, integer_active=0.0, dram_active=0.0)
     derived = derive(sample, Config())
     assert derived.bottleneck == "latency"
-    assert derived.mismatch == {"high_util_low_sm": False, "low_efficiency": False}
+    assert derived.mismatch == {"high_util_low_sm": False, "low_efficiency": False, "high_util_low_work": True}  # busy, nothing near any roof
 
 
 def test_communication_bound():
@@ -200,16 +202,19 @@ def test_link_traffic_of_an_unknown_model_cannot_be_judged():
 
 
 def test_mixed_is_fed_and_active_with_no_unit_near_its_roof():
-    sample = synthetic(1.0, sm_active=0.9, sm_occupancy=0.3, tensor_active=0.1, fp32_active=0.15, dram_active=0.3)
+    """Neither a pipe nor DRAM does meaningful work (on-chip memory, issue, synchronisation)."""
+    sample = synthetic(1.0, sm_active=0.9, sm_occupancy=0.3, tensor_active=0.1, fp32_active=0.15, dram_active=0.05)
     assert derive(sample, Config()).bottleneck == "mixed"
 
 
-def test_a_job_that_streams_bytes_without_math_is_memory_bound_below_the_dram_roof():
-    """Elementwise/optimizer-like kernels: DRAM 0.5 (under the 0.6 roof rule), no meaningful math."""
-    sample = synthetic(1.0, graphics_active=1.0, sm_active=0.9, sm_occupancy=0.5, tensor_active=0.0, fp32_active=0.08, dram_active=0.5)
-    assert derive(sample, Config()).bottleneck == "memory"
-    lower_dram = synthetic(1.0, graphics_active=1.0, sm_active=0.9, sm_occupancy=0.5, tensor_active=0.0, fp32_active=0.08, dram_active=0.3)
-    assert derive(lower_dram, Config()).bottleneck == "mixed"
+def test_a_job_that_moves_bytes_below_the_dram_roof_is_memory_latency_and_at_it_memory():
+    """Elementwise/optimizer-like kernels with no meaningful math: at DRAM 0.5 the SMs wait on memory
+    without filling its bandwidth (memory_latency); at 0.7 they fill it (memory); at 0.05 memory is
+    not where they wait (mixed)."""
+    def streaming(dram: float) -> str:
+        return derive(synthetic(1.0, graphics_active=1.0, sm_active=0.9, sm_occupancy=0.5, tensor_active=0.0, fp32_active=0.08, dram_active=dram), Config()).bottleneck
+
+    assert (streaming(0.5), streaming(0.7), streaming(0.05)) == ("memory_latency", "memory", "mixed")
 
 
 def test_large_batch_training_is_compute_though_dram_is_busier_than_the_tensor_pipe():
@@ -249,7 +254,7 @@ def test_mig_like_sample_uses_graphics_activity_as_busy():
     spinning = synthetic(None, graphics_active=1.0, sm_active=0.0076, sm_occupancy=0.0001, tensor_active=0.0, dram_active=0.0)
     derived = derive(spinning, Config())
     assert derived.bottleneck == "underfilled"
-    assert derived.mismatch == {"high_util_low_sm": True, "low_efficiency": True}
+    assert derived.mismatch == {"high_util_low_sm": True, "low_efficiency": True, "high_util_low_work": True}
 
 
 # --- the Integrator ---------------------------------------------------------------------------------
@@ -347,8 +352,8 @@ def test_a_peaks_override_matches_the_model_name_as_the_built_in_table_does(trac
 def test_the_integer_pipe_alone_is_no_compute():
     """A random embedding gather on an H100: INTEGER_UTIL 0.57 is address arithmetic, DRAM 0.51, no float math."""
     gather = synthetic(0.99, graphics_active=0.99, sm_active=0.94, sm_occupancy=0.52, tensor_active=0.0, fp32_active=0.012, integer_active=0.57, dram_active=0.51)
-    assert derive(gather, Config()).bottleneck == "memory"
-    no_dram = synthetic(0.99, graphics_active=0.99, sm_active=0.94, sm_occupancy=0.52, tensor_active=0.0, fp32_active=0.01, integer_active=0.9, dram_active=0.1)
+    assert derive(gather, Config()).bottleneck == "memory_latency"  # below the DRAM roof: H200 moves the same bytes/s at 0.38
+    no_dram = synthetic(0.99, graphics_active=0.99, sm_active=0.94, sm_occupancy=0.52, tensor_active=0.0, fp32_active=0.01, integer_active=0.9, dram_active=0.05)
     assert derive(no_dram, Config()).bottleneck == "mixed"
 
 

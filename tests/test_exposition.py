@@ -203,7 +203,7 @@ def test_mismatch_and_efficiency_values(trace_paths):
     snapshot, clock = snapshot_of(trace_paths)
     text = served(snapshot, clock)
     mismatch = {(s.labels["gpu"], s.labels["rule"]): s.value for s in series(text) if s.name == "gpueff_mismatch"}
-    assert {key: value for key, value in mismatch.items() if value} == {("4", "high_util_low_sm"): 1.0, ("4", "low_efficiency"): 1.0}
+    assert {key: value for key, value in mismatch.items() if value} == {("4", "high_util_low_sm"): 1.0, ("4", "low_efficiency"): 1.0, ("4", "high_util_low_work"): 1.0}
     efficiency = {s.labels["gpu"]: s.value for s in series(text) if s.name == "gpueff_efficiency_ratio"}
     assert "1" not in efficiency  # idle: utilization 0, no efficiency rather than a fake one
     assert efficiency["4"] == pytest.approx(1 / 132, rel=0.02)

@@ -72,7 +72,7 @@ def test_poll_once_snapshot_contents(trace_paths, clock):
     assert {name: state.derived.bottleneck for name, state in by_source.items()} == {
         "copy_2GB": "memory", "idle": "idle", "matmul_8192": "compute", "matmul_8192_duty50": "host", "spin_1sm": "underfilled", "tiny_kernels": "host",
     }
-    assert by_source["spin_1sm"].derived.mismatch == {"high_util_low_sm": True, "low_efficiency": True}
+    assert by_source["spin_1sm"].derived.mismatch == {"high_util_low_sm": True, "low_efficiency": True, "high_util_low_work": True}
     assert all(state.sample.up for state in snapshot.gpus)
     assert all(state.totals.busy_seconds == 0 for state in snapshot.gpus)  # nothing to integrate yet
 
@@ -144,12 +144,12 @@ def test_set_config_takes_effect_on_the_next_poll(trace_paths, clock):
     _, _, poller = make(trace_paths, clock, ["spin_1sm"])
     clock.now += 0.5
     assert poller.poll_once().gpus[0].derived.mismatch["high_util_low_sm"] is True
-    relaxed = Config(mismatch=MismatchThresholds(low_sm_active=0.005, low_efficiency_ratio=0.005), price_per_gpu_hour=36.0, currency="EUR")
+    relaxed = Config(mismatch=MismatchThresholds(low_sm_active=0.005, low_efficiency_ratio=0.005, low_work_activity=0.0), price_per_gpu_hour=36.0, currency="EUR")
     poller.set_config(relaxed)
     clock.now += 0.5
     snapshot = poller.poll_once()
     assert (snapshot.settings.price_per_gpu_hour, snapshot.settings.currency) == (36.0, "EUR")
-    assert snapshot.gpus[0].derived.mismatch == {"high_util_low_sm": False, "low_efficiency": False}
+    assert snapshot.gpus[0].derived.mismatch == {"high_util_low_sm": False, "low_efficiency": False, "high_util_low_work": False}
     assert snapshot.gpus[0].totals.busy_idle_sm_cost == pytest.approx(0.5 * (1 - 0.0076) * 36 / 3600, rel=0.001)
 
 

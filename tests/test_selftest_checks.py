@@ -41,7 +41,7 @@ def test_recorded_h200_traces_pass_every_check(readings):
         ("copy_2GB", "estimated TB/s"),
         ("spin_1sm", "SM activity"),
     }
-    assert checks[("spin_1sm", "mismatch")].measured == "high_util_low_sm, low_efficiency"
+    assert checks[("spin_1sm", "mismatch")].measured == "high_util_low_sm, low_efficiency, high_util_low_work"
     assert checks[("spin_1sm", "SM activity")].measured == "0.76% (= 1.00 SMs)"
     assert checks[("copy_2GB", "estimated TB/s")].expected == "0.9-1.1x the workload's 4.27 TB/s"
     assert checks[("matmul_8192", "bottleneck class")].measured == "compute (48/48 samples)"
@@ -86,7 +86,7 @@ def test_a_spin_read_as_two_sms_fails_the_sm_check(readings):
 
 
 def test_thresholds_that_hide_the_spin_fail_the_mismatch_check(readings):
-    config = parse_config({"mismatch": {"low_sm_active": 0.005, "low_efficiency_ratio": 0.005}})
+    config = parse_config({"mismatch": {"low_sm_active": 0.005, "low_efficiency_ratio": 0.005, "low_work_activity": 0.0}})
     results = check_readings([readings["spin_1sm"]], config)
     assert failed(results) == {("spin_1sm", "mismatch")}
     assert by_check(results)[("spin_1sm", "mismatch")].measured == "none"
@@ -132,13 +132,13 @@ def test_missing_truth_readings_and_profiling_fail(readings):
     assert exit_code([]) == 1
 
 
-def test_one_warp_on_every_sm_reads_as_latency_bound():
+def test_one_warp_on_every_sm_reads_as_latency_bound_and_busy_without_work():
     """No trace of it was recorded: a reading with the H200 figures of docs/gpu-facts.md (SM 99.96 %, occupancy 1.56 %)."""
     device = DeviceInfo(index=0, uuid="GPU-x", name="NVIDIA H200", sm_count=132, max_sm_clock_mhz=1980)
     profiling = {"sm_active": 0.9996, "sm_occupancy": 0.0156, "tensor_active": 0.0, "dram_active": 0.0, "fp32_active": 0.0, "integer_active": 0.01}
     samples = [GpuSample(device=device, timestamp=t * 0.5, window_seconds=0.5, gpu_utilization=1.0, sm_clock_mhz=1980, profiling=Profiling(**profiling)) for t in range(8)]
     results = check_readings([Reading("warp_every_sm", samples)], Config())
-    assert [(r.check, r.measured, r.passed) for r in results] == [("bottleneck class", "latency (8/8 samples)", True), ("class stability", "100% of 6 samples, 0 changes", True), ("mismatch", "none", True)]
+    assert [(r.check, r.measured, r.passed) for r in results] == [("bottleneck class", "latency (8/8 samples)", True), ("class stability", "100% of 6 samples, 0 changes", True), ("mismatch", "high_util_low_work", True)]
 
 
 def test_window_mean_weights_by_window():

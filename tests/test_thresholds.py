@@ -47,14 +47,21 @@ def busy(utilization: int, **readings: float) -> str:
 
 
 def test_idle_and_host_at_their_boundaries():
-    assert busy(4) == "idle" and busy(5) == "host"  # idle below 5 %, not at it
-    assert busy(84, sm_active=0.9) == "host" and busy(85, sm_active=0.9, pipes=0.9) == "compute"  # host below 85 %
+    assert busy(4) == "idle" and busy(5) == "host"  # without profiling: idle below 5 %, not at it
+    assert busy(4, sm_active=0.0) == "idle" and busy(4, sm_active=0.00001) == "host"  # a kernel ran: starved, not idle
+    assert busy(0, sm_active=0.0001) == "host"  # kernels too short for the driver's samples are kernels
+    assert busy(79, sm_active=0.75, pipes=0.75) == "host" and busy(80, sm_active=0.75, pipes=0.75) == "compute"  # host below 80 %
+    assert busy(49, sm_active=0.45) == "host"  # waits longer than it works: host whatever the kernels do
+    assert busy(60, sm_active=0.55, dram=0.12) == "memory_latency"  # the gaps (0.4) cost less than the kernels' headroom (0.45)
+    assert busy(60, sm_active=0.55, dram=0.35) == "host"  # ... and more where the kernels run near the DRAM roof
 
 
 def test_memory_compute_and_underfilled_at_their_boundaries():
-    assert busy(100, sm_active=0.9, dram=0.6, pipes=0.6) == "memory"  # DRAM at exactly 0.6 and no lower than the pipes
-    assert busy(100, sm_active=0.9, dram=0.59, pipes=0.1) == "memory"  # ... or at 0.4+ while no math pipe reaches 0.2
-    assert busy(100, sm_active=0.9, dram=0.39, pipes=0.1) == "mixed"
+    assert busy(100, sm_active=0.9, dram=0.65, pipes=0.65) == "memory"  # DRAM at exactly 0.65 and on the memory side
+    assert busy(100, sm_active=0.9, dram=0.7, pipes=0.8) == "compute"  # the pipe nearer its roof (0.89 against 0.875)
+    assert busy(100, sm_active=0.9, dram=0.64, pipes=0.1) == "memory_latency"  # below the roof band
+    assert busy(100, sm_active=0.9, dram=0.1, pipes=0.1) == "memory_latency"  # DRAM at exactly 0.1, on the memory side
+    assert busy(100, sm_active=0.9, dram=0.09, pipes=0.1) == "mixed"
     assert busy(100, sm_active=0.5, pipes=0.2) == "compute"  # pipe at exactly 0.2 with SM activity at exactly 0.5
     assert busy(100, sm_active=0.49, pipes=0.2) == "underfilled"
     assert busy(100, sm_active=0.49, link=0.3) == "communication"  # a link at exactly 30 % of its peak

@@ -39,7 +39,7 @@ def test_utilization_is_the_driver_samples_mean_over_the_window_copy_engines_inc
                      profiling=Profiling(graphics_active=0.0001, sm_active=0.0, sm_occupancy=0.0, tensor_active=0.0, dram_active=0.016, pcie_rx_bytes_per_second=55e9))
     derived = derive(copy, Config())
     assert derived.busy == 0.99 and derived.bottleneck == "communication"
-    assert derived.mismatch == {"high_util_low_sm": True, "low_efficiency": True} and not derived.counters_implausible
+    assert derived.mismatch == {"high_util_low_sm": True, "low_efficiency": True, "high_util_low_work": False} and not derived.counters_implausible  # the link works
     # Judged from the graphics engine alone the same window looked idle; the link still says communication.
     engine_only = derive(copy.replace(gpu_utilization_window=None, gpu_utilization=None), Config())
     assert engine_only.busy == 0.0001 and engine_only.bottleneck == "communication"
@@ -72,18 +72,18 @@ def test_without_the_engine_sm_count_times_sm_activity_bounds_it_for_the_copy_on
 
 
 def test_a_job_on_a_thresholds_edge_keeps_one_verdict():
-    """DRAM 0.45 streaming with the tensor pipe swinging 0.19 / 0.21 around compute_pipe (0.2): memory throughout."""
+    """DRAM 0.45 (below its roof) with the tensor pipe swinging 0.19 / 0.21 around compute_pipe (0.2): memory_latency throughout."""
     limits = Config(bottleneck=BottleneckThresholds(window=0.0, hold_polls=1))
     state, classes = Stepper(), []
     for number in range(10):
         tensor = 0.19 if number % 2 == 0 else 0.21
         profile = {"graphics_active": 0.99, "sm_active": 0.9, "sm_occupancy": 0.5, "tensor_active": tensor, "tensor_hmma_active": tensor, "dram_active": 0.45}
         classes.append(state(window(float(number), **profile), limits).bottleneck)
-    assert classes == ["memory"] * 10
+    assert classes == ["memory_latency"] * 10
     flapping = Config(bottleneck=BottleneckThresholds(window=0.0, hold_polls=1, margin=0.0))
     state = Stepper()
     classes = [state(window(float(n), **{**MATMUL, "tensor_active": 0.19 + 0.02 * (n % 2), "dram_active": 0.45}), flapping).bottleneck for n in range(4)]
-    assert classes == ["memory", "compute", "memory", "compute"]  # without the band it flips on a 0.02 change
+    assert classes == ["memory_latency", "compute", "memory_latency", "compute"]  # without the band it flips on a 0.02 change
 
 
 def test_utilization_is_the_windows_engine_activity_and_nvidia_smis_figure_is_kept_apart():
@@ -91,7 +91,7 @@ def test_utilization_is_the_windows_engine_activity_and_nvidia_smis_figure_is_ke
     derived = derive(window(1.0, utilization=0.99, graphics_active=0.48, sm_active=0.13, sm_occupancy=0.02, tensor_active=0.12, dram_active=0.04), Config())
     assert derived.busy == 0.48 and derived.utilization_instant == 0.99
     assert derived.efficiency == pytest.approx(0.13 / 0.48)
-    assert derived.mismatch == {"high_util_low_sm": False, "low_efficiency": False}  # the instant figure would have fired both
+    assert derived.mismatch == {"high_util_low_sm": False, "low_efficiency": False, "high_util_low_work": False}  # the instant figure would have fired the first two
 
 
 def test_without_profiling_nvmls_figure_is_the_utilization():
@@ -165,7 +165,7 @@ def test_implausible_readings_raise_no_waste_and_read_unknown():
     broken = window(1.0, utilization=0.99, graphics_active=0.99, sm_active=0.0, sm_occupancy=0.0, tensor_active=0.0, dram_active=0.0)
     derived = derive(broken, Config())
     assert derived.implausible["sm_zero_while_busy"] and derived.counters_implausible
-    assert derived.mismatch == {"high_util_low_sm": False, "low_efficiency": False}
+    assert derived.mismatch == {"high_util_low_sm": False, "low_efficiency": False, "high_util_low_work": False}
     assert derived.bottleneck == "unknown"
 
 

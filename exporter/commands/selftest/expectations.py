@@ -23,8 +23,8 @@ EXPECTATIONS: dict[str, Expectation] = {
     item.workload: item
     for item in (
         Expectation("idle", "no work on the GPU", "idle"),
-        Expectation("spin_1sm", "1 thread spinning on 1 SM", "underfilled", ("high_util_low_sm", "low_efficiency"), one_sm=True),
-        Expectation("warp_every_sm", "1 warp spinning on every SM", "latency"),
+        Expectation("spin_1sm", "1 thread spinning on 1 SM", "underfilled", ("high_util_low_sm", "low_efficiency", "high_util_low_work"), one_sm=True),
+        Expectation("warp_every_sm", "1 warp spinning on every SM: SM activity fooled, nothing near any roof", "latency", ("high_util_low_work",)),
         Expectation("matmul_8192", "bf16 8192x8192 matmuls back to back", "compute", throughput="tflops"),
         Expectation("matmul_8192_duty50", "the same matmuls for 50 ms, then 50 ms of host sleep", "host", throughput="tflops"),
         Expectation("copy_2GB", "device-to-device copy of a 2 GiB buffer", "memory", throughput="tbps"),
