@@ -25,7 +25,7 @@ ROLLUP_TESTS = PROMETHEUS_DIR / "gpu-efficiency-rollup.test.yml"
 MANIFEST = ROOT / "deploy" / "kubernetes" / "prometheus-rule.yaml"
 JOB_SELECTOR_TESTS = PROMETHEUS_DIR / "job-selector.test.yml"
 EXPECTED_ALERTS = {
-    "GpuHighUtilizationLowSmActivity", "GpuLowEfficiency", "GpuLatencyBound", "GpuJobStraggler", "GpuAllocatedButIdle",
+    "GpuHighUtilizationLowSmActivity", "GpuHighUtilizationLowWork", "GpuLowEfficiency", "GpuLatencyBound", "GpuJobStraggler", "GpuAllocatedButIdle",
     "AppThroughputFlatUnderRisingLoad", "GpuEfficiencyExporterDown", "GpuEfficiencyExporterStale", "GpuLost",
     "GpuXidError", "GpuCriticalXidError", "GpuThermalThrottling", "GpuHardwareSlowdown", "GpuPowerCapped",
     "GpuProfilingUnavailable", "GpuEfficiencyExporterVanished", "GpuEfficiencyExporterCollectErrors", "GpuAppScrapeDown",
@@ -34,7 +34,7 @@ EXPECTED_ALERTS = {
     "GpuThermalViolationShareHigh", "GpuPowerViolationShareHigh", "GpuPcieReplays", "GpuPcieLinkDegraded", "GpuNvlinkErrors", "GpuNvlinkLinkDown",
 }
 # The waste alerts: their what_to_try annotation names the GPU's bottleneck class now and its advice.
-WASTE_ALERTS = {"GpuHighUtilizationLowSmActivity", "GpuLowEfficiency", "GpuAllocatedButIdle"}
+WASTE_ALERTS = {"GpuHighUtilizationLowSmActivity", "GpuHighUtilizationLowWork", "GpuLowEfficiency", "GpuAllocatedButIdle"}
 
 
 def tool(name: str) -> str:

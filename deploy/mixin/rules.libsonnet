@@ -166,6 +166,20 @@
             }
           },
           {
+            "alert": "GpuHighUtilizationLowWork",
+            "expr": "avg_over_time(gpueff_gpu_utilization_ratio[30m])\nand ignoring (rule)\navg_over_time(gpueff_mismatch{rule=\"high_util_low_work\"}[30m]) >= 0.7\nunless on (job, instance, uuid)\ngpueff_readings_implausible == 1\n",
+            "for": "10m",
+            "labels": {
+              "severity": "warning"
+            },
+            "annotations": {
+              "summary": "GPU looks busy but no unit of it does meaningful work.",
+              "description": "GPU {{ $labels.gpu }} ({{ $labels.uuid }}) on {{ $labels.instance }} was {{ $value | humanizePercentage }} busy on average, yet for at least 0.7 of the last 30 minutes every pipe, DRAM and link stayed below a tenth of its peak: kernels occupy the GPU while they wait (tiny dependent kernels, batch 1, synchronisation, spin-waits). The what_to_try annotation names its bottleneck class now (underfilled or latency: too little parallel work; host: waiting on the CPU).",
+              "runbook_url": "$runbook_base_url#gpuhighutilizationlowwork",
+              "what_to_try": "{{ with printf \"gpueff_bottleneck_class_info{cluster=%q, job=%q, instance=%q} and on (class) (gpueff_bottleneck{cluster=%q, job=%q, instance=%q, uuid=%q} == 1)\" $labels.cluster $labels.job $labels.instance $labels.cluster $labels.job $labels.instance $labels.uuid | query }}{{ with . | first }}Bottleneck now: {{ label \"class\" . }}. {{ label \"what_to_try\" . }}{{ end }}{{ else }}No bottleneck class is known for this GPU now: see the runbook.{{ end }}"
+            }
+          },
+          {
             "alert": "GpuLowEfficiency",
             "expr": "instance_gpu:gpueff_efficiency:ratio_rate5m < 0.3 and instance_gpu:gpueff_gpu_utilization:ratio_rate5m >= 0.5",
             "for": "30m",

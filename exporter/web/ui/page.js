@@ -6,6 +6,7 @@
   const FLAG_LABELS = {
     high_util_low_sm: "busy, SMs idle",
     low_efficiency: "low efficiency",
+    high_util_low_work: "busy, no unit working",
     no_profiling: "no SM activity read",
     sm_above_engine: "implausible: SM above engine",
     pipe_above_sm: "implausible: pipe above SM",
