@@ -139,7 +139,7 @@ def test_the_page_its_files_and_its_data_are_served_from_what_the_poller_publish
         assert data["replayed"] is True and data["stale"] is False and data["note"] == "REPLAYED DATA: <test>"
         assert set(data["classes"]) >= {"underfilled", "compute", "host"} and data["classes"]["underfilled"]["what_to_try"]
         spin, matmul = data["gpus"]
-        assert spin["bottleneck"] == "underfilled" and spin["flags"] == ["high_util_low_sm", "low_efficiency"]
+        assert spin["bottleneck"] == "underfilled" and spin["flags"] == ["high_util_low_sm", "low_efficiency", "high_util_low_work"]
         assert matmul["bottleneck"] == "compute" and 0.5e15 < matmul["tensor_flops"] < matmul["peak_tensor_flops"]
         assert data["fleet"]["gpus"] == 2 and data["fleet"]["flagged"] == 1 and data["fleet"]["classes"] == {"underfilled": 1, "compute": 1}
         assert data["history"]["last"] == 3 and len(data["history"]["times"]) == 3

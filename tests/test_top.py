@@ -111,7 +111,7 @@ def test_in_a_pipe_it_prints_one_plain_frame_and_exits() -> None:
     assert lines[0].startswith("gpu-efficiency-exporter top ") and "replayed traces, not live GPUs" in lines[0]
     rows = [line for line in lines if re.match(r"^ {0,2}\d+ +\d+%", line)]
     assert len(rows) == 18
-    assert re.search(r"underfilled .* busy-SMs-idle low-eff$", rows[4])
+    assert re.search(r"underfilled .* busy-SMs-idle low-eff no-work$", rows[4])
     assert any(line.startswith("underfilled: Give each kernel more parallel work") for line in lines)
 
 
@@ -126,7 +126,7 @@ def test_local_gpus_are_read_through_the_nvml_backend_and_the_pipeline(monkeypat
     assert lines[0].startswith("gpu-efficiency-exporter top ") and lines[0].endswith(" · nvml backend")
     row = next(line for line in lines if line.startswith("  0 "))
     # Two polls 200 ms apart: GPM's profiling readings are means over the window between them.
-    assert re.search(r"^  0 100% +1% 0\.01 underfilled .* busy-SMs-idle low-eff$", row), row
+    assert re.search(r"^  0 100% +1% 0\.01 underfilled .* busy-SMs-idle low-eff no-work$", row), row
 
 
 def test_without_a_driver_it_says_where_else_to_look(monkeypatch, capsys, trace_paths) -> None:

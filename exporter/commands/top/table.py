@@ -28,7 +28,7 @@ CLASS_COLOURS = {
     "mixed": CYAN,
     "unknown": DIM,
 }
-FLAG_NAMES = {"high_util_low_sm": "busy-SMs-idle", "low_efficiency": "low-eff", "high_util_low_work": "busy-no-work", NO_PROFILING_FLAG: "no-profiling"}
+FLAG_NAMES = {"high_util_low_sm": "busy-SMs-idle", "low_efficiency": "low-eff", "high_util_low_work": "no-work", NO_PROFILING_FLAG: "no-profiling"}
 WIDE = 104  # from this width on, a bar shows utilization against SM activity, and the workload's name
 BAR = 12
 
