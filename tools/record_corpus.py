@@ -1,6 +1,6 @@
 """Record the real-workload corpus: each workload runs here while ``exporter record`` samples the GPU.
 
-    python3 tools/record_corpus.py --out DIR [--only NAME,...] [--duration 24] [--interval 0.5] [--live]
+    python3 tools/record_corpus.py --out DIR [--only NAME,...] [--duration 24] [--interval 0.5] [--live | --both]
 
 Needs one NVIDIA GPU with GPM (Hopper or newer), PyTorch with CUDA, and (for the Llama workloads)
 transformers; models are built from a config with random weights, nothing is downloaded. Each
@@ -9,7 +9,9 @@ in its own process for ``--duration`` seconds while the workload keeps going, an
 count of work over that time (FLOP, bytes) goes into the trace's ``truth``. One trace per workload
 lands in DIR as <name>.json, and DIR/corpus.log says what ran and what did not. With ``--live`` the
 daemon's own poller (bench/live_verdicts.py, 1 s) runs instead of the recorder and DIR gets
-<name>.verdicts.jsonl, its verdict at every poll, with a summary line per workload in corpus.log.
+<name>.verdicts.jsonl, its verdict at every poll, with a summary line per workload in corpus.log;
+with ``--both`` the recorder and the daemon's poller run side by side (two GPM readers: both read
+the same windows' counters) and DIR gets both files per workload.
 
 The truths, per workload:
 - training: 6 x N x tokens + 12 x layers x hidden x seq x tokens FLOP a step (the PaLM/MFU
@@ -38,6 +40,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from corpus_fleet import GROUPS as FLEET_GROUPS  # noqa: E402  (tools/, the script's own folder)
+from corpus_issue34 import GROUPS as ISSUE34_GROUPS  # noqa: E402
 
 from exporter.commands.record import format_trace  # noqa: E402
 
@@ -46,6 +49,7 @@ MATMUL_N = 8192
 
 LOG: list[str] = []
 LIVE = [False]  # --live: the daemon's verdicts at every poll instead of a trace
+BOTH = [False]  # --both: the daemon's verdicts at every poll beside the trace
 DEADLINE = [math.inf]  # no workload starts a recording it cannot finish before this (perf_counter)
 
 
@@ -90,33 +94,41 @@ def record_while(name: str, description: str, step: Callable[[Work], None], out:
         return
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     command = [sys.executable, "-m", "exporter", "record", "-o", str(output), "--duration", f"{duration}s", "--interval", f"{int(interval * 1000)}ms", "--workload", name, "--description", description]
-    if LIVE[0]:  # the daemon's own poller at its default 1 s interval instead of a recording
-        output = out / f"{name}.verdicts.jsonl"
-        command = [sys.executable, str(ROOT / "bench" / "live_verdicts.py"), "--output", str(output), "--duration", str(duration), "--interval", "1"]
+    verdicts_path = out / f"{name}.verdicts.jsonl"
+    live = [sys.executable, str(ROOT / "bench" / "live_verdicts.py"), "--output", str(verdicts_path), "--duration", str(duration), "--interval", "1"]
+    commands = [live] if LIVE[0] else [command, live] if BOTH[0] else [command]
     work = Work()
     launched = time.perf_counter()
-    recorder = subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    while recorder.poll() is None:
+    running = [subprocess.Popen(each, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for each in commands]
+    while any(each.poll() is None for each in running):
         step(work)
     ended = time.perf_counter()
-    log = recorder.stdout.read() if recorder.stdout else ""
-    if recorder.returncode != 0 or not output.exists():
-        say(f"{name}: record failed (exit {recorder.returncode}): {log.strip()}")
+    for each in running:
+        log = each.stdout.read() if each.stdout else ""
+        if each.returncode != 0:
+            say(f"{name}: {'record' if each.args is commands[0] and not LIVE[0] else 'live_verdicts'} failed (exit {each.returncode}): {log.strip()}")
+            return
+    if not LIVE[0] and not output.exists():
+        say(f"{name}: record wrote no trace")
         return
     # The recorder spends about a second starting up before its first window opens.
     flops, bps = work.rates(max(launched + 1.5, ended - duration), ended)
     truth: dict[str, float] = {}
-    if LIVE[0]:
-        verdicts = [json.loads(line) for line in output.read_text().splitlines()]
+    if LIVE[0] or BOTH[0]:
+        verdicts = [json.loads(line) for line in verdicts_path.read_text().splitlines()]
         classes = [each.get("class") for each in verdicts]
         summary = {"workload": name, "polls": len(verdicts), "classes": {c: classes.count(c) for c in set(classes)}, "truth_tflops": round(flops / 1e12, 3), "truth_tbps": round(bps / 1e12, 4), "truth_keys": list(truth_keys)}
-        for key in ("util", "util_instant", "engine", "sm", "tensor", "dram", "pcie_rx_gbps", "pcie_tx_gbps", "tflops", "hmma_bf16_equivalent_t", "dmma_fp64_t", "imma_int8_t", "fp32_t", "tbps"):
+        for key in ("util", "util_instant", "engine", "sm", "occupancy", "tensor", "dram", "pcie_rx_gbps", "pcie_tx_gbps", "tflops", "hmma_bf16_equivalent_t", "dmma_fp64_t", "imma_int8_t", "fp32_t", "tbps"):
             values = [each[key] for each in verdicts[1:] if each.get(key) is not None]
             summary[key] = round(sum(values) / len(values), 4) if values else None
-        summary["mismatch_polls"] = sum(bool(each.get("mismatch")) for each in verdicts)
+        mismatches = [rule for each in verdicts[1:] for rule in each.get("mismatch", [])]
+        summary["mismatch_polls"] = {rule: mismatches.count(rule) for rule in set(mismatches)}
         summary["implausible_polls"] = sum(bool(each.get("implausible")) for each in verdicts)
+        if extra_truth is not None:
+            summary.update(extra_truth())
         say(f"LIVE {json.dumps(summary)}")
-        return
+        if LIVE[0]:
+            return
     for key, value, scale, digits in (("tflops", flops, 1e12, 3), ("tops", flops, 1e12, 3), ("tbps", bps, 1e12, 4), ("pcie_gbps", bps, 1e9, 2)):
         if key in truth_keys:
             truth[key] = round(value / scale, digits)
@@ -282,6 +294,22 @@ def llama_workloads(torch: Any, out: Path, duration: float, interval: float, onl
         torch.cuda.empty_cache()
 
     model.eval()
+    if wanted("llama_prefill"):
+        prefill_batch, prefill_seq = 4, 2048
+        prefill_ids = torch.randint(0, config.vocab_size, (prefill_batch, prefill_seq), device="cuda")
+        prefill_tokens = prefill_batch * prefill_seq
+        prefill_flop = 2.0 * matmul_params * prefill_tokens + 2.0 * layers * hidden * prefill_seq * prefill_tokens  # causal attention: half of QK^T and AV
+
+        def prefill(work: Work) -> None:
+            with torch.inference_mode():
+                model(input_ids=prefill_ids, use_cache=False)
+            torch.cuda.synchronize()
+            work.add(flop=prefill_flop)
+
+        for _ in range(3):
+            prefill(Work())
+        record_while("llama_prefill", f"prefill: one forward pass (inference, no cache) of the same {total / 1e9:.2f} B Llama over {prefill_batch} x {prefill_seq} prompt tokens, bf16", prefill, out, duration, interval, ("tflops",))
+        torch.cuda.empty_cache()
     prompt, new = 128, 128
     weight_bytes = 2.0 * matmul_params
     kv_per_token = 2 * layers * config.num_key_value_heads * (hidden // config.num_attention_heads) * 2  # K and V, bf16, per layer
@@ -337,6 +365,7 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=24.0, help="seconds recorded per workload (default 24)")
     parser.add_argument("--interval", type=float, default=0.5, help="seconds between samples (default 0.5, record's default)")
     parser.add_argument("--live", action="store_true", help="run the daemon's own poller (bench/live_verdicts.py, 1 s interval) beside each workload and write its verdicts at every poll instead of a trace")
+    parser.add_argument("--both", action="store_true", help="record the trace and run the daemon's own poller beside it (both files per workload)")
     parser.add_argument("--compact", nargs="+", type=Path, metavar="TRACE", help="only rewrite these recorded traces compactly (rounded, one sample a line) and exit")
     parser.add_argument("--budget", type=float, default=540.0, help="start no recording that would end later than this many seconds after the start (default 540)")
     args = parser.parse_args()
@@ -346,6 +375,7 @@ def main() -> int:
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     LIVE[0] = args.live
+    BOTH[0] = args.both
     only = set(args.only.split(",")) if args.only else None
     started = time.perf_counter()
     DEADLINE[0] = started + args.budget
@@ -356,7 +386,7 @@ def main() -> int:
     torch.backends.cuda.matmul.allow_tf32 = True
     groups: list[tuple[str, set[str], Callable[[], None]]] = [
         ("idle", {"idle"}, lambda: idle(torch, args.out, args.duration, args.interval)),
-        ("llama", {"llama_train", "llama_train_starved", "llama_generate_b1", "llama_generate_b64"}, lambda: llama_workloads(torch, args.out, args.duration, args.interval, only)),
+        ("llama", {"llama_train", "llama_train_starved", "llama_generate_b1", "llama_generate_b64", "llama_prefill"}, lambda: llama_workloads(torch, args.out, args.duration, args.interval, only)),
         ("graph_decode", {"graph_decode_b1"}, lambda: graph_decode(torch, args.out, args.duration, args.interval)),
         ("matmul", {"matmul_8192"} | {f"matmul_duty_{label}" for label in DUTY_PERIODS}, lambda: matmul_workloads(torch, args.out, args.duration, args.interval, wanted)),
     ]
@@ -367,7 +397,7 @@ def main() -> int:
     def record(name: str, description: str, step: Callable[[Work], None], truth_keys: tuple[str, ...], extra_truth: Callable[[], dict[str, float]] | None = None) -> None:
         record_while(name, description, step, args.out, args.duration, args.interval, truth_keys, extra_truth)
 
-    for group, fleet_members, fleet_run in FLEET_GROUPS:
+    for group, fleet_members, fleet_run in (*FLEET_GROUPS, *ISSUE34_GROUPS):
         groups.append((group, set(fleet_members), functools.partial(fleet_run, torch, record, wanted, say)))
     for name, members, run in groups:
         if only is not None and not members & only:
