@@ -104,7 +104,7 @@ CLASSES: tuple[BottleneckClass, ...] = (
     ),
     BottleneckClass(
         "peer_wait",
-        "the GPU is busy with few SMs active while another GPU of its job works: it waits inside collectives (NCCL) for that slower peer (judged across the job's GPUs, exporter/pipeline/peers.py)",
+        "the GPU is busy with nothing near a roof and idles (utilization - SM activity) clearly more than another GPU of its job: it waits inside collectives (NCCL) for that slower peer (judged across the job's GPUs, exporter/pipeline/peers.py)",
         "Speed up the GPU this one waits for (gpueff_job_straggler names it), not this one: even out the work per rank (uneven batches, pipeline stages or experts), feed that rank's host faster, check its clocks, power and links.",
     ),
     BottleneckClass(

@@ -61,16 +61,20 @@ class Clock:
 
 
 def replayed(name: str, interval: float, loops: int = 3):
-    """The poller's GPU state at every poll of ``loops`` replays of the trace, polled every ``interval``."""
+    """The poller's GPU state at every poll of ``loops`` replays of the trace, polled every
+    ``interval``. A GPU of a recorded multi-GPU job is replayed with the job's other GPUs (the
+    traces beside it with the same ``job``), as the daemon judges them: together."""
     trace = load_trace(TRACES / f"{name}.json")
+    paths = sorted(path for path in (TRACES / name).parent.glob("*.json") if trace.job and load_trace(path).job == trace.job) or [TRACES / f"{name}.json"]
+    position = paths.index(TRACES / f"{name}.json")
     clock = Clock()
-    backend = ReplayBackend([trace], clock=clock)
+    backend = ReplayBackend([load_trace(path) for path in paths], clock=clock)
     poller = Poller(backend, Config(collect_interval=interval), clock=clock)
     poller._devices = backend.start()
     states = []
     for _ in range(round(loops * trace.loop_seconds / interval)):
         clock.now += interval
-        states.append(poller.poll_once().gpus[0])
+        states.append(poller.poll_once().gpus[position])
     return states
 
 

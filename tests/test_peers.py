@@ -70,6 +70,24 @@ def test_every_rank_underfilled_is_no_wait_on_a_peer() -> None:
     assert result.classes == {} and result.jobs[0].straggler is None
 
 
+def test_ranks_that_idle_alike_wait_on_no_one_and_a_roof_class_keeps_its_verdict() -> None:
+    job = JobKey("pod", "uid")
+    close = {**WAITING, "sm_active": 0.36 + 0.09}  # idles 0.09 less than its peer: within the margin, no wait
+    assert judged([gpu(0, 0.99, **WAITING), gpu(1, 0.99, **close)], {"GPU-0": [job], "GPU-1": [job]}).classes == {}
+    light_compute = {**WORKING, "sm_active": 0.55, "tensor_active": 0.3}  # idles 0.35 more than the straggler but its own class is compute
+    result = judged([gpu(0, 0.99, **light_compute), gpu(1, 0.99, **WORKING)], {"GPU-0": [job], "GPU-1": [job]})
+    assert result.classes == {} and result.jobs[0].straggler is None
+
+
+def test_a_spinning_rank_that_reads_latency_alone_waits_too() -> None:
+    """Many NCCL channels can keep over half the SMs holding a warp each while they spin: latency alone."""
+    job = JobKey("pod", "uid")
+    spinning = {"sm_active": 0.6, "sm_occupancy": 0.03, "tensor_active": 0.05, "dram_active": 0.02}
+    assert derive(gpu(0, 0.99, **spinning), Config()).bottleneck == "latency"
+    result = judged([gpu(0, 0.99, **spinning), gpu(1, 0.99, **WORKING)], {"GPU-0": [job], "GPU-1": [job]})
+    assert result.classes == {"GPU-0": PEER_WAIT} and result.lost["GPU-0"] == pytest.approx(0.39 - 0.09)
+
+
 def test_one_gpu_jobs_and_gpus_of_no_job_are_judged_alone() -> None:
     samples = [gpu(0, 0.99, **WAITING), gpu(1, 0.99, **WORKING)]
     assert judged(samples, {}).jobs == ()

@@ -6,13 +6,15 @@ parallel, FSDP, tensor or pipeline parallel) that reaches a collective first wai
 collective's kernel for its peers. That kernel stays resident on the few SMs of its channels and
 spins on flags in memory, so the GPU reads busy (utilization ~1) with SM activity low and no link
 near its roof: alone, exactly ``underfilled``, whose advice (more blocks, larger batches) is wrong.
-What tells them apart is not on the GPU: it is a GPU of the same job that is working meanwhile.
-So a GPU whose own class is ``underfilled`` is ``peer_wait`` when a GPU of its job reads a class of
-its own work (``compute``, ``memory``, ``mixed``, ``latency``, ``host``, ``communication``). The
-straggler is the working GPU that idles least while busy (smallest utilization - SM activity): the
-one the others wait on. Each waiting GPU's lost share of the window is its busy-but-idle share
-beyond the straggler's, ``max(0, (util - sm) - (util_s - sm_s))``: both run the same collectives,
-so what the waiting GPU spins beyond the straggler is the time it spent waiting for it.
+What tells them apart is not on the GPU: it is the job's other GPUs. The ranks of a synchronous
+job take the same wall time per step, and both run the same collectives; so where one GPU idles
+while busy (utilization - SM activity) clearly more than another GPU of its job, the difference is
+time it spent spinning in a collective for that GPU. The straggler is the GPU of the job that idles
+least while busy (an idle or unknown GPU is not judged); a GPU whose own class says "busy, nothing
+near a roof" (``underfilled``, ``latency`` or ``mixed``) and which idles ``WAIT_MARGIN`` of the
+window or more beyond the straggler reads ``peer_wait``, and that excess is its lost share of the
+window. A GPU whose own class is a roof (``compute``, ``memory``, ``communication``) or ``host``
+keeps it: that is its own limit whatever it also waits.
 """
 
 from __future__ import annotations
@@ -26,8 +28,12 @@ from exporter.pipeline.derive import Derived
 from exporter.sample import GpuSample
 
 PEER_WAIT = "peer_wait"
-WAITING_LOOKS_LIKE = "underfilled"  # the class a waiting rank reads alone
-WORKING = frozenset({"compute", "memory", "mixed", "latency", "host", "communication"})  # a peer doing its own work (or waiting on its own host)
+WAITING_LOOKS_LIKE = frozenset({"underfilled", "latency", "mixed"})  # busy, nothing near a roof: what a rank spinning in a collective reads alone
+NOT_JUDGED = frozenset({"idle", "unknown", PEER_WAIT})
+# Two ranks of a balanced job idle alike while busy, within the few points a window's sampling
+# moves them; a tenth of the window more is time spent waiting (the 2 x H200 straggler's rank 0
+# idled 0.54 of it more than rank 1).
+WAIT_MARGIN = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,19 +107,21 @@ def judge(gpus: Sequence[tuple[GpuSample, Derived | None]], membership: Mapping[
 
 def _waits(up: list[tuple[GpuSample, Derived]]) -> tuple[JobGpu | None, list[tuple[JobGpu, float]], float]:
     """(the straggler, each waiting GPU with the seconds it lost, the job's lost share of GPU time)."""
-    idle = {sample.device.uuid: value for sample, derived in up if (value := idle_while_busy(sample, derived)) is not None}
-    working = [sample for sample, derived in up if derived.bottleneck in WORKING and sample.device.uuid in idle]
-    candidates = [sample for sample, derived in up if derived.bottleneck == WAITING_LOOKS_LIKE]
-    if not working or not candidates:
+    idle = {sample.device.uuid: value for sample, derived in up if derived.bottleneck not in NOT_JUDGED and (value := idle_while_busy(sample, derived)) is not None}
+    judged = [(sample, derived) for sample, derived in up if sample.device.uuid in idle]
+    if len(judged) < 2:
         return None, [], 0.0
-    slowest = min(working, key=lambda sample: (idle[sample.device.uuid], -(sample.profiling.sm_active or 0.0), sample.device.index))
+    slowest = min((sample for sample, _ in judged), key=lambda sample: (idle[sample.device.uuid], -(sample.profiling.sm_active or 0.0), sample.device.index))
     floor = idle[slowest.device.uuid]
     waiting: list[tuple[JobGpu, float]] = []
     shares = 0.0
-    for sample in candidates:
-        share = max(0.0, idle.get(sample.device.uuid, 0.0) - floor)
-        shares += share
-        waiting.append((JobGpu(sample.device.index, sample.device.uuid), share * (sample.window_seconds or 0.0)))
+    for sample, derived in judged:
+        share = idle[sample.device.uuid] - floor
+        if derived.bottleneck in WAITING_LOOKS_LIKE and share >= WAIT_MARGIN:
+            shares += share
+            waiting.append((JobGpu(sample.device.index, sample.device.uuid), share * (sample.window_seconds or 0.0)))
+    if not waiting:
+        return None, [], 0.0
     return JobGpu(slowest.device.index, slowest.device.uuid), waiting, shares / len(up)
 
 
