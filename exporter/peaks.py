@@ -81,16 +81,18 @@ class Rates:
     fp64: int | None
     fp32: int
     fp16: int | None
+    source: str
 
 
-VOLTA = Rates("Volta GV100 (whitepaper: 8 tensor cores x 64 FP16 FMA per SM)", 1024, None, None, None, None, 64, 128, 256)
-TURING = Rates("Turing TU104 (whitepaper: 8 tensor cores x 64 FP16 FMA per SM, INT8 twice that)", 1024, None, None, 2048, None, 4, 128, 256)
-AMPERE_GA100 = Rates("Ampere GA100 (whitepaper: 4 tensor cores x 256 FP16 FMA per SM)", 2048, None, 1024, 4096, 128, 64, 128, 512)
-AMPERE_GA10X = Rates("Ampere GA10x (whitepaper: 4 tensor cores x 128 FP16 FMA per SM, 128 FP32 lanes)", 1024, None, 512, 2048, None, None, 256, 256)
-ADA = Rates("Ada AD10x (whitepaper: 4 tensor cores x 128 FP16 FMA per SM with FP32 accumulate, FP8 twice that)", 1024, 2048, 512, 2048, None, None, 256, 256)
-ADA_HALF = Rates("Ada AD102 at half-rate FP32 accumulate (L40: every tensor figure half the L40S's)", 512, 1024, 256, 1024, None, None, 256, 256)
-HOPPER = Rates("Hopper GH100 (whitepaper: 4 tensor cores x 512 FP16 FMA per SM, FP8 and INT8 twice that)", 4096, 8192, 2048, 8192, 256, 128, 256, 512)
-BLACKWELL = Rates("Blackwell B200 (twice Hopper's dense tensor rate per SM: the only power of two that puts each basis under the boost clock)", 8192, 16384, 4096, 16384, 128, 128, 256, None)
+VOLTA = Rates("Volta", 1024, None, None, None, None, 64, 128, 256, "Volta whitepaper: 8 tensor cores x 64 FP16 FMA per SM, 64 FP32 and 32 FP64 lanes")
+TURING = Rates("Turing", 1024, None, None, 2048, None, 4, 128, 256, "Turing whitepaper: 8 tensor cores x 64 FP16 FMA per SM, INT8 twice that; FP64 1/32 of FP32")
+AMPERE_GA100 = Rates("Ampere GA100", 2048, None, 1024, 4096, 128, 64, 128, 512, "A100 whitepaper: 4 tensor cores x 256 FP16 FMA per SM, 64 FP32 and 32 FP64 lanes")
+AMPERE_GA10X = Rates("Ampere GA10x", 1024, None, 512, 2048, None, None, 256, 256, "GA102 whitepaper: 4 tensor cores x 128 FP16 FMA per SM (full rate with FP32 accumulate on data-centre parts), 128 FP32 lanes")
+ADA = Rates("Ada", 1024, 2048, 512, 2048, None, None, 256, 256, "Ada whitepaper: 4 tensor cores x 128 FP16 FMA per SM with FP32 accumulate, FP8 and INT8 twice that, 128 FP32 lanes")
+ADA_HALF = Rates("Ada, half-rate accumulate", 512, 1024, 256, 1024, None, None, 256, 256, "Ada at half-rate FP32 accumulate: the L40 data sheet's every tensor figure is half the L40S's at the same clock")
+HOPPER = Rates("Hopper GH100", 4096, 8192, 2048, 8192, 256, 128, 256, 512, "H100 whitepaper: 4 tensor cores x 512 FP16 FMA per SM (wgmma), FP8 and INT8 twice that, 128 FP32 and 64 FP64 lanes")
+BLACKWELL = Rates("Blackwell B200", 8192, 16384, 4096, 16384, 128, 128, 256, None, "twice Hopper's dense tensor rate per SM: the only power of two that puts each basis under the B200's boost clock (NVIDIA publishes no per-SM rate)")
+ARCHITECTURES = (VOLTA, TURING, AMPERE_GA100, AMPERE_GA10X, ADA, ADA_HALF, HOPPER, BLACKWELL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,10 +159,12 @@ _A100_SXM_40 = Spec(312, None, 156, 624, 19.5, 9.7, 19.5, 78, 1.555, 32, 300, 10
 _A100_SXM_80 = replace(_A100_SXM_40, dram_tbps=2.039, source="NVIDIA A100 data sheet (SXM4 80GB); FP16 non-tensor: A100 whitepaper")
 _A100_PCIE_40 = replace(_A100_SXM_40, source="NVIDIA A100 data sheet (PCIe 40GB, NVLink bridge 600 GB/s); FP16 non-tensor: A100 whitepaper")
 _A100_PCIE_80 = replace(_A100_SXM_40, dram_tbps=1.935, source="NVIDIA A100 data sheet (PCIe 80GB, NVLink bridge 600 GB/s); FP16 non-tensor: A100 whitepaper")
+_A800_SXM_40 = replace(_A100_SXM_40, nvlink_gbps=200, source="NVIDIA A800 data sheet (A100 compute, NVLink 400 GB/s) with the A100 SXM4 40GB data sheet's memory (1.555 TB/s)")
 _A800_SXM_80 = replace(_A100_SXM_80, nvlink_gbps=200, source="NVIDIA A800 data sheet (SXM4 80GB: A100 compute, NVLink 400 GB/s)")
 _A800_PCIE_80 = replace(_A100_PCIE_80, nvlink_gbps=200, source="NVIDIA A800 data sheet (PCIe 80GB: A100 compute, NVLink bridge 400 GB/s)")
 _A30 = Spec(165, None, 82, 330, 10.3, 5.2, 10.3, None, 0.933, 32, 100, 56, "NVIDIA A30 data sheet", rates=AMPERE_GA100)
 _A10 = Spec(125, None, 62.5, 250, None, None, 31.2, 31.2, 0.6, 32, None, 72, "NVIDIA A10 data sheet; FP16 non-tensor: Ampere GA102 whitepaper (1x FP32)", rates=AMPERE_GA10X)
+_A2 = Spec(18, None, 9, 36, None, None, 4.5, 4.5, 0.2, 16, None, 10, "NVIDIA A2 data sheet (PCIe Gen4 x8); FP16 non-tensor: GA107 1x FP32", rates=AMPERE_GA10X)
 _A16 = Spec(17.9, None, 9.0, 35.9, None, None, 4.5, 4.5, 0.2, 32, None, 10, "NVIDIA A16 data sheet, one of the board's four GPUs (board figures / 4); FP16 non-tensor: GA107 1x FP32", rates=AMPERE_GA10X)
 _A40 = Spec(149.7, None, 74.8, 299.3, None, None, 37.4, 37.4, 0.696, 32, 56.25, 84, "NVIDIA A40 data sheet; FP16 non-tensor: Ampere GA102 whitepaper (1x FP32)", rates=AMPERE_GA10X)
 _L4 = Spec(121, 242.5, 60, 242.5, None, None, 30.3, 30.3, 0.3, 32, None, 58, "NVIDIA L4 data sheet; FP16 non-tensor: Ada whitepaper (1x FP32)", rates=ADA)
@@ -187,6 +191,7 @@ SPECS: dict[str, Spec] = {
     "Tesla V100-PCIE-32GB": _V100_PCIE,
     "Tesla V100S-PCIE-32GB": _V100S_PCIE,
     "Tesla T4": _T4,
+    "NVIDIA A2": _A2,
     "NVIDIA A10": _A10,
     "NVIDIA A16": _A16,
     "NVIDIA A30": _A30,
@@ -195,6 +200,7 @@ SPECS: dict[str, Spec] = {
     "NVIDIA A100-SXM4-80GB": _A100_SXM_80,
     "NVIDIA A100-PCIE-40GB": _A100_PCIE_40,
     "NVIDIA A100 80GB PCIe": _A100_PCIE_80,
+    "NVIDIA A800-SXM4-40GB": _A800_SXM_40,
     "NVIDIA A800-SXM4-80GB": _A800_SXM_80,
     "NVIDIA A800 80GB PCIe": _A800_PCIE_80,
     "NVIDIA L4": _L4,
@@ -209,9 +215,20 @@ SPECS: dict[str, Spec] = {
     "NVIDIA H200": _H200_SXM,
     "NVIDIA H200 NVL": _H200_NVL,
     "NVIDIA GH200 480GB": _GH200_96,
+    "NVIDIA GH200 120GB": _GH200_96,  # the same 96 GB HBM3 part (its CUDA device query: 96 GB, 132 SMs, 1980 MHz); 120 GB counts LPDDR5X
     "NVIDIA GH200 144G HBM3e": _GH200_144,
     "NVIDIA B200": _B200,
     "NVIDIA GB200": _GB200,
+}
+# NVML names seen in the field whose figures no NVIDIA document gives: no estimate, and the log says why.
+UNSOURCED: dict[str, str] = {
+    "NVIDIA A10G": "an AWS-only GA102 part (G5 instances): NVIDIA publishes no data sheet, and its tensor rate is not the A10's",
+    "NVIDIA L20": "a China-market AD102 part: no NVIDIA data sheet was found to check its figures against",
+    "NVIDIA L2": "a China-market Ada part: no NVIDIA data sheet was found to check its figures against",
+    "NVIDIA H20-3e": "the H20 with 141 GB HBM3e: no NVIDIA data sheet was found for its memory bandwidth or rates",
+    "NVIDIA A100-SXM-64GB": "a 64 GB A100 built for one HPC system: no NVIDIA data sheet gives its memory bandwidth",
+    "NVIDIA H100": "not one product: the name alone does not say which H100 (PCIe, SXM, NVL) it is, and their figures differ by 30 %",
+    "NVIDIA H800 PCIe": "no NVIDIA data sheet was found for the PCIe H800's figures",
 }
 BUILTIN_PEAKS: dict[str, Peak] = {name: spec.peak() for name, spec in SPECS.items()}
 _BY_FOLDED_NAME = {name.casefold(): peak for name, peak in BUILTIN_PEAKS.items()}
@@ -267,8 +284,9 @@ def peak_for(model: str, overrides: dict[str, PeakOverride] | None = None) -> Pe
 
 def unknown_model_note(model: str) -> str:
     """What the log says once for a model with no peaks: what is missing and the config key that adds it."""
+    why = next((reason for name, reason in UNSOURCED.items() if name.casefold() == model.strip().casefold()), None)
     return (
-        f"GPU model {model!r} is not in the built-in peaks table: no FLOP/s or bandwidth estimate for it. "
+        f"GPU model {model!r} is not in the built-in peaks table{f' ({why})' if why else ''}: no FLOP/s or bandwidth estimate for it. "
         f"Add its data sheet's dense figures in the config under peaks: {{{model!r}: {{tensor_tflops: ..., dram_tbps: ...}}}} "
         f"(keys: {', '.join(OVERRIDE_FIELDS)}; docs/peaks.md)"
     )
