@@ -55,8 +55,8 @@ def markdown() -> str:
         "| rates | BF16/FP16 tensor | FP8 | TF32 | INT8 | FP64 tensor | FP64 | FP32 | FP16 | source |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for rates in ARCHITECTURES:
-        lines.append("| " + " | ".join([rates.name, *(_number(getattr(rates, pipe)) for pipe in PIPES), rates.source]) + " |")
+    for architecture in ARCHITECTURES:
+        lines.append("| " + " | ".join([architecture.name, *(_number(getattr(architecture, pipe)) for pipe in PIPES), architecture.source]) + " |")
     lines += [
         "",
         "NVML names seen in the field that get **no estimate**, because no NVIDIA document gives their figures",
