@@ -423,18 +423,29 @@ def test_a_refused_profiling_watch_retries_smaller_and_never_loses_sm_activity(d
     assert "watching them group by group" in caplog.text
 
 
-def test_an_older_dcgm_that_refuses_multi_pass_still_gives_the_first_pass(dcgm_engine):
+def test_an_older_dcgm_that_refuses_multi_pass_still_gives_the_first_pass_and_keeps_it_fresh(dcgm_engine):
+    """The refused later part (1006, a second metric group of SM activity's major) makes the host engine
+    unwatch its whole DCGM group in the profiling module (DcgmHostEngineHandler.cpp WatchFieldGroup ->
+    UnwatchFieldGroup; dcgmProfUnwatchFields_v1 names no fields): the part accepted before it must not
+    be on that group, or SM activity stops updating while the exporter believes it watched."""
     dcgm_engine.CONTROL.gpu_kinds = ["ampere", "ampere"]
     dcgm_engine.CONTROL.multi_pass = "refuse"  # DCGM_ST_PROFILING_MULTI_PASS instead of multiplexing
-    dcgm = DcgmBackend(FAKE, collect_interval=0.1, slow_interval=1.0, multi_pass=True)
+    clock = FakeClock()
+    dcgm = DcgmBackend(FAKE, collect_interval=0.1, slow_interval=1.0, multi_pass=True, clock=clock)
     dcgm.start()
     try:
         support = dcgm.profiling["GPU-fakedcgm-0-matmul_8192"]
         assert {1001, 1002, 1003, 1004, 1005, 1007} <= support.watched
         assert support.refused[1006].startswith("DCGM_ST_PROFILING_MULTI_PASS")
-        assert dcgm.profiling_answers(3.0)
+        engine = dcgm_engine.CONTROL.embedded[-1]
+        readings = []
+        for _ in range(6):  # 6 s: far past the 2.3 s after which a value that stopped updating is stale
+            step(engine, 1.0)
+            clock.now += 1.0
+            readings.append(dcgm.collect()[0].profiling.sm_active)
     finally:
         dcgm.close()
+    assert all(value is not None for value in readings), readings
 
 
 def test_different_gpus_get_their_own_profiling_watch(dcgm_engine):
@@ -519,6 +530,7 @@ def test_a_taken_name_draws_a_new_one(dcgm_engine):
 
 
 def test_requires_root_says_who_must_be_root_in_embedded_and_standalone_mode(dcgm_engine):
+    dcgm_engine.CONTROL.gpu_kinds = ["ampere", "ampere"]  # the profiling module's GPUs: GPM needs no root
     dcgm_engine.CONTROL.root = False  # the exporter runs as a normal user
     embedded = backend()
     embedded.start()
@@ -626,7 +638,7 @@ def test_daemon_pauses_embedded_profiling_while_the_pause_file_exists(trace_path
 
 
 def test_daemon_as_a_normal_user_serves_device_metrics_without_profiling(trace_paths):
-    env = {"FAKE_DCGM_TRACES": str(trace_paths["matmul_8192"]), "FAKE_DCGM_ROOT": "0"}
+    env = {"FAKE_DCGM_TRACES": str(trace_paths["matmul_8192"]), "FAKE_DCGM_ROOT": "0", "FAKE_DCGM_GPUS": "ampere"}
     with running_daemon("--backend", "dcgm", "--dcgm.bindings-path", FAKE, "--collect-interval", "100ms", env=env) as daemon:
         body = wait_for(daemon, lambda b: "gpueff_power_watts{" in b)
         daemon.stop()

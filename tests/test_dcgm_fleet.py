@@ -270,7 +270,7 @@ def test_a_profiling_module_that_did_not_load_is_refused_once_with_its_hint_in_e
     import dcgm_agent
 
     dcgm_engine.CONTROL.gpu_kinds = ["ampere", "ampere"]
-    dcgm_engine.CONTROL.root = False  # the module does not load for a normal user: every profiling call answers MODULE_NOT_LOADED
+    dcgm_engine.CONTROL.profiling_module = False  # DCGM 4 without its proprietary package: every profiling call answers MODULE_NOT_LOADED
     asked = []
     real = dcgm_agent.dcgmProfGetSupportedMetricGroups
     monkeypatch.setattr(dcgm_agent, "dcgmProfGetSupportedMetricGroups", lambda *args: asked.append(args) or real(*args))
@@ -291,7 +291,8 @@ def test_a_profiling_module_that_did_not_load_is_refused_once_with_its_hint_in_e
 
 def test_a_shared_engine_without_its_profiling_module_is_asked_again_with_back_off_and_no_field_group_leaks(dcgm_engine, caplog):
     dcgm_engine.CONTROL.gpu_kinds = ["ampere", "ampere"]
-    engine = dcgm_engine.serve(ADDRESS, root=False)
+    dcgm_engine.CONTROL.profiling_module = False  # DCGM 4 without its proprietary package
+    engine = dcgm_engine.serve(ADDRESS)
     clock = FakeClock()
     dcgm = backend(clock=clock)
     with caplog.at_level(logging.INFO):
@@ -302,7 +303,7 @@ def test_a_shared_engine_without_its_profiling_module_is_asked_again_with_back_o
             clock.now += 61
             dcgm.collect()
             assert "again in 120s" in caplog.text and (len(engine.groups), len(engine.field_groups)) == made
-            engine.root = True  # nv-hostengine restarted as root by its operator: the module loads
+            dcgm_engine.CONTROL.profiling_module = True  # the package installed and nv-hostengine restarted by its operator
             clock.now += 121
             dcgm.collect()
             assert dcgm.errors_total == 0 and dcgm.profiling_refused is None and 1002 in engine.watched(0)
@@ -504,5 +505,43 @@ def test_a_watch_is_ended_before_its_field_group_is_destroyed(dcgm_engine):
         watch = next(each for each in session._watches if 1002 in each.field_ids)
         session.unwatch(watch)
         assert 1002 not in engine.watched(0) and 203 in engine.watched(0)
+    finally:
+        dcgm.close()
+
+
+def test_a_non_root_embedded_engine_lists_metric_groups_is_refused_the_watch_and_not_asked_again(dcgm_engine, monkeypatch):
+    """NVIDIA's test_prof.py test_dcgm_prof_requires_root_privileges: as a normal user the metric-group
+    query answers and the watch answers DCGM_ST_REQUIRES_ROOT. An embedded engine runs as the exporter's
+    own user, which does not change while it runs: asking again every 16 min would only log and churn."""
+    import dcgm_agent
+
+    dcgm_engine.CONTROL.gpu_kinds = ["ampere", "ampere"]
+    dcgm_engine.CONTROL.root = False
+    watches = []
+    real = dcgm_agent.dcgmWatchFields
+    monkeypatch.setattr(dcgm_agent, "dcgmWatchFields", lambda *args: watches.append(args) or real(*args))
+    clock = FakeClock()
+    dcgm = backend(host=None, clock=clock)
+    dcgm.start()
+    try:
+        support = dcgm.profiling["GPU-fakedcgm-0-matmul_8192"]
+        assert support.supported and support.not_supported is None  # the query answered
+        assert dcgm.profiling_refused.startswith("DCGM_ST_REQUIRES_ROOT")
+        tried = len(watches)
+        for _ in range(4):
+            clock.now += 1000
+            dcgm.collect()
+        assert len(watches) == tried and dcgm.errors_total == 0
+    finally:
+        dcgm.close()
+
+
+def test_hopper_gpus_read_profiling_through_gpm_without_root(dcgm_engine):
+    """test_prof.py: GPM-enabled GPUs do not use the profiling module and need no root."""
+    dcgm_engine.CONTROL.root = False
+    dcgm = backend(host=None)
+    dcgm.start()
+    try:
+        assert dcgm.profiling_refused is None and dcgm.profiling_answers(3.0)
     finally:
         dcgm.close()

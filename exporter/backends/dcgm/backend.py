@@ -54,7 +54,7 @@ from exporter.backends.dcgm.freshness import FieldClocks
 from exporter.backends.dcgm.health import PREFIX as HEALTH_PREFIX
 from exporter.backends.dcgm.health import health
 from exporter.backends.dcgm.nvlink import Links, link_states
-from exporter.backends.dcgm.profiling import MODULE_NOT_LOADED, GpuProfiling, refusal_reasons
+from exporter.backends.dcgm.profiling import MODULE_NOT_LOADED, REQUIRES_ROOT, GpuProfiling, refusal_reasons
 from exporter.backends.dcgm.profiling import plan as plan_profiling
 from exporter.backends.dcgm.profiling import watch as watch_profiling
 from exporter.backends.dcgm.resolve import ResolvedField, resolve_fields
@@ -71,6 +71,7 @@ RECONNECT_BACKOFF = (1.0, 60.0)  # first and largest wait between reconnection a
 # Nsight runs, a profiling module that did not load in a shared nv-hostengine, the 64-group limit).
 PROFILING_RETRY = (60.0, 960.0)
 CONTENTION_CHECK = 60.0  # seconds between looks at other clients' field groups
+FINAL_IN_EMBEDDED = (MODULE_NOT_LOADED, REQUIRES_ROOT)  # whole refusals an embedded engine gives for its whole life
 PAUSED = "paused"
 GPU_ENTITY = 1  # dcgm_fields.h DCGM_FE_GPU
 POWER_LIMIT_TARGET = "power_limit_watts"  # the one DeviceInfo attribute read again (a limit changed at run time); the rest are read once
@@ -319,9 +320,9 @@ class DcgmBackend(Backend):
                     gpu.profiling.watched, gpu.profiling.whole_refusal = frozenset(), reason
                     gpu.profiling.refused = dict.fromkeys(gpu.profiling.chosen, reason)
                 continue
-            made = watch_profiling(session, group, [gpu.profiling for gpu in members], self.collect_interval, label)
-            if not made and not shared:
-                session.drop_group(group)  # DCGM allows 64 groups per host engine: none is kept for a refused watch
+            made = watch_profiling(session, group, entities, [gpu.profiling for gpu in members], self.collect_interval, label)
+            if not shared and not any(each.group is group for each in made):
+                session.drop_group(group)  # DCGM allows 64 groups per host engine: none is kept without a watch
             self._profiling_reads += [_WindowRead(watch) for watch in made]
             self._by_id.update({f: profiling[f] for gpu in members for f in gpu.profiling.watched})
         self._report_profiling(gpus)
@@ -334,8 +335,10 @@ class DcgmBackend(Backend):
             self._profiling_retry_due = None
             self._profiling_backoff.reset()
             return
-        if session.embedded and all((gpu.profiling.whole_refusal or "").startswith(MODULE_NOT_LOADED) for gpu in refused):
-            self._profiling_retry_due = None  # an embedded engine's module does not load later: no use asking again
+        if session.embedded and all((gpu.profiling.whole_refusal or "").startswith(FINAL_IN_EMBEDDED) for gpu in refused):
+            # An embedded engine's module does not load later, and it runs as the exporter's own user,
+            # which does not change while the exporter runs: no use asking again.
+            self._profiling_retry_due = None
             return
         self._profiling_retry_due = self.clock() + self._profiling_backoff.wait
         log.info("trying the DCGM profiling watch of GPU(s) %s again in %.0fs", [gpu.info.index for gpu in refused], self._profiling_backoff.wait)
@@ -471,10 +474,17 @@ class DcgmBackend(Backend):
         except session.error as error:
             name = session.error_name(error)
             if name == "DCGM_ST_NOT_SUPPORTED":
-                # DcgmApi.cpp: the profiling module did not load (GPM GPUs, Hopper and newer, need none),
-                # and then DCGM cannot pause; GPM takes no profiler lock, so Nsight runs without it.
+                # DcgmApi.cpp helperProfPauseResume turns the module's MODULE_NOT_LOADED into NOT_SUPPORTED;
+                # test_prof.py test_dcgm_prof_pause_resume_values expects it on GPM GPUs. The module is not
+                # loaded where every GPU reads GPM (no profiler lock: Nsight runs without a pause) or where
+                # it failed to load (DCGM 4 without its proprietary package): the two look alike here.
                 self._pause_unsupported = True
-                log.warning("DCGM cannot pause profiling here (DCGM_ST_NOT_SUPPORTED: its profiling module is not loaded, as on hosts whose GPUs all read GPM, which takes no profiler lock): %s is no longer followed", self.pause_file)
+                log.warning(
+                    "DCGM cannot pause profiling here (DCGM_ST_NOT_SUPPORTED: its profiling module is not loaded in this host engine: "
+                    "either every GPU reads GPM (Hopper and newer), which takes no profiler lock, so Nsight runs without a pause, "
+                    "or the module failed to load (DCGM 4 without datacenter-gpu-manager-4-proprietary), and then no profiling metric is read either): %s is no longer followed",
+                    self.pause_file,
+                )
                 return
             self.log_once(f"pause-{wanted}-{error}", logging.WARNING, "cannot %s DCGM profiling (%s)", "pause" if wanted else "resume", name)
             return

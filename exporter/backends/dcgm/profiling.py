@@ -11,8 +11,12 @@ little as possible.
 3. A DCGM watch is all or nothing. If the whole set is refused for a reason that is not about the
    permission, the profiler lock or the host engine itself, each metric group is watched on its own, SM
    activity's first, and a refused group field by field, so one unsupported field never costs SM
-   activity. The other refusals (WHOLE_REFUSALS) end the attempt at once: a smaller watch would only
-   make and destroy more field groups in the host engine's table of 64.
+   activity. Each of these smaller watches gets a DCGM group of its own: a refused watch makes the host
+   engine run the unwatch of its whole group in the profiling module, whose message names the group and
+   the connection but no fields (DcgmHostEngineHandler.cpp WatchFieldGroup -> UnwatchFieldGroup;
+   modules/profiling/dcgm_profiling_structs.h dcgmProfUnwatchFields_v1), so a part accepted earlier on
+   the same group would stop updating. The other refusals (WHOLE_REFUSALS) end the attempt at once: a
+   smaller watch would only make and destroy more groups and field groups in the host engine's tables of 64.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from exporter.backends.dcgm.fields import SM_ACTIVE_ID
-from exporter.backends.dcgm.session import DcgmSession, MetricGroup, Watch
+from exporter.backends.dcgm.session import DcgmSession, Entity, MetricGroup, Watch
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +48,7 @@ WHOLE_REFUSALS = {
     "DCGM_ST_CONNECTION_NOT_VALID",
 }
 MODULE_NOT_LOADED = "DCGM_ST_MODULE_NOT_LOADED"
+REQUIRES_ROOT = "DCGM_ST_REQUIRES_ROOT"
 
 
 def refusal_reasons(session: DcgmSession) -> dict[str, str]:
@@ -138,9 +143,10 @@ def _one_pass_limited(session: DcgmSession, gpu_id: int, decode: Decode) -> bool
     return True
 
 
-def watch(session: DcgmSession, group: Any, gpus: list[GpuProfiling], interval: float, label: str) -> list[Watch]:
-    """Watch the chosen fields of ``gpus`` (identical GPUs, one DCGM group) with the fallbacks above;
-    the watches made."""
+def watch(session: DcgmSession, group: Any, entities: list[Entity], gpus: list[GpuProfiling], interval: float, label: str) -> list[Watch]:
+    """Watch the chosen fields of ``gpus`` (identical GPUs: ``entities``, the members of ``group``) with
+    the fallbacks above; the watches made. The whole set is tried on ``group``, every smaller watch on
+    a group of its own, destroyed again where DCGM refuses the watch."""
     chosen = sorted(gpus[0].chosen)
     watched: list[int] = []
     made: list[Watch] = []
@@ -149,9 +155,14 @@ def watch(session: DcgmSession, group: Any, gpus: list[GpuProfiling], interval: 
 
     def attempt(field_ids: list[int], purpose: str) -> str | None:
         """None where DCGM watches ``field_ids``, else why not ("DCGM_ST_...: meaning")."""
+        own = None
         try:
-            made.append(session.watch(group, field_ids, interval, purpose))
+            if purpose != f"{label}-all":
+                own = session.group(entities, purpose)
+            made.append(session.watch(own if own is not None else group, field_ids, interval, purpose))
         except session.error as error:
+            if own is not None:
+                session.drop_group(own)
             name = session.error_name(error)
             return f"{name}: {reasons.get(name, str(error))}"
         watched.extend(field_ids)

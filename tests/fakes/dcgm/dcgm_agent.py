@@ -243,7 +243,7 @@ def dcgmWatchFields(dcgm_handle, groupId, fieldGroupId, updateFreq, maxKeepAge, 
     entities = engine.groups[groupId][1]
     field_ids = engine.field_groups[fieldGroupId][1]
     keep_us = int(max(maxKeepAge, maxKeepSamples * updateFreq / 1e6) * 1e6)  # DcgmNs::Utils::GetMaxAge
-    return _check(engine.watch(entities, field_ids, int(updateFreq), keep_us, dcgm_handle))
+    return _check(engine.watch(entities, field_ids, int(updateFreq), keep_us, dcgm_handle, groupId))
 
 
 def dcgmUnwatchFields(dcgm_handle, groupId, fieldGroupId):
@@ -251,7 +251,7 @@ def dcgmUnwatchFields(dcgm_handle, groupId, fieldGroupId):
     groupId, fieldGroupId = _handle_id(groupId), _handle_id(fieldGroupId)
     if groupId not in engine.groups or fieldGroupId not in engine.field_groups:
         _raise("DCGM_ST_BADPARAM")
-    engine.unwatch(engine.groups[groupId][1], engine.field_groups[fieldGroupId][1], dcgm_handle)
+    engine.unwatch(engine.groups[groupId][1], engine.field_groups[fieldGroupId][1], dcgm_handle, groupId)
     return dcgm_structs.DCGM_ST_OK
 
 

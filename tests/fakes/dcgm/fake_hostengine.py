@@ -234,6 +234,12 @@ class FakeHostEngine:
         self.generation = 0
         self.started_wall_us = int(time.time() * 1e6)
         self.watches: dict[tuple[Entity, int], dict[int, Watch]] = {}  # (entity, field) -> {owner: watch}
+        # The profiling module's own watches, keyed as its unwatch message addresses them: (owner, group)
+        # (modules/profiling/dcgm_profiling_structs.h dcgmProfUnwatchFields_v1 carries the group only, the
+        # module command header the connection). A profiling field no module watch covers gets no new
+        # samples from the time the last one went, though the cache manager still watches it.
+        self.module_watches: dict[tuple[int, int], set[tuple[Entity, int]]] = {}
+        self.module_stopped: dict[tuple[Entity, int], int] = {}  # (entity, field) -> when the module stopped sampling it
         self.groups: dict[int, tuple[str, list[Entity], int]] = {}  # id -> (name, entities, owner)
         self.field_groups: dict[int, tuple[str, list[int], int]] = {}  # id -> (name, fields, owner)
         self.values: dict[tuple[int, int], float | Callable[[int], float]] = {}  # (gpu, field) -> a value set by a test, or its function of ts
@@ -260,6 +266,8 @@ class FakeHostEngine:
         self.watches.clear()
         self.groups.clear()
         self.field_groups.clear()
+        self.module_watches.clear()
+        self.module_stopped.clear()
         self.paused = False
 
     def inject_xid(self, gpu: int, code: int, entity: Entity | None = None) -> None:
@@ -290,11 +298,11 @@ class FakeHostEngine:
 
     @property
     def profiling_module_loads(self) -> bool:
-        """Whether DCGM's profiling module (the one pre-Hopper GPUs need) loads: it needs a root host engine
-        and DCGM 4's proprietary package, and GPM GPUs (Hopper and newer) do without it (DcgmModuleCore.cpp
+        """Whether DCGM's profiling module (the one pre-Hopper GPUs need) loads: it needs DCGM 4's
+        proprietary package (a non-root engine loads it too and refuses the watch: _profiling_refusal), and GPM GPUs (Hopper and newer) do without it (DcgmModuleCore.cpp
         ProcessProfGetMetricGroups answers for them itself; DcgmApi.cpp helperProfPauseResume: "for
         GPM-enabled platforms, the profiling module may not be loadable")."""
-        return self.root and CONTROL.profiling_module and any(kind.metric_groups and kind.one_pass_limited for kind in self.kinds)
+        return CONTROL.profiling_module and any(kind.metric_groups and kind.one_pass_limited for kind in self.kinds)
 
     def remove_owner(self, owner: int) -> None:
         """A client disconnected: its groups, field groups and watches go (DcgmHostEngineHandler.cpp
@@ -306,15 +314,33 @@ class FakeHostEngine:
             watchers.pop(owner, None)
             if not watchers:
                 del self.watches[key]
+        for owner_group in [key for key in self.module_watches if key[0] == owner]:
+            self.module_unwatch(*owner_group)
 
-    def unwatch(self, entities: list[Entity], field_ids: list[int], owner: int) -> None:
-        """dcgmUnwatchFields: this client's watchers of these fields go (DcgmCacheManager.cpp RemoveWatcher)."""
+    def unwatch(self, entities: list[Entity], field_ids: list[int], owner: int, group: int = 0) -> None:
+        """dcgmUnwatchFields, as DcgmHostEngineHandler.cpp UnwatchFieldGroup runs it: this client's
+        watchers of these fields go (DcgmCacheManager.cpp RemoveWatcher), and where any is a profiling
+        field the profiling module is told to unwatch the whole group for this client."""
         for entity in entities:
             for field_id in field_ids:
                 watchers = self.watches.get((entity, field_id), {})
                 watchers.pop(owner, None)
                 if not watchers:
                     self.watches.pop((entity, field_id), None)
+        if any(f in PROFILING_IDS for f in field_ids):
+            self.module_unwatch(owner, group)
+
+    def module_unwatch(self, owner: int, group: int) -> None:
+        """The profiling module's unwatch (DCGM_PROFILING_SR_UNWATCH_FIELDS): it names the group and the
+        connection, no fields, so every profiling field this client watches on that group stops."""
+        dropped = self.module_watches.pop((owner, group), set())
+        covered = set().union(*self.module_watches.values())
+        now = self.now_us()
+        for key in dropped - covered:
+            self.module_stopped[key] = now
+
+    def sampled_by_module(self, entity: Entity, field_id: int) -> bool:
+        return (entity, field_id) not in self.module_stopped
 
     def update_period(self, entity: Entity, field_id: int) -> int:
         """The fastest watcher's interval decides (DcgmCacheManager.cpp UpdateWatchFromWatchers)."""
@@ -359,14 +385,18 @@ class FakeHostEngine:
             "enforcedPowerLimit": int(trace.gpu["power_limit_mw"] / 1000),
         }
 
-    def watch(self, entities: list[Entity], field_ids: list[int], interval_us: int, keep_us: int, owner: int) -> str:
-        """Watch ``field_ids`` on ``entities``; the DCGM_ST_* name of the answer. All or nothing: a refused
-        watch leaves nothing watched (DcgmHostEngineHandler.cpp WatchFieldGroup: "Clean up any watches
-        that were established since at least one failed")."""
+    def watch(self, entities: list[Entity], field_ids: list[int], interval_us: int, keep_us: int, owner: int, group: int = 0) -> str:
+        """Watch ``field_ids`` on ``entities`` (the members of ``group``); the DCGM_ST_* name of the answer.
+        All or nothing: a refused watch leaves none of its fields watched, by running the unwatch of the
+        whole field group (DcgmHostEngineHandler.cpp WatchFieldGroup: "Clean up any watches that were
+        established since at least one failed" calls UnwatchFieldGroup), whose profiling-module message
+        carries the group only: every profiling field this client watched on that group before stops
+        too (module_unwatch)."""
         profiling = [f for f in field_ids if f in PROFILING_IDS]
         if profiling:
             refusal = self._profiling_refusal(sorted({self.gpu_of(e) for e in entities}), profiling)
             if refusal:
+                self.unwatch(entities, field_ids, owner, group)
                 return refusal
         if any(self.gpu_of(e) in self.lost for e in entities):
             return "DCGM_ST_GPU_IS_LOST"  # DcgmCacheManager.cpp AddEntityFieldWatch: no watch on a detached GPU
@@ -374,6 +404,11 @@ class FakeHostEngine:
         for entity in entities:
             for field_id in field_ids:
                 self.watches.setdefault((entity, field_id), {})[owner] = Watch(interval_us, start, keep_us, owner)
+        if profiling:
+            covered = {(entity, f) for entity in entities for f in profiling}
+            self.module_watches.setdefault((owner, group), set()).update(covered)
+            for key in covered:
+                self.module_stopped.pop(key, None)
         return "DCGM_ST_OK"
 
     def _profiling_refusal(self, gpus: list[int], profiling: list[int]) -> str | None:
@@ -383,12 +418,13 @@ class FakeHostEngine:
         if any(kind.one_pass_limited and kind.metric_groups for kind in kinds) and not self.profiling_module_loads:
             # DcgmHostEngineHandler.cpp LoadModule: a module whose load failed is never tried again ("Skipping
             # loading of module {} in status {}"), so every request to it answers DCGM_ST_MODULE_NOT_LOADED for
-            # the life of the engine. That a non-root engine's profiling module fails to load is from reports
-            # (the module is closed source).
+            # the life of the engine (DCGM 4 without its proprietary package, from reports: the module is closed).
             return "DCGM_ST_MODULE_NOT_LOADED"
-        # dcgmproftester/DcgmProfTester.cpp and dcgmi/DeviceMonitor.cpp both handle DCGM_ST_REQUIRES_ROOT
-        # from dcgmWatchFields.
-        if not self.root:
+        # testing/python3/tests/test_prof.py test_dcgm_prof_requires_root_privileges: on a non-root engine the
+        # metric-group query answers and watching a non-GPM GPU's profiling fields answers
+        # DCGM_ST_REQUIRES_ROOT; GPM GPUs (Hopper and newer) need no root. dcgmproftester and
+        # dcgmi/DeviceMonitor.cpp handle the same answer from dcgmWatchFields.
+        if not self.root and any(kind.one_pass_limited and kind.metric_groups for kind in kinds):
             return "DCGM_ST_REQUIRES_ROOT"
         if len(kinds) > 1:  # dcgmProfWatchFields_v1 (DCGM 2.0 API docs): the group's GPUs must be identical
             return "DCGM_ST_GROUP_INCOMPATIBLE"
@@ -398,7 +434,7 @@ class FakeHostEngine:
         if any(f not in kind.supported or f in CONTROL.refuse_fields for f in profiling):
             return "DCGM_ST_NOT_SUPPORTED"
         if kind.one_pass_limited and CONTROL.multi_pass == "refuse":
-            watched = {kind.group_of(f) for ((eg, g), f) in self.watches if eg == GPU and g in gpus and f in PROFILING_IDS}
+            watched = {kind.group_of(f) for (entity, f) in self.watches if entity[0] == GPU and entity[1] in gpus and f in PROFILING_IDS and self.sampled_by_module(entity, f)}
             wanted = watched | {kind.group_of(f) for f in profiling}
             majors = [group[0] for group in wanted if group is not None]
             if len(majors) != len(set(majors)):
@@ -416,7 +452,7 @@ class FakeHostEngine:
         mine = kind.group_of(field_id)
         if mine is None:
             return False
-        watched = {kind.group_of(f) for ((eg, g), f) in self.watches if (eg, g) == (GPU, gpu) and f in PROFILING_IDS}
+        watched = {kind.group_of(f) for (entity, f) in self.watches if entity == (GPU, gpu) and f in PROFILING_IDS and self.sampled_by_module(entity, f)}
         rivals = sorted(group for group in watched if group is not None and group[0] == mine[0])
         return len(rivals) > 1 and rivals[update % len(rivals)] != mine
 
@@ -459,6 +495,7 @@ class FakeHostEngine:
         """(update number, ts) of the cached samples of a watched field between ``since_us`` and ``until_us``:
         the cache keeps the longest maxKeepAge any watcher asked for (UpdateWatchFromWatchers)."""
         watchers = self.watches[(entity, field_id)].values()
+        until_us = min(until_us, self.module_stopped.get((entity, field_id), until_us))  # the profiling module stopped sampling it
         first = min(watch.start_us for watch in watchers)
         period = self.update_period(entity, field_id)
         keep = max(watch.keep_us for watch in watchers)
