@@ -301,6 +301,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("gpueff_app_requests_per_second", GAUGE, "", "Requests per second between the app's two latest good scrapes (its requests_counter).", scope=APP),
     Metric("gpueff_app_units_per_joule", GAUGE, "", "Units of work per joule: throughput / summed power of the app's GPUs, both over the same window.", scope=APP, labels=("unit",)),
     Metric("gpueff_app_units_per_sm_active_second", GAUGE, "", "Units of work per SM-active GPU-second: throughput / summed SM activity of the app's GPUs.", scope=APP, labels=("unit",)),
+    Metric("gpueff_app_flops_per_second", GAUGE, "flops_per_second", "The app's own FLOP/s: throughput x flops_per_unit, the work it really did. Over its GPUs' gpueff_busy_flops_per_second (an upper bound) it is the share of their busy pipe cycles doing the app's work: the recording rule app:gpueff_useful_share_of_busy_flops:ratio.", scope=APP),
     Metric("gpueff_app_model_flops_utilization_ratio", GAUGE, "ratio", "Model FLOPs utilization: throughput x flops_per_unit / the summed dense peak of the app's GPUs at its precision (apps[].precision; default BF16).", scope=APP),
     Metric("gpueff_app_scrape_duration_seconds", GAUGE, "seconds", "How long the app's last scrape took.", scope=APP),
     Metric("gpueff_app_cost_per_million_units", GAUGE, "", "What a million units of the app's work cost at price_per_gpu_hour: its GPUs x price per second / throughput x 1e6.", scope=APP, labels=("unit", "currency")),

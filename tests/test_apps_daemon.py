@@ -83,6 +83,7 @@ def test_figures_match_the_known_rate_and_the_replayed_power(trace_paths):
     assert state.units_per_joule == pytest.approx(400 / mean_power)
     assert 400 / 1200 < state.units_per_joule < 400 / 700  # two busy H200s draw 0.7..1.2 kW
     assert state.units_per_sm_active_second == pytest.approx(400 / mean_sm)
+    assert state.flops_per_second == pytest.approx(400 * 1.4e10)
     assert state.model_flops_utilization == pytest.approx(400 * 1.4e10 / (2 * H200_PEAK_BF16))
     assert state.cost_per_million_units == pytest.approx(2 * 3.0 / 3600 / 400 * 1e6)
 
@@ -96,6 +97,7 @@ def test_figures_match_the_known_rate_and_the_replayed_power(trace_paths):
     assert metrics[("gpueff_app_requests_per_second", (app_label,))] == pytest.approx(2)
     assert metrics[("gpueff_app_units_per_joule", (app_label, unit))] == pytest.approx(400 / mean_power)
     assert metrics[("gpueff_app_units_per_sm_active_second", (app_label, unit))] == pytest.approx(400 / mean_sm)
+    assert metrics[("gpueff_app_flops_per_second", (app_label,))] == pytest.approx(400 * 1.4e10)
     assert metrics[("gpueff_app_model_flops_utilization_ratio", (app_label,))] == pytest.approx(0.00283, rel=1e-3)
     assert metrics[("gpueff_app_cost_per_million_units", (app_label, ("currency", "EUR"), unit))] == pytest.approx(4.1667, rel=1e-4)
     assert metrics[("gpueff_app_scrape_errors_total", (app_label,))] == 0

@@ -87,7 +87,7 @@ def full_snapshot() -> Snapshot:
     sharing = GpuSharing(holders=((Holder("slurm_job", "42"), HolderTotals(1.0, 0.5, 0.5, 10.0)),), jobs=(SlurmJob("42", user_id="1000"),))
     states = tuple(GpuState(s, derive(s, config), totals, owners, sharing) for s in (sample, dataclasses.replace(sample, device=mig)))
     app = AppState(name="llm", unit="tokens", up=True, gpus=(device,), units_total=1.0, throughput=1.0, requests_per_second=1.0, units_per_joule=1.0,
-                   units_per_sm_active_second=1.0, model_flops_utilization=0.1, cost_per_million_units=1.0, scrape_duration_seconds=0.01)
+                   units_per_sm_active_second=1.0, flops_per_second=1e14, model_flops_utilization=0.1, cost_per_million_units=1.0, scrape_duration_seconds=0.01)
     return Snapshot(sequence=1, gpus=states, taken_monotonic=10.0, settings=poll_settings(config), backend_name="nvml", replayed=False, polls_total=1,
                     collect_duration_sum_seconds=0.01, errors_total=0, last_success_wall=1.7e9, apps=(app,), process=read_process_stats(),
                     attribution=AttributionHealth(up=True, errors_total=0, last_success_wall=1.7e9), jobs=(FULL_JOB,))

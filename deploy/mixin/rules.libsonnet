@@ -113,6 +113,10 @@
             "expr": "sum by (cluster, namespace) (\n  label_replace(\n    (sum by (cluster, namespace) (rate(vllm:request_success_total[5m])) or sum by (cluster, namespace) (rate(vllm_request_success_total[5m])))\n    + (sum by (cluster, namespace) (deriv(vllm:num_requests_waiting[5m])) or sum by (cluster, namespace) (deriv(vllm_num_requests_waiting[5m])))\n    + (sum by (cluster, namespace) (deriv(vllm:num_requests_running[5m])) or sum by (cluster, namespace) (deriv(vllm_num_requests_running[5m]))),\n    \"server\", \"vllm\", \"\", \"\")\n  or label_replace(\n    (sum by (cluster, namespace) (rate(sglang:num_requests_total[5m])) or sum by (cluster, namespace) (rate(sglang_num_requests_total[5m])))\n    + (sum by (cluster, namespace) (deriv(sglang:num_queue_reqs[5m])) or sum by (cluster, namespace) (deriv(sglang_num_queue_reqs[5m])))\n    + (sum by (cluster, namespace) (deriv(sglang:num_running_reqs[5m])) or sum by (cluster, namespace) (deriv(sglang_num_running_reqs[5m]))),\n    \"server\", \"sglang\", \"\", \"\")\n  or label_replace(\n    sum by (cluster, namespace) (rate(tgi_request_count[5m])),\n    \"server\", \"tgi\", \"\", \"\")\n)\n"
           },
           {
+            "record": "app:gpueff_useful_share_of_busy_flops:ratio",
+            "expr": "gpueff_app_flops_per_second\n/ on (cluster, job, instance, app)\n(sum by (cluster, job, instance, app) (gpueff_app_gpu_info * on (cluster, job, instance, uuid) group_left () gpueff_busy_flops_per_second) > 0)\n"
+          },
+          {
             "record": "namespace:app_generation_tokens_per_joule:ratio_rate5m",
             "expr": "namespace:app_generation_tokens:rate5m / on (cluster, namespace) (namespace:gpueff_power_watts:sum > 0)"
           }

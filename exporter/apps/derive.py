@@ -40,6 +40,7 @@ class AppState:
     requests_per_second: float | None = None
     units_per_joule: float | None = None
     units_per_sm_active_second: float | None = None
+    flops_per_second: float | None = None  # the app's own count: throughput x flops_per_unit
     model_flops_utilization: float | None = None
     cost_per_million_units: float | None = None
     scrape_duration_seconds: float | None = None
@@ -117,7 +118,8 @@ def _finite(value: float | None) -> float | None:
 
 def derive_app(app: AppConfig, state: AppState, throughput: float, means: Means, price_per_gpu_hour: float | None) -> AppState:
     """``state`` with the figures that join ``throughput`` (units/s) with its GPUs' window means."""
-    flops = None if app.flops_per_unit is None else _ratio(throughput * app.flops_per_unit, means.peak_flops)
+    flops_per_second = None if app.flops_per_unit is None else _finite(throughput * app.flops_per_unit)
+    utilization = None if flops_per_second is None else _ratio(flops_per_second, means.peak_flops)
     cost = None
     if price_per_gpu_hour is not None and throughput > 0 and means.gpus > 0:
         cost = _finite(means.gpus * price_per_gpu_hour / 3600 / throughput * 1e6)
@@ -126,6 +128,7 @@ def derive_app(app: AppConfig, state: AppState, throughput: float, means: Means,
         throughput=_finite(throughput),
         units_per_joule=_ratio(throughput, means.power_watts),
         units_per_sm_active_second=_ratio(throughput, means.sm_active),
-        model_flops_utilization=flops,
+        flops_per_second=flops_per_second,
+        model_flops_utilization=utilization,
         cost_per_million_units=cost,
     )

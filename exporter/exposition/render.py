@@ -330,6 +330,7 @@ _READERS: dict[str, Reader] = {
     "gpueff_app_requests_per_second": _app_row(lambda app: app.requests_per_second),
     "gpueff_app_units_per_joule": _app_row(lambda app: app.units_per_joule),
     "gpueff_app_units_per_sm_active_second": _app_row(lambda app: app.units_per_sm_active_second),
+    "gpueff_app_flops_per_second": _app_row(lambda app: app.flops_per_second),
     "gpueff_app_model_flops_utilization_ratio": _app_row(lambda app: app.model_flops_utilization),
     "gpueff_app_scrape_duration_seconds": _app_row(lambda app: app.scrape_duration_seconds),
     "gpueff_app_cost_per_million_units": lambda app, snapshot, stale: [((app.unit, snapshot.settings.currency), app.cost_per_million_units)] if app.up and not stale and app.cost_per_million_units is not None else (),
