@@ -16,6 +16,7 @@ import select
 import shutil
 import sys
 import termios
+import threading
 import time
 import tty
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ from exporter.backends.base import Backend, BackendUnavailable
 from exporter.commands.daemon import StartupError, choose_backend, effective_config
 from exporter.commands.flags import Parser, add_common_flags, add_dcgm_flags, duration_flag
 from exporter.commands.top.scrape import ScrapeError, fetch, metrics_url, parse
-from exporter.commands.top.table import Frame, render
+from exporter.commands.top.table import Frame, printable, render
 from exporter.config.engine import ConfigError
 from exporter.config.values import MIN_COLLECT_INTERVAL
 from exporter.overview import job_overviews, snapshot_overview
@@ -109,7 +110,7 @@ def once(source: LocalSource | UrlSource, interval: float, colour: bool, out: Te
             time.sleep(interval)
         frame = source.frame()
     except ScrapeError as error:
-        print(f"gpu-efficiency-exporter top: {error}", file=sys.stderr)
+        print(f"gpu-efficiency-exporter top: {printable(str(error))}", file=sys.stderr)
         return 1
     width = shutil.get_terminal_size((80, 24)).columns
     out.write("\n".join(render(frame, width, None, colour)) + "\n")
@@ -132,6 +133,32 @@ def _keys(stream: TextIO) -> Iterator[int | None]:
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
 
+def _frame_unless_quit(source: LocalSource | UrlSource, last: Frame, interval: float, keys: int | None) -> Frame | None:
+    """The next frame, read on a worker thread while the keys are watched: None where q was pressed
+    before it came (a slow exporter never keeps top from quitting)."""
+    result: list[Frame] = []
+    failed: list[Exception] = []
+
+    def read() -> None:
+        try:
+            result.append(source.frame())
+        except ScrapeError as error:
+            result.append(Frame(last.source, last.gpus, last.taken, f"{time.strftime('%H:%M:%S')} {error}; retrying every {interval:g} s", last.jobs))
+        except Exception as error:  # noqa: BLE001 - raised again on the drawing thread, as before the worker
+            failed.append(error)
+
+    worker = threading.Thread(target=read, name="top-fetch", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        if keys is None:
+            worker.join()
+        elif select.select([keys], [], [], 0.05)[0] and os.read(keys, 1) in QUIT_KEYS:
+            return None
+    if failed:
+        raise failed[0]
+    return result[0]
+
+
 def live(source: LocalSource | UrlSource, interval: float, colour: bool, out: TextIO) -> int:
     """Redraw every ``interval`` until q or Ctrl-C. A failed fetch keeps the last figures, with the
     failure above them."""
@@ -141,10 +168,10 @@ def live(source: LocalSource | UrlSource, interval: float, colour: bool, out: Te
         with _keys(sys.stdin) as keys:
             while True:
                 started = time.monotonic()
-                try:
-                    shown = source.frame()
-                except ScrapeError as error:
-                    shown = Frame(shown.source, shown.gpus, shown.taken, f"{time.strftime('%H:%M:%S')} {error}; retrying every {interval:g} s", shown.jobs)
+                frame = _frame_unless_quit(source, shown, interval, keys)
+                if frame is None:
+                    return 0
+                shown = frame
                 size = shutil.get_terminal_size()
                 lines = render(shown, size.columns, size.lines, colour)
                 out.write(HOME + (CLEAR_LINE + "\n").join(lines) + CLEAR_LINE + CLEAR_BELOW)

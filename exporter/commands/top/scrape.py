@@ -4,17 +4,22 @@ from outside: it is read bounded, and a page that does not parse is a clear erro
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import math
-import urllib.error
+import socket
+import ssl
+import threading
 import urllib.parse
-import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.overview import AppFigures, GpuOverview, JobOverview
 
-MAX_BYTES = 64 * 1024 * 1024  # the largest node's page is under 1 MiB (docs/benchmarks.md)
+MAX_BYTES = 16 * 1024 * 1024  # the largest node's page is under 1 MiB (docs/benchmarks.md)
+MAX_SAMPLES = 50_000  # gpueff_ samples: 84 a replayed GPU, about 200 a live one with its health readings
 
 # Sample name -> the GpuOverview field it fills.
 _VALUES = {
@@ -88,16 +93,46 @@ def metrics_url(url: str) -> str:
 
 
 def fetch(url: str, timeout: float) -> str:
-    request = urllib.request.Request(url, headers={"Accept": "text/plain"})
+    """The page at ``url``, all of it within ``timeout`` seconds: a server that trickles its answer
+    (a byte now and then, each read under any per-read timeout) is cut off at the deadline, its
+    socket shut down. Redirects are not followed; at most MAX_BYTES are read."""
+    parts = urllib.parse.urlsplit(url)
+    connection = (
+        http.client.HTTPSConnection(parts.netloc, timeout=timeout, context=ssl.create_default_context())
+        if parts.scheme == "https"
+        else http.client.HTTPConnection(parts.netloc, timeout=timeout)
+    )
+    expired = threading.Event()
+
+    def cut() -> None:
+        expired.set()
+        if connection.sock is not None:
+            with contextlib.suppress(OSError):
+                connection.sock.shutdown(socket.SHUT_RDWR)
+
+    timer = threading.Timer(timeout, cut)
+    timer.daemon = True
+    timer.start()
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            body: bytes = response.read(MAX_BYTES + 1)
-    except urllib.error.HTTPError as error:
-        hint = ": it asks for a password (basic auth), which top does not send" if error.code == 401 else ""
-        raise ScrapeError(f"{url} answered HTTP {error.code} {error.reason}{hint}") from None
-    except (urllib.error.URLError, OSError) as error:
-        reason = error.reason if isinstance(error, urllib.error.URLError) else error
-        raise ScrapeError(f"cannot reach {url}: {reason}") from None
+        connection.connect()
+        if expired.is_set():
+            raise TimeoutError
+        connection.request("GET", urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, "")), headers={"Accept": "text/plain"})
+        response = connection.getresponse()
+        if response.status != 200:
+            hint = ": it asks for a password (basic auth), which top does not send" if response.status == 401 else ""
+            hint = ": top does not follow redirects, give it the final URL" if 300 <= response.status < 400 else hint
+            raise ScrapeError(f"{url} answered HTTP {response.status} {response.reason}{hint}")
+        body = response.read(MAX_BYTES + 1)
+        if expired.is_set():
+            raise TimeoutError
+    except (OSError, http.client.HTTPException) as error:
+        if expired.is_set():
+            raise ScrapeError(f"{url} did not send its page within {timeout:g} s") from None
+        raise ScrapeError(f"cannot reach {url}: {error}") from None
+    finally:
+        timer.cancel()
+        connection.close()
     if len(body) > MAX_BYTES:
         raise ScrapeError(f"{url} sent more than {MAX_BYTES // (1024 * 1024)} MiB: not an exporter's page")
     return body.decode("utf-8", errors="replace")
@@ -107,14 +142,42 @@ def _number(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _lines(text: str) -> Iterator[str]:
+    """The lines one by one (a list of a large page's lines would cost more than the page)."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        yield text[start:end]
+        start = end + 1
+
+
+def _lines_read(text: str, where: str) -> str:
+    """Only the exporter's own lines (gpueff_ samples, their HELP and TYPE), at most MAX_SAMPLES
+    samples: the parser's cost per sample is about a kilobyte, and the rest of a page is not parsed."""
+    kept: list[str] = []
+    samples = 0
+    for line in _lines(text):
+        if line.startswith("#"):
+            words = line.split(None, 3)
+            if len(words) > 2 and words[1] in ("HELP", "TYPE") and words[2].startswith("gpueff_"):
+                kept.append(line)
+        elif line.startswith("gpueff_"):
+            samples += 1
+            if samples > MAX_SAMPLES:
+                raise ScrapeError(f"{where} has more than {MAX_SAMPLES} gpueff_ samples: not one node's exporter")
+            kept.append(line)
+    return "\n".join(kept) + "\n"
+
+
 def parse(text: str, where: str) -> Exporter:
-    """The overview of every GPU on a /metrics page (gpueff_ series only; the rest is ignored)."""
+    """The overview of every GPU on a /metrics page (the gpueff_ series it shows; the rest is ignored)."""
     gpus: dict[str, _Gpu] = {}
     apps: dict[str, _App] = {}
     jobs: dict[tuple[str, str], _Job] = {}
     backend, replayed, stale = "", False, False
     try:
-        samples = [sample for family in text_string_to_metric_families(text) for sample in family.samples]
+        samples = [sample for family in text_string_to_metric_families(_lines_read(text, where)) for sample in family.samples]
     except ValueError as error:
         raise ScrapeError(f"{where} is not Prometheus text: {error}") from None
     for sample in samples:

@@ -154,7 +154,7 @@ def render(frame: Frame, width: int, height: int | None, colour: bool) -> list[s
     lines.append(paint(head + " FLAGS", BOLD))
     rows: list[str] = []
     for gpu in frame.gpus:
-        name = gpu.bottleneck if gpu.up and gpu.bottleneck else "down" if not gpu.up else "–"
+        name = _fit(printable(gpu.bottleneck), 11) if gpu.up and gpu.bottleneck else "down" if not gpu.up else "–"
         cells = f"{gpu.index:>3} {_percent(gpu.utilization):>4} {_percent(gpu.sm_active):>4} "
         efficiency = _ratio(gpu.efficiency)
         style = "" if gpu.efficiency is None else RED if gpu.efficiency < 0.3 else YELLOW if gpu.efficiency < 0.7 else GREEN

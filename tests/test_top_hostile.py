@@ -1,0 +1,135 @@
+"""``top --url`` against a hostile or broken server on loopback: labels and reason phrases that carry
+terminal escapes, a server that trickles its page, a page as large as top accepts."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import sys
+import threading
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator
+
+import pytest
+from conftest import ROOT
+from test_top import TMUX, Tmux
+
+from exporter.commands.top.scrape import ScrapeError, fetch, parse
+from exporter.commands.top.table import Frame, render
+
+TOP = [sys.executable, "-m", "exporter", "top"]
+GPU = 'gpueff_gpu_info{gpu="0",uuid="GPU-a",model="H100",trace=""} 1\ngpueff_gpu_up{gpu="0",uuid="GPU-a"} 1\n'
+
+
+@contextlib.contextmanager
+def raw_server(answer: Callable[[socket.socket], None]) -> Iterator[str]:
+    """A loopback server that reads one request per connection and lets ``answer`` write whatever it likes."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            with client:
+                client.settimeout(30)
+                with contextlib.suppress(OSError):
+                    client.recv(65536)
+                    answer(client)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        listener.close()
+
+
+def page(body: str, status: str = "200 OK") -> Callable[[socket.socket], None]:
+    data = body.encode()
+    return lambda client: client.sendall(f"HTTP/1.1 {status}\r\nContent-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
+
+
+def test_a_bottleneck_class_label_cannot_drive_the_terminal() -> None:
+    hostile = GPU + 'gpueff_bottleneck{gpu="0",uuid="GPU-a",class="\x1b]0;TITLE\x07\x1b[2J\x1b[41mX"} 1\n'
+    exporter = parse(hostile, "x")
+    for colour in (False, True):
+        text = "".join(render(Frame(("x",), exporter.gpus, time.time()), 120, None, colour))
+        assert "\x1b]" not in text and "\x07" not in text and "\x1b[2J" not in text and "\x1b[41m" not in text
+    with raw_server(page(hostile)) as url:
+        done = subprocess.run([*TOP, "--url", url, "--once"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout and "\x07" not in done.stdout and "?]0;TITLE" in done.stdout
+
+
+def test_a_reason_phrase_cannot_drive_the_terminal() -> None:
+    with raw_server(page("no", status="500 \x1b]0;X\x07\x1b[2J")) as url:
+        done = subprocess.run([*TOP, "--url", url, "--once"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "answered HTTP 500 ?]0;X??[2J" in done.stderr and "\x1b" not in done.stderr and "\x07" not in done.stderr
+
+
+def trickle(count: int, pause: float) -> Callable[[socket.socket], None]:
+    def answer(client: socket.socket) -> None:
+        client.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + GPU.encode())
+        for _ in range(count):
+            client.sendall(b"#")
+            time.sleep(pause)
+
+    return answer
+
+
+def test_a_trickling_server_is_cut_off_at_the_timeout_not_only_a_silent_one() -> None:
+    # 200 bytes, 50 ms apart: each read comes well within the timeout, the whole page does not.
+    with raw_server(trickle(200, 0.05)) as url, pytest.raises(ScrapeError, match=r"did not send its page within 0\.5 s"):
+        fetch(url + "/metrics", 0.5)
+
+
+def test_a_trickled_header_is_cut_off_too() -> None:
+    def answer(client: socket.socket) -> None:
+        client.sendall(b"HTTP/1.1 200 OK\r\n")
+        for _ in range(200):
+            client.sendall(b"X-A: b\r\n")
+            time.sleep(0.05)
+
+    with raw_server(answer) as url, pytest.raises(ScrapeError, match="did not send its page within"):
+        fetch(url + "/metrics", 0.5)
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed: tests/run.sh installs it (apt-get install tmux)")
+def test_q_quits_while_a_fetch_is_under_way() -> None:
+    with raw_server(trickle(2000, 0.05)) as url:
+        python = " ".join([sys.executable, "-m", "exporter", "top", "--url", url, "--timeout", "60s"])
+        terminal = Tmux([f"cd {ROOT} &&", python], width=100, height=30)
+        try:
+            time.sleep(1.5)  # started and fetching: the page takes 100 s to come
+            assert not terminal.dead()
+            terminal.tmux("send-keys", "-t", "top", "q")
+            deadline = time.monotonic() + 20  # a bound on a hang, not a speed figure: the fetch would take 60 s
+            while not terminal.dead():
+                assert time.monotonic() < deadline, "q did not quit during the fetch"
+                time.sleep(0.1)
+        finally:
+            terminal.close()
+
+
+def test_the_largest_page_top_accepts_costs_memory_in_proportion_to_it() -> None:
+    # 16 MiB of a series top reads, every line a different GPU: refused once past the sample bound,
+    # and what it took is compared with the page itself (before: about 25 bytes per byte of page).
+    line = 'gpueff_gpu_up{gpu="0",uuid="GPU-%08d"} 1\n'
+    text = "".join(line % number for number in range(16 * 1024 * 1024 // len(line % 0)))
+    tracemalloc.start()
+    try:
+        with pytest.raises(ScrapeError, match="more than 50000 gpueff_ samples"):
+            parse(text, "http://x/metrics")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * len(text), (peak, len(text))
+    ours = "".join(line % number for number in range(1000))  # a thousand GPUs still read
+    assert parse(ours + "other_metric 1\n", "x").gpus == []  # no gpueff_gpu_info: none shown, nothing refused
