@@ -16,6 +16,7 @@ from fakes.kubelet import FakeKubelet, pod
 from exporter.attribution.kubernetes.podlabels import label_name, pod_labels
 from exporter.config.engine import ConfigError
 from exporter.config.file import parse_config
+from exporter.metrics import METRICS, SCOPE_LABELS
 
 NODE = "gpu-node-1"
 
@@ -38,6 +39,28 @@ def test_the_allow_list_is_checked_when_the_config_is_loaded():
                          (["a.b", "a_b"], "would both be the label 'a_b'"), (["bad key!"], "not a Kubernetes label key"), ("team", "list of pod label keys")):
         with pytest.raises(ConfigError, match=rf"kubernetes\.pod_label_keys.*{reason}"):
             parse_config({"kubernetes": {"pod_label_keys": keys}})
+
+
+def test_every_label_name_the_exporter_uses_is_refused_as_a_pod_label():
+    """A pod label under a name one of the exporter's series has already makes that label appear
+    twice (promtool fails, Prometheus marks the whole target down): every name the catalogue gives
+    any series is refused, found from the catalogue itself, not from a list kept beside it."""
+    used = {name for metric in METRICS for name in (*SCOPE_LABELS[metric.scope], *metric.labels)}
+    assert {"pipe", "job_id", "user_id", "backend", "version", "replayed", "meaning", "what_to_try"} <= used
+    for name in sorted(used | {"job", "instance", "le", "quantile"}):
+        with pytest.raises(ConfigError, match=rf"kubernetes\.pod_label_keys.*would be the label '{name}', which the exporter or Prometheus already sets"):
+            parse_config({"kubernetes": {"pod_label_keys": [name]}})
+    with pytest.raises(ConfigError, match="would be the label 'what_to_try'"):
+        parse_config({"kubernetes": {"pod_label_keys": ["what-to-try"]}})  # its Prometheus form clashes
+
+
+def test_a_value_no_page_can_encode_costs_only_that_value():
+    # JSON's "\ud800" is a lone surrogate: before, encoding it raised and every pod of the node lost its labels.
+    answer = pods_list(("ml", "bad", {"team": "s\ud800x"}), ("ml", "good", {"team": "vision"}))
+    found = pod_labels(answer, ("team",))
+    assert found[("ml", "good")] == (("team", "vision"),)
+    assert found[("ml", "bad")] == (("team", "s\\xed\\xa0\\x80x"),)
+    assert all(value.encode() for pairs in found.values() for _, value in pairs)
 
 
 def test_only_allow_listed_labels_are_taken_and_values_are_bounded():

@@ -13,15 +13,20 @@ import re
 from typing import Any
 
 from exporter.config.values import cut, shown
+from exporter.metrics import METRICS, SCOPE_LABELS
 from exporter.untrusted import decode
 
 MAX_KEYS = 10
 MAX_VALUE_CHARS = 128  # Kubernetes allows 63; anything longer is not a real label value
 PODS_PATH = "/api/v1/pods"
-# Labels the exporter's own series or Prometheus's target labels already use.
-RESERVED = frozenset({"gpu", "uuid", "namespace", "pod", "container", "job", "instance", "cluster", "node", "le", "quantile",
-                      "model", "driver", "pci_bus_id", "trace", "parent_uuid", "gpu_instance", "reason", "type", "cause", "xid", "link",
-                      "threshold", "rule", "class", "check", "currency", "holder", "holder_kind", "pod_uid", "container_id", "app", "unit"})
+# Labels a pod label must not become: every label name the catalogue gives the exporter's own series
+# (derived from it, so a new metric's label is reserved the day it is added), and those Prometheus
+# and its usual relabelling set on a target or a query's result.
+RESERVED = frozenset(
+    {name for labels in SCOPE_LABELS.values() for name in labels}
+    | {name for metric in METRICS for name in metric.labels}
+    | {"job", "instance", "cluster", "node", "le", "quantile", "namespace", "pod", "container"}
+)
 _KEY = re.compile(r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 
 LabelPairs = tuple[tuple[str, str], ...]
@@ -64,7 +69,9 @@ def pod_labels(answer: dict[str, Any], keys: tuple[str, ...]) -> dict[tuple[str,
         labels = metadata.get("labels")
         if not isinstance(labels, dict):
             continue
-        pairs = tuple(sorted((label_name(key), decode(labels[key].encode(), MAX_VALUE_CHARS)) for key in keys if isinstance(labels.get(key), str)))
+        # surrogatepass: JSON may carry a lone UTF-16 surrogate ("\ud800"), which no page can encode; its
+        # bytes are kept as \xNN escapes like any other bytes that are not UTF-8.
+        pairs = tuple(sorted((label_name(key), decode(labels[key].encode("utf-8", "surrogatepass"), MAX_VALUE_CHARS)) for key in keys if isinstance(labels.get(key), str)))
         if pairs:
             found[metadata["namespace"], metadata["name"]] = pairs
     return found
