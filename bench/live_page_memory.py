@@ -4,8 +4,9 @@ and the daemon's RSS with the page on and off (issue 29).
 
 1. In process, for 8, 64 and 256 replayed GPUs: a real poller's snapshots fill a History to its
    capacity (600 points, ten minutes at 1 s; a fake clock, so it takes seconds), and tracemalloc
-   measures what the history holds; then the JSON a new page gets (the whole window) and the one a
-   page polling every poll gets (one point), its bytes and the median time to build it.
+   measures what the history holds; then the median time to make a snapshot's answers (once per
+   poll), the bytes a new page gets (the whole window) and a polling page gets (one point), and
+   what a request then costs.
 2. The real daemon on --demo (18 GPUs), with the page on and with --no-web.ui, each for --seconds
    with one client polling /api/live every second as an open page does: RSS at the end.
 
@@ -59,21 +60,27 @@ def in_process(gpus: int) -> None:
         history.add(snapshots[point % len(snapshots)])
     held = sum(stat.size_diff for stat in tracemalloc.take_snapshot().compare_to(before, "filename"))
     tracemalloc.stop()
-    live = LiveData(lambda: snapshots[-1], history, "note", clock)
     sizes, times = {}, {}
+    made = []
+    for _ in range(15):  # each a snapshot's answers made afresh (what the poller does once per poll while a page watches)
+        live = LiveData(lambda: snapshots[-1], history, "note", clock)
+        started = time.perf_counter()
+        live.prepare(snapshots[-1])
+        live.answer(0)
+        made.append(time.perf_counter() - started)
     for name, after in (("new page", 0), ("polling page", history.since(0).last - 1)):
         samples = []
         for _ in range(15):
-            live._cached = None  # measure the build, not the per-poll cache
             started = time.perf_counter()
-            body = live.body(after)
+            answer = live.answer(after)  # what a request costs: picking the bytes made for the snapshot
             samples.append(time.perf_counter() - started)
-        assert body is not None
-        sizes[name], times[name] = len(body), statistics.median(samples)
+        assert answer is not None
+        sizes[name], times[name] = sum(len(part) for part in answer), statistics.median(samples)
     print(
         f"{gpus:4d} GPUs: history full ({DEFAULT_CAPACITY} points) holds {held / MIB:.2f} MiB ({held / gpus / 1024:.1f} KiB per GPU); "
-        f"/api/live for a new page {sizes['new page'] / 1024:.0f} KiB in {times['new page'] * 1000:.1f} ms, "
-        f"for a polling page {sizes['polling page'] / 1024:.1f} KiB in {times['polling page'] * 1000:.2f} ms"
+        f"a snapshot's /api/live answers made in {statistics.median(made) * 1000:.1f} ms (once per poll, off the serving thread); "
+        f"a new page's answer {sizes['new page'] / 1024:.0f} KiB, a polling page's {sizes['polling page'] / 1024:.1f} KiB, "
+        f"each request {times['polling page'] * 1e6:.0f} us"
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 import time
 
 import pytest
@@ -182,3 +183,51 @@ def test_the_history_grows_with_polls_not_with_requests() -> None:
         time.sleep(2.5)  # nobody asks meanwhile; a point a second
         later = json.loads(http_get(daemon.url + "/api/live?after=" + str(first))[1])["history"]
         assert later["last"] - first >= 2 and len(later["times"]) == later["last"] - first
+
+
+def test_requests_pick_answers_made_once_per_snapshot_never_per_request(trace_paths) -> None:
+    """/api/live's cost on the serving thread does not grow with the history or the GPUs: whatever
+    ``after`` a request sends, the history is read once per snapshot (by the poller's thread while a
+    page watches), never by the thread that answers requests."""
+    clock = Clock()
+    poller = replay_poller(trace_paths, clock)
+    history = History(wall_clock=clock)
+    poller.subscribe(history.add)
+    note = "note"
+    live = LiveData(lambda: poller.snapshot, history, note, clock)
+    poller.subscribe(live.prepare)
+    reads: list[str] = []
+    since = history.since
+
+    def counted(after: int = 0):
+        reads.append(threading.current_thread().name)
+        return since(after)
+
+    history.since = counted
+    server = WebServer("127.0.0.1:0", payloads_following(poller).payload, poller.ready.is_set, note, page=LivePage(live, note, "/metrics"))
+    server.start()
+    try:
+        for _ in range(30):
+            clock.now += 1
+            poller.poll_once()
+        status, _, first = request(server.port, "GET", "/api/live")  # nobody watched: made once, on this request
+        assert status == 200 and reads and all(name != "poller" for name in reads)
+        made = len(reads)
+        for after in [0, 1, 29, 30, 7, 0, 1, 12345, 3] * 5:  # alternating, as the attack in issue 39
+            status, _, body = request(server.port, "GET", f"/api/live?after={after}")
+            assert status == 200
+        assert len(reads) == made  # the same snapshot: no request read the history again
+        reads.clear()
+        clock.now += 1
+        poller.poll_once()  # watched now: the poller makes the next snapshot's answers as it publishes
+        assert reads and set(reads) == {threading.current_thread().name}  # poll_once runs here, as the poller thread would
+        reads.clear()
+        for after in (0, 31, 30, 5):
+            assert request(server.port, "GET", f"/api/live?after={after}")[0] == 200
+        assert reads == []
+        data = json.loads(request(server.port, "GET", "/api/live?after=5")[2])  # far behind: the whole window, the page takes what it lacks
+        assert data["history"]["first"] == 1 and data["history"]["last"] == 31 and "classes" in data
+        exact = json.loads(request(server.port, "GET", "/api/live?after=29")[2])
+        assert (exact["history"]["first"], exact["history"]["last"], len(exact["history"]["times"])) == (30, 31, 2)
+    finally:
+        server.close()

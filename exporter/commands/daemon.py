@@ -136,7 +136,9 @@ def live_page(poller: Poller, note: str, telemetry_path: str) -> LivePage:
     """The live page on /, its history fed with each snapshot the poller publishes."""
     history = History()
     poller.subscribe(history.add)
-    return LivePage(LiveData(lambda: poller.snapshot, history, note), note, telemetry_path)
+    live = LiveData(lambda: poller.snapshot, history, note)
+    poller.subscribe(live.prepare)  # after the history took the snapshot
+    return LivePage(live, note, telemetry_path)
 
 
 RELOAD_GAP = 0.25  # seconds: SIGHUPs closer together than this are taken as one reload

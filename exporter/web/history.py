@@ -100,6 +100,11 @@ class History:
         self._pending = {uuid: [0.0, 0, 0.0, 0] for uuid in self._pending}
         self._last_point_wall = now
 
+    def span(self) -> tuple[int, int]:
+        """The numbers of the oldest point held and the newest (0, 0 before any)."""
+        with self._lock:
+            return max(self._count - self.capacity + 1, 1) if self._count else 0, self._count
+
     def since(self, after: int = 0) -> HistoryView:
         """The points numbered above ``after`` that are still held (all of them for 0)."""
         with self._lock:

@@ -8,6 +8,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from exporter import __version__
@@ -53,8 +54,8 @@ def _history(view: HistoryView) -> dict[str, Any]:
     }
 
 
-def document(snapshot: Snapshot, stale: bool, age: float, history: HistoryView, note: str, with_classes: bool) -> dict[str, Any]:
-    """Everything the page shows, for one poll of the page."""
+def _head(snapshot: Snapshot, stale: bool, note: str) -> dict[str, Any]:
+    """Everything the page shows but the history and the snapshot's age."""
     gpus = snapshot_overview(snapshot, stale)
     body: dict[str, Any] = _finite(
         {
@@ -63,22 +64,47 @@ def document(snapshot: Snapshot, stale: bool, age: float, history: HistoryView, 
             "backend": snapshot.backend_name,
             "replayed": snapshot.replayed,
             "stale": stale,
-            "age_seconds": round(age, 3),
             "collect_interval_seconds": snapshot.settings.collect_interval,
             "fleet": _fields(fleet(gpus)),
             "gpus": [_gpu(view) for view in gpus],
             "jobs": [_fields(job) for job in job_overviews(snapshot, stale)],
         }
     )
-    body["history"] = _history(history)  # integers and None only: nothing to make finite
-    if with_classes:
-        body["classes"] = {each.name: {"meaning": each.meaning, "what_to_try": each.what_to_try} for each in CLASSES}
     return body
 
 
+def _json(value: Any) -> bytes:
+    import json  # 0.5 MB of RSS: only once a page asks
+
+    return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
+
+
+@dataclass(frozen=True, slots=True)
+class _Answers:
+    """One snapshot's answers to every poll, all but their last bytes (the age): ``full`` holds the
+    whole history and the class descriptions (a new page, or one that fell behind), ``recent`` the
+    exact answer for a page that holds the history up to one of the last RECENT points."""
+
+    sequence: int
+    stale: bool
+    full: bytes
+    recent: dict[int, bytes]
+
+
+WATCHED_FOR = 30.0  # seconds after a page's last poll during which each new snapshot's answers are made ahead
+RECENT = 8  # a page polls every 1-5 s and a point closes at most once a second: up to 6 points behind
+
+
 class LiveData:
-    """Answers the page's polls: ``body(after)`` is the JSON for a page that holds history points up
-    to number ``after`` (0: none, and then the class descriptions come too)."""
+    """Answers the page's polls: ``answer(after)`` is the JSON for a page that holds history points
+    up to number ``after`` (0: none, and then the class descriptions come too).
+
+    The answers are made once per snapshot, never per request: while a page polls (in the last
+    WATCHED_FOR seconds), by the poller's thread as it publishes each snapshot (``prepare``);
+    otherwise by the first poll that finds none for the current snapshot (or finds it gone stale),
+    once. A request only picks its bytes and appends the snapshot's age, whatever ``after`` it
+    sends: an ``after`` outside the last RECENT points gets the whole history, from which a page
+    takes the points it lacks."""
 
     def __init__(self, current: Callable[[], Snapshot | None], history: History, note: str, clock: Callable[[], float] = time.monotonic) -> None:
         self.current = current
@@ -86,26 +112,45 @@ class LiveData:
         self.note = note
         self.clock = clock
         self._lock = threading.Lock()
-        self._cached: tuple[tuple[int, bool, int, int, bool], bytes] | None = None
+        self._answers: _Answers | None = None
+        self._asked = -math.inf  # when a page last polled (clock)
+        self._history_json: tuple[tuple[int, int], bytes] | None = None  # the whole history, by (first, last)
 
-    def body(self, after: int) -> bytes | None:
-        """The JSON, or None before the first poll."""
+    def prepare(self, snapshot: Snapshot) -> None:
+        """On the poller's thread, after the history took ``snapshot`` and before it is published:
+        make its answers where a page has polled lately."""
+        if self.clock() - self._asked <= WATCHED_FOR:
+            self._make(snapshot, stale=False)
+
+    def answer(self, after: int) -> tuple[bytes, bytes] | None:
+        """The JSON in two parts, or None before the first poll."""
         snapshot = self.current()
         if snapshot is None:
             return None
-        age = max(0.0, self.clock() - snapshot.taken_monotonic)
+        now = self.clock()
+        self._asked = now
+        age = max(0.0, now - snapshot.taken_monotonic)
         stale = age > snapshot.settings.stale_after
-        view = self.history.since(after)
-        key = (snapshot.sequence, stale, view.first, view.last, after == 0)
-        with self._lock:
-            if self._cached is not None and self._cached[0] == key:
-                return self._cached[1]
-        import json  # 0.5 MB of RSS: only once a page asks
+        answers = self._answers
+        if answers is None or answers.sequence != snapshot.sequence or answers.stale != stale:
+            answers = self._make(snapshot, stale)
+        return (answers.recent.get(after, answers.full) if after else answers.full), b',"age_seconds":%.3f}' % age
 
-        encoded = json.dumps(document(snapshot, stale, age, view, self.note, after == 0), separators=(",", ":"), allow_nan=False).encode()
+    def _make(self, snapshot: Snapshot, stale: bool) -> _Answers:
         with self._lock:
-            self._cached = (key, encoded)
-        return encoded
+            made = self._answers
+            if made is not None and made.sequence == snapshot.sequence and made.stale == stale:
+                return made
+            head = _json(_head(snapshot, stale, self.note))[:-1]  # without its closing brace
+            span = self.history.span()
+            if self._history_json is None or self._history_json[0] != span:
+                self._history_json = (span, _json(_history(self.history.since(0))))
+            classes = _json({each.name: {"meaning": each.meaning, "what_to_try": each.what_to_try} for each in CLASSES})
+            full = head + b',"history":' + self._history_json[1] + b',"classes":' + classes
+            recent = {after: head + b',"history":' + _json(_history(self.history.since(after))) for after in range(max(1, span[1] - RECENT), span[1] + 1)}
+            made = _Answers(snapshot.sequence, stale, full, recent)
+            self._answers = made
+            return made
 
 
 def parse_after(query: str) -> int:

@@ -162,10 +162,10 @@ class WebServer:
             return Reply(self._response(200, b"text/html; charset=utf-8", (self._landing,), request=request), close=not request.keep_alive)
         if self.page is not None:
             if path == "/api/live":
-                body = self.page.live.body(parse_after(request.query))
-                if body is None:
+                answer = self.page.live.answer(parse_after(request.query))
+                if answer is None:
                     return self._text(request, 503, b"no data yet: the first poll has not finished\n")
-                return Reply(self._response(200, _JSON, (body,), extra=_NO_STORE, request=request), close=not request.keep_alive)
+                return Reply(self._response(200, _JSON, answer, extra=_NO_STORE, request=request), close=not request.keep_alive)
             asset = self.page.assets.get(path)
             if asset is not None:
                 return Reply(self._response(200, asset[0], (asset[1],), request=request), close=not request.keep_alive)

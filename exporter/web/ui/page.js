@@ -50,26 +50,30 @@
   }
 
   function mergeHistory(history) {
+    let skip = 0; // the points sent that this page holds already (a page far behind gets the whole window)
     if (history.last < state.after || (state.after > 0 && history.first > state.after + 1)) {
       state.times = []; // the exporter restarted, or this page fell behind its window: start afresh
       state.series = new Map();
+    } else if (state.after > 0) {
+      skip = Math.max(0, state.after + 1 - history.first);
     }
     state.capacity = history.capacity;
     const known = state.times.length;
+    const times = history.times.slice(skip);
     for (const [uuid, series] of Object.entries(history.gpus)) {
       if (!state.series.has(uuid)) state.series.set(uuid, { utilization: new Array(known).fill(null), sm_active: new Array(known).fill(null) });
       const held = state.series.get(uuid);
       const ratio = (value) => (value === null ? null : value / history.scale); // sent as thousandths
-      held.utilization.push(...series.utilization.map(ratio));
-      held.sm_active.push(...series.sm_active.map(ratio));
+      held.utilization.push(...series.utilization.slice(skip).map(ratio));
+      held.sm_active.push(...series.sm_active.slice(skip).map(ratio));
     }
     for (const [uuid, held] of state.series) {
       if (!(uuid in history.gpus)) {
-        held.utilization.push(...history.times.map(() => null));
-        held.sm_active.push(...history.times.map(() => null));
+        held.utilization.push(...times.map(() => null));
+        held.sm_active.push(...times.map(() => null));
       }
     }
-    state.times.push(...history.times);
+    state.times.push(...times);
     const excess = state.times.length - state.capacity;
     if (excess > 0) {
       state.times.splice(0, excess);
