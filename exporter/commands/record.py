@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import json
 import logging
+import os
+import stat
+import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from exporter.backends.base import Backend, BackendUnavailable
@@ -80,12 +84,53 @@ def format_trace(trace: dict[str, Any]) -> str:
     return json.dumps(head, indent=1)[:-2] + ',\n "samples": [\n  ' + ",\n  ".join(lines) + "\n ]\n}\n"
 
 
+def writable_output(path: str) -> None:
+    """Raise OSError where ``path`` is there and is not a regular file: a symlink (planted by another
+    user in a shared folder, it would make the writer overwrite its target), a FIFO, a device or a
+    directory. Checked before recording (no recording is lost to it) and again when writing."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(info.st_mode):
+        raise OSError(errno.EEXIST, "it is a symbolic link, which record does not follow: remove it or choose another name")
+    if not stat.S_ISREG(info.st_mode):
+        raise OSError(errno.EEXIST, "it is there and is not a regular file")
+
+
+def write_output(path: str, text: str) -> None:
+    """``text`` into ``path`` without ever writing through a link: into a new file in the same folder
+    (created exclusively, never opened through a name someone else made), then renamed over
+    ``path``. The rename replaces the name, not what a link there points to, and leaves any other
+    hard link of the old file as it was."""
+    writable_output(path)
+    folder = os.path.dirname(path) or "."
+    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".partial")
+    try:
+        mask = os.umask(0)
+        os.umask(mask)
+        os.fchmod(descriptor, 0o666 & ~mask)  # as an ordinary open() would have made it
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            file.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
 def record(args: argparse.Namespace) -> int:
     from exporter.backends.nvml.backend import NvmlBackend
 
     gpus = None if args.gpu == "all" else [int(args.gpu)]
     if gpus is None and "{gpu}" not in args.output:
         log.error("--gpu all writes one trace per GPU: --output must name them with {gpu} (e.g. job_gpu{gpu}.json)")
+        return 2
+    try:
+        if gpus is not None:  # with --gpu all, each GPU's name is checked when it is written
+            writable_output(args.output.replace("{gpu}", str(gpus[0])))
+    except OSError as error:
+        log.error("cannot write the trace to %s: %s", args.output, error.strerror or error)
         return 2
     try:
         traces = record_traces(NvmlBackend(slow_interval=args.interval, engine_every_poll=True), gpus, args.duration, args.interval)
@@ -107,7 +152,7 @@ def record(args: argparse.Namespace) -> int:
             log.error("the recording cannot be written as a valid trace: %s", error)
             return 2
         try:
-            Path(output).write_text(format_trace(trace), encoding="utf-8")
+            write_output(output, format_trace(trace))
         except OSError as error:
             log.error("cannot write the trace to %s: %s", output, error.strerror or error)
             return 2

@@ -1,0 +1,81 @@
+"""``record --output`` in a folder other users can write to: a name planted there (a symlink, a
+hard link, a FIFO) never makes record write anywhere but a new file of its own under that name."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+from fakes.nvml import FakeNvml
+
+from exporter.commands import cli
+from exporter.trace import load_trace
+
+pytestmark = pytest.mark.usefixtures("restore_logging")  # cli.main() installs its own log handler
+
+
+@pytest.fixture
+def one_gpu(monkeypatch, trace_paths):
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml([load_trace(trace_paths["idle"])]))
+
+
+def record_to(output) -> int:
+    return cli.main(["record", "-o", str(output), "--duration", "200ms", "--interval", "100ms"])
+
+
+def test_a_symlink_in_the_outputs_place_is_refused_and_its_target_untouched(tmp_path, one_gpu, capsys) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("root's file\n")
+    (tmp_path / "out.json").symlink_to(victim)
+    assert record_to(tmp_path / "out.json") == 2
+    assert "is a symbolic link, which record does not follow" in capsys.readouterr().err
+    assert victim.read_text() == "root's file\n" and (tmp_path / "out.json").is_symlink()
+    dangling = tmp_path / "dangling.json"
+    dangling.symlink_to(tmp_path / "would-be-created")
+    assert record_to(dangling) == 2 and not (tmp_path / "would-be-created").exists()
+
+
+def test_a_link_planted_while_recording_is_replaced_not_followed(tmp_path, one_gpu, monkeypatch) -> None:
+    from exporter.commands import record as command
+
+    victim, output = tmp_path / "victim", tmp_path / "out.json"
+    victim.write_text("root's file\n")
+    checked = command.writable_output
+    calls = []
+
+    def plant_after_the_first_check(path: str) -> None:
+        checked(path)
+        calls.append(path)
+        if len(calls) == 1:  # the start-up check passed; the link comes while the GPU is recorded
+            output.symlink_to(victim)
+            monkeypatch.setattr(command, "writable_output", lambda path: None)  # the race won past the second check
+
+    monkeypatch.setattr(command, "writable_output", plant_after_the_first_check)
+    assert record_to(output) == 0
+    assert victim.read_text() == "root's file\n"  # the rename replaced the link itself
+    assert not output.is_symlink() and load_trace(output).samples
+
+
+def test_a_hard_link_to_another_file_is_left_as_it_was(tmp_path, one_gpu) -> None:
+    victim, output = tmp_path / "victim", tmp_path / "out.json"
+    victim.write_text("root's file\n")
+    os.link(victim, output)
+    assert record_to(output) == 0
+    assert victim.read_text() == "root's file\n" and load_trace(output).samples
+    assert os.stat(output).st_mode & 0o777 == 0o666 & ~current_umask()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["out.json", "victim"]  # no temporary file left
+
+
+def test_a_fifo_or_a_folder_in_the_outputs_place_is_refused(tmp_path, one_gpu, capsys) -> None:
+    os.mkfifo(tmp_path / "fifo.json")
+    (tmp_path / "folder.json").mkdir()
+    for name in ("fifo.json", "folder.json"):
+        assert record_to(tmp_path / name) == 2
+        assert f"cannot write the trace to {tmp_path / name}: it is there and is not a regular file" in capsys.readouterr().err
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
