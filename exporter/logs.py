@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
 from pathlib import Path
@@ -35,8 +36,15 @@ def one_line(error: BaseException) -> str:
     return text
 
 
+_SPECIAL = re.compile(r'[\\"\x00-\x1f\x7f-\x9f]')
+_NAMED = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
 def _escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+    """A logfmt value: backslash, quote and line breaks escaped, and every other control character
+    as ``\\xNN`` (a workload, GPU or process name's ESC or BEL must not drive the terminal that
+    shows the log)."""
+    return _SPECIAL.sub(lambda match: _NAMED.get(match.group(), f"\\x{ord(match.group()):02x}"), text)
 
 
 def setup(level: str) -> None:

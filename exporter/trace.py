@@ -7,6 +7,7 @@ See exporter/traces/README.md for the format. Loading validates everything and r
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import sys
@@ -78,17 +79,19 @@ class Trace:
         """The recording's length: the last sample's time plus one interval."""
         return float(self.samples[-1]["t"]) + self.interval_s
 
-    @property
+    @functools.cached_property
     def steady_samples(self) -> list[dict[str, Any]]:
-        """The samples a replay loops over: all but the warm-up ones."""
+        """The samples a replay loops over: all but the warm-up ones (a copy made once: a replay's
+        start-up and each poll read it, and a slice per read made start-up grow with the square of
+        the samples)."""
         return self.samples[self.warmup_samples :]
 
-    @property
+    @functools.cached_property
     def loop_start(self) -> float:
         """Where the replayed loop starts in the trace's time: the first steady sample's window start."""
         return max(0.0, float(self.steady_samples[0]["t"]) - self.interval_s)
 
-    @property
+    @functools.cached_property
     def loop_seconds(self) -> float:
         """One replayed loop: from ``loop_start`` to the last sample's time."""
         return float(self.samples[-1]["t"]) - self.loop_start
@@ -230,6 +233,15 @@ def _check_counters_rise(samples: list[dict[str, Any]], path: str) -> None:
                 last[key] = value
 
 
+def _check_text(value: str, where: str) -> None:
+    """JSON's ``\\ud800`` decodes to a lone UTF-16 surrogate, which no page or log line can encode:
+    refused here, at start, rather than failing every poll of the replay."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise TraceError(f"{where}: contains a lone UTF-16 surrogate ({value[error.start]!r} at character {error.start}), which is not text") from None
+
+
 def parse_trace(data: Any, path: str) -> Trace:
     """Validate a decoded trace; every error names ``path`` and the offending key."""
     if not isinstance(data, dict):
@@ -266,10 +278,16 @@ def parse_trace(data: Any, path: str) -> Trace:
     description = data.get("description", "")
     if not isinstance(description, str):
         raise TraceError(f"trace {path}: 'description' must be a string")
+    for key, value in gpu.items():
+        if isinstance(value, str):
+            _check_text(value, f"trace {path}: 'gpu.{key}'")
+    _check_text(data["workload"], f"trace {path}: 'workload'")
+    _check_text(description, f"trace {path}: 'description'")
     truth = data.get("truth", {})
     if not isinstance(truth, dict):
         raise TraceError(f"trace {path}: 'truth' must be an object")
     for key, value in truth.items():
+        _check_text(key, f"trace {path}: a key of 'truth'")
         _check_number(value, f"trace {path}: 'truth.{key}'")
     interval = data["interval_s"]
     _check_number(interval, f"trace {path}: 'interval_s'")

@@ -84,19 +84,23 @@ class ReplayBackend(Backend):
         return record
 
     def overlaps(self, index: int, start: float, end: float) -> list[tuple[float, dict[str, Any]]]:
-        """(seconds, sample) for each recorded window that overlaps (start, end] of replay time."""
+        """(seconds, sample) for each recorded window that overlaps (start, end] of replay time: the
+        first found by bisection, so a poll costs the windows it covers, not the whole trace."""
         trace, ends = self.traces[index], self._ends[index]
+        samples = trace.steady_samples
         loop = trace.loop_seconds
         start = max(start, end - loop)  # a longer gap covers every sample once
         found = []
         base = math.floor(start / loop) * loop
         while base < end:
-            lower = base
-            for record, upper in zip(trace.steady_samples, ends):
-                seconds = min(end, base + upper) - max(start, lower)
+            # From the window before the first whose end lies past start (float rounding); those with no overlap add nothing.
+            for number in range(max(0, bisect.bisect_right(ends, start - base) - 1), len(ends)):
+                lower = base + (ends[number - 1] if number else 0.0)
+                if lower >= end:
+                    break
+                seconds = min(end, base + ends[number]) - max(start, lower)
                 if seconds > 0:
-                    found.append((seconds, record))
-                lower = base + upper
+                    found.append((seconds, samples[number]))
             base += loop
         return found
 
