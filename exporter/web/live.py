@@ -73,6 +73,10 @@ def _head(snapshot: Snapshot, stale: bool, note: str) -> dict[str, Any]:
     return body
 
 
+def _classes() -> dict[str, dict[str, str]]:
+    return {each.name: {"meaning": each.meaning, "what_to_try": each.what_to_try} for each in CLASSES}
+
+
 def _json(value: Any) -> bytes:
     import json  # 0.5 MB of RSS: only once a page asks
 
@@ -114,7 +118,7 @@ class LiveData:
         self._lock = threading.Lock()
         self._answers: _Answers | None = None
         self._asked = -math.inf  # when a page last polled (clock)
-        self._history_json: tuple[tuple[int, int], bytes] | None = None  # the whole history, by (first, last)
+        self._history_json: tuple[tuple[int, int], dict[int, bytes]] | None = None  # by (first, last): the JSON of the points after each recent ``after`` (0: all, and the classes)
 
     def prepare(self, snapshot: Snapshot) -> None:
         """On the poller's thread, after the history took ``snapshot`` and before it is published:
@@ -143,11 +147,13 @@ class LiveData:
                 return made
             head = _json(_head(snapshot, stale, self.note))[:-1]  # without its closing brace
             span = self.history.span()
-            if self._history_json is None or self._history_json[0] != span:
-                self._history_json = (span, _json(_history(self.history.since(0))))
-            classes = _json({each.name: {"meaning": each.meaning, "what_to_try": each.what_to_try} for each in CLASSES})
-            full = head + b',"history":' + self._history_json[1] + b',"classes":' + classes
-            recent = {after: head + b',"history":' + _json(_history(self.history.since(after))) for after in range(max(1, span[1] - RECENT), span[1] + 1)}
+            if self._history_json is None or self._history_json[0] != span:  # a point closed: at most once a second
+                histories = {after: _json(_history(self.history.since(after))) for after in range(max(1, span[1] - RECENT), span[1] + 1)}
+                histories[0] = _json(_history(self.history.since(0))) + b',"classes":' + _json(_classes())
+                self._history_json = (span, histories)
+            histories = self._history_json[1]
+            full = head + b',"history":' + histories[0]
+            recent = {after: head + b',"history":' + history for after, history in histories.items() if after}
             made = _Answers(snapshot.sequence, stale, full, recent)
             self._answers = made
             return made
