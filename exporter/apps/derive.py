@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from exporter.apps.patterns import name_pattern
 from exporter.apps.settings import AppConfig
 from exporter.attribution.kubernetes.owners import GpuOwners
 from exporter.peaks import PeakOverride, peak_for, precision_peak
@@ -50,11 +50,11 @@ class AppState:
 def select_gpus(app: AppConfig, samples: Sequence[GpuSample], owners: Mapping[str, GpuOwners] | None = None) -> list[GpuSample]:
     """The app's GPUs: by process name pattern, by Kubernetes pod, by index or UUID, or all of them."""
     if app.pod is not None:
-        pattern = re.compile(app.pod)
+        pattern = name_pattern(app.pod, "namespace/pod")
         held = owners or {}
         return [sample for sample in samples if sample.device.uuid in held and any(pattern.search(f"{owner.namespace}/{owner.pod}") for owner in held[sample.device.uuid].pods)]
     if app.process is not None:
-        pattern = re.compile(app.process)
+        pattern = name_pattern(app.process, "process name")
         return [sample for sample in samples if sample.processes and any(pattern.search(process.name) for process in sample.processes)]
     if app.gpus is None:
         return list(samples)

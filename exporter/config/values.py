@@ -181,12 +181,15 @@ def gpu_selectors(value: Any) -> tuple[int | str, ...]:
 
 
 def regex(value: Any) -> str:
+    """A pattern for exporter.apps.patterns (the regex module's syntax, which is re's)."""
+    from exporter.apps.patterns import check
+
     if not isinstance(value, str) or not value:
         raise ValueError(f"expected a regular expression, got {shown(value)}")
     try:
-        re.compile(value)
-    except re.error as error:
-        raise ValueError(f"not a valid regular expression ({error}): {shown(value)}") from None
+        check(value)
+    except ValueError as error:
+        raise ValueError(f"{error}: {shown(value)}") from None
     return value
 
 
