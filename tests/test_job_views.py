@@ -4,6 +4,7 @@ the /metrics page, all from one replayed job whose rank 0 waits on rank 1 (docs/
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from exporter.backends.replay import ReplayBackend
 from exporter.commands.top.scrape import parse
@@ -14,7 +15,7 @@ from exporter.overview import job_overviews, snapshot_overview
 from exporter.poller import Poller
 from exporter.trace import load_trace
 from exporter.web.history import History
-from exporter.web.live import document
+from exporter.web.live import LiveData
 
 
 def straggling_job(trace_paths):
@@ -50,7 +51,9 @@ def test_top_url_reads_the_same_job_back_from_metrics(trace_paths) -> None:
 
 def test_the_live_page_data_carries_the_job(trace_paths) -> None:
     snapshot = straggling_job(trace_paths)
-    body = document(snapshot, stale=False, age=0.1, history=History().since(0), note="", with_classes=True)
+    answer = LiveData(lambda: snapshot, History(), "", clock=lambda: snapshot.taken_monotonic).answer(0)
+    assert answer is not None
+    body = json.loads(b"".join(answer))
     (job,) = body["jobs"]
     assert job["straggler"] == 1 and job["waiting"] == [0] and job["classes"] == {"compute": 1, "peer_wait": 1}
     assert "peer_wait" in body["classes"]
