@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
             closer.join(STOP_TIMEOUT)
             return 0
         try:
-            web_config = reload(args, poller, server, web_config)
+            web_config = reload(args, poller, server, web_config, config)
         except Exception as error:  # MemoryError, RecursionError, a bug: never the end of the daemon
             log.error("reload failed, keeping the running configuration and web config: %s", one_line(error))
     return 0
@@ -193,10 +193,12 @@ def load_web_config_flag(args: argparse.Namespace) -> WebConfig | None:
     return web_config
 
 
-def reload(args: argparse.Namespace, poller: Poller, server: WebServer, web_config: WebConfig | None) -> WebConfig | None:
+def reload(args: argparse.Namespace, poller: Poller, server: WebServer, web_config: WebConfig | None, started: Config) -> WebConfig | None:
     """SIGHUP: take the new config and web config if valid; otherwise keep running on the old ones.
     A web config that would turn off TLS, client certificate verification or basic auth is refused:
-    that takes a restart (docs/security.md). Returns the web config now in force."""
+    that takes a restart (docs/security.md). Keys read only at start are compared with ``started``,
+    the config the daemon started with (what runs), not with the last reload's. Returns the web
+    config now in force."""
     try:
         new_web_config = load_web_config_flag(args)
     except StartupError as error:
@@ -213,7 +215,7 @@ def reload(args: argparse.Namespace, poller: Poller, server: WebServer, web_conf
     except ConfigError as error:
         log.error("reload failed, keeping the running configuration: %s", error)
         return web_config
-    for key in restart_only_changes(poller.config, config):
+    for key in restart_only_changes(started, config):
         log.warning("reload: %s changed, but it is read only at start: restart the exporter to apply it", key)
     poller.set_config(config)
     log.info("configuration reloaded from %s", args.config or "defaults")
