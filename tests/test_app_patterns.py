@@ -64,3 +64,11 @@ def test_a_pattern_that_is_not_a_regular_expression_is_refused_at_load() -> None
     for bad in ("vllm(", "(?P<x>a)(?P<x>b)", "a{2,1}"):
         with pytest.raises(ConfigError, match=r"'apps\[0\]\.process': not a valid regular expression"):
             parse_config({"apps": [{"name": "a", "url": "http://127.0.0.1:1/metrics", "counter": "c_total", "unit": "u", "process": bad}]})
+
+
+def test_the_number_of_apps_is_bounded_before_any_is_read() -> None:
+    # Each app is a scraper thread started before the port opens: 1,000 of them kept a daemon from serving.
+    app = {"name": "a", "url": "http://127.0.0.1:1/metrics", "counter": "c_total", "unit": "u"}
+    assert len(parse_config({"apps": [{**app, "name": f"a{n}"} for n in range(64)]}).apps) == 64
+    with pytest.raises(ConfigError, match=r"'apps': at most 64 entries, got 1000"):
+        parse_config({"apps": [{**app, "name": f"a{n}"} for n in range(1000)]})

@@ -44,9 +44,10 @@ def section(cls: type, doc: str) -> Any:
     return field(default_factory=cls, metadata={"section": cls, "doc": doc})
 
 
-def section_list(cls: type, doc: str, unique: str | None = None) -> Any:
-    """A YAML list of sections (``apps:``); ``unique`` names a key whose values must all differ."""
-    return field(default_factory=tuple, metadata={"section_list": cls, "unique": unique, "doc": doc})
+def section_list(cls: type, doc: str, unique: str | None = None, most: int | None = None) -> Any:
+    """A YAML list of sections (``apps:``); ``unique`` names a key whose values must all differ,
+    ``most`` bounds the items (checked before any is read)."""
+    return field(default_factory=tuple, metadata={"section_list": cls, "unique": unique, "most": most, "doc": doc})
 
 
 
@@ -71,7 +72,7 @@ def load_section(cls: type[_Section], data: Any, path: str) -> _Section:
             values[key] = load_section(spec.metadata["section"], raw, key_path)
             continue
         if "section_list" in spec.metadata:
-            values[key] = load_section_list(spec.metadata["section_list"], raw, key_path, spec.metadata["unique"])
+            values[key] = load_section_list(spec.metadata["section_list"], raw, key_path, spec.metadata["unique"], spec.metadata["most"])
             continue
         try:
             values[key] = spec.metadata["parse"](raw)
@@ -89,11 +90,13 @@ def load_section(cls: type[_Section], data: Any, path: str) -> _Section:
     return loaded
 
 
-def load_section_list(cls: type, data: Any, path: str, unique: str | None) -> tuple[Any, ...]:
+def load_section_list(cls: type, data: Any, path: str, unique: str | None, most: int | None = None) -> tuple[Any, ...]:
     if data is None:
         return ()
     if not isinstance(data, list):
         raise ConfigError(f"'{path}': expected a list, got {type(data).__name__}")
+    if most is not None and len(data) > most:
+        raise ConfigError(f"'{path}': at most {most} entries, got {len(data)}")
     items: tuple[Any, ...] = tuple(load_section(cls, item, f"{path}[{index}]") for index, item in enumerate(data))
     if unique is not None:
         first: dict[Any, int] = {}

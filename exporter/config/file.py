@@ -29,6 +29,9 @@ from exporter.taxonomy import BottleneckThresholds, MismatchThresholds
 # The DCGM backend watches its fields at the intervals it started with (a watch cannot change
 # frequency in place); NVML and replay take a new interval at the next poll.
 DCGM_WATCHES = "applied; the DCGM backend keeps the interval it started with until a restart (it logs so)"
+# Each app is a scraper thread, started before the port opens: 1,000 of them at 100 ms kept a daemon
+# from serving for minutes. A node runs a few apps per GPU; 64 leaves room for 8 per GPU of 8.
+MAX_APPS = 64
 MAX_STALE_AFTER = 4 * 3600.0  # room for the default 3 x collect_interval + 2s at the longest interval
 
 
@@ -42,7 +45,7 @@ class Config:
     mismatch: MismatchThresholds = section(MismatchThresholds, "thresholds of gpueff_mismatch")
     bottleneck: BottleneckThresholds = section(BottleneckThresholds, "thresholds of gpueff_bottleneck")
     peaks: dict[str, PeakOverride] = setting({}, peak_overrides, "peak figures per GPU model name, over the built-in table")
-    apps: tuple[AppConfig, ...] = section_list(AppConfig, "applications whose throughput is joined with their GPUs (docs/apps.md)", unique="name")
+    apps: tuple[AppConfig, ...] = section_list(AppConfig, f"applications whose throughput is joined with their GPUs (docs/apps.md); at most {MAX_APPS}", unique="name", most=MAX_APPS)
     kubernetes: KubernetesConfig = section(KubernetesConfig, "pod attribution on Kubernetes (docs/kubernetes.md)")
     proc_root: str = setting("/proc", absolute_path, "where the host's /proc is, to read GPU processes' cgroups, names and parents for the fair split (sharing), Kubernetes process attribution and multi-GPU jobs (needs the host's PIDs: hostPID)")
     sharing: SharingConfig = section(SharingConfig, "per-holder fair split of shared GPUs, Slurm jobs (docs/sharing.md)")
