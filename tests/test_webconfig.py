@@ -159,10 +159,24 @@ def test_weakened_by_names_what_a_new_config_would_turn_off(pki):
     assert config({"basic_auth_users": users}).weakened_by(config({"tls_server_config": tls})) == "basic auth"
 
 
-def test_unknown_users_are_checked_against_a_decoy_of_the_highest_cost_and_it_is_timed():
+def test_every_user_known_or_not_costs_one_bcrypt_check_at_each_configured_cost(monkeypatch):
+    """With users of mixed costs, a cheap user's wrong password, a costly one's and an unknown user's
+    do the same bcrypt work (compared as the checks made, not as time): before, the cheap user's
+    check alone ran, and only a time floor hid it while the costliest check fitted under it."""
     cheap, costly = bcrypt.hashpw(b"a", bcrypt.gensalt(4)), bcrypt.hashpw(b"b", bcrypt.gensalt(6))
     auth = BasicAuth({"a": cheap, "b": cheap, "c": costly})
-    assert auth.decoy_cost == 6 and auth.costliest_seconds == 0.0
-    assert not auth.verify("a", b"wrong")  # a cheap user's failure times the costliest check once
-    assert auth._decoy is not None and auth._decoy.startswith(b"$2b$06$") and auth.costliest_seconds > 0
-    assert not auth.verify("mallory", b"a")
+    checked: list[bytes] = []
+    checkpw = bcrypt.checkpw
+    monkeypatch.setattr(bcrypt, "checkpw", lambda password, hashed: checked.append(hashed[:7]) or checkpw(password, hashed))
+    made = {}
+    for user, password in (("a", b"wrong"), ("c", b"wrong"), ("mallory", b"a"), ("a", b"a"), ("c", b"b")):
+        checked.clear()
+        made[user, password] = (auth.verify(user, password), list(checked))
+    assert made == {
+        ("a", b"wrong"): (False, [b"$2b$04$", b"$2b$06$"]),
+        ("c", b"wrong"): (False, [b"$2b$04$", b"$2b$06$"]),
+        ("mallory", b"a"): (False, [b"$2b$04$", b"$2b$06$"]),
+        ("a", b"a"): (True, [b"$2b$04$", b"$2b$06$"]),
+        ("c", b"b"): (True, [b"$2b$04$", b"$2b$06$"]),
+    }
+    assert auth.cached("a", b"a") and not auth.cached("mallory", b"a")

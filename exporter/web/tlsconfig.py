@@ -29,7 +29,6 @@ import re
 import secrets
 import stat
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -124,18 +123,19 @@ class BasicAuth:
     """Checks ``Authorization: Basic`` credentials against bcrypt hashes.
 
     bcrypt is slow on purpose (~70 ms at cost 10), so successful checks are cached (keyed by a
-    SHA-256 of user, password and hash; at most 1024 entries). An unknown user is checked against a
-    throwaway hash of the users' highest cost, and ``costliest_seconds`` (how long a check of that
-    cost takes, timed from the first failure on) lets the server answer every failure no sooner
-    than that: with users of mixed costs, a wrong password of any user and an unknown user take as
-    long. ``cached`` is the cheap part, ``verify`` the bcrypt check (the server runs it off its thread).
+    SHA-256 of user, password and hash; at most 1024 entries). Every check does the same work,
+    whoever the user: one bcrypt check at each cost the users' hashes have, in order of cost, the
+    user's own hash at its cost and a throwaway hash of that cost at the others (an unknown user
+    gets throwaways only). So with users of mixed costs, a wrong password of any user and an
+    unknown user cost the same, however busy the machine (a time floor alone hid the difference
+    only while the costliest check fitted under it). ``cached`` is the cheap part, ``verify`` the
+    bcrypt checks (the server runs them off its thread).
     """
 
     def __init__(self, users: dict[str, bytes]) -> None:
         self.users = users
-        self.decoy_cost = max(_cost(hashed) for hashed in users.values())
-        self.costliest_seconds = 0.0  # the longest a check of cost ``decoy_cost`` took; 0: not timed yet
-        self._decoy: bytes | None = None  # made on the first failure
+        self.costs = sorted({_cost(hashed) for hashed in users.values()})
+        self._decoys: dict[int, bytes] = {}  # a throwaway hash per cost, made when first needed
         self._cache: dict[bytes, None] = {}
         self._lock = threading.Lock()
 
@@ -156,15 +156,19 @@ class BasicAuth:
             return key in self._cache
 
     def verify(self, user: str, password: bytes) -> bool:
-        """The bcrypt check (slow); a success is cached."""
+        """The bcrypt checks (slow: one per configured cost, whoever the user); a success is cached."""
+        import bcrypt
 
         hashed = self.users.get(user)
-        if hashed is None:
-            hashed = self._decoy_hash()
+        own = None if hashed is None else _cost(hashed)
+        ok = False
         # bcrypt reads at most 72 bytes of a password; newer bcrypt packages refuse longer ones.
-        if not self._timed_check(password[:72], hashed) or user not in self.users:
-            if not self.costliest_seconds:  # time the costliest check once, so this failure waits as long as any
-                self._timed_check(b"", self._decoy_hash())
+        for cost in self.costs:
+            if cost == own and hashed is not None:
+                ok = bcrypt.checkpw(password[:72], hashed)
+            else:
+                bcrypt.checkpw(password[:72], self._decoy(cost))
+        if not ok:
             return False
         key = self._key(user, password)
         with self._lock:
@@ -173,21 +177,13 @@ class BasicAuth:
             self._cache[key] = None
         return True
 
-    def _decoy_hash(self) -> bytes:
+    def _decoy(self, cost: int) -> bytes:
         import bcrypt
 
-        if self._decoy is None:
-            self._decoy = bcrypt.hashpw(secrets.token_bytes(16), bcrypt.gensalt(self.decoy_cost))
-        return self._decoy
-
-    def _timed_check(self, password: bytes, hashed: bytes) -> bool:
-        import bcrypt
-
-        started = time.monotonic()
-        ok = bcrypt.checkpw(password, hashed)
-        if _cost(hashed) == self.decoy_cost:
-            self.costliest_seconds = max(self.costliest_seconds, time.monotonic() - started)
-        return ok
+        decoy = self._decoys.get(cost)
+        if decoy is None:
+            decoy = self._decoys[cost] = bcrypt.hashpw(secrets.token_bytes(16), bcrypt.gensalt(cost))
+        return decoy
 
     def keep_cache_of(self, old: BasicAuth) -> None:
         """Take over the successes ``old`` has cached (after a reload): entries are keyed by the
