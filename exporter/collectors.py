@@ -31,7 +31,7 @@ COLLECTORS: dict[str, Collector] = {
     "memory": Collector("device memory used, total, reserved", ("gpueff_memory_used_bytes", "gpueff_memory_total_bytes", "gpueff_memory_reserved_bytes")),
     "errors": Collector("ECC errors, remapped rows, retired pages, Xid errors",
                         ("gpueff_ecc_errors_total", "gpueff_remapped_rows", "gpueff_remapped_rows_pending", "gpueff_remapped_rows_failure", "gpueff_retired_pages",
-                         "gpueff_retired_pages_pending", "gpueff_xid_errors_total")),
+                         "gpueff_retired_pages_pending", "gpueff_xid_errors_total", "gpueff_xid_last_code")),
     "processes": Collector("compute processes and their memory", ("gpueff_compute_processes", "gpueff_compute_process_memory_bytes")),
     "profiling": Collector("SM activity and occupancy, engine, tensor, DRAM and pipe activity, PCIe and NVLink traffic (GPM or DCGM)",
                            ("gpueff_profiling_available", "gpueff_profiling_multiplexed", "gpueff_sm_active_ratio", "gpueff_sm_occupancy_ratio", "gpueff_graphics_engine_active_ratio", "gpueff_graphics_engine_active_slow_window_ratio", "gpueff_tensor_active_ratio",

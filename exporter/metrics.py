@@ -151,6 +151,8 @@ METRICS: tuple[Metric, ...] = (
            readings=_r("sample.remapped_rows_failure", dcgm=Dcgm(395, "DCGM_FI_DEV_ROW_REMAP_FAILED DCGM_FI_DEV_ROW_REMAP_FAILURE", 1, SLOW))),
     Metric("gpueff_xid_errors_total", COUNTER, "", "Critical Xid errors seen since the daemon started, by Xid code.", labels=("xid",), backends=NOT_REPLAY,
            readings=_r("sample.xid_errors", dcgm=Dcgm(230, "DCGM_FI_DEV_XID_ERROR DCGM_FI_DEV_XID_ERRORS", 1, EVENT))),
+    Metric("gpueff_xid_last_code", GAUGE, "", "The code of the most recent critical Xid error since the daemon started, as the value and as the xid label (one series per GPU); absent before the first. dcgm-exporter's DCGM_FI_DEV_XID_ERRORS is recorded from it.",
+           labels=("xid",), backends=NOT_REPLAY, readings=_r("sample.last_xid")),
     # ---- health (docs/health.md; the DCGM fields: docs/dcgm.md, DCGM 4.6's dcgm_fields.h and
     # dcgm_fields.cpp): absent where the GPU, driver or DCGM does not give it ----
     Metric("gpueff_pcie_replay_errors_total", COUNTER, "", "PCIe link-level replays (retransmissions after a bad packet) since driver load. A steady rate means a marginal link: riser, slot or seating. Read at the slow cadence.",

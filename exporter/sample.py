@@ -172,6 +172,7 @@ class GpuSample:
     remapped_rows_pending: bool | None = None
     remapped_rows_failure: bool | None = None
     xid_errors: dict[int, int] = field(default_factory=dict)  # Xid code -> count since start
+    last_xid: int | None = None  # the code of the most recent Xid since start
     process_count: int | None = None
     process_memory_bytes: float | None = None
     processes: tuple[GpuProcess, ...] | None = None  # None where the backend cannot list them (replay)

@@ -110,7 +110,8 @@ def test_two_xids_within_one_poll_count_as_two(dcgm_engine):
         engine.inject_xid(0, 79)
         time.sleep(0.001)
         engine.inject_xid(0, 13)
-        assert dcgm.collect()[0].xid_errors == {79: 1, 13: 1}
+        sample = dcgm.collect()[0]
+        assert sample.xid_errors == {79: 1, 13: 1} and sample.last_xid == 13  # the later one, as DCGM's latest value of field 230
     finally:
         dcgm.close()
 
@@ -210,6 +211,8 @@ def test_a_mig_gpus_instances_are_devices_of_their_own_with_dcgms_profiling_fiel
         assert [d.uuid for d in devices] == ["GPU-fakedcgm-0-matmul_8192", "GPU-fakedcgm-1-idle", "MIG-fakedcgm-0-matmul_8192-0", "MIG-fakedcgm-0-matmul_8192-1"]
         assert devices[2].parent_uuid == "GPU-fakedcgm-0-matmul_8192" and devices[3].gpu_instance_id == 1 and devices[2].index == 0
         assert devices[2].power_limit_watts is None
+        # field 50 on a GPU instance is its profile name (DcgmCacheManager.cpp); named as NVML names a MIG device
+        assert devices[2].name == "NVIDIA A100-SXM4-80GB MIG 1g.10gb"
         assert 1002 in engine.watched(1) and 1002 not in engine.watched(0)  # GPU 0's profiling is read on its GPU instances
         assert ((GPU_I, 0), 1002) in engine.watches and ((GPU_I, 1), 1002) in engine.watches
         time.sleep(0.15)

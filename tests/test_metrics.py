@@ -80,7 +80,7 @@ def full_snapshot() -> Snapshot:
     mig = dataclasses.replace(device, index=1, uuid="MIG-full", name="NVIDIA H100 80GB HBM3 MIG 1g.10gb", parent_uuid="GPU-full", gpu_instance_id=7)
     values = {field.name: 0.5 for field in dataclasses.fields(GpuSample) if field.type == "float | None" and field.name not in NOT_METRICS}
     sample = GpuSample(device=device, timestamp=10.0, window_seconds=1.0, clock_event_reasons=4, remapped_rows_pending=False, remapped_rows_failure=True, profiling_multiplexed=False,
-                       xid_errors={79: 1}, process_count=1, profiling=Profiling(**dict.fromkeys(PROFILING_FIELDS, 0.5)), health=FULL_HEALTH, **values)
+                       xid_errors={79: 1}, last_xid=79, process_count=1, profiling=Profiling(**dict.fromkeys(PROFILING_FIELDS, 0.5)), health=FULL_HEALTH, **values)
     config = Config(price_per_gpu_hour=2.0)
     totals = Totals(busy_seconds=1.0, sm_active_seconds=0.5, busy_idle_sm_seconds=0.5, busy_idle_sm_cost=0.01, peer_wait_seconds=0.25)
     owners = GpuOwners(pods=(PodOwner("ns", "pod", "main"),), processes=((ProcessOwner("uid", "cid"), 1),))
@@ -228,7 +228,7 @@ def test_a_metric_with_a_dcgm_source_says_dcgm_gives_it():
     for metric, reading in READINGS:
         if reading.dcgm is not None:
             assert DCGM in metric.backends, metric.name
-        elif reading.path.startswith("sample.") and reading.path not in {"sample.up", "sample.device", "sample.profiling_available", "sample.profiling_multiplexed",
+        elif reading.path.startswith("sample.") and reading.path not in {"sample.up", "sample.device", "sample.profiling_available", "sample.profiling_multiplexed", "sample.last_xid",  # field 230, as xid_errors
                                                                        "sample.health.nvlink_links_active"}:  # DCGM: dcgmGetNvLinkLinkStatus
             assert DCGM not in metric.backends, metric.name
 

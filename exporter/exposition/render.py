@@ -106,6 +106,11 @@ def _xid(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]:
     return [((code,), float(count)) for code, count in sorted(state.sample.xid_errors.items())]
 
 
+def _last_xid(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]:
+    code = state.sample.last_xid
+    return [] if code is None else [((code,), float(code))]
+
+
 def _nvlink_links(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]:
     return [((link,), float(active)) for link, active in state.sample.health.nvlink_links_active or ()]
 
@@ -150,6 +155,7 @@ _SPECIAL: dict[str, Single | Labelled] = {
     "gpueff_profiling_available": lambda state: float(state.sample.profiling_available),
     "gpueff_clock_event_active": _clock_events,
     "gpueff_xid_errors_total": _xid,
+    "gpueff_xid_last_code": _last_xid,
     "gpueff_nvlink_link_active": _nvlink_links,
     "gpueff_gpu_peer_info": _peers,
     "gpueff_gpu_peer_nvlinks": _peer_nvlinks,

@@ -366,8 +366,9 @@ class DcgmBackend(Backend):
             if found.rivals and found.rivals != gpu.contention.rivals:
                 rivals = ", ".join(f"'{name}' (metric group {major}.{minor})" for name, (major, minor) in found.rivals)
                 log.warning(
-                    "GPU %d (%s): another client of this DCGM host engine watches profiling fields that share the GPU's counters with the exporter's: %s. "
-                    "DCGM multiplexes them, and a profiling value can read 0 for an interval whose pass did not run (gpueff_profiling_multiplexed is 1). "
+                    "GPU %d (%s): another client of this DCGM host engine has a field group of profiling fields that share the GPU's counters with the exporter's: %s. "
+                    "Where it watches them on this GPU, DCGM multiplexes them, and a profiling value can read 0 for an interval whose pass did not run (gpueff_profiling_multiplexed is 1). "
+                    "DCGM's public API lists field groups, not where they are watched: it may be unwatched or on other GPUs. "
                     "Have both clients watch the same metric groups (docs/dcgm.md, sharing a host engine)",
                     gpu.info.index,
                     gpu.info.name,
@@ -691,6 +692,7 @@ class DcgmBackend(Backend):
                 sample.window_seconds = mean.seconds
         if gpu.parent is None:
             sample.xid_errors = self._xid.counts(gpu.info.uuid)
+            sample.last_xid = self._xid.last(gpu.info.uuid)
             sample.gpu_utilization_window = self._utilization_window(windows.get((gpu.entity, UTILIZATION_WINDOW_KEY), []))
         sample.profiling = Profiling(**profiling)
         if gpu.profiling.watched:

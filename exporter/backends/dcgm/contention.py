@@ -7,7 +7,12 @@ with a counters file of its own, `dcgmi dmon`) makes DCGM alternate between the 
 whose pass did not run reads 0 (DCGM issue 169). The exporter's own one-pass choice cannot prevent it.
 Other clients' watches are not listed by DCGM's public API, but their field groups are
 (dcgmFieldGroupGetAll lists every client's): a field group holding fields of a rival metric group is
-taken as that client watching them. Hopper and newer read GPM, which has no pass limit.
+taken as that client watching them, on every GPU of the model. That can be wrong both ways round: a
+field group may be unwatched, or watched on other GPUs only. Only DCGM's internal API says which
+entity a field is watched on (dcgm_agent_internal's dcgmGetCacheManagerFieldInfo, watchers per entity
+and field), outside the four binding modules the exporter loads and with a struct whose version
+changes between releases; so the public signal stands, and the warning says what it rests on.
+Hopper and newer read GPM, which has no pass limit.
 """
 
 from __future__ import annotations

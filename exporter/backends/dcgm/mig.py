@@ -15,6 +15,7 @@ from exporter.backends.dcgm.session import DcgmSession, Entity, MigEntity, Watch
 from exporter.sample import DeviceInfo
 
 UUID_ID = 54  # DCGM_FI_DEV_GPU_UUID (DCGM_FI_DEV_UUID before 4.6): on a GPU instance, its MIG device's UUID
+NAME_ID = 50  # DCGM_FI_DEV_GPU_NAME (DCGM_FI_DEV_NAME before 4.6): on a GPU instance, its profile name ("1g.10gb", DcgmCacheManager.cpp)
 
 
 class LogOnce(Protocol):
@@ -31,21 +32,28 @@ def hierarchy(session: DcgmSession, log_once: LogOnce) -> list[MigEntity]:
 
 
 def instance_devices(session: DcgmSession, instances: list[MigEntity], parents: dict[int, DeviceInfo], decode: Decoder, log_once: LogOnce) -> list[tuple[MigEntity, DeviceInfo]]:
-    """The GPU instances among ``instances`` as devices, under their MIG UUIDs (field 54, read once)."""
+    """The GPU instances among ``instances`` as devices, under their MIG UUIDs (field 54, read once), named
+    as NVML names a MIG device: "<GPU name> MIG <profile>" (field 50; dcgm-exporter's GPU_I_PROFILE)."""
     gpu_instances = sorted((each for each in instances if each.entity[0] == session.bindings.fields.DCGM_FE_GPU_I), key=lambda each: each.entity)
     uuids: dict[Entity, str] = {}
+    profiles: dict[Entity, str] = {}
     if gpu_instances:
+        pairs = session.pairs([each.entity for each in gpu_instances])
         try:
-            uuids = session.strings(session.pairs([each.entity for each in gpu_instances]), UUID_ID, decode)
+            uuids = session.strings(pairs, UUID_ID, decode)
         except session.error as error:
             log_once("mig-uuids", logging.WARNING, "cannot read the MIG devices' UUIDs (%s): GPU instances are named <GPU uuid>/gi<n>", session.error_name(error))
+        try:
+            profiles = session.strings(pairs, NAME_ID, decode)
+        except session.error as error:
+            log_once("mig-profiles", logging.WARNING, "cannot read the MIG profiles' names (%s): GPU instances are named by their slices", session.error_name(error))
     out = []
     for each in gpu_instances:
         parent = parents[each.gpu_id]
         info = dataclasses.replace(
             parent,
             uuid=uuids.get(each.entity) or f"{parent.uuid}/gi{each.instance_id}",
-            name=f"{parent.name} MIG {each.slices}g",
+            name=f"{parent.name} MIG {profiles.get(each.entity) or f'{each.slices}g'}",
             power_limit_watts=None,  # power belongs to the whole GPU
             parent_uuid=parent.uuid,
             gpu_instance_id=each.instance_id,

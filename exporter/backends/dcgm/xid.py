@@ -16,11 +16,16 @@ log = logging.getLogger(__name__)
 class XidCounter:
     def __init__(self) -> None:
         self._counts: dict[str, dict[int, int]] = {}  # uuid -> Xid -> count since start
+        self._last: dict[str, int] = {}  # uuid -> the most recent Xid
 
     def count(self, uuid: str, index: int, code: int, where: str = "") -> None:
         counts = self._counts.setdefault(uuid, {})
         counts[code] = counts.get(code, 0) + 1
+        self._last[uuid] = code
         log.warning("Xid %d on GPU %d (%s)%s", code, index, uuid, where)
 
     def counts(self, uuid: str) -> dict[int, int]:
         return dict(self._counts.get(uuid, {}))
+
+    def last(self, uuid: str) -> int | None:
+        return self._last.get(uuid)

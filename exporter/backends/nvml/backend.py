@@ -357,6 +357,7 @@ class NvmlBackend(Backend):
             sample.health = gpu.health.read(nvml, handle, now, self.slow_interval, self.disabled_collectors, gpu.slow_phase)
         if self._xid is not None:
             sample.xid_errors = self._xid.counts(gpu.info.uuid)
+            sample.last_xid = self._xid.last(gpu.info.uuid)
         return sample
 
     def _read_process_utilization(self, gpu: _Gpu) -> tuple[ProcessUtilization, ...] | None:

@@ -32,6 +32,7 @@ class XidWatcher:
         self.nvml = nvml
         self.log_once = log_once
         self._counts: dict[str, dict[int, int]] = {}  # uuid -> xid -> count
+        self._last: dict[str, int] = {}  # uuid -> the most recent xid
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -39,6 +40,10 @@ class XidWatcher:
     def counts(self, uuid: str) -> dict[int, int]:
         with self._lock:
             return dict(self._counts.get(uuid, {}))
+
+    def last(self, uuid: str) -> int | None:
+        with self._lock:
+            return self._last.get(uuid)
 
     def start(self, gpus: Iterable[tuple[DeviceInfo, Any]]) -> None:
         """Watch these (device, handle) pairs: whole GPUs only, a MIG device's Xids arrive on its GPU."""
@@ -85,6 +90,7 @@ class XidWatcher:
                 with self._lock:
                     counts = self._counts.setdefault(uuid, {})
                     counts[int(data.eventData)] = counts.get(int(data.eventData), 0) + 1
+                    self._last[uuid] = int(data.eventData)
                 log.warning("Xid %d on GPU %s", data.eventData, uuid)
         finally:
             try:

@@ -35,6 +35,7 @@ MIB = 1024 * 1024
 PROFILING_IDS = frozenset(range(1001, 1017))
 XID_ID = 230
 UUID_ID = 54
+NAME_ID = 50
 COMPUTE_CAPABILITY_ID = 63
 # DCGM field ID -> (trace key, scale from the trace's unit to DCGM's).
 TRACE_FIELDS = {
@@ -543,6 +544,8 @@ class FakeHostEngine:
         if field_id == UUID_ID:  # DcgmCacheManager.cpp: nvmlDeviceGetUUID, on a GPU instance its MIG device's
             uuid = self.device_attributes(gpu)["uuid"]
             return "DCGM_ST_OK", ts, uuid if entity[0] == GPU else f"MIG-{uuid.removeprefix('GPU-')}-{entity[1] % MAX_INSTANCES_PER_GPU}"
+        if field_id == NAME_ID:  # DcgmCacheManager.cpp: nvmlDeviceGetName; on a GPU instance its profile name, "<slices>g.<GB>gb"
+            return "DCGM_ST_OK", ts, self.device_attributes(gpu)["deviceName"] if entity[0] == GPU else "1g.10gb"
         if field_id == COMPUTE_CAPABILITY_ID:
             major, minor = kind.compute_capability
             return "DCGM_ST_OK", ts, float(major << 16 | minor)  # dcgm_fields.h DCGM_CUDA_COMPUTE_CAPABILITY_MAJOR/MINOR
