@@ -24,7 +24,7 @@ CHART_FILES = ROOT / "helm" / "gpu-efficiency-exporter" / "files"
 def sources() -> dict[Path, Path]:
     """Chart copy -> project original."""
     pairs = {CHART_FILES / "dashboards" / path.name: path for path in sorted((ROOT / "dashboards").glob("*.json"))}
-    for source in (ROOT / "deploy" / "prometheus" / "rules-source.yml", ROOT / "deploy" / "prometheus" / "dcgm-exporter-compat.yml"):
+    for source in (ROOT / "deploy" / "prometheus" / name for name in ("rules-source.yml", "dcgm-exporter-compat.yml", "dcgm-exporter-compat-per-pod.yml")):
         pairs[CHART_FILES / "rules" / source.name] = source
     return pairs
 

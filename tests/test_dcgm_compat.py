@@ -1,7 +1,9 @@
 """The dcgm-exporter compatibility rules (deploy/prometheus/dcgm-exporter-compat.yml) and the
 migration guide against dcgm-exporter's own default counters file: generated files current,
-promtool's unit tests, and every default counter either recorded or explained. (Its public
-dashboard's queries run against a real Prometheus in tests/test_end_to_end_prometheus.py.)"""
+promtool's unit tests (the shipped rules, a hostname/per-pod variant, and alert rules written for
+dcgm-exporter firing unchanged), and every default counter either recorded or explained. (Its public
+dashboard's queries and the alert examples' expressions run against a real Prometheus in
+tests/test_end_to_end_prometheus.py.)"""
 
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from conftest import ROOT
 
 PROMETHEUS_DIR = ROOT / "deploy" / "prometheus"
 GUIDE = ROOT / "docs" / "migrating-from-dcgm-exporter.md"
-FIELDS = ROOT / "tests" / "dcgm_exporter" / "default-counters.fields"
+DCGM_EXPORTER = ROOT / "tests" / "dcgm_exporter"
+FIELDS = DCGM_EXPORTER / "default-counters.fields"
 sys.path.insert(0, str(PROMETHEUS_DIR))
 
 import build_dcgm_compat  # noqa: E402
@@ -83,4 +86,34 @@ def test_the_issues_most_queried_names_are_recorded_with_dcgm_exporters_types():
 def test_every_recorded_series_carries_dcgm_exporters_labels():
     for name, expr in recorded().items():
         if name != build_dcgm_compat.LABELS_RECORD:
-            assert f"group_left ({', '.join(build_dcgm_compat.IDENTITY_LABELS)})" in expr, name
+            assert f"group_left ({', '.join(build_dcgm_compat.identity_labels())})" in expr, name
+
+
+def promtool(*args: str, cwd=PROMETHEUS_DIR) -> str:
+    binary = shutil.which("promtool")
+    assert binary, "promtool is not installed: tests/run.sh installs the Debian package prometheus"
+    result = subprocess.run([binary, *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, f"promtool {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+def test_alert_rules_written_for_dcgm_exporter_fire_unchanged_on_the_compat_series():
+    """Xid (the value and err_code), temperature, ECC, row remapping, memory, NVLink, power throttling
+    in ns and a MIG instance keyed on UUID and GPU_I_ID: each example alert fires as on dcgm-exporter."""
+    assert "SUCCESS" in promtool("check", "rules", "alert-examples.yml", cwd=DCGM_EXPORTER)
+    assert "SUCCESS" in promtool("test", "rules", "alert-examples.test.yml", cwd=DCGM_EXPORTER)
+
+
+def test_the_hostname_and_per_pod_variant_labels_as_newer_dcgm_exporter_and_its_virtual_gpu_mode(tmp_path):
+    shutil.copy(DCGM_EXPORTER / "variant.test.yml", tmp_path)
+    assert build_dcgm_compat.main(["--host-label", "hostname", "--copy-per-pod", "--output", str(tmp_path / "compat-variant.yml")]) == 0
+    text = (tmp_path / "compat-variant.yml").read_text()
+    assert '"Hostname"' not in text and "Variant: --host-label hostname --copy-per-pod" in text
+    assert "SUCCESS" in promtool("check", "rules", "compat-variant.yml", cwd=tmp_path)
+    assert "SUCCESS" in promtool("test", "rules", "variant.test.yml", cwd=tmp_path)
+
+
+def test_a_variant_needs_an_output_file_so_the_shipped_file_stays_dcgm_exporters_released_labels():
+    with pytest.raises(SystemExit):
+        build_dcgm_compat.main(["--host-label", "hostname"])
+    assert "Hostname" in build_dcgm_compat.RULES.read_text()

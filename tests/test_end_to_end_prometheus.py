@@ -39,6 +39,8 @@ RULES = ROOT / "deploy" / "prometheus" / "gpu-efficiency-rules.yml"
 DCGM_COMPAT_RULES = ROOT / "deploy" / "prometheus" / "dcgm-exporter-compat.yml"
 # The panel and variable queries of dcgm-exporter's public Grafana dashboard (source in the file).
 DCGM_EXPORTER_DASHBOARD = ROOT / "tests" / "dcgm_exporter" / "dashboard-queries.json"
+# Alert rules in the shapes dcgm-exporter's users write (promtool fires each: tests/test_dcgm_compat.py).
+DCGM_EXPORTER_ALERTS = ROOT / "tests" / "dcgm_exporter" / "alert-examples.yml"
 ALERTMANAGER_CONFIG = ROOT / "deploy" / "prometheus" / "alertmanager.yml"
 DASHBOARDS = sorted((ROOT / "dashboards").glob("*.json"))
 SCRAPE_INTERVAL = 1.0
@@ -528,6 +530,10 @@ def test_dcgm_exporter_dashboard_queries_return_data_through_the_compat_rules(st
     assert len(prom.query("DCGM_FI_DEV_GPU_UTIL >= 0 <= 100")) == 18 and prom.query("DCGM_FI_DEV_GPU_UTIL > 1")
     (labelled,) = prom.query('count(DCGM_FI_DEV_GPU_TEMP{UUID!="", device=~"nvidia[0-9]+", modelName!="", Hostname="127.0.0.1", DCGM_FI_DRIVER_VERSION!=""})')
     assert labelled["value"][1] == "18"
+    # The alert examples' expressions run on this Prometheus's compat series (the demo trips none of them).
+    for rule in yaml.safe_load(DCGM_EXPORTER_ALERTS.read_text())["groups"][0]["rules"]:
+        prom.query(rule["expr"])
+    assert prom.query("DCGM_FI_DEV_GPU_TEMP > 0 < 85") and prom.query("DCGM_FI_DEV_FB_USED / (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE) <= 1")
 
 
 def test_prometheus_2_stores_the_names_with_colons_escaped(stack):

@@ -226,6 +226,16 @@ def test_the_dcgm_exporter_compat_rules_come_with_the_prometheusrule_when_asked(
     assert without == groups[: -len(compat)]
 
 
+def test_the_compat_rules_take_the_host_label_and_the_per_pod_copy_of_the_users_dcgm_exporter() -> None:
+    text = (ROOT / "deploy" / "prometheus" / "dcgm-exporter-compat-per-pod.yml").read_text()
+    wanted = yaml.safe_load(text.replace("Hostname", "hostname"))["groups"]
+    values = {"prometheusRule": {"enabled": True, "dcgmExporterCompat": True, "dcgmExporterHostLabel": "hostname", "dcgmExporterCopyPerPod": True}}
+    groups = render(values)["PrometheusRule/gpueff-gpu-efficiency-exporter"]["spec"]["groups"]
+    assert groups[-len(wanted):] == wanted and "hostname" in str(wanted) and "Hostname" not in str(wanted)
+    with pytest.raises(helm.HelmError):
+        render({"prometheusRule": {"enabled": True, "dcgmExporterCompat": True, "dcgmExporterHostLabel": "node"}})
+
+
 def helm_test_pod(values: dict[str, Any]) -> dict[str, Any]:
     return render(values)["Pod/gpueff-gpu-efficiency-exporter-test"]
 
