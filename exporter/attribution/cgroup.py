@@ -14,21 +14,31 @@ from pathlib import Path
 from exporter.attribution.kubernetes.owners import ProcessOwner
 from exporter.untrusted import read_text
 
-_POD = re.compile(r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})")
+_UID = r"[0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12}"
+# The pod's own cgroup, a whole path component: ``pod<uid>`` (cgroupfs driver) or
+# ``kubepods[-<qos>]-pod<uid>.slice`` (systemd driver, ``_`` for ``-``).
+_POD = re.compile(rf"pod({_UID})|kubepods(?:-[a-z]+)?-pod({_UID})\.slice")
+# What may lie above it: the kubelet's hierarchy (``kubepods``, ``kubepods.slice``, its QoS levels,
+# a ``kube*``/``kubelet*`` cgroup root), or ``..`` where the exporter sees the path from its own
+# cgroup namespace. A cgroup anyone can create elsewhere (a delegated user slice) named like a pod
+# is not a pod.
+_ABOVE_POD = re.compile(r"\.\.|kube[^/]*|burstable|besteffort")
 _CONTAINER = re.compile(r"^(?:[a-z-]+-)?([0-9a-f]{64})(?:\.scope)?$")
 
 
 def owner_of_cgroup_line(line: str) -> ProcessOwner | None:
-    """The pod UID and container id in one ``hierarchy:controllers:path`` line, if it has them."""
+    """The pod UID and container id in one ``hierarchy:controllers:path`` line, if it has them: the
+    outermost pod cgroup, under the kubelet's hierarchy only, and the container cgroup right below
+    it. A process can create cgroups below its own (cgroup v2 delegation), so nothing deeper counts:
+    a tenant that names a nested cgroup after another pod or container stays in its own."""
     path = line.rstrip("\n").split(":", 2)[-1]
-    pod = None
-    for match in _POD.finditer(path):
-        pod = match.group(1).replace("_", "-")
+    parts = [part for part in path.split("/") if part]
+    depth = next((depth for depth, part in enumerate(parts) if _POD.fullmatch(part) or not _ABOVE_POD.fullmatch(part)), len(parts))
+    pod = _POD.fullmatch(parts[depth]) if depth < len(parts) else None
     if pod is None:
         return None
-    last = path.rstrip("/").rsplit("/", 1)[-1]
-    container = _CONTAINER.match(last)
-    return ProcessOwner(pod_uid=pod, container_id=container.group(1) if container else "")
+    container = _CONTAINER.match(parts[depth + 1]) if depth + 1 < len(parts) else None
+    return ProcessOwner(pod_uid=(pod.group(1) or pod.group(2)).replace("_", "-"), container_id=container.group(1) if container else "")
 
 
 def read_cgroup(pid: int, proc_root: Path) -> list[str] | None:

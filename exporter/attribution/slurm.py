@@ -8,8 +8,9 @@ Slurm's cgroup plugins put every task of a job under the job's own cgroup:
   (``<node>_slurmstepd.scope`` with several slurmd daemons; ``step_batch``, ``step_extern``
   with ``task_special``, ``step_interactive`` for the special steps).
 
-Only a ``job_<id>`` directly below one of those Slurm roots counts, so an unrelated directory that
-happens to be called ``job_1`` is never taken for a job.
+Only a ``job_<id>`` directly below one of those Slurm roots, at the root of the hierarchy, counts,
+so an unrelated directory that happens to be called ``job_1`` is never taken for a job, nor one a
+user made to look like another job's.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_JOB = re.compile(r"(?:^|/)(?:slurm(?:_[^/]+)?|(?:[^/]+_)?slurmstepd\.scope)/(?:uid_(\d+)/)?job_(\d+)(?:/step_([^/]+))?(?:/|$)")
+# Anchored at the path's start (after any ``..`` of the exporter's own cgroup namespace): under cgroup
+# v2 the user owns the cgroups below its task's (Slurm delegates them) and anyone with a delegated
+# user slice can name directories ``slurmstepd.scope/job_7``; only Slurm's own place counts.
+_JOB = re.compile(r"^/(?:\.\./)*(?:system\.slice/)?(?:slurm(?:_[^/]+)?|(?:[^/]+_)?slurmstepd\.scope)/(?:uid_(\d+)/)?job_(\d+)(?:/step_([^/]+))?(?:/|$)")
 
 
 @dataclass(frozen=True, slots=True, order=True)

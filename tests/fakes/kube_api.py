@@ -18,7 +18,8 @@ TOKEN = "test-service-account-token"
 
 
 class FakeApiServer:
-    """``answers``: path -> JSON object (a missing path answers 404). ``service_account`` is a folder
+    """``answers``: path -> JSON object, raw bytes, or a callable that answers itself given the
+    request handler (a hostile server: trickling, malformed) (a missing path answers 404). ``service_account`` is a folder
     with the token and the CA, as Kubernetes mounts it into a pod."""
 
     def __init__(self, folder: Path, answers: dict[str, Any]) -> None:
@@ -38,13 +39,15 @@ class FakeApiServer:
                 fake.requests.append((url.path, urllib.parse.parse_qs(url.query)))
                 if self.headers.get("Authorization") != f"Bearer {TOKEN}":
                     self._answer(401, {"kind": "Status", "code": 401})
+                elif callable(fake.answers.get(url.path)):
+                    fake.answers[url.path](self)
                 elif url.path in fake.answers:
                     self._answer(200, fake.answers[url.path])
                 else:
                     self._answer(404, {"kind": "Status", "code": 404})
 
             def _answer(self, status: int, body: Any) -> None:
-                data = json.dumps(body).encode()
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))

@@ -15,6 +15,7 @@ import urllib.parse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from exporter.deadline import exchange_deadline
 from exporter.untrusted import decode
 
 if TYPE_CHECKING:
@@ -67,11 +68,15 @@ class ApiServer:
         target = path + ("?" + urllib.parse.urlencode(query) if query else "")
         connection = http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout, context=self._ssl())
         try:
-            connection.request("GET", target, headers={"Authorization": f"Bearer {token}", "Accept": "application/json"})
-            response = connection.getresponse()
-            body = response.read(self.max_bytes + 1)
-        except (OSError, http.client.HTTPException) as error:
-            raise ApiError(f"GET {path} failed: {error}") from None
+            with exchange_deadline(connection, self.timeout) as expired:  # the whole call, not each read
+                try:
+                    connection.request("GET", target, headers={"Authorization": f"Bearer {token}", "Accept": "application/json"})
+                    response = connection.getresponse()
+                    body = response.read(self.max_bytes + 1)
+                except (OSError, http.client.HTTPException) as error:
+                    raise ApiError(f"GET {path} failed: {'no whole answer within ' + format(self.timeout, 'g') + ' s' if expired.is_set() else error}") from None
+                if expired.is_set():
+                    raise ApiError(f"GET {path} failed: no whole answer within {self.timeout:g} s")
         finally:
             connection.close()
         if len(body) > self.max_bytes:
@@ -80,8 +85,8 @@ class ApiServer:
             raise ApiError(f"GET {path} answered HTTP {response.status}: {decode(body, 300)}")
         try:
             answer = json.loads(body)
-        except ValueError as error:
-            raise ApiError(f"GET {path}: not JSON ({error})") from None
+        except (ValueError, RecursionError) as error:  # RecursionError: arrays nested thousands deep
+            raise ApiError(f"GET {path}: not JSON ({type(error).__name__}: {str(error)[:200]})") from None
         if not isinstance(answer, dict):
             raise ApiError(f"GET {path}: not a JSON object")
         return answer

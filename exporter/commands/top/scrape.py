@@ -4,18 +4,16 @@ from outside: it is read bounded, and a page that does not parse is a clear erro
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import math
-import socket
 import ssl
-import threading
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from exporter.deadline import exchange_deadline
 from exporter.overview import AppFigures, GpuOverview, JobOverview
 
 MAX_BYTES = 16 * 1024 * 1024  # the largest node's page is under 1 MiB (docs/benchmarks.md)
@@ -102,36 +100,26 @@ def fetch(url: str, timeout: float) -> str:
         if parts.scheme == "https"
         else http.client.HTTPConnection(parts.netloc, timeout=timeout)
     )
-    expired = threading.Event()
-
-    def cut() -> None:
-        expired.set()
-        if connection.sock is not None:
-            with contextlib.suppress(OSError):
-                connection.sock.shutdown(socket.SHUT_RDWR)
-
-    timer = threading.Timer(timeout, cut)
-    timer.daemon = True
-    timer.start()
     try:
-        connection.connect()
-        if expired.is_set():
-            raise TimeoutError
-        connection.request("GET", urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, "")), headers={"Accept": "text/plain"})
-        response = connection.getresponse()
-        if response.status != 200:
-            hint = ": it asks for a password (basic auth), which top does not send" if response.status == 401 else ""
-            hint = ": top does not follow redirects, give it the final URL" if 300 <= response.status < 400 else hint
-            raise ScrapeError(f"{url} answered HTTP {response.status} {response.reason}{hint}")
-        body = response.read(MAX_BYTES + 1)
-        if expired.is_set():
-            raise TimeoutError
-    except (OSError, http.client.HTTPException) as error:
-        if expired.is_set():
-            raise ScrapeError(f"{url} did not send its page within {timeout:g} s") from None
-        raise ScrapeError(f"cannot reach {url}: {error}") from None
+        with exchange_deadline(connection, timeout) as expired:
+            try:
+                connection.connect()
+                if expired.is_set():
+                    raise TimeoutError
+                connection.request("GET", urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, "")), headers={"Accept": "text/plain"})
+                response = connection.getresponse()
+                if response.status != 200:
+                    hint = ": it asks for a password (basic auth), which top does not send" if response.status == 401 else ""
+                    hint = ": top does not follow redirects, give it the final URL" if 300 <= response.status < 400 else hint
+                    raise ScrapeError(f"{url} answered HTTP {response.status} {response.reason}{hint}")
+                body = response.read(MAX_BYTES + 1)
+                if expired.is_set():
+                    raise TimeoutError
+            except (OSError, http.client.HTTPException) as error:
+                if expired.is_set():
+                    raise ScrapeError(f"{url} did not send its page within {timeout:g} s") from None
+                raise ScrapeError(f"cannot reach {url}: {error}") from None
     finally:
-        timer.cancel()
         connection.close()
     if len(body) > MAX_BYTES:
         raise ScrapeError(f"{url} sent more than {MAX_BYTES // (1024 * 1024)} MiB: not an exporter's page")
