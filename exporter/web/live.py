@@ -91,8 +91,9 @@ class _Answers:
 
     sequence: int
     stale: bool
-    full: bytes
-    recent: dict[int, bytes]
+    head: bytes  # the GPUs' overview, without its closing brace: shared by every answer
+    full: bytes  # ',"history":...' with the whole window and the classes
+    recent: dict[int, bytes]  # after -> ',"history":...' with the points after it
 
 
 WATCHED_FOR = 30.0  # seconds after a page's last poll during which each new snapshot's answers are made ahead
@@ -126,8 +127,8 @@ class LiveData:
         if self.clock() - self._asked <= WATCHED_FOR:
             self._make(snapshot, stale=False)
 
-    def answer(self, after: int) -> tuple[bytes, bytes] | None:
-        """The JSON in two parts, or None before the first poll."""
+    def answer(self, after: int) -> tuple[bytes, bytes, bytes] | None:
+        """The JSON in three parts (written as they are, never joined), or None before the first poll."""
         snapshot = self.current()
         if snapshot is None:
             return None
@@ -138,7 +139,7 @@ class LiveData:
         answers = self._answers
         if answers is None or answers.sequence != snapshot.sequence or answers.stale != stale:
             answers = self._make(snapshot, stale)
-        return (answers.recent.get(after, answers.full) if after else answers.full), b',"age_seconds":%.3f}' % age
+        return answers.head, (answers.recent.get(after, answers.full) if after else answers.full), b',"age_seconds":%.3f}' % age
 
     def _make(self, snapshot: Snapshot, stale: bool) -> _Answers:
         with self._lock:
@@ -148,13 +149,11 @@ class LiveData:
             head = _json(_head(snapshot, stale, self.note))[:-1]  # without its closing brace
             span = self.history.span()
             if self._history_json is None or self._history_json[0] != span:  # a point closed: at most once a second
-                histories = {after: _json(_history(self.history.since(after))) for after in range(max(1, span[1] - RECENT), span[1] + 1)}
-                histories[0] = _json(_history(self.history.since(0))) + b',"classes":' + _json(_classes())
+                histories = {after: b',"history":' + _json(_history(self.history.since(after))) for after in range(max(1, span[1] - RECENT), span[1] + 1)}
+                histories[0] = b',"history":' + _json(_history(self.history.since(0))) + b',"classes":' + _json(_classes())
                 self._history_json = (span, histories)
             histories = self._history_json[1]
-            full = head + b',"history":' + histories[0]
-            recent = {after: head + b',"history":' + history for after, history in histories.items() if after}
-            made = _Answers(snapshot.sequence, stale, full, recent)
+            made = _Answers(snapshot.sequence, stale, head, histories[0], {after: history for after, history in histories.items() if after})
             self._answers = made
             return made
 
