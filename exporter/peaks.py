@@ -267,12 +267,34 @@ def precision_peak(peak: Peak, precision: str) -> float | None:
     return next((value for name in PRECISION_PEAKS[precision] if (value := getattr(peak, name)) is not None), None)
 
 
-def peak_for(model: str, overrides: dict[str, PeakOverride] | None = None) -> Peak | None:
-    """The peaks of a model by its NVML name; config overrides win field by field."""
+# The compute figures of a Peak: a MIG instance has its share of them (its SMs at the same clock).
+COMPUTE_FIELDS = tuple(field for _, field in SPEC_PIPES)
+
+
+def mig_share(parent: Peak, sm_count: int) -> Peak | None:
+    """A MIG instance of ``parent`` with ``sm_count`` of its SMs: each compute figure in proportion
+    (the same SMs at the same clocks, so the same clock bases). Its DRAM, PCIe and NVLink shares are
+    set by its memory slices and the link's sharing, which the name does not give reliably: None."""
+    if not parent.sm_count or not 0 < sm_count <= parent.sm_count:
+        return None
+    share = sm_count / parent.sm_count
+    scaled = {field: value * share for field in COMPUTE_FIELDS if (value := getattr(parent, field)) is not None}
+    return replace(parent, **scaled, dram_bytes_per_second=None, pcie_bytes_per_second=None, nvlink_bytes_per_second=None,
+                   sm_count=sm_count, source=f"{parent.source}; a MIG instance of {sm_count} of its {parent.sm_count} SMs")
+
+
+def peak_for(model: str, overrides: dict[str, PeakOverride] | None = None, sm_count: int | None = None) -> Peak | None:
+    """The peaks of a model by its NVML name; config overrides win field by field. A MIG device
+    (``<GPU name> MIG <profile>``) not named in the config gets its share of its GPU's compute
+    figures by its ``sm_count``."""
     folded = model.strip().casefold()
     peak = _BY_FOLDED_NAME.get(folded)
     override = next((given for name, given in (overrides or {}).items() if name.strip().casefold() == folded), None)
     if override is None:
+        parent_name, mig, _ = folded.partition(" mig ")
+        if peak is None and mig and sm_count:
+            parent = peak_for(parent_name, overrides)
+            return None if parent is None else mig_share(parent, sm_count)
         return peak
     given = {OVERRIDE_FIELDS[key][0]: value * OVERRIDE_FIELDS[key][1] for key, value in asdict(override).items() if value is not None}
     if peak is None:

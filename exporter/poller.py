@@ -167,10 +167,12 @@ class Poller:
             log.info("collecting from the %s backend works again", self.backend.name)
             self._last_error = None
         self._devices = [sample.device for sample in samples]
-        for model in {sample.device.name for sample in samples} - self._models_seen:
-            self._models_seen.add(model)
-            if peak_for(model, self.config.peaks) is None:
-                log.warning("%s", unknown_model_note(model))
+        for sample in samples:
+            model = sample.device.name
+            if model not in self._models_seen:
+                self._models_seen.add(model)
+                if peak_for(model, self.config.peaks, sample.device.sm_count) is None:
+                    log.warning("%s", unknown_model_note(model))
         return samples
 
     def _judge_jobs(self, samples: list[GpuSample], states: list[GpuState], proc_root: Path) -> PeerJudgement:

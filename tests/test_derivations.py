@@ -378,3 +378,12 @@ def test_no_tensor_estimate_without_the_sub_pipe_split():
     derived = derive(synthetic(1.0, sm_active=0.95, tensor_active=0.95), Config())
     assert derived.pipe_busy.hmma_bf16_equivalent is None and derived.pipe_busy.dmma_fp64 is None and derived.busy_flops is None
     assert derived.bottleneck == "compute"
+
+
+def test_a_mig_device_is_counted_at_its_share_of_the_gpus_rate():
+    """A 3g.71gb instance of an H200 (60 of 132 SMs): its busy FLOP/s at 60 x 4096 FLOP per clock."""
+    mig = dataclasses.replace(H200, name="NVIDIA H200 MIG 3g.71gb", uuid="MIG-h200-3g", sm_count=60)
+    sample = dataclasses.replace(synthetic(1.0, sm_clock=1500, sm_active=0.9, tensor_active=0.5, tensor_hmma_active=0.5, dram_active=0.3), device=mig)
+    derived = derive(sample, Config())
+    assert derived.pipe_busy.hmma_bf16_equivalent == pytest.approx(0.5 * 60 * 4096 * 1500e6, rel=1e-3)
+    assert derived.dram_bytes_per_second is None  # its memory slices' bandwidth is not derived from the name

@@ -103,3 +103,23 @@ def test_a_name_without_a_sourced_figure_gets_no_estimate_and_the_log_says_why(n
     assert peak_for(name) is None and peak_for(f" {name.lower()} ") is None
     assert UNSOURCED[name] in unknown_model_note(f" {name.upper()}")
     assert f"`{name}`" in DOCS
+
+
+@pytest.mark.parametrize("name", ["NVIDIA H100 80GB HBM3 MIG 1g.10gb", "nvidia h100 80gb hbm3 mig 1g", " NVIDIA H100 80GB HBM3 MIG 1c.3g.40gb "])
+def test_a_mig_instance_gets_its_share_of_its_gpus_compute_by_its_sms(name):
+    """NVML names a MIG device '<GPU> MIG <profile>' (DCGM here: '<GPU> MIG <n>g'); its SMs run at the GPU's clocks."""
+    full, mig = BUILTIN_PEAKS["NVIDIA H100 80GB HBM3"], peak_for(name, sm_count=16)
+    assert mig.tensor_flops == pytest.approx(full.tensor_flops * 16 / 132) and mig.fp32_flops == pytest.approx(full.fp32_flops * 16 / 132)
+    assert mig.tensor_int8_ops == pytest.approx(full.tensor_int8_ops * 16 / 132) and mig.sm_count == 16
+    assert mig.basis_mhz("tensor_flops") == full.basis_mhz("tensor_flops")
+    assert mig.dram_bytes_per_second is None and mig.pcie_bytes_per_second is None and mig.nvlink_bytes_per_second is None
+    assert "MIG instance of 16 of its 132 SMs" in mig.source
+
+
+def test_a_mig_instance_without_a_known_gpu_or_sm_count_gets_nothing():
+    assert peak_for("NVIDIA H100 80GB HBM3 MIG 1g.10gb") is None  # no SM count
+    assert peak_for("NVIDIA H100 80GB HBM3 MIG 1g.10gb", sm_count=133) is None  # more SMs than the GPU has
+    assert peak_for("NVIDIA Future GPU MIG 1g.10gb", sm_count=16) is None
+    assert peak_for("NVIDIA GB200 MIG 1g.23gb", sm_count=16) is None  # its SM count is not published
+    given = peak_for("NVIDIA H100 80GB HBM3 MIG 1g.10gb", {"NVIDIA H100 80GB HBM3 MIG 1g.10gb": PeakOverride(dram_tbps=0.4)}, sm_count=16)
+    assert given.dram_bytes_per_second == 0.4e12 and given.tensor_flops is None  # a config row for the MIG name is taken as it is
