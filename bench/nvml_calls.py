@@ -1,6 +1,6 @@
 """The NVML calls of one poll, taken from the backend itself (issue 28).
 
-``record`` runs ``NvmlBackend`` (open, then polls ``interval`` seconds apart) on a proxy around the
+``record`` runs ``NvmlBackend`` (open, then polls at least ``interval`` seconds apart) on a proxy around the
 pynvml module (the real one or tests/fakes/nvml.py) that notes every ``nvml*`` call the polling
 thread makes, with its arguments and its wall and thread-CPU time as the backend made it. Every
 ``slow_every``-th poll the backend's clock is moved on by its slow interval, so that its slow round
@@ -141,7 +141,7 @@ class Recording:
 
 def record(nvml: Any, interval: float, polls: int, slow_every: int = 4) -> Recording:
     """Open the NVML backend on ``nvml`` (pynvml or a fake) through a recording proxy and poll it
-    ``polls`` times ``interval`` seconds apart, under the daemon's default settings. The first
+    ``polls`` times at least ``interval`` seconds apart, under the daemon's default settings. The first
     ``FIRST_POLLS`` polls are the start-up's; every ``slow_every``-th poll after them the backend's
     clock is moved on by its slow interval."""
     from exporter.backends.base import CollectSettings
@@ -158,9 +158,12 @@ def record(nvml: Any, interval: float, polls: int, slow_every: int = 4) -> Recor
     slow_polls = set()
     backend.start()
     try:
-        due = time.monotonic()
+        due = ended = time.monotonic()
         for poll in range(polls):
-            due += interval
+            # On the grid, but never sooner than ``interval`` after the last poll ended: a poll that a
+            # busy machine delayed must not make the next one too soon for GPM (100 ms between
+            # samples), whose window would then not close and its calls not be made.
+            due = max(due + interval, ended + interval)
             time.sleep(max(0.0, due - time.monotonic()))
             if poll >= FIRST_POLLS and poll % slow_every == 0:
                 skew += backend.slow_interval
@@ -168,6 +171,7 @@ def record(nvml: Any, interval: float, polls: int, slow_every: int = 4) -> Recor
             proxy.poll = poll
             wall, cpu = time.perf_counter_ns(), time.thread_time_ns()
             backend.collect()
+            ended = time.monotonic()
             if poll >= FIRST_POLLS and poll not in slow_polls:
                 recording.collect_wall_ms.append((time.perf_counter_ns() - wall) / 1e6)
                 recording.collect_cpu_ms.append((time.thread_time_ns() - cpu) / 1e6)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from harness import free_port  # noqa: F401  (the tests import it from here)
+from waiting import PATIENCE
 
 from exporter.snapshot import Snapshot
 from exporter.trace import planted_trace_paths
@@ -47,7 +48,7 @@ def dcgm_engine(trace_paths):
     fake_hostengine.reset()
 
 
-def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
+def http_get(url: str, timeout: float = PATIENCE) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
             return response.status, response.read().decode()
@@ -67,14 +68,14 @@ class Daemon:
         assert status == 200, body
         return body
 
-    def stop(self, timeout: float = 10.0) -> int:
+    def stop(self, timeout: float = PATIENCE) -> int:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
         return self.process.wait(timeout)
 
 
 @contextlib.contextmanager
-def running_daemon(*args: str, ready_timeout: float = 15.0, env: dict[str, str] | None = None, is_ready: Callable[[int], bool] | None = None):
+def running_daemon(*args: str, ready_timeout: float = PATIENCE, env: dict[str, str] | None = None, is_ready: Callable[[int], bool] | None = None):
     """Start ``python -m exporter`` with ``args`` on a free loopback port; wait until /-/ready
     answers 200 (or until ``is_ready(port)``, for a daemon that speaks TLS)."""
     port = free_port()
@@ -87,7 +88,7 @@ def running_daemon(*args: str, ready_timeout: float = 15.0, env: dict[str, str] 
             if process.poll() is not None:
                 raise AssertionError(f"daemon exited with {process.returncode}: {process.stdout.read()}")
             with contextlib.suppress(OSError):
-                if is_ready(port) if is_ready else http_get(daemon.url + "/-/ready", timeout=1)[0] == 200:
+                if is_ready(port) if is_ready else http_get(daemon.url + "/-/ready", timeout=PATIENCE)[0] == 200:
                     break
             if time.monotonic() > deadline:
                 raise AssertionError("daemon did not become ready")
@@ -97,7 +98,7 @@ def running_daemon(*args: str, ready_timeout: float = 15.0, env: dict[str, str] 
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
             try:
-                process.wait(10)
+                process.wait(PATIENCE)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()

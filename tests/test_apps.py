@@ -13,6 +13,7 @@ from conftest import free_port
 from fakes.app_servers.server_metrics import Request, ServerMetrics, exposed_name, servers
 from fakes.apps import App, answer_of, send, serving, slow, trickle, wsgi_serving
 from prometheus_client import Counter, Histogram
+from waiting import PATIENCE, wait_until
 
 from exporter.apps.counters import CounterIncrease
 from exporter.apps.derive import gpu_figures, select_gpus
@@ -29,7 +30,8 @@ from exporter.trace import load_trace
 
 
 def app_config(url: str, **changes: object) -> AppConfig:
-    raw = {"name": "llm", "url": url, "counter": "vllm:generation_tokens_total", "unit": "tokens", "scrape_interval": "1s", "scrape_timeout": "500ms", **changes}
+    """An app; a scrape that should succeed has PATIENCE to (a busy machine answers slowly)."""
+    raw = {"name": "llm", "url": url, "counter": "vllm:generation_tokens_total", "unit": "tokens", "scrape_interval": f"{PATIENCE:g}s", "scrape_timeout": f"{PATIENCE:g}s", **changes}
     return parse_config({"apps": [raw]}).apps[0]
 
 
@@ -174,29 +176,30 @@ def test_down_app_fails_fast_and_logs_only_state_changes(caplog):
 
 
 def test_slow_app_times_out_within_the_timeout():
+    """The app answers only when the test ends: a scrape that waited for it would fail otherwise."""
     stop = threading.Event()
     try:
-        with serving(slow(5.0, stop)) as url:
+        with serving(slow(PATIENCE, stop)) as url:
             started = time.monotonic()
             reading = Scraper(app_config(url, scrape_timeout="300ms")).scrape_once()
             took = time.monotonic() - started
     finally:
         stop.set()
     assert "no complete answer within scrape_timeout (0.3s)" in reading.error
-    assert 0.25 <= took < 1.5
+    assert took >= 0.3 - 0.01  # not given up before the timeout (a busy machine only adds to it)
 
 
 def test_trickling_app_is_cut_at_the_timeout_not_per_read():
+    """One byte every 50 ms until the test ends: each read is well within the timeout, so only a
+    whole-exchange deadline ends the scrape with a timeout (per-read timeouts would read on until the
+    app stops, then fail on the body)."""
     stop = threading.Event()
     try:
-        with serving(trickle(stop)) as url:
-            started = time.monotonic()
+        with serving(trickle(stop, limit=PATIENCE)) as url:
             reading = Scraper(app_config(url, scrape_timeout="400ms")).scrape_once()
-            took = time.monotonic() - started
     finally:
         stop.set()
-    assert "scrape_timeout" in reading.error
-    assert took < 1.5  # each byte arrives well within the timeout: only a whole-exchange deadline stops it
+    assert "no complete answer within scrape_timeout (0.4s)" in reading.error
 
 
 @pytest.mark.parametrize("with_length", [True, False])
@@ -392,7 +395,7 @@ def test_a_scraper_thread_survives_any_exception(caplog):
     app = App(vllm_like)
     app.metrics[0].labels("llama").inc(5)
     with serving(app.respond) as url:
-        scraper = Scraper(app_config(url, scrape_interval="100ms", scrape_timeout="100ms"))
+        scraper = Scraper(app_config(url))
         real = scraper.scrape_once
         failures = iter([MemoryError("no room"), OverflowError("timeout value is too large")])
 
@@ -406,12 +409,10 @@ def test_a_scraper_thread_survives_any_exception(caplog):
         caplog.set_level(logging.ERROR, logger="exporter.apps")
         scraper.start()
         try:
-            deadline = time.monotonic() + 10
-            while scraper.latest is None and time.monotonic() < deadline:
-                time.sleep(0.05)
+            wait_until(lambda: scraper.latest is not None, "the scrape after the two failures")
         finally:
             scraper.stop()
-            scraper.join(5)
+            scraper.join(PATIENCE)
     assert scraper.latest is not None and scraper.latest.units == {(("model_name", "llama"),): 5.0}
     assert scraper.errors_total == 2
     assert [record.getMessage().split(" (")[0] for record in caplog.records] == ['app "llm": the scraper failed'] * 2

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import threading
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 from fakes.nvml import FakeNvml
+from waiting import PATIENCE
 
 from exporter.trace import load_trace, planted_trace_paths
 
@@ -24,9 +27,26 @@ def bench_module() -> ModuleType:
     return module
 
 
+class XidThreadFirst(FakeNvml):
+    """Polls read power only once the Xid thread has waited for an event: its calls are then in the
+    recording however slowly a busy machine starts that thread."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.xid_waited = threading.Event()
+
+    def nvmlEventSetWait(self, *args: Any) -> Any:  # noqa: N802 (pynvml's name)
+        self.xid_waited.set()
+        return super().nvmlEventSetWait(*args)
+
+    def nvmlDeviceGetPowerUsage(self, *args: Any) -> Any:  # noqa: N802 (pynvml's name)
+        assert self.xid_waited.wait(PATIENCE), "the Xid thread never waited for an event"
+        return super().nvmlDeviceGetPowerUsage(*args)
+
+
 def test_each_call_of_the_backend_is_listed_once_with_its_cadence_and_gpm_request() -> None:
     nvml_calls = bench_module()
-    recording = nvml_calls.record(FakeNvml([load_trace(planted_trace_paths()[0])], event_wait_cap=0.05), interval=0.11, polls=6, slow_every=4)
+    recording = nvml_calls.record(XidThreadFirst([load_trace(planted_trace_paths()[0])], event_wait_cap=0.05), interval=0.11, polls=6, slow_every=4)
     rows = nvml_calls.rows(recording)
     cadence = {row.label: row.cadence for row in rows}
     assert cadence["nvmlInit()"] == "open"

@@ -1,14 +1,15 @@
 """Load and soak.
 
 - 100 concurrent scrapers against a real daemon in replay mode for GPUEFF_LOAD_SECONDS (default 60,
-  the figure in the issue): no error, no hang (p99 under HANG_SECONDS), and the daemon's RSS flat; the same over TLS
-  with basic auth for GPUEFF_TLS_LOAD_SECONDS (default 10). Figures are printed
-  (run with -s to see them); only no errors and generous bounds are asserted, since this 2-core
-  machine is shared.
+  the figure in the issue): every scraper answered, no error (a hung scrape is one: its connection
+  times out), and the daemon's RSS flat; the same over TLS with basic auth for GPUEFF_TLS_LOAD_SECONDS
+  (default 10). Latency figures are printed (run with -s to see them), never asserted: a busy machine
+  makes any bound on them flaky; bench/prometheus_spacing.py measures them on a quiet one.
 - A soak of the poller and exposition with heavy churn: every refresh a new set of pods holds each GPU
   (a real gRPC kubelet fake on a unix socket) and new processes in new pods run on it (fake /proc
-  cgroups, the fake pynvml's process list). Series of gone pods and processes must disappear, the
-  series count must stay bounded, and Python's traced memory must stay flat.
+  cgroups, the fake pynvml's process list). Series of gone pods and processes must be gone by the
+  first poll after the refresh that no longer lists them, the series count must stay bounded, and
+  Python's traced memory must stay flat. The test makes each refresh itself, on its fake clock.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ import uuid as uuidlib
 import pytest
 from conftest import payloads_following, running_daemon
 from fakes.nvml import FakeClock, FakeGpu, FakeNvml
+from waiting import PATIENCE
 
+from exporter.attribution.kubernetes.attribution import PodRefresher
 from exporter.backends.nvml.backend import NvmlBackend
 from exporter.config.file import parse_config
 from exporter.poller import Poller
@@ -44,11 +47,6 @@ def rss_bytes(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     raise AssertionError("no VmRSS")
-
-
-# Not the latency target (milliseconds, printed by bench/prometheus_spacing.py on a quiet machine): a
-# bound in seconds that only a hang crosses, so this shared 2-core machine cannot make it flaky.
-HANG_SECONDS = 5.0
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -90,7 +88,8 @@ def hammer(pid: int, connect, headers: dict[str, str], seconds: float) -> tuple[
         rss.append(rss_bytes(pid))
     stop.set()
     for thread in threads:
-        thread.join(35)
+        thread.join(PATIENCE)
+    assert not any(thread.is_alive() for thread in threads), "a scraper hangs"
     assert all(mine for mine in latencies), "a scraper never got an answer"
     return [value for mine in latencies for value in mine], errors, rss, time.monotonic() - started
 
@@ -102,13 +101,12 @@ def report(what: str, every: list[float], errors: list[str], rss: list[int], ela
           f"latency p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, max {max(every) * 1000:.1f} ms; "
           f"daemon RSS {rss[0] / 2**20:.1f} MiB idle, {warm / 2**20:.1f} MiB warm, {rss[-1] / 2**20:.1f} MiB at the end, peak {max(rss) / 2**20:.1f} MiB")
     assert not errors, errors[:5]
-    assert p99 < HANG_SECONDS, f"p99 {p99:.1f} s: scrapes hang"
     assert rss[-1] - warm < 32 * 2**20, "the daemon's memory grew under load"
 
 
-def test_100_concurrent_scrapers_get_no_error_and_a_bounded_p99():
+def test_100_concurrent_scrapers_get_no_error_and_no_memory_growth():
     with running_daemon("--demo", "--collect-interval", "500ms") as daemon:
-        results = hammer(daemon.process.pid, lambda: http.client.HTTPConnection("127.0.0.1", daemon.port, timeout=30), {}, LOAD_SECONDS)
+        results = hammer(daemon.process.pid, lambda: http.client.HTTPConnection("127.0.0.1", daemon.port, timeout=PATIENCE), {}, LOAD_SECONDS)
         assert daemon.process.poll() is None
     report("load", *results)
 
@@ -125,7 +123,7 @@ def test_100_concurrent_scrapers_over_tls_with_basic_auth(tmp_path):
     config.write_text(yaml.safe_dump({"tls_server_config": {"cert_file": "server.crt", "key_file": "server.key"}, "basic_auth_users": {"prometheus": bcrypt.hashpw(b"secret", bcrypt.gensalt(10)).decode()}}))
     context, headers = client_context(pki), basic("prometheus", "secret")
     with tls_daemon(config, context, headers) as daemon:
-        results = hammer(daemon.process.pid, lambda: http.client.HTTPSConnection("127.0.0.1", daemon.port, context=context, timeout=30), headers, TLS_LOAD_SECONDS)
+        results = hammer(daemon.process.pid, lambda: http.client.HTTPSConnection("127.0.0.1", daemon.port, context=context, timeout=PATIENCE), headers, TLS_LOAD_SECONDS)
         assert daemon.process.poll() is None
     report("load over TLS with basic auth", *results)
 
@@ -158,6 +156,17 @@ def churn_world(tmp_path, trace_paths):
         yield clock, fake, kubelet, socket_path, proc
 
 
+def refresh_only_when_asked(poller: Poller) -> PodRefresher:
+    """The poller's pod refresher with its thread ended: a refresh of the thread's own, on real time,
+    could read one round's pods and store them after the test's refresh of the next round."""
+    refresher = poller.attributor._refresher
+    assert refresher is not None, "pod attribution is not configured"
+    refresher.stop()
+    refresher._thread.join(PATIENCE)
+    assert not refresher._thread.is_alive(), "the pod refresher's thread did not end"
+    return refresher
+
+
 def test_soak_with_pod_and_process_churn_drops_gone_series_and_keeps_memory_flat(churn_world):
     from fakes.kubelet import pod
 
@@ -167,6 +176,8 @@ def test_soak_with_pod_and_process_churn_drops_gone_series_and_keeps_memory_flat
     poller = Poller(backend, config, clock=clock)
     backend.start()  # no poller thread: the test calls poll_once and moves the clock
     exposition = payloads_following(poller, clock)
+    poller.poll_once()  # configures pod attribution: its refresh thread starts (and is ended next)
+    refresher = refresh_only_when_asked(poller)
     rounds = int(os.environ.get("GPUEFF_SOAK_ROUNDS", "600"))
     pid = 1000
     series_counts, memory = [], []
@@ -191,8 +202,7 @@ def test_soak_with_pod_and_process_churn_drops_gone_series_and_keeps_memory_flat
                 gpu.processes = processes
             kubelet.pods = pods
             clock.advance(1.0)
-            if poller.attributor._refresher is not None:  # what its thread does every refresh_interval
-                poller.attributor._refresher.refresh()
+            refresher.refresh()  # what its thread does every refresh_interval
             poller.poll_once()
             body = exposition.body().decode()
             series = [line for line in body.splitlines() if line and not line.startswith("#")]

@@ -122,7 +122,9 @@ def test_cli_record_writes_a_trace(tmp_path, traces, monkeypatch, restore_loggin
     assert code == 0
     trace = load_trace(output)
     assert (trace.workload, trace.description, trace.truth, trace.interval_s) == ("tiny", "1000 tiny kernels", {"tflops": 0.5}, 0.1)
-    assert 4 <= len(trace.samples) <= 6
+    stamps = [record["t"] for record in trace.samples]  # seconds since the first window began, to the ms
+    assert stamps[-1] >= 0.4 and all(t <= 0.4 for t in stamps[:-1])  # it recorded until the duration was reached, then stopped
+    assert all(later - earlier >= 0.1 - 0.001 for earlier, later in zip(stamps, stamps[1:]))  # never sooner than the interval
     assert all(record["util_gpu"] is not None and record["SM_UTIL"] is not None for record in trace.samples)
 
 
