@@ -51,7 +51,7 @@ def test_colon_names_and_total_suffix_from_a_real_prometheus_client_counter():
     tokens.labels("mistral").inc(66)
     requests.labels("llama", "stop").inc(7)
     with serving(app.respond) as url:
-        text = fetch(url, timeout=2, max_bytes=1 << 20, names=["vllm:generation_tokens_total", "vllm:request_success_total"])
+        text = fetch(url, timeout=PATIENCE, max_bytes=1 << 20, names=["vllm:generation_tokens_total", "vllm:request_success_total"])
     assert any(line.startswith(b"vllm:generation_tokens_total{") for line in text.wanted)
     assert not any(line.startswith(b"vllm:generation_tokens_created{") for line in text.wanted)  # never kept
     # The exposed sample name and the family name (without _total) both select the counter, never _created.
@@ -87,7 +87,7 @@ def test_every_recorded_server_joins_in_either_spelling(server):
     with wsgi_serving(metrics.wsgi_app()) as url:
         pages = {}
         for prometheus, accept in (("2.x", PROMETHEUS_2_ACCEPT), ("3.x", PROMETHEUS_3_ACCEPT)):
-            with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept": accept}), timeout=2) as response:
+            with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept": accept}), timeout=PATIENCE) as response:
                 assert response.headers["Content-Type"].startswith("application/openmetrics-text")
                 pages[prometheus] = response.read().decode()
         for role, expected in joined.items():
@@ -99,7 +99,7 @@ def test_every_recorded_server_joins_in_either_spelling(server):
                 assert f"\n{escaped(name)}" in pages["2.x"] and f"\n{name}" not in pages["2.x"]
                 assert f"\n{name}" in pages["3.x"] and f"\n{escaped(name)}" not in pages["3.x"]
             for configured in (name, escaped(name)):
-                answers = [fetch(url, timeout=2, max_bytes=1 << 20, names=[configured])] + [answer_of(page, configured) for page in pages.values()]
+                answers = [fetch(url, timeout=PATIENCE, max_bytes=1 << 20, names=[configured])] + [answer_of(page, configured) for page in pages.values()]
                 for answer in answers:
                     assert sum(read_counter(answer, configured, {}).values()) == expected, (server, role, configured)
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import re
 import subprocess
 import threading
-import time
 
 import pytest
 from conftest import free_port, running_daemon
-from fakes.apps import App, serving, slow
+from fakes.apps import App, send, serving
 from prometheus_client import Counter
 from prometheus_client.parser import text_string_to_metric_families
+from waiting import PATIENCE, wait_until
 
 from exporter.apps.monitor import AppMonitor
 from exporter.backends.replay import ReplayBackend
@@ -141,28 +141,32 @@ def test_a_down_app_keeps_its_counters_and_the_gpu_metrics(trace_paths):
 
 
 def test_the_gpu_poll_never_waits_for_a_slow_app(trace_paths):
-    stop = threading.Event()
+    """The app answers only when the test ends: polls go on while its scrape hangs, and stopping the
+    poller ends the scrape without the app's answer."""
+    stop, asked = threading.Event(), threading.Event()
+
+    def hang(handler) -> None:
+        asked.set()
+        stop.wait(PATIENCE)
+        send(handler, b"x_total 1\n")
+
     backend = ReplayBackend([load_trace(trace_paths["idle"])])
     try:
-        with serving(slow(10.0, stop)) as url:
-            config = parse_config({"collect_interval": "100ms", "apps": [app_entry(url, scrape_interval="1s", scrape_timeout="1s")]})
+        with serving(hang) as url:
+            config = parse_config({"collect_interval": "100ms", "apps": [app_entry(url, scrape_interval=f"{PATIENCE:g}s", scrape_timeout=f"{PATIENCE:g}s")]})
             poller = Poller(backend, config)
             poller.start(backend.start())
-            time.sleep(0.8)
-            during = poller.snapshot
-            deadline = time.monotonic() + 5
-            while poller.snapshot.apps[0].scrape_errors_total == 0 and time.monotonic() < deadline:
-                time.sleep(0.05)
-            after = poller.snapshot
-            started = time.monotonic()
+            scraper = poller.apps.scrapers[0]
+            wait_until(asked.is_set, "the app's first scrape")
+            polls_then = wait_until(lambda: poller.snapshot, "the first poll").polls_total
+            during = wait_until(lambda: poller.snapshot.polls_total >= polls_then + 3 and poller.snapshot, "three polls while the app's scrape hangs")
             poller.stop()
-            stop_took = time.monotonic() - started
+            scraper.join(PATIENCE)
+            scraper_ended_first = not scraper.alive() and not stop.is_set()
     finally:
         stop.set()
-    assert during.polls_total >= 4 and during.collect_duration_sum_seconds / during.polls_total < 0.05  # polls went on while the app hung
-    assert not during.apps[0].up and during.apps[0].scrape_errors_total == 0
-    assert after.apps[0].scrape_errors_total == 1 and not after.apps[0].up
-    assert stop_took < 3
+    assert not during.apps[0].up and during.apps[0].scrape_errors_total == 0  # its scrape was still under way
+    assert scraper_ended_first, "stopping the poller waited for the hung app"
 
 
 def test_reload_keeps_unchanged_apps_and_restarts_changed_ones():
@@ -178,35 +182,31 @@ def test_reload_keeps_unchanged_apps_and_restarts_changed_ones():
 
 
 @pytest.mark.slow
-def test_daemon_scrapes_a_real_app_at_a_known_rate(tmp_path):
+def test_daemon_scrapes_a_real_app(tmp_path):
+    """Each scrape of the app finds 200 more tokens: the daemon's units total is a multiple of 200,
+    however a busy machine spaces the scrapes. The rate itself is exact under a controlled clock
+    (test_figures_match_the_known_rate_and_the_replayed_power)."""
     app = App(vllm_like)
     tokens = app.metrics[0]
-    stop = threading.Event()
 
-    def work() -> None:  # 200 tokens every 50 ms: 4000 tokens/s
-        while not stop.wait(0.05):
-            tokens.inc(200)
+    def respond(handler) -> None:
+        tokens.inc(200)
+        app.respond(handler)
 
-    worker = threading.Thread(target=work, daemon=True)
-    try:
-        with serving(app.respond) as url:
-            config = tmp_path / "gpueff.yml"
-            config.write_text(
-                "apps:\n"
-                f"  - {{name: llm, url: '{url}', counter: 'vllm:generation_tokens_total', unit: tokens, gpus: [4], scrape_interval: 1s, scrape_timeout: 500ms}}\n"
-                f"  - {{name: gone, url: 'http://127.0.0.1:{free_port()}/metrics', counter: x_total, unit: requests, scrape_interval: 1s, scrape_timeout: 500ms}}\n"
-            )
-            worker.start()
-            with running_daemon("--demo", "--config", str(config), "--collect-interval", "200ms") as daemon:
-                deadline = time.monotonic() + 15
-                body = daemon.metrics()
-                while "gpueff_app_throughput_per_second" not in body and time.monotonic() < deadline:
-                    time.sleep(0.2)
-                    body = daemon.metrics()
-                time.sleep(2.2)  # a full window between two scrapes, both after the first rate
-                body = daemon.metrics()
-    finally:
-        stop.set()
+    with serving(respond) as url:
+        config = tmp_path / "gpueff.yml"
+        config.write_text(
+            "apps:\n"
+            f"  - {{name: llm, url: '{url}', counter: 'vllm:generation_tokens_total', unit: tokens, gpus: [4], scrape_interval: 1s, scrape_timeout: 1s}}\n"
+            f"  - {{name: gone, url: 'http://127.0.0.1:{free_port()}/metrics', counter: x_total, unit: requests, scrape_interval: 1s, scrape_timeout: 1s}}\n"
+        )
+        with running_daemon("--demo", "--config", str(config), "--collect-interval", "200ms") as daemon:
+
+            def rated() -> str | None:
+                page = daemon.metrics()
+                return page if 'gpueff_app_throughput_per_second{app="llm",unit="tokens"}' in page else None
+
+            body = wait_until(rated, "the app's first rate")
 
     def value(pattern: str) -> float:
         match = re.search(rf"^{pattern} (\S+)$", body, re.MULTILINE)
@@ -215,7 +215,9 @@ def test_daemon_scrapes_a_real_app_at_a_known_rate(tmp_path):
 
     throughput = value(r'gpueff_app_throughput_per_second\{app="llm",unit="tokens"\}')
     power = value(r'gpueff_power_watts\{gpu="4",uuid="[^"]+"\}')
-    assert throughput == pytest.approx(4000, rel=0.25)  # a loaded CI machine delays the worker thread
+    total = value(r'gpueff_app_units_total\{app="llm",unit="tokens"\}')
+    assert total > 0 and total % 200 == 0
+    assert throughput > 0
     assert value(r'gpueff_app_units_per_joule\{app="llm",unit="tokens"\}') == pytest.approx(throughput / power, rel=0.25)
     assert value(r'gpueff_app_up\{app="llm"\}') == 1
     assert value(r'gpueff_app_up\{app="gone"\}') == 0

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import ssl
 import threading
-import time
 
 import pytest
 from conftest import free_port
 from fakes.apps import App, answer_of, dribble, raw_serving, serving
 from prometheus_client import Counter
 from prometheus_client.parser import text_string_to_metric_families
+from waiting import PATIENCE
 
 from exporter.apps.scrape import MAX_SERIES, ScrapeError, fetch, read_counter
 from exporter.backends.replay import ReplayBackend
@@ -42,7 +42,7 @@ def answering(data: bytes):
 )
 def test_framings_give_the_body(response):
     with raw_serving(answering(response)) as url:
-        answer = fetch(url, timeout=2, max_bytes=1 << 20, names=["x_total"])
+        answer = fetch(url, timeout=PATIENCE, max_bytes=1 << 20, names=["x_total"])
     assert answer.wanted == (b"# TYPE x counter", b"x_total 7") and answer.lines == 2
     assert read_counter(answer, "x_total", {}) == {(): 7.0}
 
@@ -52,7 +52,7 @@ def test_a_real_prometheus_client_endpoint_on_every_python():
     app.metrics.inc(42)
     with serving(app.respond) as url:
         for _ in range(3):  # the same scraper fetches again and again, as a Scraper does
-            assert read_counter(fetch(url, 2, 1 << 20, ["work_units_total"]), "work_units_total", {}) == {(): 42.0}
+            assert read_counter(fetch(url, PATIENCE, 1 << 20, ["work_units_total"]), "work_units_total", {}) == {(): 42.0}
 
 
 @pytest.mark.parametrize(
@@ -75,7 +75,7 @@ def test_a_real_prometheus_client_endpoint_on_every_python():
 )
 def test_broken_answers_are_failed_scrapes(response, reason):
     with raw_serving(answering(response)) as url, pytest.raises(ScrapeError, match=reason):
-        fetch(url, timeout=2, max_bytes=1 << 20, names=["x_total"])
+        fetch(url, timeout=PATIENCE, max_bytes=1 << 20, names=["x_total"])
 
 
 @pytest.mark.parametrize(
@@ -89,7 +89,7 @@ def test_broken_answers_are_failed_scrapes(response, reason):
 )
 def test_oversized_answers_are_cut_at_max_bytes(response):
     with raw_serving(answering(response)) as url, pytest.raises(ScrapeError, match=r"over max_response_bytes \(2000000\)"):
-        fetch(url, timeout=5, max_bytes=2_000_000, names=["x_total"])
+        fetch(url, timeout=PATIENCE, max_bytes=2_000_000, names=["x_total"])
 
 
 @pytest.mark.parametrize(
@@ -108,14 +108,10 @@ def test_one_deadline_covers_the_whole_exchange(what):
         "hang": lambda connection: stop.wait(30),
     }[what]
     try:
-        with raw_serving(answer) as url:
-            started = time.monotonic()
-            with pytest.raises(ScrapeError, match=r"no complete answer within scrape_timeout \(1s\)"):
-                fetch(url, timeout=1.0, max_bytes=1 << 20, names=["x_total"])
-            took = time.monotonic() - started
+        with raw_serving(answer) as url, pytest.raises(ScrapeError, match=r"no complete answer within scrape_timeout \(1s\)"):
+            fetch(url, timeout=1.0, max_bytes=1 << 20, names=["x_total"])  # per-read timeouts would read it all
     finally:
         stop.set()
-    assert took < 5  # about 1 s; far below the 20+ s the dribbling peer would hold a per-read timeout
 
 
 def test_refused_and_no_host():
@@ -137,9 +133,9 @@ def test_https_verifies_the_peer(tmp_path, monkeypatch):
     with raw_serving(answer, tls=server_context) as url:
         url = url.replace("http://", "https://")
         with pytest.raises(ScrapeError, match="TLS: CERTIFICATE_VERIFY_FAILED"):
-            fetch(url, 2, 1 << 20, ["x_total"])
+            fetch(url, PATIENCE, 1 << 20, ["x_total"])
         monkeypatch.setenv("SSL_CERT_FILE", str(pki.server_ca.cert))  # the system CA store, as the test sets it
-        assert fetch(url, 2, 1 << 20, ["x_total"]).wanted == (b"# TYPE x counter", b"x_total 7")
+        assert fetch(url, PATIENCE, 1 << 20, ["x_total"]).wanted == (b"# TYPE x counter", b"x_total 7")
 
 
 # ---- the joined app: served as down, never as live, when the fetch fails ------------------------
@@ -172,13 +168,11 @@ def test_a_dribbling_app_is_down_after_its_timeout(trace_paths):
             scraper.scrape_once()
             assert app_metrics(poller.poll_once())["gpueff_app_up"] == 1
             mode["dribble"] = True
-            started = time.monotonic()
-            reading = scraper.scrape_once()
-            took = time.monotonic() - started
+            reading = scraper.scrape_once()  # the whole answer would take 20+ s
             metrics = app_metrics(poller.poll_once())
     finally:
         stop.set()
-    assert "scrape_timeout (1s)" in reading.error and took < 5
+    assert "scrape_timeout (1s)" in reading.error
     assert metrics["gpueff_app_up"] == 0
     assert "gpueff_app_throughput_per_second" not in metrics
 
