@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -57,11 +58,44 @@ def http_get(url: str, timeout: float = PATIENCE) -> tuple[int, str]:
 
 
 class Daemon:
+    """A daemon process; a thread collects what it prints, so a test can wait for a line."""
+
     def __init__(self, process: subprocess.Popen, port: int) -> None:
         self.process = process
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
-        self.output = ""  # what the daemon printed, once it has stopped
+        self._lines: list[str] = []
+        self._printed = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            with self._printed:
+                self._lines.append(line)
+                self._printed.notify_all()
+
+    @property
+    def output(self) -> str:
+        """What the daemon printed so far."""
+        with self._printed:
+            return "".join(self._lines)
+
+    def wait_for_output(self, fragment: str, count: int = 1, timeout: float = PATIENCE) -> str:
+        """Wait until the daemon has printed ``count`` lines holding ``fragment``; returns its output."""
+        with self._printed:
+            if not self._printed.wait_for(lambda: sum(fragment in line for line in self._lines) >= count or not self._reader.is_alive(), timeout):
+                raise AssertionError(f"gave up after {timeout:g} s waiting for the daemon to print {fragment!r}")
+            text = "".join(self._lines)
+        assert text.count(fragment) >= count, f"the daemon ended without printing {fragment!r}: {text}"
+        return text
+
+    def finished_output(self) -> str:
+        """Everything the daemon printed, once it has exited."""
+        self.process.wait(PATIENCE)
+        self._reader.join(PATIENCE)
+        return self.output
 
     def metrics(self) -> str:
         status, body = http_get(self.url + "/metrics")
@@ -77,7 +111,8 @@ class Daemon:
 @contextlib.contextmanager
 def running_daemon(*args: str, ready_timeout: float = PATIENCE, env: dict[str, str] | None = None, is_ready: Callable[[int], bool] | None = None):
     """Start ``python -m exporter`` with ``args`` on a free loopback port; wait until /-/ready
-    answers 200 (or until ``is_ready(port)``, for a daemon that speaks TLS)."""
+    answers 200 (or until ``is_ready(port)``, for a daemon that speaks TLS). ``daemon.output``
+    holds what it printed (all of it after the block)."""
     port = free_port()
     command = [sys.executable, "-m", "exporter", "--web.listen-address", f"127.0.0.1:{port}", *args]
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, **(env or {})})
@@ -86,7 +121,7 @@ def running_daemon(*args: str, ready_timeout: float = PATIENCE, env: dict[str, s
         deadline = time.monotonic() + ready_timeout
         while True:
             if process.poll() is not None:
-                raise AssertionError(f"daemon exited with {process.returncode}: {process.stdout.read()}")
+                raise AssertionError(f"daemon exited with {process.returncode}: {daemon.finished_output()}")
             with contextlib.suppress(OSError):
                 if is_ready(port) if is_ready else http_get(daemon.url + "/-/ready", timeout=PATIENCE)[0] == 200:
                     break
@@ -102,8 +137,8 @@ def running_daemon(*args: str, ready_timeout: float = PATIENCE, env: dict[str, s
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        daemon.finished_output()
         if process.stdout:
-            daemon.output = process.stdout.read()
             process.stdout.close()
 
 

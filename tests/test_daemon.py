@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, free_port, http_get, running_daemon
+from waiting import PATIENCE, wait_until
 
 WORKLOADS = ["copy_2GB", "idle", "matmul_8192", "matmul_8192_duty50", "spin_1sm", "tiny_kernels"]
 SPIN_HIGH_UTIL = 'gpueff_mismatch{gpu="0",uuid="GPU-replay-0-spin_1sm",rule="high_util_low_sm"}'
 
 
-def run_exporter(*args: str, timeout: float = 30.0) -> tuple[int, list[str]]:
+def run_exporter(*args: str, timeout: float = PATIENCE) -> tuple[int, list[str]]:
     """Run the daemon to its exit; return its exit status and its output lines (stdout and stderr)."""
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     result = subprocess.run([sys.executable, "-m", "exporter", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
@@ -34,7 +35,7 @@ def value_of(body: str, series: str) -> float | None:
     return None
 
 
-def wait_for_value(daemon, series: str, expected: float, timeout: float = 5.0, at_least: bool = False) -> str:
+def wait_for_value(daemon, series: str, expected: float, timeout: float = PATIENCE, at_least: bool = False) -> str:
     """Scrape until ``series`` reads ``expected`` (or more, with ``at_least``)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -84,17 +85,17 @@ def test_sighup_reloads_a_valid_config_and_keeps_it_when_the_next_one_is_broken(
         assert value_of(body, 'gpueff_mismatch{gpu="0",uuid="GPU-replay-0-spin_1sm",rule="low_efficiency"}') == 0
         assert 'gpueff_busy_idle_sm_cost_total{gpu="0",uuid="GPU-replay-0-spin_1sm",currency="EUR"}' in body
         polls = value_of(body, "gpueff_collect_duration_seconds_count")
-        wait_for_value(daemon, "gpueff_collect_duration_seconds_count", polls + 3, timeout=3.0, at_least=True)
+        wait_for_value(daemon, "gpueff_collect_duration_seconds_count", polls + 3, at_least=True)
 
         config.write_text("price_per_gpu_hour: 4\nmismatch:\n  low_sm_activ: 0.5\n")
         daemon.process.send_signal(signal.SIGHUP)
-        for _ in range(8):  # several polls later the daemon still runs on the last good config
-            time.sleep(0.1)
-            body = daemon.metrics()
-            assert value_of(body, SPIN_HIGH_UTIL) == 0
-            assert 'currency="EUR"' in body
+        daemon.wait_for_output("reload failed, keeping the running configuration")
+        polls = value_of(daemon.metrics(), "gpueff_collect_duration_seconds_count")
+        body = wait_for_value(daemon, "gpueff_collect_duration_seconds_count", polls + 3, at_least=True)  # polls after the failed reload
+        assert value_of(body, SPIN_HIGH_UTIL) == 0  # the last good config still runs
+        assert 'currency="EUR"' in body
         assert daemon.stop() == 0
-        output = daemon.process.stdout.read()
+        output = daemon.finished_output()
     assert output.count("configuration reloaded from") == 1
     assert "reload: dcgm.host changed, but it is read only at start: restart the exporter to apply it" in output
     [failure] = [line for line in output.splitlines() if "level=error" in line]
@@ -103,18 +104,16 @@ def test_sighup_reloads_a_valid_config_and_keeps_it_when_the_next_one_is_broken(
 
 
 @pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGINT])
-def test_a_stop_signal_exits_0_within_a_few_seconds(signal_number):
+def test_a_stop_signal_exits_0(signal_number):
+    """How fast it stops is bench/'s to measure; that it stops at all, cleanly, is this test's."""
     with running_daemon("--demo", "--collect-interval", "100ms") as daemon:
-        started = time.monotonic()
         daemon.process.send_signal(signal_number)
-        assert daemon.process.wait(5) == 0
-        took = time.monotonic() - started
-        output = daemon.process.stdout.read()
-    assert took < 3.0
+        assert daemon.process.wait(PATIENCE) == 0
+        output = daemon.finished_output()
     assert "level=error" not in output and "Traceback" not in output
     assert 'msg="stopping"' in output
     with pytest.raises(OSError):  # the port is closed
-        http_get(daemon.url + "/-/healthy", timeout=1)
+        http_get(daemon.url + "/-/healthy")
 
 
 def assert_one_clear_line(status: int, lines: list[str], *fragments: str) -> None:
@@ -208,17 +207,18 @@ def test_hostile_configs_on_sighup_never_end_the_daemon(trace_paths, tmp_path):
     config.write_text("currency: USD\n")
     web.write_text("{}\n")
     with running_daemon("--replay", str(trace_paths["spin_1sm"]), "--config", str(config), "--web.config.file", str(web), "--collect-interval", "100ms") as daemon:
-        for text, web_text in ((BILLION_LAUGHS, BILLION_LAUGHS), ("collect_interval: 1000000y\n", "{}\n"), ("currency: EUR\ncurrency: USD\n", "{}\n")):
+        # each reload refused on one line (two for the two bombs): the errors so far after each
+        for text, web_text, errors_so_far in ((BILLION_LAUGHS, BILLION_LAUGHS, 2), ("collect_interval: 1000000y\n", "{}\n", 3), ("currency: EUR\ncurrency: USD\n", "{}\n", 4)):
             config.write_text(text)
             web.write_text(web_text)
             daemon.process.send_signal(signal.SIGHUP)
-            time.sleep(0.5)
+            daemon.wait_for_output("level=error", count=errors_so_far)
             assert http_get(daemon.url + "/-/ready")[0] == 200
         config.write_text("price_per_gpu_hour: 1\ncurrency: EUR\n")
         daemon.process.send_signal(signal.SIGHUP)
         wait_for_value(daemon, 'gpueff_busy_idle_sm_cost_total{gpu="0",uuid="GPU-replay-0-spin_1sm",currency="EUR"}', 0, at_least=True)
         assert daemon.stop() == 0
-        output = daemon.process.stdout.read()
+        output = daemon.finished_output()
     errors = [line for line in output.splitlines() if "level=error" in line]
     assert len(errors) == 4, errors  # bomb (config), bomb (web config), overflow, duplicate key
     assert sum("refused as an alias bomb" in line for line in errors) == 2
@@ -240,34 +240,41 @@ def thread_context_switches(pid: int) -> list[int]:
 def test_at_rest_only_the_poller_wakes_up():
     """The main thread sleeps on the signal wake-up fd and the HTTP thread on its selector, both
     without a timeout: at rest, with nobody scraping, neither wakes up (before: 4 and 2 times a second)."""
-    with running_daemon("--demo", "--collect-interval", "1s") as daemon:
-        time.sleep(1)  # the readiness probe's connection is gone
+    windows = []
+
+    def two_threads_asleep_for_three_seconds() -> bool:
         before = thread_context_switches(daemon.process.pid)
         time.sleep(3)
         after = thread_context_switches(daemon.process.pid)
+        windows.append((before, after))
+        return len(before) == len(after) and [b == a for b, a in zip(before, after)].count(True) == 2
+
+    with running_daemon("--demo", "--collect-interval", "1s") as daemon:
+        # The first window may still see the readiness probe's connection closed (late on a busy machine).
+        wait_until(two_threads_asleep_for_three_seconds, "the main and HTTP threads to sleep through 3 s", interval=0)
         assert daemon.stop() == 0  # still answers signals
-    assert len(before) == len(after) == 3  # main, poller, http
-    asleep = [b == a for b, a in zip(before, after)]
-    assert asleep.count(True) == 2, (before, after)
+    assert len(windows[-1][0]) == 3, windows  # main, poller, http
 
 
 LOADED_MODULES = r"""
 import os, runpy, socket, sys, threading, time
-port = int(sys.argv[1])
+port, patience = int(sys.argv[1]), float(sys.argv[2])
 def report():
-    for _ in range(200):
+    deadline = time.monotonic() + patience
+    while time.monotonic() < deadline:
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+            with socket.create_connection(("127.0.0.1", port), timeout=patience) as sock:
                 sock.sendall(b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n")
                 if sock.recv(12) == b"HTTP/1.1 200":
-                    break
+                    print(" ".join(sorted(sys.modules)), flush=True)
+                    os._exit(0)
         except OSError:
             pass
         time.sleep(0.05)
-    print(" ".join(sorted(sys.modules)), flush=True)
-    os._exit(0)
+    print(f"the daemon did not answer /metrics within {patience} s", file=sys.stderr, flush=True)
+    os._exit(1)
 threading.Thread(target=report, daemon=True).start()
-program, flags = sys.argv[2], sys.argv[3:]
+program, flags = sys.argv[3], sys.argv[4:]
 sys.argv = [program, *flags, "--web.listen-address", f"127.0.0.1:{port}"]
 if program.endswith(".py"):
     runpy.run_path(program, run_name="__main__")
@@ -278,7 +285,7 @@ else:
 
 def modules_loaded_by(program: str, *flags: str) -> set[str]:
     """The modules (and their top-level packages) a daemon has loaded once it answers /metrics."""
-    result = subprocess.run([sys.executable, "-c", LOADED_MODULES, str(free_port()), program, *flags], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    result = subprocess.run([sys.executable, "-c", LOADED_MODULES, str(free_port()), str(PATIENCE), program, *flags], cwd=ROOT, capture_output=True, text=True, timeout=2 * PATIENCE)
     names = set(result.stdout.split())
     assert "exporter" in names, result.stderr
     return {name.split(".")[0] for name in names} | names
@@ -307,7 +314,7 @@ def test_the_live_daemons_modules_import_neither_the_trace_reader_nor_json():
     """Issue 28: json (0.5 MB of RSS) and the trace reader came with every daemon; the first is for
     the live page's /api/live, the second for --demo and --replay."""
     imports = "import sys; import exporter.commands.cli, exporter.commands.daemon, exporter.backends.auto, exporter.backends.nvml.backend; print(' '.join(sys.modules))"
-    result = subprocess.run([sys.executable, "-c", imports], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    result = subprocess.run([sys.executable, "-c", imports], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)
     loaded = set(result.stdout.split())
     assert "exporter.commands.daemon" in loaded, result.stderr
     assert loaded.isdisjoint({"json", "exporter.trace"}), sorted(loaded & {"json", "exporter.trace"})

@@ -104,5 +104,5 @@ def test_sighup_with_a_fifo_web_config_then_sigterm_exits(trace_paths, tmp_path)
         time.sleep(0.5)
         daemon.process.send_signal(signal.SIGTERM)
         assert daemon.process.wait(10) == 0
-        output = daemon.process.stdout.read()
+        output = daemon.finished_output()
     assert "web config reload failed, keeping the running TLS and auth settings" in output and "not a regular file" in output

@@ -241,7 +241,7 @@ def test_daemon_without_the_socket_logs_once_and_serves(socket_dir: Path, tmp_pa
         time.sleep(2.5)  # at least two refreshes
         body = daemon.metrics()
         assert daemon.stop() == 0
-        output = daemon.process.stdout.read()
+        output = daemon.finished_output()
     assert 'gpueff_gpu_up{gpu="2",uuid="GPU-replay-2-matmul_8192"} 1' in body
     assert "pod=" not in body
     assert len(re.findall("pod-resources socket .* does not exist", output)) == 1, output
@@ -258,6 +258,6 @@ def test_daemon_without_grpcio_logs_once_and_serves(socket_dir: Path, tmp_path: 
         time.sleep(2.5)
         body = daemon.metrics()
         assert daemon.stop() == 0
-        output = daemon.process.stdout.read()
+        output = daemon.finished_output()
     assert "pod=" not in body and "gpueff_gpu_up{" in body
     assert len(re.findall(r"pod attribution needs grpcio", output)) == 1, output

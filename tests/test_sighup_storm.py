@@ -61,7 +61,7 @@ def test_a_storm_of_sighups_is_a_few_reloads(trace_paths, tmp_path):
         time.sleep(1.5)
         polls = re.search(r"^gpueff_collect_duration_seconds_count (\S+)$", daemon.metrics(), re.M)
         assert daemon.stop() == 0
-        output = daemon.process.stdout.read()
+        output = daemon.finished_output()
     reloads = output.count("configuration reloaded from")
     assert 1 <= reloads <= 16, reloads  # at most one per RELOAD_GAP (0.25 s) over the ~2.5 s storm; before, one per SIGHUP
     assert polls is not None and float(polls.group(1)) <= 8  # ~4 s of polling at 1 s; before, hundreds
