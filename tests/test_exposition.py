@@ -316,7 +316,7 @@ def test_the_body_is_rendered_only_when_the_snapshot_changes(trace_paths, monkey
     stale = served_by.body()
     served_by.body()
     assert calls == [(1, False), (2, False), (2, True)]
-    assert b"gpueff_collect_stale 1" in stale
+    assert b"\ngpueff_collect_stale 1\n" in stale
 
 
 def test_a_poll_no_scrape_will_read_is_not_rendered(trace_paths, monkeypatch):
@@ -429,4 +429,4 @@ def test_a_gzip_scrape_gets_the_same_text_and_each_poll_is_compressed_from_then_
     stale = served_by.payload(gzip=True)
     served_by.payload(gzip=True)
     assert len(compressed) == 3
-    assert b"gpueff_collect_stale 1" in gzip.decompress(b"".join(stale.parts))
+    assert b"\ngpueff_collect_stale 1\n" in gzip.decompress(b"".join(stale.parts))

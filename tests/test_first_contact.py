@@ -22,7 +22,7 @@ DCGM_PARAGRAPH = "DCGM Python bindings not found"
 
 
 def without_driver(tmp_path: Path, trace_paths, *args: str, wait: float = 30) -> subprocess.CompletedProcess:
-    script = {"traces": [str(trace_paths["idle"])], "driver_after": 600}
+    script = {"traces": [str(trace_paths["idle"])], "driver_when": str(tmp_path / "never")}
     env = {**os.environ, "FAULT_SCRIPT": json.dumps(script)}
     return subprocess.run([sys.executable, str(FAULTS), *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=wait)
 
@@ -37,7 +37,7 @@ def test_the_daemon_without_a_driver_says_why_once_and_points_to_the_demo(tmp_pa
 
 @pytest.mark.slow
 def test_waiting_for_the_driver_says_why_once_not_at_every_retry(tmp_path, trace_paths):
-    script = {"traces": [str(trace_paths["idle"])], "driver_after": 600}
+    script = {"traces": [str(trace_paths["idle"])], "driver_when": str(tmp_path / "never")}
     port = free_port()
     command = [sys.executable, str(FAULTS), "--dcgm.bindings-path", str(tmp_path), "--wait-for-driver", "--web.listen-address", f"127.0.0.1:{port}"]
     process = subprocess.Popen(command, cwd=tmp_path, env={**os.environ, "FAULT_SCRIPT": json.dumps(script)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

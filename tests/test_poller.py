@@ -279,7 +279,7 @@ def test_a_dead_poller_serves_stale_data_as_down_and_is_not_ready(trace_paths):
         body = payloads_following(poller).body().decode()
     finally:
         poller.stop()
-    assert "gpueff_collect_stale 1" in body
+    assert "\ngpueff_collect_stale 1\n" in body
     assert [line for line in body.splitlines() if line.startswith("gpueff_gpu_up{")][0].endswith(" 0")
     assert not poller.is_ready()
 
