@@ -101,7 +101,7 @@ def test_figures_match_the_known_rate_and_the_replayed_power(trace_paths):
     assert metrics[("gpueff_app_model_flops_utilization_ratio", (app_label,))] == pytest.approx(0.00283, rel=1e-3)
     assert metrics[("gpueff_app_cost_per_million_units", (app_label, ("currency", "EUR"), unit))] == pytest.approx(4.1667, rel=1e-4)
     assert metrics[("gpueff_app_scrape_errors_total", (app_label,))] == 0
-    lint = subprocess.run(["promtool", "check", "metrics"], input=render(snapshot), capture_output=True, timeout=30)
+    lint = subprocess.run(["promtool", "check", "metrics"], input=render(snapshot), capture_output=True, timeout=PATIENCE)
     assert lint.returncode == 0 and b"gpueff_app" not in lint.stdout + lint.stderr, lint.stdout + lint.stderr
 
 

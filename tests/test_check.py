@@ -11,6 +11,7 @@ import time
 import pytest
 from conftest import ROOT
 from fakes.nvml import FakeGpu, FakeNvml
+from waiting import PATIENCE
 
 from exporter.backends.dcgm.backend import DcgmBackend
 from exporter.backends.dcgm.bindings import load_bindings
@@ -25,7 +26,7 @@ def run_check(*args: str, **env: str) -> tuple[int, str, float]:
     started = time.monotonic()
     result = subprocess.run(
         [sys.executable, "-m", "exporter", "check", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE,
         env={**os.environ, **env},
     )
     return result.returncode, result.stdout + result.stderr, time.monotonic() - started
@@ -126,4 +127,4 @@ def test_a_usage_error_is_one_line_like_the_other_commands(capsys):
 
 def test_the_subcommands_do_not_import_the_command_line_back():
     code = "import sys, exporter.commands.check, exporter.commands.selftest.command, exporter.commands.record; assert 'exporter.commands.cli' not in sys.modules, 'import cycle'"
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=60)
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=PATIENCE)

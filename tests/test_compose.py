@@ -21,6 +21,7 @@ import yaml
 from conftest import ROOT, free_port, running_daemon
 from grafana_provisioning import DASHBOARD_PROVIDERS, DATASOURCES, problems
 from jsonschema import Draft7Validator
+from waiting import PATIENCE
 
 pytestmark = pytest.mark.e2e  # Debian's Prometheus and Alertmanager
 
@@ -122,7 +123,7 @@ def binary(*names: str) -> str:
 
 
 def get_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=5) as response:
+    with urllib.request.urlopen(url, timeout=PATIENCE) as response:
         return json.loads(response.read())
 
 
@@ -155,7 +156,7 @@ def process(command: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
 def test_the_stacks_prometheus_config_runs_in_debians_prometheus(tmp_path: Path) -> None:
     prometheus_binary, promtool = binary("prometheus"), binary("promtool")
     alertmanager_binary, amtool = binary("prometheus-alertmanager", "alertmanager"), binary("amtool")
-    checked = subprocess.run([amtool, "check-config", str(COMPOSE / "alertmanager.yml")], capture_output=True, text=True, timeout=30)
+    checked = subprocess.run([amtool, "check-config", str(COMPOSE / "alertmanager.yml")], capture_output=True, text=True, timeout=PATIENCE)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     am_port, prom_port = free_port(), free_port()
     with running_daemon("--demo") as exporter, contextlib.ExitStack() as stack:
@@ -165,7 +166,7 @@ def test_the_stacks_prometheus_config_runs_in_debians_prometheus(tmp_path: Path)
         assert local.count("127.0.0.1:") == 2 and len(local.splitlines()) == len(shipped.splitlines())
         (tmp_path / "prometheus.yml").write_text(local)
         shutil.copy(RULES, tmp_path / "gpu-efficiency-rules.yml")
-        checked = subprocess.run([promtool, "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True, text=True, timeout=60)
+        checked = subprocess.run([promtool, "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True, text=True, timeout=PATIENCE)
         assert checked.returncode == 0, checked.stdout + checked.stderr
 
         stack.enter_context(process([alertmanager_binary, f"--config.file={COMPOSE / 'alertmanager.yml'}", f"--storage.path={tmp_path / 'am'}",

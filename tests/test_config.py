@@ -12,6 +12,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from waiting import PATIENCE
 
 from exporter.backends.base import CollectSettings
 from exporter.backends.dcgm.backend import DcgmBackend
@@ -352,7 +353,7 @@ def test_scrape_timeout_defaults_like_prometheus(tmp_path):
 
 
 def test_the_generated_key_reference_is_current():
-    result = subprocess.run([sys.executable, str(ROOT / "tools" / "config_reference.py"), "--check"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "config_reference.py"), "--check"], capture_output=True, text=True, timeout=PATIENCE)
     assert result.returncode == 0, result.stderr
 
 

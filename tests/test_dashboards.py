@@ -14,6 +14,7 @@ import pytest
 import yaml
 from conftest import ROOT
 from fakes.app_servers.server_metrics import exposed_name, servers
+from waiting import PATIENCE
 
 from exporter.backends.base import SLOW_INTERVAL
 from exporter.metrics import COUNTER, READINGS, SLOW
@@ -28,7 +29,7 @@ EXPORTER_METRICS = ("gpueff_collect_errors_total", "gpueff_collect_stale", "gpue
 
 
 def test_committed_dashboards_equal_the_build():
-    result = subprocess.run([sys.executable, str(DASHBOARD_DIR / "build.py"), "--check"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([sys.executable, str(DASHBOARD_DIR / "build.py"), "--check"], capture_output=True, text=True, timeout=PATIENCE)
     assert result.returncode == 0, result.stderr
     assert [path.name for path in PATHS] == sorted(["gpu-efficiency-fleet.json", "gpu-efficiency-gpu-detail.json", "gpu-efficiency-app-throughput.json"])
 
@@ -272,7 +273,7 @@ def test_holder_table_computes_each_jobs_figures_over_the_range(tmp_path):
     (tmp_path / "empty.yml").write_text("groups: []\n")
     (tmp_path / "holders.test.yml").write_text(yaml.safe_dump({"rule_files": ["empty.yml"], "evaluation_interval": "1m",
                                                                 "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": tests}]}))
-    result = subprocess.run([promtool, "test", "rules", "holders.test.yml"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    result = subprocess.run([promtool, "test", "rules", "holders.test.yml"], cwd=tmp_path, capture_output=True, text=True, timeout=PATIENCE)
     assert result.returncode == 0, result.stdout + result.stderr
 
 

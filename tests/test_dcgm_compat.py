@@ -15,6 +15,7 @@ import sys
 import pytest
 import yaml
 from conftest import ROOT
+from waiting import PATIENCE
 
 PROMETHEUS_DIR = ROOT / "deploy" / "prometheus"
 GUIDE = ROOT / "docs" / "migrating-from-dcgm-exporter.md"
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.e2e  # promtool's rule unit tests
 
 
 def run(*command: str) -> str:
-    result = subprocess.run(command, cwd=PROMETHEUS_DIR, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(command, cwd=PROMETHEUS_DIR, capture_output=True, text=True, timeout=PATIENCE)
     assert result.returncode == 0, f"{' '.join(command)} failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout
 
@@ -50,7 +51,7 @@ def recorded() -> dict[str, str]:
 
 
 def test_generated_files_equal_their_source():
-    subprocess.run([sys.executable, str(PROMETHEUS_DIR / "build_dcgm_compat.py"), "--check"], cwd=ROOT, check=True, timeout=60)
+    subprocess.run([sys.executable, str(PROMETHEUS_DIR / "build_dcgm_compat.py"), "--check"], cwd=ROOT, check=True, timeout=PATIENCE)
 
 
 def test_promtool_checks_and_unit_tests_pass():

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from waiting import PATIENCE
 
 pytestmark = pytest.mark.e2e  # hadolint and a package build from the image's build context
 
@@ -45,7 +46,7 @@ def instructions() -> list[tuple[str, str]]:
 def test_hadolint_finds_nothing() -> None:
     command = [str(HADOLINT), "--format", "json", "--failure-threshold", "style"]
     command += [arg for label in REQUIRED_LABELS for arg in ("--require-label", label)]
-    result = subprocess.run([*command, str(DOCKERFILE)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([*command, str(DOCKERFILE)], capture_output=True, text=True, timeout=PATIENCE)
     assert result.returncode == 0 and json.loads(result.stdout or "[]") == [], result.stdout + result.stderr
 
 

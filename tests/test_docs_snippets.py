@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from waiting import PATIENCE
 
 from exporter.config.file import Config, parse_config
 
@@ -61,7 +62,7 @@ def test_every_promql_snippet_parses(tmp_path: Path) -> None:
     assert len(rules) >= len(PROMQL)
     path = tmp_path / "docs-snippets.yml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "docs", "rules": rules}]}), encoding="utf-8")
-    result = subprocess.run([PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True, timeout=PATIENCE)
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -30,6 +30,7 @@ import grafana_queries
 import pytest
 import yaml
 from conftest import ROOT, free_port, http_get, running_daemon
+from waiting import PATIENCE
 
 from exporter.taxonomy import WHAT_TO_TRY
 
@@ -158,7 +159,7 @@ class Prometheus:
 
     def api(self, path: str, **params: Any) -> Any:
         query = urllib.parse.urlencode(params, doseq=True)
-        status, body = http_get(f"{self.url}/api/v1/{path}?{query}", timeout=10)
+        status, body = http_get(f"{self.url}/api/v1/{path}?{query}", timeout=PATIENCE)
         reply = json.loads(body)
         if status != 200 or reply.get("status") != "success":
             raise AssertionError(f"{path} {params}: HTTP {status}: {reply.get('errorType')}: {reply.get('error')}")
@@ -202,7 +203,7 @@ class LoadDriver:
         while not self._stop.wait(0.05 / len(self.urls)):
             url = self.urls[self.sent % len(self.urls)]
             request = urllib.request.Request(url + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
-            with contextlib.suppress(OSError), urllib.request.urlopen(request, timeout=5) as response:
+            with contextlib.suppress(OSError), urllib.request.urlopen(request, timeout=PATIENCE) as response:
                 response.read()
                 self.sent += 1
 
@@ -232,7 +233,7 @@ def stack(tmp_path_factory) -> Iterator[dict[str, Any]]:
             app = Process(f"token_server {server}", [sys.executable, str(ROOT / "tests" / "fakes" / "app_servers" / "token_server.py"), "--listen", f"127.0.0.1:{port}", "--server", server], work / f"app-{server}.log")
             stack.callback(app.stop)
             apps[server] = f"http://127.0.0.1:{port}"
-            wait_for(f"the {server} token server", lambda app=app, url=apps[server]: (app.check_running(), http_get(url + "/health", timeout=1)[0] == 200)[1], 15)
+            wait_for(f"the {server} token server", lambda app=app, url=apps[server]: (app.check_running(), http_get(url + "/health", timeout=PATIENCE)[0] == 200)[1], 15)
         app_url = apps["vllm"]
 
         (work / "exporter.yml").write_text(yaml.safe_dump({
@@ -269,7 +270,7 @@ def stack(tmp_path_factory) -> Iterator[dict[str, Any]]:
 
         def ready(process: Process, url: str) -> bool:
             process.check_running()
-            return http_get(url + "/-/ready", timeout=1)[0] == 200
+            return http_get(url + "/-/ready", timeout=PATIENCE)[0] == 200
 
         wait_for("Alertmanager to be ready", lambda: ready(alertmanager, f"http://127.0.0.1:{am_port}"), 20)
         wait_for("Prometheus to be ready", lambda: ready(prometheus, prom.url), 20)
@@ -485,7 +486,7 @@ def test_shipped_inhibitions_match_on_the_device_uuid(stack):
         {"labels": {**common, "alertname": "GpuLowEfficiency", "uuid": "MIG-y", "severity": "warning"}},
     ]
     request = urllib.request.Request(stack["alertmanager"] + "/api/v2/alerts", data=json.dumps(alerts).encode(), headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=5) as response:
+    with urllib.request.urlopen(request, timeout=PATIENCE) as response:
         assert response.status == 200
     wait_for("the lost MIG device to page", lambda: [a for a in webhook.alerts("GpuLost", "/gpu-oncall") if a["labels"]["uuid"] == "MIG-x"], 20, interval=0.3)
     delivered = lambda: {a["labels"]["uuid"] for a in webhook.alerts("GpuLowEfficiency", "/gpu-team") if a["labels"]["instance"] == "node9:9947"}  # noqa: E731

@@ -12,6 +12,7 @@ from collections import Counter, defaultdict
 import pytest
 from conftest import payloads_following, payloads_of
 from prometheus_client.parser import text_string_to_metric_families
+from waiting import PATIENCE
 
 from exporter.backends.base import Backend
 from exporter.backends.replay import ReplayBackend
@@ -76,7 +77,7 @@ def snapshot_of(trace_paths, config: Config = Config(), lost: set[int] = frozens
 
 
 def promtool_check(text: str) -> None:
-    result = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
+    result = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, timeout=PATIENCE)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip() == "" and result.stderr.strip() == "", result.stdout + result.stderr
 

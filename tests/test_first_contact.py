@@ -3,6 +3,7 @@ config. Each message names a next step that works, once."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -10,18 +11,18 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import bcrypt
 import pytest
 from conftest import ROOT, free_port, http_get
+from waiting import PATIENCE, wait_until
 
 FAULTS = ROOT / "tests" / "test_faults.py"  # run as a script: the daemon over a fake NVML whose driver is not loaded
 DCGM_PARAGRAPH = "DCGM Python bindings not found"
 
 
-def without_driver(tmp_path: Path, trace_paths, *args: str, wait: float = 30) -> subprocess.CompletedProcess:
+def without_driver(tmp_path: Path, trace_paths, *args: str, wait: float = PATIENCE) -> subprocess.CompletedProcess:
     script = {"traces": [str(trace_paths["idle"])], "driver_when": str(tmp_path / "never")}
     env = {**os.environ, "FAULT_SCRIPT": json.dumps(script)}
     return subprocess.run([sys.executable, str(FAULTS), *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=wait)
@@ -37,25 +38,28 @@ def test_the_daemon_without_a_driver_says_why_once_and_points_to_the_demo(tmp_pa
 
 @pytest.mark.slow
 def test_waiting_for_the_driver_says_why_once_not_at_every_retry(tmp_path, trace_paths):
-    script = {"traces": [str(trace_paths["idle"])], "driver_when": str(tmp_path / "never")}
+    calls = tmp_path / "calls.json"
+    script = {"traces": [str(trace_paths["idle"])], "driver_when": str(tmp_path / "never"), "report": str(calls)}
     port = free_port()
     command = [sys.executable, str(FAULTS), "--dcgm.bindings-path", str(tmp_path), "--wait-for-driver", "--web.listen-address", f"127.0.0.1:{port}"]
     process = subprocess.Popen(command, cwd=tmp_path, env={**os.environ, "FAULT_SCRIPT": json.dumps(script)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 15
-        while True:
+        def healthy() -> bool:
             assert process.poll() is None
-            try:
-                if http_get(f"http://127.0.0.1:{port}/-/healthy", timeout=1)[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
-        time.sleep(3.5)  # retries 1 s, then 2 s after the first try
+            with contextlib.suppress(OSError):
+                return http_get(f"http://127.0.0.1:{port}/-/healthy")[0] == 200
+            return False
+
+        def initialisations() -> int:
+            with contextlib.suppress(OSError, ValueError):
+                return json.loads(calls.read_text()).get("nvmlInit", 0)
+            return 0
+
+        wait_until(healthy, "the daemon to answer")
+        wait_until(lambda: initialisations() >= 3, "the first try and two retries")
     finally:
         process.send_signal(signal.SIGTERM)
-        output = process.communicate(timeout=10)[0]
+        output = process.communicate(timeout=PATIENCE)[0]
     assert "waiting for the NVIDIA driver (--wait-for-driver)" in output
     assert output.count(DCGM_PARAGRAPH) == 1, output
 
@@ -73,7 +77,7 @@ def test_selftest_without_cuda_points_to_selftest_replay(tmp_path):
     for name in ("torch", "cupy"):
         (tmp_path / f"{name}.py").write_text(missing)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
-    run = subprocess.run([sys.executable, "-m", "exporter", "selftest"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    run = subprocess.run([sys.executable, "-m", "exporter", "selftest"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=PATIENCE)
     assert run.returncode == 2
     assert "selftest --replay" in run.stderr
     hint = re.search(r"`(selftest --replay [^`]+)`", run.stderr)
@@ -86,7 +90,7 @@ def test_the_bcrypt_hint_in_the_web_config_error_is_a_command_that_pastes_and_wo
     the hint must come out as the very command to paste, and that command must make a hash."""
     web_config = tmp_path / "web.yml"
     web_config.write_text("basic_auth_users:\n  prometheus: secret\n")
-    run = subprocess.run([sys.executable, "-m", "exporter", "--demo", "--web.config.file", str(web_config), "--web.listen-address", f"127.0.0.1:{free_port()}"], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    run = subprocess.run([sys.executable, "-m", "exporter", "--demo", "--web.config.file", str(web_config), "--web.listen-address", f"127.0.0.1:{free_port()}"], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)
     assert run.returncode == 2
     found = re.search(r"\((htpasswd [^)]*) makes one\)", run.stderr)
     assert found is not None, run.stderr
@@ -97,6 +101,6 @@ def test_the_bcrypt_hint_in_the_web_config_error_is_a_command_that_pastes_and_wo
     fake.parent.mkdir()
     fake.write_text(f"#!/bin/sh\n[ \"$1\" = -nBC ] && [ \"$2\" = 10 ] || exit 9\nprintf '%s:%s\\n' \"$3\" '{hashed}'\n")
     fake.chmod(0o755)
-    pasted = subprocess.run(["bash", "-c", command], env={**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}"}, capture_output=True, text=True, timeout=10)
+    pasted = subprocess.run(["bash", "-c", command], env={**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}"}, capture_output=True, text=True, timeout=PATIENCE)
     assert pasted.returncode == 0, (command, pasted.stderr)
     assert pasted.stdout.strip() == hashed, (shlex.split(command), pasted.stdout)

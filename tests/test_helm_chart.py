@@ -14,6 +14,7 @@ import yaml
 from conftest import ROOT, running_daemon
 from helm_render import CHART, exporter_config, pod_spec, render
 from kube_schemas import validate_all
+from waiting import PATIENCE
 
 from exporter.commands.cli import daemon_parser
 
@@ -131,7 +132,7 @@ def test_servicemonitor_prometheusrule_and_dashboards() -> None:
 
 
 def test_chart_copies_of_dashboards_and_rules_are_in_sync() -> None:
-    result = subprocess.run([sys.executable, str(ROOT / "helm" / "sync_chart_files.py"), "--check"], capture_output=True, text=True, timeout=30)
+    result = subprocess.run([sys.executable, str(ROOT / "helm" / "sync_chart_files.py"), "--check"], capture_output=True, text=True, timeout=PATIENCE)
     assert result.returncode == 0, f"run helm/sync_chart_files.py: {result.stdout}{result.stderr}"
 
 

@@ -11,6 +11,7 @@ import subprocess
 
 import pytest
 from fakes.apps import raw_serving, send, serving
+from waiting import PATIENCE
 
 from exporter.apps.monitor import Scraper
 from exporter.apps.scrape import ScrapeError, fetch, read_counter
@@ -97,6 +98,6 @@ def test_expect_100_continue_is_answered_before_the_body(web):
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
 def test_curl_gets_its_100_continue(web):
-    result = subprocess.run(["curl", "-sv", "--expect100-timeout", "30", "-X", "GET", "-H", "Expect: 100-continue", "--data-binary", "hello", f"http://127.0.0.1:{web.port}/metrics"], capture_output=True, text=True, timeout=20)
+    result = subprocess.run(["curl", "-sv", "--expect100-timeout", "30", "-X", "GET", "-H", "Expect: 100-continue", "--data-binary", "hello", f"http://127.0.0.1:{web.port}/metrics"], capture_output=True, text=True, timeout=PATIENCE)
     assert result.returncode == 0 and result.stdout == "m 1\n"
     assert "< HTTP/1.1 100 Continue" in result.stderr

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from waiting import PATIENCE
 
 pytestmark = pytest.mark.e2e  # python -m build, twine and systemd-analyze
 
@@ -111,9 +112,9 @@ def unit_with_this_daemon(tmp_path: Path) -> Path:
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed (Debian package systemd)")
 def test_systemd_unit_verifies_and_is_hardened(unit_with_this_daemon: Path) -> None:
-    verify = subprocess.run(["systemd-analyze", "verify", str(unit_with_this_daemon)], capture_output=True, text=True, timeout=60)
+    verify = subprocess.run(["systemd-analyze", "verify", str(unit_with_this_daemon)], capture_output=True, text=True, timeout=PATIENCE)
     assert verify.returncode == 0 and verify.stderr.strip() == "", verify.stderr
-    security = subprocess.run(["systemd-analyze", "security", "--offline=yes", "--no-pager", str(unit_with_this_daemon)], capture_output=True, text=True, timeout=60)
+    security = subprocess.run(["systemd-analyze", "security", "--offline=yes", "--no-pager", str(unit_with_this_daemon)], capture_output=True, text=True, timeout=PATIENCE)
     exposure = float(re.search(r"Overall exposure level for \S+: ([0-9.]+)", security.stdout).group(1))
     print(f"systemd-analyze security: exposure {exposure} (0 = most locked down, 10 = none)")
     assert exposure <= 2.5, security.stdout[-3000:]

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT
+from waiting import PATIENCE
 
 pytestmark = pytest.mark.e2e  # promtool's rule unit tests
 
@@ -44,7 +45,7 @@ def tool(name: str) -> str:
 
 
 def run(*command: str, cwd: Path = PROMETHEUS_DIR) -> str:
-    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=PATIENCE)
     assert result.returncode == 0, f"{' '.join(command)} failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout
 
@@ -71,7 +72,7 @@ def promtool_tests_with(tmp_path: Path, old: str, new: str) -> subprocess.Comple
     assert old in text
     (tmp_path / RULES.name).write_text(text.replace(old, new))
     shutil.copy(RULE_TESTS, tmp_path / RULE_TESTS.name)
-    return subprocess.run([tool("promtool"), "test", "rules", RULE_TESTS.name], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    return subprocess.run([tool("promtool"), "test", "rules", RULE_TESTS.name], cwd=tmp_path, capture_output=True, text=True, timeout=PATIENCE)
 
 
 def test_promtool_unit_tests_fail_with_the_old_instant_mismatch_alert(tmp_path):
@@ -179,13 +180,13 @@ def test_exporter_health_alerts_follow_another_job_name(tmp_path: Path) -> None:
     run(sys.executable, str(PROMETHEUS_DIR / "build_prometheus_rule.py"), "--job-selector", 'job="gpu"', "--output", str(rules))
     assert "SUCCESS" in run(tool("promtool"), "test", "rules", JOB_SELECTOR_TESTS.name, cwd=tmp_path)
     shutil.copy(RULES, rules)
-    result = subprocess.run([tool("promtool"), "test", "rules", JOB_SELECTOR_TESTS.name], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    result = subprocess.run([tool("promtool"), "test", "rules", JOB_SELECTOR_TESTS.name], cwd=tmp_path, capture_output=True, text=True, timeout=PATIENCE)
     assert result.returncode != 0 and "GpuEfficiencyExporterDown, time: 20m" in result.stdout + result.stderr
 
 
 @pytest.mark.parametrize("selector", ["job=gpu", 'job="gpu"} or vector(1', ""])
 def test_a_bad_job_selector_is_refused(selector: str, tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, str(PROMETHEUS_DIR / "build_prometheus_rule.py"), "--job-selector", selector, "--output", str(tmp_path / "x.yml")], capture_output=True, text=True, timeout=30)
+    result = subprocess.run([sys.executable, str(PROMETHEUS_DIR / "build_prometheus_rule.py"), "--job-selector", selector, "--output", str(tmp_path / "x.yml")], capture_output=True, text=True, timeout=PATIENCE)
     assert result.returncode == 2 and "expected PromQL label matchers" in result.stderr and not (tmp_path / "x.yml").exists()
 
 

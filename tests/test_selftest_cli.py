@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from waiting import PATIENCE
 
 from exporter.backends.replay import ReplayBackend
 from exporter.commands.selftest.runner import Sampler, run_workloads
@@ -22,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def selftest(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     environment = {key: value for key, value in os.environ.items() if key != "CUDA_VISIBLE_DEVICES"}
-    return subprocess.run([sys.executable, "-m", "exporter", "selftest", *args], cwd=ROOT, capture_output=True, text=True, timeout=60, env={**environment, **(env or {})})
+    return subprocess.run([sys.executable, "-m", "exporter", "selftest", *args], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE, env={**environment, **(env or {})})
 
 
 def test_replayed_traces_pass_and_print_the_table(trace_paths):
@@ -164,7 +165,7 @@ def test_runner_keeps_only_samples_inside_each_measured_run(trace_paths):
 
 @pytest.mark.slow
 def test_scaling_benchmark_prints_its_tables():
-    run = subprocess.run([sys.executable, "bench/scaling.py", "--gpus", "1,2", "--scrapes", "3", "--polls", "5"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    run = subprocess.run([sys.executable, "bench/scaling.py", "--gpus", "1,2", "--scrapes", "3", "--polls", "5"], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)
     assert run.returncode == 0, run.stderr
     rows = [line for line in run.stdout.splitlines() if line.startswith(("| 1 |", "| 2 |"))]
     assert len(rows) == 3  # 1 and 2 GPUs in the figures, 2 GPUs in the growth table
@@ -172,7 +173,7 @@ def test_scaling_benchmark_prints_its_tables():
 
 @pytest.mark.skipif(Path("/dev/nvidiactl").exists(), reason="this machine has an NVIDIA driver")
 def test_overhead_benchmark_needs_a_gpu():
-    run = subprocess.run([sys.executable, "bench/compare_nvitop.py", "--parts", "floor"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    run = subprocess.run([sys.executable, "bench/compare_nvitop.py", "--parts", "floor"], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)
     assert run.returncode == 2
     assert run.stderr.startswith("compare_nvitop: this benchmark needs an NVIDIA GPU: NVML cannot start")
 

@@ -17,6 +17,7 @@ import pytest
 import yaml
 from conftest import ROOT, free_port, running_daemon
 from tls_certs import make_pki
+from waiting import PATIENCE
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +44,7 @@ def client_context(pki, *, cert=None, minimum=None, maximum=None) -> ssl.SSLCont
 
 
 def get(port: int, path: str, context: ssl.SSLContext | None, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], str]:
-    connection = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10) if context else http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    connection = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=PATIENCE) if context else http.client.HTTPConnection("127.0.0.1", port, timeout=PATIENCE)
     try:
         connection.request("GET", path, headers=headers or {})
         response = connection.getresponse()
@@ -163,7 +164,7 @@ def test_sighup_reloads_web_config_and_keeps_the_old_one_when_bad(pki):
 def test_bad_web_config_stops_the_start_with_a_clear_error(tmp_path):
     path = tmp_path / "web.yml"
     path.write_text("tls_server_config:\n  cert_file: nope.crt\n  key_file: nope.key\n")
-    result = subprocess.run([sys.executable, "-m", "exporter", "--demo", "--web.listen-address", f"127.0.0.1:{free_port()}", "--web.config.file", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    result = subprocess.run([sys.executable, "-m", "exporter", "--demo", "--web.listen-address", f"127.0.0.1:{free_port()}", "--web.config.file", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)
     assert result.returncode == 2
     assert f"web config file {path}: 'tls_server_config.cert_file': cannot read {tmp_path / 'nope.crt'}: no such file" in result.stderr + result.stdout
 

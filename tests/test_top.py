@@ -17,6 +17,7 @@ import uuid as uuids
 
 import pytest
 from conftest import ROOT, free_port, running_daemon
+from waiting import PATIENCE
 
 from exporter.apps.derive import AppState
 from exporter.backends.replay import ReplayBackend
@@ -168,7 +169,7 @@ class Tmux:
         self.tmux("set-option", "-t", "top", "remain-on-exit", "on")
 
     def tmux(self, *args: str) -> str:
-        done = subprocess.run([TMUX, "-L", self.socket, "-f", "/dev/null", *args], capture_output=True, text=True, timeout=10)
+        done = subprocess.run([TMUX, "-L", self.socket, "-f", "/dev/null", *args], capture_output=True, text=True, timeout=PATIENCE)
         assert done.returncode == 0, done.stderr
         return done.stdout
 

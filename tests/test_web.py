@@ -12,6 +12,7 @@ import pytest
 from conftest import http_get, payloads_following, running_daemon
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from waiting import PATIENCE
 
 from exporter.backends.replay import ReplayBackend
 from exporter.config.file import Config
@@ -24,7 +25,7 @@ from exporter.web.server import ListenAddressError, WebServer, parse_listen_addr
 
 
 def request(port: int, method: str, path: str) -> tuple[int, dict[str, str], bytes]:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=PATIENCE)
     try:
         connection.request(method, path)
         response = connection.getresponse()
@@ -126,7 +127,7 @@ def test_head_sends_headers_without_a_body(server):
 def test_keep_alive_serves_several_requests_on_one_connection(server):
     web, poller = server
     poller.poll_once()
-    connection = http.client.HTTPConnection("127.0.0.1", web.port, timeout=5)
+    connection = http.client.HTTPConnection("127.0.0.1", web.port, timeout=PATIENCE)
     try:
         for path in ("/metrics", "/-/healthy", "/metrics"):
             connection.request("GET", path)
@@ -305,7 +306,7 @@ def test_metrics_ask_for_gzip_when_the_scraper_accepts_it_and_say_how_they_are_e
     web.start()
     try:
         for accept in ("gzip", "deflate, gzip;q=0.5", "*", "gzip;q=0", "identity", None):
-            connection = http.client.HTTPConnection("127.0.0.1", web.port, timeout=5)
+            connection = http.client.HTTPConnection("127.0.0.1", web.port, timeout=PATIENCE)
             connection.request("GET", "/metrics", headers={"Accept-Encoding": accept} if accept else {"Accept-Encoding": ""})
             response = connection.getresponse()
             body = response.read()
@@ -350,7 +351,7 @@ def test_the_server_answers_any_bytes_with_a_status_line_or_a_close_and_keeps_se
 
 def test_a_real_scrape_with_gzip_decompresses_to_the_plain_text(server):
     web, _ = server
-    connection = http.client.HTTPConnection("127.0.0.1", web.port, timeout=5)
+    connection = http.client.HTTPConnection("127.0.0.1", web.port, timeout=PATIENCE)
     try:
         connection.request("GET", "/metrics", headers={"Accept-Encoding": "gzip"})
         response = connection.getresponse()
