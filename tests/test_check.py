@@ -6,7 +6,6 @@ import io
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 from conftest import ROOT
@@ -22,14 +21,13 @@ from exporter.trace import load_trace
 FAKE = str(ROOT / "tests" / "fakes" / "dcgm")
 
 
-def run_check(*args: str, **env: str) -> tuple[int, str, float]:
-    started = time.monotonic()
+def run_check(*args: str, **env: str) -> tuple[int, str]:
     result = subprocess.run(
         [sys.executable, "-m", "exporter", "check", *args],
         cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE,
         env={**os.environ, **env},
     )
-    return result.returncode, result.stdout + result.stderr, time.monotonic() - started
+    return result.returncode, result.stdout + result.stderr
 
 
 def nvml_usable() -> bool:
@@ -44,9 +42,8 @@ def nvml_usable() -> bool:
 
 
 def test_check_lists_backends_and_fields_and_exits_0_with_dcgm_profiling(trace_paths):
-    code, output, elapsed = run_check("--dcgm.bindings-path", FAKE, FAKE_DCGM_TRACES=str(trace_paths["matmul_8192"]))
+    code, output = run_check("--dcgm.bindings-path", FAKE, FAKE_DCGM_TRACES=str(trace_paths["matmul_8192"]))
     assert code == 0, output
-    assert elapsed < 60
     assert "dcgm  works: embedded host engine, bindings from" in output and "profiling fields answer" in output
     assert "auto  would use: dcgm" in output
     assert "GPU 0  NVIDIA H200  GPU-fakedcgm-0-matmul_8192" in output
@@ -61,19 +58,19 @@ def test_check_lists_backends_and_fields_and_exits_0_with_dcgm_profiling(trace_p
 
 def test_check_reports_per_gpu_which_profiling_fields_dcgm_supports_and_watches(trace_paths):
     traces = os.pathsep.join(str(trace_paths[name]) for name in ("matmul_8192", "idle", "idle"))
-    code, output, _ = run_check("--dcgm.bindings-path", FAKE, FAKE_DCGM_TRACES=traces, FAKE_DCGM_GPUS="ampere,l4,pascal")
+    code, output = run_check("--dcgm.bindings-path", FAKE, FAKE_DCGM_TRACES=traces, FAKE_DCGM_GPUS="ampere,l4,pascal")
     gpus = output.split("\nGPU ")[1:]
     assert "dcgm profiling fields: supported 1001,1002,1003,1004,1005,1006,1007,1008,1009,1010,1011,1012,1013,1014,1015,1016; watched 1001,1002,1003,1004,1005,1007,1009,1010,1011,1012; not watched 1006,1008,1013,1014,1015,1016" in gpus[0]
     assert "DCGM_FI_PROF_FP64_UTIL_RATIO (1006): not watched: not in the single pass (--dcgm.multi-pass watches it)" in gpus[0]
     assert "dcgm profiling fields: supported 1001,1002,1003,1004,1005,1006,1007,1008,1009,1010; watched 1001,1002,1003,1004,1005,1007,1009,1010; not watched 1006,1008" in gpus[1]
     assert "DCGM_FI_PROF_NVLINK_TX_BYTES (1011): not supported on this GPU" in gpus[1]
     assert "dcgm profiling fields: none (DCGM_ST_NOT_SUPPORTED: this GPU does not support profiling metrics" in gpus[2]
-    code, output, _ = run_check("--dcgm.bindings-path", FAKE, "--dcgm.multi-pass", FAKE_DCGM_TRACES=traces, FAKE_DCGM_GPUS="ampere,l4,pascal")
+    code, output = run_check("--dcgm.bindings-path", FAKE, "--dcgm.multi-pass", FAKE_DCGM_TRACES=traces, FAKE_DCGM_GPUS="ampere,l4,pascal")
     assert "watched 1001,1002,1003,1004,1005,1006,1007,1008,1009,1010,1011,1012,1013,1014,1015,1016\n" in output.split("\nGPU ")[1]
 
 
 def test_check_exits_1_when_profiling_is_refused(trace_paths):
-    code, output, _ = run_check("--dcgm.bindings-path", FAKE, FAKE_DCGM_TRACES=str(trace_paths["idle"]), FAKE_DCGM_PROFILING="DCGM_ST_IN_USE")
+    code, output = run_check("--dcgm.bindings-path", FAKE, FAKE_DCGM_TRACES=str(trace_paths["idle"]), FAKE_DCGM_PROFILING="DCGM_ST_IN_USE")
     if not nvml_usable():  # with a GPU here, NVML decides the status
         assert code == 1, output
     assert "profiling fields refused: DCGM_ST_IN_USE" in output
@@ -83,7 +80,7 @@ def test_check_exits_1_when_profiling_is_refused(trace_paths):
 def test_check_exits_2_when_no_live_backend_works(tmp_path):
     if nvml_usable():
         pytest.skip("this machine has a GPU: NVML works, so 'nothing works' cannot be shown here")
-    code, output, _ = run_check("--dcgm.bindings-path", str(tmp_path))
+    code, output = run_check("--dcgm.bindings-path", str(tmp_path))
     assert code == 2, output
     assert f"dcgm  not usable: DCGM Python bindings not found: looked in {tmp_path}" in output
     assert "nvml  not usable:" in output and "auto  would use: nothing" in output

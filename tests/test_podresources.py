@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import running_daemon
 from fakes.kubelet import FakeKubelet, pod
+from waiting import PATIENCE, wait_until
 
 from exporter.attribution.kubernetes.attribution import Attributor
 from exporter.attribution.kubernetes.owners import AttributionHealth, PodOwner
@@ -70,16 +71,17 @@ def test_a_response_over_the_size_bound_fails_cleanly(socket_dir: Path) -> None:
 
 
 def test_a_slow_kubelet_hits_the_deadline(socket_dir: Path) -> None:
-    with FakeKubelet(socket_dir / "kubelet.sock", PODS, delay=1.0) as kubelet:
+    """The kubelet answers only when the test ends: the call ends at its deadline, without the answer."""
+    with FakeKubelet(socket_dir / "kubelet.sock", PODS, held=True) as kubelet:
         client = PodResourcesClient(str(kubelet.socket_path), timeout=0.1, max_message_bytes=1 << 20)
-        started = time.monotonic()
         try:
             with pytest.raises(PodResourcesError) as raised:
                 client.list()
+            answered_first = kubelet.release.is_set()
         finally:
             client.close()
     assert raised.value.code == "DEADLINE_EXCEEDED"
-    assert time.monotonic() - started < 0.9
+    assert not answered_first
 
 
 def _samples(*uuids: str) -> list[GpuSample]:
@@ -90,7 +92,7 @@ def _settings(socket_path: Path, **changes: str) -> KubernetesConfig:
     return parse_config({"kubernetes": {"enabled": True, "pod_resources_socket": str(socket_path), "refresh_interval": "10s", **changes}}).kubernetes
 
 
-def _wait_until(condition, timeout: float = 5.0) -> None:
+def _wait_until(condition, timeout: float = PATIENCE) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"
@@ -154,16 +156,17 @@ def test_a_failed_call_keeps_the_last_assignment_for_three_intervals(socket_dir:
 def test_a_slow_kubelet_never_delays_a_poll(socket_dir: Path) -> None:
     socket_path = socket_dir / "kubelet.sock"
     attributor = Attributor()
-    with FakeKubelet(socket_path, PODS, delay=3.0) as kubelet:
+    """The kubelet holds its answer until the test releases it: ten polls return meanwhile (the
+    first waits for the answer at most FIRST_CALL_WAIT), then the answer is taken up."""
+    settings = _settings(socket_path, timeout="1h", refresh_interval="1h")
+    with FakeKubelet(socket_path, PODS, held=True) as kubelet:
         try:
-            started = time.monotonic()
             for _ in range(10):
-                assert attributor.owners(_settings(socket_path, timeout="5s"), _samples(GPU_A), time.monotonic()) == {}
-            took = time.monotonic() - started
-            _wait_until(lambda: attributor.owners(_settings(socket_path, timeout="5s"), _samples(GPU_A), time.monotonic()) != {})
+                assert attributor.owners(settings, _samples(GPU_A), time.monotonic()) == {}
+            kubelet.release.set()
+            _wait_until(lambda: attributor.owners(settings, _samples(GPU_A), time.monotonic()) != {})
         finally:
             attributor.close()
-    assert took < 2.5  # the first answer is waited for at most 1 s; the 3 s call then runs on its own thread
     assert kubelet.calls == 1
 
 
@@ -197,6 +200,10 @@ def test_missing_socket_logs_one_line_and_recovers(socket_dir: Path, caplog: pyt
     assert any("works again" in record.getMessage() for record in caplog.records)
 
 
+def exported(body: str, series: str) -> float:
+    return float(body.split(f"\n{series} ")[1].split()[0])
+
+
 def _series(body: str, name: str) -> list[str]:
     return [line for line in body.splitlines() if line.startswith(name + "{")]
 
@@ -209,13 +216,11 @@ def test_daemon_labels_gpu_series_with_their_pod(socket_dir: Path, tmp_path: Pat
         pod("web", "infer-b", {"server": {"nvidia.com/gpu": ["GPU-replay-0-copy_2GB::1"]}}),
     ]
     config = tmp_path / "config.yml"
-    config.write_text(f"kubernetes:\n  enabled: true\n  pod_resources_socket: {socket_path}\n  refresh_interval: 30s\n")
+    config.write_text(f"kubernetes:\n  enabled: true\n  pod_resources_socket: {socket_path}\n  refresh_interval: 1h\n")
     with FakeKubelet(socket_path, pods) as kubelet, running_daemon("--demo", "--config", str(config), "--collect-interval", "200ms") as daemon:
-        bodies = [daemon.metrics() for _ in range(5)]
-        time.sleep(0.5)
-        bodies.append(daemon.metrics())
+        polls = exported(daemon.metrics(), "gpueff_collect_duration_seconds_count")
+        body = wait_until(lambda: (page := daemon.metrics()) and exported(page, "gpueff_collect_duration_seconds_count") >= polls + 3 and 'pod="trainer-0"' in page and page, "three more polls, labelled")
         calls = kubelet.calls
-    body = bodies[-1]
     up = {line.split(" ")[0] for line in _series(body, "gpueff_gpu_up")}
     assert 'gpueff_gpu_up{gpu="2",uuid="GPU-replay-2-matmul_8192",namespace="ml",pod="trainer-0",container="main"}' in up
     assert 'gpueff_gpu_up{gpu="1",uuid="GPU-replay-1-idle"}' in up  # no pod: no pod labels
@@ -238,8 +243,7 @@ def test_daemon_without_the_socket_logs_once_and_serves(socket_dir: Path, tmp_pa
     config = tmp_path / "config.yml"
     config.write_text(f"kubernetes:\n  enabled: true\n  pod_resources_socket: {socket_dir / 'absent.sock'}\n  refresh_interval: 1s\n")
     with running_daemon("--demo", "--config", str(config), "--collect-interval", "200ms") as daemon:
-        time.sleep(2.5)  # at least two refreshes
-        body = daemon.metrics()
+        body = wait_until(lambda: (page := daemon.metrics()) and exported(page, "gpueff_kubernetes_attribution_errors_total") >= 2 and page, "two refreshes")
         assert daemon.stop() == 0
         output = daemon.finished_output()
     assert 'gpueff_gpu_up{gpu="2",uuid="GPU-replay-2-matmul_8192"} 1' in body
@@ -255,8 +259,7 @@ def test_daemon_without_grpcio_logs_once_and_serves(socket_dir: Path, tmp_path: 
     config = tmp_path / "config.yml"
     config.write_text(f"kubernetes:\n  enabled: true\n  pod_resources_socket: {socket_path}\n  refresh_interval: 1s\n")
     with FakeKubelet(socket_path, PODS), running_daemon("--demo", "--config", str(config), "--collect-interval", "200ms", env={"PYTHONPATH": str(blocker.parent)}) as daemon:
-        time.sleep(2.5)
-        body = daemon.metrics()
+        body = wait_until(lambda: (page := daemon.metrics()) and exported(page, "gpueff_kubernetes_attribution_errors_total") >= 2 and page, "two refreshes")
         assert daemon.stop() == 0
         output = daemon.finished_output()
     assert "pod=" not in body and "gpueff_gpu_up{" in body

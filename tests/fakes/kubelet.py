@@ -40,12 +40,14 @@ def dra_pod(namespace: str, name: str, containers: dict[str, list[tuple[str, str
 
 
 class FakeKubelet:
-    """Serves ``pods`` (replaceable while running) and counts the List calls it answers."""
+    """Serves ``pods`` (replaceable while running) and counts the List calls it answers. With
+    ``held``, each answer waits until ``release`` is set (at the latest when the fake stops)."""
 
-    def __init__(self, socket_path: Path, pods: list[pb.PodResources], delay: float = 0.0) -> None:
+    def __init__(self, socket_path: Path, pods: list[pb.PodResources], held: bool = False) -> None:
         self.socket_path = socket_path
         self.pods = pods
-        self.delay = delay
+        self.held = held
+        self.release = threading.Event()
         self.failing = False  # answer UNAVAILABLE, as a restarting kubelet does
         self.calls = 0
         self._lock = threading.Lock()
@@ -60,8 +62,8 @@ class FakeKubelet:
     def _list(self, request: pb.ListPodResourcesRequest, context: grpc.ServicerContext) -> pb.ListPodResourcesResponse:
         with self._lock:
             self.calls += 1
-        if self.delay:
-            threading.Event().wait(self.delay)
+        if self.held:
+            self.release.wait()
         if self.failing:
             context.abort(grpc.StatusCode.UNAVAILABLE, "kubelet restarting")
         return pb.ListPodResourcesResponse(pod_resources=self.pods)
@@ -71,4 +73,5 @@ class FakeKubelet:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.release.set()
         self._server.stop(grace=None)
