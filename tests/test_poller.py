@@ -9,6 +9,7 @@ import time
 
 import pytest
 from conftest import payloads_following
+from waiting import PATIENCE, wait_until
 
 from exporter.backends.replay import ReplayBackend
 from exporter.config.file import Config
@@ -168,19 +169,11 @@ def test_start_and_stop_the_thread(trace_paths):
     poller = Poller(backend, Config(collect_interval=0.1))
     poller.start(backend.start())
     try:
-        assert poller.ready.wait(5.0)
-        deadline = time.monotonic() + 5.0
-        while poller.snapshot.polls_total < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert poller.snapshot.polls_total >= 3
+        assert poller.ready.wait(PATIENCE)
+        wait_until(lambda: poller.snapshot.polls_total >= 3, "three polls")
     finally:
-        started = time.monotonic()
-        poller.stop()
-        assert time.monotonic() - started < 2.0
-    assert not poller._thread.is_alive()
-    polls = poller.snapshot.polls_total
-    time.sleep(0.3)
-    assert poller.snapshot.polls_total == polls
+        poller.stop(PATIENCE)
+    assert not poller._thread.is_alive()  # so no poll comes after stop
     spin = poller.snapshot.gpus[0]
     assert spin.totals.busy_idle_sm_seconds > 0.1  # real time was integrated
 
@@ -191,7 +184,7 @@ def test_a_backend_failing_from_the_start_serves_its_gpus_as_down(trace_paths):
     poller = Poller(backend, Config(collect_interval=0.1))
     poller.start(backend.start())
     try:
-        assert poller.ready.wait(5.0)
+        assert poller.ready.wait(PATIENCE)
         snapshot = poller.snapshot
     finally:
         poller.stop()
@@ -219,14 +212,11 @@ def test_a_poll_that_raises_does_not_end_polling(trace_paths, caplog):
     with caplog.at_level(logging.ERROR, logger="exporter.poller"):
         poller.start(backend.start())
         try:
-            deadline = time.monotonic() + 5.0
-            while caplog.text.count("a poll failed") < 1 and time.monotonic() < deadline:
-                time.sleep(0.05)
-            time.sleep(0.35)  # a few more failing polls
+            wait_until(lambda: poller._own_errors >= 3, "three failing polls")
             assert poller._thread.is_alive()
             assert poller.snapshot is None  # nothing made up while every poll fails
             backend.buggy = False
-            assert poller.ready.wait(5.0)
+            assert poller.ready.wait(PATIENCE)
             snapshot = poller.snapshot
         finally:
             poller.stop()
@@ -239,10 +229,7 @@ def test_a_poll_that_raises_does_not_end_polling(trace_paths, caplog):
 def assert_a_reload_to_a_short_interval_polls_at_once(poller: Poller) -> None:
     """A reload to a 0.1 s interval: two more polls follow within seconds, not after the old interval."""
     poller.set_config(Config(collect_interval=0.1))
-    deadline = time.monotonic() + 5.0
-    while poller.snapshot.polls_total < 3 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert poller.snapshot.polls_total >= 3
+    wait_until(lambda: poller.snapshot.polls_total >= 3, "two more polls")
 
 
 def test_an_interval_too_long_for_a_wait_does_not_end_polling_and_a_reload_recovers(trace_paths, caplog):
@@ -252,7 +239,7 @@ def test_an_interval_too_long_for_a_wait_does_not_end_polling_and_a_reload_recov
     poller = Poller(backend, dataclasses.replace(Config(), collect_interval=1e300))
     poller.start(backend.start())
     try:
-        assert poller.ready.wait(5.0)
+        assert poller.ready.wait(PATIENCE)
         time.sleep(0.2)
         assert poller._thread.is_alive() and poller.snapshot.polls_total == 1
         assert_a_reload_to_a_short_interval_polls_at_once(poller)
@@ -266,14 +253,14 @@ def test_a_dead_poller_serves_stale_data_as_down_and_is_not_ready(trace_paths):
     poller = Poller(backend, Config(collect_interval=0.1, stale_after=0.3))
     poller.start(backend.start())
     try:
-        assert poller.ready.wait(5.0)
+        assert poller.ready.wait(PATIENCE)
         assert poller.is_ready()
 
         def die() -> None:
             raise SystemExit  # what no `except Exception` catches: the thread ends
 
         poller.poll_once = die  # type: ignore[method-assign]
-        poller._thread.join(5.0)
+        poller._thread.join(PATIENCE)
         assert not poller._thread.is_alive()
         time.sleep(0.4)
         body = payloads_following(poller).body().decode()
