@@ -64,6 +64,19 @@ def tls_daemon(config_path, ready_context: ssl.SSLContext, ready_headers: dict[s
         yield daemon
 
 
+def closed_by_peer(sock: socket.socket) -> bool:
+    """Whether the other end has closed ``sock`` (without waiting for it to)."""
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    finally:
+        sock.setblocking(True)
+
+
 def write_config(folder, data) -> str:
     path = folder / "web.yml"
     path.write_text(yaml.safe_dump(data))
@@ -131,9 +144,10 @@ def test_a_client_that_never_handshakes_does_not_block_others(pki):
         port = daemon.port
         idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(20)]  # TCP open, no ClientHello
         try:
-            started = time.monotonic()
             assert get(port, "/metrics", context)[0] == 200
-            assert time.monotonic() - started < 2
+            # Answered while the server still waits for every idle client's hello (it gives up on
+            # them only after its 10 s header timeout): it did not wait for them first.
+            assert not any(closed_by_peer(sock) for sock in idle)
         finally:
             for sock in idle:
                 sock.close()
@@ -146,12 +160,12 @@ def test_sighup_reloads_web_config_and_keeps_the_old_one_when_bad(pki):
         port, process = daemon.port, daemon.process
         path.write_text("basic_auth_users: {alice: not-a-hash}\n")
         process.send_signal(signal.SIGHUP)
-        time.sleep(1)
+        daemon.wait_for_output("web config reload failed")
         assert get(port, "/metrics", context, basic("alice", "right-password"))[0] == 200  # old settings kept
         assert get(port, "/metrics", context)[0] == 401
         write_config(pki.folder, {"tls_server_config": TLS, "basic_auth_users": {"bob": HASH}})
         process.send_signal(signal.SIGHUP)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + PATIENCE
         while get(port, "/metrics", context, basic("bob", "right-password"))[0] != 200:
             if time.monotonic() > deadline:
                 process.kill()
@@ -169,7 +183,7 @@ def test_bad_web_config_stops_the_start_with_a_clear_error(tmp_path):
     assert f"web config file {path}: 'tls_server_config.cert_file': cannot read {tmp_path / 'nope.crt'}: no such file" in result.stderr + result.stdout
 
 
-def wait_until(condition, what: str, process, seconds: float = 5.0) -> None:
+def wait_until(condition, what: str, process, seconds: float = PATIENCE) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
         if time.monotonic() > deadline:
@@ -193,10 +207,10 @@ def test_a_reload_never_turns_tls_auth_or_client_certificates_off(pki):
             yaml.safe_dump({"tls_server_config": {**TLS, "client_auth_type": "RequireAndVerifyClientCert", "client_ca_file": "client-ca.crt"}}),
             yaml.safe_dump({"tls_server_config": {**TLS, "client_auth_type": "VerifyClientCertIfGiven", "client_ca_file": "client-ca.crt"}, "basic_auth_users": {"alice": HASH}}),
         ]
-        for text in weaker:
+        for refused, text in enumerate(weaker, 1):
             path.write_text(text)
             process.send_signal(signal.SIGHUP)
-            time.sleep(0.5)
+            daemon.wait_for_output("web config reload refused", count=refused)
             assert get(port, "/metrics", context)[0] == 401  # auth still on
             assert get(port, "/metrics", context, alice)[0] == 200  # over TLS, with the client certificate
             with pytest.raises((ssl.SSLError, ConnectionError)):
