@@ -1,7 +1,7 @@
 """Bounds on connections (issue 14 item 3), with real sockets on loopback: the header deadline
 against slowloris, a flood of idle connections at the cap, a burst past the old backlog of 128,
-running out of file descriptors, and the thread count. Counts and durations are kept small; the
-only time bounds asserted are generous multiples of the configured deadlines."""
+running out of file descriptors, and the thread count. Counts and durations are kept small; no
+duration is asserted: each deadline is shown to cut what would otherwise go on for good."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, http_get, running_daemon
+from waiting import PATIENCE, wait_until
 
 from exporter.web.loop import Limits
 from exporter.web.payload import Payload
@@ -43,6 +44,18 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+def unread_bytes(web: WebServer, client: socket.socket) -> int:
+    """Bytes from ``client`` waiting, unread, in the server's end of its connection."""
+    import fcntl
+    import struct
+    import termios
+
+    for connection in list(web._loop.connections.values()):
+        if connection.sock.getpeername() == client.getsockname():
+            return struct.unpack("i", fcntl.ioctl(connection.sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+    return 0
+
+
 def closed_by_server(sock: socket.socket) -> bool:
     sock.setblocking(False)
     try:
@@ -58,12 +71,12 @@ def test_slowloris_connections_are_closed_at_the_header_deadline(caplog):
     though every single read is far quicker than any per-read timeout."""
     caplog.set_level(logging.WARNING, logger="exporter.web.server")
     with limited_server(header_timeout=1.0) as web:
-        slow = [socket.create_connection(("127.0.0.1", web.port), timeout=5) for _ in range(20)]
+        slow = [socket.create_connection(("127.0.0.1", web.port), timeout=PATIENCE) for _ in range(20)]
         for sock in slow:
             sock.sendall(b"GET /metrics HTTP/1.1\r\nX-Slow: ")
         started = time.monotonic()
         open_ones = list(slow)
-        while open_ones and time.monotonic() - started < 8:
+        while open_ones and time.monotonic() - started < PATIENCE:
             for sock in list(open_ones):
                 if closed_by_server(sock):
                     open_ones.remove(sock)
@@ -75,8 +88,7 @@ def test_slowloris_connections_are_closed_at_the_header_deadline(caplog):
         assert http_get(f"http://127.0.0.1:{web.port}/-/healthy")[0] == 200
         for sock in slow:
             sock.close()
-    assert not open_ones, f"{len(open_ones)} slowloris connection(s) still open after {elapsed:.1f} s"
-    assert elapsed < 4  # the deadline is 1 s; a per-read timeout would never fire
+    assert not open_ones, f"{len(open_ones)} slowloris connection(s) still open after {elapsed:.1f} s"  # a per-read timeout would never fire
     assert any("did not send a complete request" in record.getMessage() for record in caplog.records)
 
 
@@ -84,7 +96,7 @@ def test_an_idle_flood_past_the_cap_keeps_metrics_answering_with_no_thread_per_c
     caplog.set_level(logging.WARNING, logger="exporter.web.server")
     with limited_server(max_connections=64) as web:
         threads = threading.active_count()
-        flood = [socket.create_connection(("127.0.0.1", web.port), timeout=5) for _ in range(300)]
+        flood = [socket.create_connection(("127.0.0.1", web.port), timeout=PATIENCE) for _ in range(300)]
         try:
             for _ in range(5):
                 status, body = http_get(f"http://127.0.0.1:{web.port}/metrics")
@@ -106,7 +118,7 @@ def test_a_burst_of_200_connections_is_all_taken_by_the_listen_backlog():
     burst = []
     try:
         for _ in range(200):
-            sock = socket.create_connection(("127.0.0.1", web.port), timeout=3)
+            sock = socket.create_connection(("127.0.0.1", web.port), timeout=PATIENCE)
             sock.sendall(b"GET /-/healthy HTTP/1.1\r\nConnection: close\r\n\r\n")
             burst.append(sock)
         web.start()
@@ -154,7 +166,7 @@ def test_out_of_file_descriptors_backs_off_without_spinning_and_makes_room_from_
     try:
         port = int(process.stdout.readline())
         # No descriptor left and no connection to close: accepting pauses instead of spinning.
-        waiting = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(5)]
+        waiting = [socket.create_connection(("127.0.0.1", port), timeout=PATIENCE) for _ in range(5)]
         before = cpu_seconds(process.pid)
         time.sleep(2)
         assert cpu_seconds(process.pid) - before < 0.5  # a loop spinning on the listening socket burns all 2 s
@@ -163,13 +175,13 @@ def test_out_of_file_descriptors_backs_off_without_spinning_and_makes_room_from_
         process.stdin.write("3\n")
         process.stdin.flush()
         assert process.stdout.readline() == "freed\n"
-        status, body = http_get(f"http://127.0.0.1:{port}/-/healthy", timeout=10)
+        status, body = http_get(f"http://127.0.0.1:{port}/-/healthy")
         assert status == 200 and body == "Healthy.\n"
     finally:
         for sock in waiting:
             sock.close()
         process.kill()
-        _, errors = process.communicate(timeout=10)
+        _, errors = process.communicate(timeout=PATIENCE)
     assert errors.count("cannot accept connections: Too many open files") == 1, errors  # once per interval
     assert "at the open-file limit" in errors
     assert "Traceback" not in errors
@@ -185,7 +197,7 @@ def test_the_daemon_under_1100_idle_connections_with_1024_descriptors_keeps_answ
         flood = []
         try:
             for _ in range(1100):
-                flood.append(socket.create_connection(("127.0.0.1", daemon.port), timeout=5))
+                flood.append(socket.create_connection(("127.0.0.1", daemon.port), timeout=PATIENCE))
             for _ in range(3):
                 assert 'gpueff_gpu_up{gpu="0"' in daemon.metrics()
             assert len(os.listdir(f"/proc/{pid}/task")) <= 6
@@ -216,17 +228,14 @@ def test_a_tls_handshake_that_never_finishes_is_closed_at_the_header_deadline(tm
     stalled = []
     try:
         for _ in range(10):
-            sock = socket.create_connection(("127.0.0.1", web.port), timeout=5)
+            sock = socket.create_connection(("127.0.0.1", web.port), timeout=PATIENCE)
             sock.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")  # the start of a ClientHello, no more
             stalled.append(sock)
         context = ssl.create_default_context(cafile=str(pki.server_ca.cert))
-        with socket.create_connection(("127.0.0.1", web.port), timeout=5) as raw, context.wrap_socket(raw, server_hostname="localhost") as tls:
+        with socket.create_connection(("127.0.0.1", web.port), timeout=PATIENCE) as raw, context.wrap_socket(raw, server_hostname="localhost") as tls:
             tls.sendall(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
             assert tls.recv(65536).startswith(b"HTTP/1.1 200 OK")
-        started = time.monotonic()
-        while not all(closed_by_server(sock) for sock in stalled) and time.monotonic() - started < 8:
-            time.sleep(0.1)
-        assert all(closed_by_server(sock) for sock in stalled)
+        wait_until(lambda: all(closed_by_server(sock) for sock in stalled), "the stalled handshakes to be closed")
     finally:
         for sock in stalled:
             sock.close()
@@ -235,18 +244,25 @@ def test_a_tls_handshake_that_never_finishes_is_closed_at_the_header_deadline(tm
 
 def test_a_client_that_never_reads_its_answer_is_closed_at_the_write_deadline():
     body = b"# a big body\n" + b"m 1\n" * 4_000_000  # 16 MB: more than the socket buffers hold
-    web = WebServer("127.0.0.1:0", lambda gzip: Payload((body,), None), lambda: True, "slow reader", limits=Limits(write_timeout=1.0))
+    asked = threading.Event()
+
+    def metrics(gzip: bool) -> Payload:
+        asked.set()
+        return Payload((body,), None)
+
+    web = WebServer("127.0.0.1:0", metrics, lambda: True, "slow reader", limits=Limits(write_timeout=1.0))
     web.start()
     try:
-        with socket.create_connection(("127.0.0.1", web.port), timeout=5) as sock:
+        with socket.create_connection(("127.0.0.1", web.port), timeout=PATIENCE) as sock:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-            time.sleep(0.3)
-            assert len(web._loop.connections) == 1
-            started = time.monotonic()
-            while web._loop.connections and time.monotonic() - started < 8:
-                time.sleep(0.1)
-            assert not web._loop.connections  # closed, never answered in full
+            assert asked.wait(PATIENCE)
+            wait_until(lambda: not web._loop.connections, "the server to close the connection")
+            received = 0
+            with contextlib.suppress(ConnectionError):
+                while chunk := sock.recv(1 << 20):
+                    received += len(chunk)
+            assert received < len(body)  # closed, never answered in full
         assert http_get(f"http://127.0.0.1:{web.port}/-/healthy")[0] == 200
     finally:
         web.close()
@@ -279,7 +295,7 @@ def test_a_pipelining_client_gets_one_answer_per_turn_and_others_are_served_betw
         order.append("pipelined")
         if len(order) == 1:
             first_started.set()
-            other_sent.wait(5)  # the other client's request arrives while the first is answered
+            other_sent.wait(PATIENCE)  # the other client's request arrives while the first is answered
         return Payload((b"m 1\n",), None)
 
     def ready() -> bool:
@@ -289,13 +305,13 @@ def test_a_pipelining_client_gets_one_answer_per_turn_and_others_are_served_betw
     web = WebServer("127.0.0.1:0", metrics, ready, "fair")
     web.start()
     try:
-        with socket.create_connection(("127.0.0.1", web.port), timeout=10) as pipelining, socket.create_connection(("127.0.0.1", web.port), timeout=10) as other:
+        with socket.create_connection(("127.0.0.1", web.port), timeout=PATIENCE) as pipelining, socket.create_connection(("127.0.0.1", web.port), timeout=PATIENCE) as other:
             other.sendall(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n")
             read_responses(other, 1)  # accepted and served once
             pipelining.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 50)
-            assert first_started.wait(5)
+            assert first_started.wait(PATIENCE)
             other.sendall(b"GET /-/ready HTTP/1.1\r\nHost: x\r\n\r\n")
-            time.sleep(0.2)
+            wait_until(lambda: unread_bytes(web, other) > 0, "the other request in the server's socket")
             other_sent.set()
             read_responses(pipelining, 50)
             read_responses(other, 1)
@@ -322,9 +338,10 @@ def test_pipelined_unread_answers_pin_little_kernel_memory():
     web = WebServer("127.0.0.1:0", metrics, lambda: True, "pinned")
     web.start()
     try:
-        with socket.create_connection(("127.0.0.1", web.port), timeout=10) as sock:
+        with socket.create_connection(("127.0.0.1", web.port), timeout=PATIENCE) as sock:
             sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 500)
-            time.sleep(1.0)
+            wait_until(lambda: answered[0] >= 1, "the first answer")
+            time.sleep(1.0)  # time for the loop to answer on (it must stop while answers wait unsent)
             (connection,) = list(web._loop.connections.values())
             unsent = struct.unpack("i", fcntl.ioctl(connection.sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]
             assert unsent <= 512 * 1024, unsent  # UNSENT_BYTES (128 KiB) and the answer being written (on loopback, all queued bytes are unsent)
@@ -355,17 +372,17 @@ def test_kept_alive_scrapes_are_answered_while_a_tls_handshake_is_being_computed
         stalled[0] += 1
         if stalled[0] == 2:  # the second handshake: the kept-alive client's is the first
             entered.set()
-            release.wait(10)
+            release.wait(2 * PATIENCE)
 
     config.ssl_context.sni_callback = stall
     server = WebServer("127.0.0.1:0", lambda gzip: Payload((b"m 1\n",), None), lambda: True, "tls", web_config=config)
     server.start()
     client = ssl.create_default_context(cafile=str(pki.server_ca.cert))
     try:
-        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw, client.wrap_socket(raw, server_hostname="localhost") as kept:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=PATIENCE) as raw, client.wrap_socket(raw, server_hostname="localhost") as kept:
             kept.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
             assert kept.recv(65536).startswith(b"HTTP/1.1 200 OK")
-            staller = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+            staller = socket.create_connection(("127.0.0.1", server.port), timeout=2 * PATIENCE)
 
             def handshake() -> None:
                 with contextlib.suppress(OSError):
@@ -373,12 +390,12 @@ def test_kept_alive_scrapes_are_answered_while_a_tls_handshake_is_being_computed
 
             hello = threading.Thread(target=handshake, daemon=True)
             hello.start()
-            assert entered.wait(10)  # a handshake is now inside OpenSSL on the server
-            kept.settimeout(3)
+            assert entered.wait(PATIENCE)  # a handshake is now inside OpenSSL on the server, held there until released
             kept.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-            assert kept.recv(65536).startswith(b"HTTP/1.1 200 OK")  # before: timed out behind the handshake
+            assert kept.recv(65536).startswith(b"HTTP/1.1 200 OK")  # before: waited behind the handshake
+            assert hello.is_alive() and not release.is_set()  # answered while the handshake is still held
             release.set()
-            hello.join(10)
+            hello.join(PATIENCE)
             staller.close()
     finally:
         release.set()
@@ -399,18 +416,25 @@ def test_tls_clients_that_do_not_read_pin_no_copy_of_the_page(tmp_path):
     web = tmp_path / "web.yml"
     web.write_text(f"tls_server_config:\n  cert_file: {pki.server.cert}\n  key_file: {pki.server.key}\n")
     page = b"m 1\n" * 500_000  # 2 MB
-    server = WebServer("127.0.0.1:0", lambda gzip: Payload((page,), None), lambda: True, "tls", web_config=load_web_config(web))
+    served = []
+
+    def metrics(gzip: bool) -> Payload:
+        served.append(gzip)
+        return Payload((page,), None)
+
+    server = WebServer("127.0.0.1:0", metrics, lambda: True, "tls", web_config=load_web_config(web))
     server.start()
     client = ssl.create_default_context(cafile=str(pki.server_ca.cert))
     sockets = []
     tracemalloc.start()
     try:
         for _ in range(20):
-            sock = client.wrap_socket(socket.create_connection(("127.0.0.1", server.port), timeout=10), server_hostname="localhost")
+            sock = client.wrap_socket(socket.create_connection(("127.0.0.1", server.port), timeout=PATIENCE), server_hostname="localhost")
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
             sockets.append(sock)
-        time.sleep(1.0)
+        wait_until(lambda: len(served) >= 20, "every client's answer under way")
+        time.sleep(1.0)  # time for the writes to go on (and for copies to be made, were they made)
         held = tracemalloc.get_traced_memory()[0]
     finally:
         tracemalloc.stop()
