@@ -155,9 +155,12 @@ def test_runner_keeps_only_samples_inside_each_measured_run(trace_paths):
     assert copy.error == "failed: RuntimeError: CUDA out of memory"
     assert engine.releases == 4
     for reading in (idle, matmul):
-        # a replayed window runs from the previous collect, 0.1 s before: the first lies partly before the run
-        assert 5 <= len(reading.samples) <= 9
-        assert all(sample.window_seconds < 0.5 for sample in reading.samples)
+        # A replayed window runs from the previous collect: the kept ones follow each other inside
+        # the run (however late a busy machine makes the sampler), and fill at most its length.
+        assert reading.samples
+        for earlier, later in zip(reading.samples, reading.samples[1:]):
+            assert later.timestamp - later.window_seconds >= earlier.timestamp - 1e-9
+        assert sum(sample.window_seconds for sample in reading.samples) <= elapsed
     assert matmul.samples[0].timestamp - matmul.samples[0].window_seconds >= idle.samples[-1].timestamp
     flops = 2 * MATMUL_N**3 * engine.matmuls
     assert flops / elapsed / 1e12 < matmul.truth["tflops"] <= flops / 0.9 / 1e12 * 1.01
