@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from waiting import PATIENCE
+
 CHROMIUM = shutil.which("chromium")
 FLAGS = (
     "--headless",
@@ -86,7 +88,7 @@ class Browser:
                         self._answers[message["id"]] = message
                         self._arrived.notify_all()
 
-    def call(self, method: str, params: dict[str, Any] | None = None, session: str | None = None, timeout: float = 10.0) -> dict[str, Any]:
+    def call(self, method: str, params: dict[str, Any] | None = None, session: str | None = None, timeout: float = PATIENCE) -> dict[str, Any]:
         self._next_id += 1
         number = self._next_id
         message: dict[str, Any] = {"id": number, "method": method, "params": params or {}}
@@ -116,7 +118,7 @@ class Browser:
             raise BrowserError(f"{expression!r} threw: {result['exceptionDetails']}")
         return result["result"].get("value")
 
-    def wait_for(self, expression: str, timeout: float = 15.0) -> Any:
+    def wait_for(self, expression: str, timeout: float = PATIENCE) -> Any:
         """Evaluate until the expression is truthy; its value."""
         deadline = time.monotonic() + timeout
         while True:
@@ -130,7 +132,7 @@ class Browser:
     def screenshot(self, path: Path, width: int, height: int) -> None:
         """A PNG of the page's top ``width`` x ``height`` pixels."""
         clip = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
-        result = self.call("Page.captureScreenshot", {"format": "png", "clip": clip}, session=self.session, timeout=20)
+        result = self.call("Page.captureScreenshot", {"format": "png", "clip": clip}, session=self.session, timeout=PATIENCE)
         path.write_bytes(base64.b64decode(result["data"]))
 
     def close(self) -> None:

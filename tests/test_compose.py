@@ -174,9 +174,9 @@ def test_the_stacks_prometheus_config_runs_in_debians_prometheus(tmp_path: Path)
         stack.enter_context(process([prometheus_binary, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'data'}",
                                      f"--web.listen-address=127.0.0.1:{prom_port}"], tmp_path / "prometheus.log"))
         api = f"http://127.0.0.1:{prom_port}/api/v1"
-        target = wait_for("the exporter's target to be up", lambda: next((t for t in get_json(f"{api}/targets")["data"]["activeTargets"] if t["health"] == "up"), None), 30)
+        target = wait_for("the exporter's target to be up", lambda: next((t for t in get_json(f"{api}/targets")["data"]["activeTargets"] if t["health"] == "up"), None), PATIENCE)
         assert target["labels"]["job"] == "gpu-efficiency-exporter"
-        wait_for("Alertmanager to be in use", lambda: get_json(f"{api}/alertmanagers")["data"]["activeAlertmanagers"], 30)
+        wait_for("Alertmanager to be in use", lambda: get_json(f"{api}/alertmanagers")["data"]["activeAlertmanagers"], PATIENCE)
 
         def evaluated() -> list[dict[str, Any]]:
             """Every rule of the groups on the global interval, once each has been evaluated (the
@@ -186,9 +186,9 @@ def test_the_stacks_prometheus_config_runs_in_debians_prometheus(tmp_path: Path)
             rules = [rule for group in groups if group["interval"] <= 5 for rule in group["rules"]]
             return rules if rules and all(rule["health"] == "ok" for rule in rules) else []
 
-        wait_for("every rule to be evaluated", evaluated, 40)
+        wait_for("every rule to be evaluated", evaluated, PATIENCE)
         assert {group["name"] for group in get_json(f"{api}/rules")["data"]["groups"]} == {group["name"] for group in load(RULES)["groups"]}
         # Utilization, recorded from the exporter's counters: one series per demo GPU.
         recorded = "instance_gpu:gpueff_gpu_utilization:ratio_rate5m"
-        series = wait_for(f"{recorded} to have data", lambda: get_json(f"{api}/query?query={recorded}")["data"]["result"], 30)
+        series = wait_for(f"{recorded} to have data", lambda: get_json(f"{api}/query?query={recorded}")["data"]["result"], PATIENCE)
         assert len(series) == 18 and {each["metric"]["job"] for each in series} == {"gpu-efficiency-exporter"}

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import DCGM_FAKE, ROOT, running_daemon
 from fakes.nvml import FakeClock, FakeGpu, FakeNvml
+from waiting import PATIENCE
 
 from exporter.backends.auto import AutoBackend
 from exporter.backends.base import BackendUnavailable
@@ -46,7 +47,7 @@ def test_watches_fields_and_reads_latest_values_in_the_gpm_shape(dcgm_engine, tr
         assert watched[203] == watched[1002] == 100_000
         assert watched[156] == watched[310] == 1_000_000
         assert set(range(1001, 1017)) <= set(watched)  # a Hopper GPU: every supported field, no pass limit
-        assert dcgm.profiling_answers(3.0)
+        assert dcgm.profiling_answers(PATIENCE)
         sample = dcgm.collect()[0]
     finally:
         dcgm.close()
@@ -101,7 +102,7 @@ def test_fields_resolve_by_id_under_old_and_new_names(dcgm_engine, naming, sm_na
     try:
         names = {resolved.field_id: resolved.name for resolved in dcgm.fields}
         assert names[1002] == sm_name and names[203] == util_name
-        assert dcgm.profiling_answers(3.0)
+        assert dcgm.profiling_answers(PATIENCE)
     finally:
         dcgm.close()
 
@@ -117,7 +118,7 @@ def test_without_a_metadata_lookup_the_bindings_names_decide(dcgm_engine, monkey
     try:
         assert {resolved.field_id: resolved.name for resolved in dcgm.fields}[1004] == "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"
         assert [spec.field_id for spec in dcgm.unknown_fields] == [1016]
-        assert dcgm.profiling_answers(3.0)
+        assert dcgm.profiling_answers(PATIENCE)
     finally:
         dcgm.close()
 
@@ -130,7 +131,7 @@ def test_a_field_unknown_to_this_dcgm_is_left_out_and_the_rest_works(dcgm_engine
     dcgm.start()
     try:
         assert {spec.field_id for spec in dcgm.unknown_fields} == {1015, 1016}
-        assert dcgm.profiling_answers(3.0)
+        assert dcgm.profiling_answers(PATIENCE)
         sample = dcgm.collect()[0]
     finally:
         dcgm.close()
@@ -239,7 +240,7 @@ def fake_nvml(trace_paths, gpm: bool) -> NvmlBackend:
 
 
 def test_auto_picks_dcgm_when_its_profiling_fields_answer(dcgm_engine, trace_paths, caplog):
-    auto = AutoBackend(backend, lambda: fake_nvml(trace_paths, gpm=True), probe_timeout=3.0)
+    auto = AutoBackend(backend, lambda: fake_nvml(trace_paths, gpm=True), probe_timeout=PATIENCE)
     with caplog.at_level(logging.INFO):
         devices = auto.start()
     try:
@@ -302,7 +303,7 @@ def test_auto_names_both_reasons_when_no_live_backend_works(dcgm_engine):
 # ---- the daemon ---------------------------------------------------------------------------------
 
 
-def wait_for(daemon, predicate, timeout: float = 10.0) -> str:
+def wait_for(daemon, predicate, timeout: float = PATIENCE) -> str:
     deadline = time.monotonic() + timeout
     while True:
         body = daemon.metrics()
@@ -372,7 +373,7 @@ def test_only_the_profiling_fields_a_gpu_supports_are_watched(dcgm_engine):
         support = dcgm.profiling["GPU-fakedcgm-0-matmul_8192"]
         assert support.supported == frozenset({1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009, 1010})
         assert support.watched == frozenset({1001, 1002, 1003, 1004, 1005, 1007, 1009, 1010}) and support.refused == {}
-        assert dcgm.profiling_answers(3.0)
+        assert dcgm.profiling_answers(PATIENCE)
         sample = dcgm.collect()[0]
     finally:
         dcgm.close()
@@ -417,7 +418,7 @@ def test_a_refused_profiling_watch_retries_smaller_and_never_loses_sm_activity(d
         support = dcgm.profiling["GPU-fakedcgm-0-matmul_8192"]
         assert kept <= support.watched and refused not in support.watched
         assert support.refused[refused].startswith("DCGM_ST_NOT_SUPPORTED")
-        assert dcgm.profiling_refused is None and dcgm.profiling_answers(3.0)
+        assert dcgm.profiling_refused is None and dcgm.profiling_answers(PATIENCE)
     finally:
         dcgm.close()
     assert "watching them group by group" in caplog.text
@@ -471,7 +472,7 @@ def test_a_gpu_without_profiling_says_why_while_the_others_give_it(dcgm_engine, 
         dcgm.start()
     try:
         assert dcgm.profiling["GPU-fakedcgm-1-idle"].not_supported.startswith("DCGM_ST_NOT_SUPPORTED")
-        assert dcgm.profiling_refused is None and dcgm.profiling_answers(3.0)
+        assert dcgm.profiling_refused is None and dcgm.profiling_answers(PATIENCE)
         assert [s.up for s in dcgm.collect()] == [True, True]
     finally:
         dcgm.close()

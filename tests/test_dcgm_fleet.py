@@ -12,6 +12,7 @@ import time
 import pytest
 from conftest import DCGM_FAKE, running_daemon
 from fakes.nvml import FakeClock, FakeGpu, FakeNvml
+from waiting import PATIENCE
 
 from exporter.backends.auto import AutoBackend
 from exporter.backends.base import BackendUnavailable
@@ -124,7 +125,7 @@ def test_a_running_host_engine_on_its_unix_socket_is_used_and_no_embedded_engine
     socket.touch()
     dcgm_engine.serve(str(socket))
     dcgm = backend(host=None, discover=True, environ={}, socket_path=str(socket))
-    auto = AutoBackend(lambda: dcgm, lambda: NvmlBackend(nvml=FakeNvml([FakeGpu(load_trace(trace_paths["idle"]), gpm=True)])), probe_timeout=3.0)
+    auto = AutoBackend(lambda: dcgm, lambda: NvmlBackend(nvml=FakeNvml([FakeGpu(load_trace(trace_paths["idle"]), gpm=True)])), probe_timeout=PATIENCE)
     with caplog.at_level(logging.INFO):
         auto.start()
     try:
@@ -259,7 +260,7 @@ def test_daemon_serves_a_mig_gpus_instances_through_dcgm(trace_paths):
     info = 'gpueff_mig_device_info{gpu="0",uuid="MIG-fakedcgm-0-matmul_8192-1",parent_uuid="GPU-fakedcgm-0-matmul_8192",gpu_instance="1"} 1'
     active = 'gpueff_sm_active_ratio{gpu="0",uuid="MIG-fakedcgm-0-matmul_8192-1"}'
     with running_daemon("--backend", "dcgm", "--dcgm.bindings-path", FAKE, "--collect-interval", "100ms", env=env) as daemon:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + PATIENCE
         while not (info in (body := daemon.metrics()) and active in body):
             assert time.monotonic() < deadline, body[-3000:]
             time.sleep(0.1)

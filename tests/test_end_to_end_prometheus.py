@@ -233,7 +233,7 @@ def stack(tmp_path_factory) -> Iterator[dict[str, Any]]:
             app = Process(f"token_server {server}", [sys.executable, str(ROOT / "tests" / "fakes" / "app_servers" / "token_server.py"), "--listen", f"127.0.0.1:{port}", "--server", server], work / f"app-{server}.log")
             stack.callback(app.stop)
             apps[server] = f"http://127.0.0.1:{port}"
-            wait_for(f"the {server} token server", lambda app=app, url=apps[server]: (app.check_running(), http_get(url + "/health", timeout=PATIENCE)[0] == 200)[1], 15)
+            wait_for(f"the {server} token server", lambda app=app, url=apps[server]: (app.check_running(), http_get(url + "/health", timeout=PATIENCE)[0] == 200)[1], PATIENCE)
         app_url = apps["vllm"]
 
         (work / "exporter.yml").write_text(yaml.safe_dump({
@@ -272,14 +272,14 @@ def stack(tmp_path_factory) -> Iterator[dict[str, Any]]:
             process.check_running()
             return http_get(url + "/-/ready", timeout=PATIENCE)[0] == 200
 
-        wait_for("Alertmanager to be ready", lambda: ready(alertmanager, f"http://127.0.0.1:{am_port}"), 20)
-        wait_for("Prometheus to be ready", lambda: ready(prometheus, prom.url), 20)
-        wait_for("every scrape target up", lambda: len(prom.query('up == 1')) == 1 + len(apps), 20)
+        wait_for("Alertmanager to be ready", lambda: ready(alertmanager, f"http://127.0.0.1:{am_port}"), PATIENCE)
+        wait_for("Prometheus to be ready", lambda: ready(prometheus, prom.url), PATIENCE)
+        wait_for("every scrape target up", lambda: len(prom.query('up == 1')) == 1 + len(apps), PATIENCE)
         started = time.time()
         # Enough samples for rate() over $__rate_interval (4 scrapes) and for the recording rules.
         # Prometheus 2.x asked for OpenMetrics without escaping=allow-utf-8: the colons were escaped.
-        wait_for("the app's token rate", lambda: prom.query("sum(rate(vllm_generation_tokens_total[4s])) > 0"), 20)
-        wait_for("the exporter's app join", lambda: prom.query("gpueff_app_units_per_joule > 0"), 20)
+        wait_for("the app's token rate", lambda: prom.query("sum(rate(vllm_generation_tokens_total[4s])) > 0"), PATIENCE)
+        wait_for("the exporter's app join", lambda: prom.query("gpueff_app_units_per_joule > 0"), PATIENCE)
         time.sleep(max(0.0, started + 6 - time.time()))
         yield {"prometheus": prom, "webhook": webhook, "daemon_metrics": daemon.metrics(), "started": started, "work": work, "load": load,
                "alertmanager": f"http://127.0.0.1:{am_port}"}
@@ -440,7 +440,7 @@ def test_the_demo_replays_the_recorded_health_readings(stack: dict[str, Any]) ->
 def test_mismatch_alert_from_spin_trace_reaches_the_team(stack):
     """A warning by default (wasted time, no outage): the team's receiver, not on-call."""
     webhook: Webhook = stack["webhook"]
-    alerts = wait_for("the mismatch alert at the team webhook", lambda: webhook.alerts("GpuHighUtilizationLowSmActivity", "/gpu-team"), 40, interval=0.5)
+    alerts = wait_for("the mismatch alert at the team webhook", lambda: webhook.alerts("GpuHighUtilizationLowSmActivity", "/gpu-team"), PATIENCE, interval=0.5)
     alert = alerts[0]
     assert alert["status"] == "firing"
     assert alert["labels"]["uuid"] == SPIN_UUID and alert["labels"]["gpu"] == "4"
@@ -464,7 +464,7 @@ def test_attribution_down_alert_reaches_the_team(stack: dict[str, Any]) -> None:
     webhook: Webhook = stack["webhook"]
     (up,) = stack["prometheus"].query("gpueff_kubernetes_attribution_up")
     assert up["value"][1] == "0"
-    alerts = wait_for("the attribution alert at the team webhook", lambda: webhook.alerts("GpuKubernetesAttributionDown", "/gpu-team"), 40, interval=0.5)
+    alerts = wait_for("the attribution alert at the team webhook", lambda: webhook.alerts("GpuKubernetesAttributionDown", "/gpu-team"), PATIENCE, interval=0.5)
     assert alerts[0]["labels"]["severity"] == "warning" and alerts[0]["annotations"]["runbook_url"].endswith("#gpukubernetesattributiondown")
 
 
@@ -488,16 +488,16 @@ def test_shipped_inhibitions_match_on_the_device_uuid(stack):
     request = urllib.request.Request(stack["alertmanager"] + "/api/v2/alerts", data=json.dumps(alerts).encode(), headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=PATIENCE) as response:
         assert response.status == 200
-    wait_for("the lost MIG device to page", lambda: [a for a in webhook.alerts("GpuLost", "/gpu-oncall") if a["labels"]["uuid"] == "MIG-x"], 20, interval=0.3)
+    wait_for("the lost MIG device to page", lambda: [a for a in webhook.alerts("GpuLost", "/gpu-oncall") if a["labels"]["uuid"] == "MIG-x"], PATIENCE, interval=0.3)
     delivered = lambda: {a["labels"]["uuid"] for a in webhook.alerts("GpuLowEfficiency", "/gpu-team") if a["labels"]["instance"] == "node9:9947"}  # noqa: E731
-    wait_for("the sibling's low-efficiency alert", lambda: "MIG-y" in delivered(), 20, interval=0.3)
+    wait_for("the sibling's low-efficiency alert", lambda: "MIG-y" in delivered(), PATIENCE, interval=0.3)
     time.sleep(2)  # two more group intervals: the inhibited one must still be missing
     assert delivered() == {"MIG-y"}
 
 
 def test_recording_rules_in_live_prometheus(stack):
     prom: Prometheus = stack["prometheus"]
-    wait_for("the recording rules", lambda: prom.query("namespace:app_generation_tokens_per_joule:ratio_rate5m"), 15)
+    wait_for("the recording rules", lambda: prom.query("namespace:app_generation_tokens_per_joule:ratio_rate5m"), PATIENCE)
     (fleet,) = prom.query("job:gpueff_efficiency:ratio_rate5m")
     # 18 replayed GPUs: copy/matmul/training efficient, spin and tiny kernels not, idle not counted.
     assert 0.3 < float(fleet["value"][1]) < 0.95
@@ -513,7 +513,7 @@ def test_dcgm_exporter_dashboard_queries_return_data_through_the_compat_rules(st
     from this exporter's series through dcgm-exporter-compat.yml, in dcgm-exporter's units."""
     prom: Prometheus = stack["prometheus"]
     dashboard = json.loads(DCGM_EXPORTER_DASHBOARD.read_text())
-    wait_for("the compat rules", lambda: prom.query("DCGM_FI_DEV_GPU_TEMP"), 15)
+    wait_for("the compat rules", lambda: prom.query("DCGM_FI_DEV_GPU_TEMP"), PATIENCE)
     values = {}
     for variable in dashboard["variables"]:
         metric, label = re.fullmatch(r"label_values\((\w+), *(\w+)\)", variable["query"]).groups()
@@ -596,5 +596,5 @@ def test_application_rules_read_what_prometheus_2_stores(stack):
     needs, have data from the escaped names: vLLM and SGLang summed, the old vLLM in its namespace."""
     prom: Prometheus = stack["prometheus"]
     for rule in ("namespace:app_generation_tokens:rate5m", "namespace:app_requests_arrived:rate5m"):
-        series = wait_for(rule, lambda rule=rule: {s["metric"].get("namespace", ""): float(s["value"][1]) for s in prom.query(rule)}.keys() >= {"", "legacy"} and prom.query(rule), 15)
+        series = wait_for(rule, lambda rule=rule: {s["metric"].get("namespace", ""): float(s["value"][1]) for s in prom.query(rule)}.keys() >= {"", "legacy"} and prom.query(rule), PATIENCE)
         assert all(float(s["value"][1]) > 0 for s in series if rule.startswith("namespace:app_generation")), series

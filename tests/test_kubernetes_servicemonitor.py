@@ -24,6 +24,7 @@ import yaml
 from conftest import ROOT, free_port, http_get, running_daemon
 from fakes.kubelet import FakeKubelet, pod
 from kube_schemas import documents
+from waiting import PATIENCE
 
 pytestmark = pytest.mark.e2e  # the prometheus-operator's relabelling in a real Prometheus
 
@@ -78,7 +79,7 @@ def test_pod_labels_survive_the_servicemonitor_and_exporter_pod_labels_do_not(tm
             log = (tmp_path / "prometheus.log").open("w")
             prometheus = subprocess.Popen([PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{prometheus_port}"], stdout=log, stderr=subprocess.STDOUT)
             try:
-                deadline = time.monotonic() + 30
+                deadline = time.monotonic() + PATIENCE
                 series: list[dict] = []
                 joined: list[dict] = []
                 while time.monotonic() < deadline and (len(series) < 6 or len(joined) < 3):

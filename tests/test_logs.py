@@ -7,6 +7,8 @@ import socket
 import struct
 import time
 
+from waiting import PATIENCE
+
 from exporter.logs import LogfmtFormatter, one_line
 from exporter.web.server import WebServer
 
@@ -41,7 +43,7 @@ def test_a_client_reset_logs_one_line_and_no_traceback(caplog, capfd):
                 client.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # half a request, then a reset
                 client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 client.close()
-            deadline = time.monotonic() + 3
+            deadline = time.monotonic() + PATIENCE
             while len(caplog.records) < 3 and time.monotonic() < deadline:
                 time.sleep(0.05)
     finally:

@@ -14,6 +14,7 @@ import pytest
 from conftest import payloads_of
 from fakes.nvml import FakeClock, FakeGpu, FakeNvml
 from prometheus_client.parser import text_string_to_metric_families
+from waiting import PATIENCE
 
 from exporter.apps.derive import AppState
 from exporter.attribution.kubernetes.owners import AttributionHealth, GpuOwners, PodOwner, ProcessOwner
@@ -203,7 +204,7 @@ def test_the_nvml_backend_gives_what_the_catalogue_says(trace_paths):
     try:
         fake.xid(0, 79)
         samples: list[GpuSample] = []
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + PATIENCE
         while len(samples) < 4 or not samples[-1].xid_errors and time.monotonic() < deadline:  # the Xid arrives on the event thread
             clock.advance(0.6)
             samples += backend.collect()

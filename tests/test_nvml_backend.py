@@ -12,6 +12,7 @@ import pytest
 from conftest import http_get, payloads_following
 from fakes.nvml import FakeClock, FakeGpu, FakeNvml, recorded_gpm
 from fakes.nvml import started_backend as started
+from waiting import PATIENCE
 
 from exporter.backends.base import BackendUnavailable
 from exporter.backends.nvml.backend import REINIT_BACKOFF, NvmlBackend, cores_per_sm
@@ -318,7 +319,7 @@ def test_no_gpu_is_backend_unavailable_with_the_reason():
 def test_xid_events_counted_per_gpu_and_code(traces):
     backend, fake, clock = started([traces["matmul_8192"], traces["idle"]])
     assert fake.xid(0, 79) == 1 and fake.xid(0, 79) == 1 and fake.xid(1, 48) == 1 and fake.xid(0, 13) == 1
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + PATIENCE
     while True:
         samples = backend.collect()
         if [sample.xid_errors for sample in samples] == [{79: 2, 13: 1}, {48: 1}] or time.monotonic() > deadline:
@@ -334,7 +335,7 @@ def test_the_xid_thread_asks_for_two_second_waits(traces):
     """Each return of nvmlEventSetWait costs driver CPU whether or not an Xid came (docs/health.md):
     the thread waits 2 s a call, not the 500 ms it once did."""
     backend, fake, _ = started([traces["idle"]])
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + PATIENCE
     while not fake.event_wait_timeouts and time.monotonic() < deadline:
         time.sleep(0.01)
     backend.close()

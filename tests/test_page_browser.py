@@ -67,12 +67,12 @@ def test_the_live_page_draws_updates_and_reports_a_stopped_daemon(tmp_path: Path
         browser.wait_for(f"gpueffPage.updates > {updates} + 1 && gpueffPage.times.length > {points}")
         browser.wait_for("document.getElementById('status').textContent.startsWith('Updated')")
         if os.environ.get("GPUEFF_SCREENSHOTS"):
-            browser.wait_for("gpueffPage.times.length >= 45", timeout=60)  # a chart worth looking at
+            browser.wait_for("gpueffPage.times.length >= 45")  # a chart worth looking at
         save(browser, "live-page.png", 1020)
 
         # The daemon stops: the page says so, and keeps the last figures.
         assert daemon.stop() == 0
-        browser.wait_for("document.getElementById('status').classList.contains('error')", timeout=10)
+        browser.wait_for("document.getElementById('status').classList.contains('error')")
         status = browser.evaluate("document.getElementById('status').textContent")
         assert status.startswith("Lost contact with the exporter at ") and "no answer: it has stopped or cannot be reached" in status
         assert browser.evaluate("document.querySelectorAll('#gpus .gpu').length") == DEMO_GPUS
@@ -98,12 +98,14 @@ def test_names_from_outside_are_text_and_an_apps_throughput_shows_on_its_gpu(tmp
 
     with serving(app) as url:
         config = tmp_path / "config.yml"
-        config.write_text(f"apps:\n  - {{name: trainer, url: '{url}', counter: samples_total, unit: samples, gpus: [0], scrape_interval: 500ms}}\n")
+        config.write_text(f"apps:\n  - {{name: trainer, url: '{url}', counter: samples_total, unit: samples, gpus: [0], scrape_interval: 2s}}\n")
         with running_daemon("--replay", str(tmp_path / "hostile.json"), "--config", str(config)) as daemon, Browser(tmp_path / "profile") as browser:
             browser.navigate(daemon.url + "/")
             browser.wait_for("window.gpueffPage && gpueffPage.updates >= 1")
             assert browser.evaluate("document.querySelector('#gpus .gpu .source').textContent") == HOSTILE
             assert browser.evaluate("document.querySelectorAll('#gpus img').length") == 0 and browser.evaluate("document.title") == "gpu-efficiency-exporter"
-            line = browser.wait_for("(document.querySelector('#gpus .gpu .apps').innerText.match(/trainer: .*samples\\/s · .*samples\\/J/) || [''])[0]", timeout=20)
+            line = browser.wait_for("(document.querySelector('#gpus .gpu .apps').innerText.match(/trainer: .*samples\\/s · .*samples\\/J/) || [''])[0]")
             rate = float(line.removeprefix("trainer: ").split(" ")[0])
-            assert 400 < rate < 600, line  # 500 a second, measured between scrapes half a second apart
+            # 500 a second, counted when the app answers and timed at the middle of each scrape: two
+            # seconds between scrapes keep that difference small however long a busy machine makes them
+            assert 400 < rate < 600, line

@@ -100,7 +100,7 @@ def test_the_table_fits_80_columns_and_names_cannot_drive_the_terminal() -> None
     assert usage_bar(dataclasses.replace(gpus[4], utilization=0.5, sm_active=0.25), 8) == "██░░    "
 
 
-def run_top(*args: str, env: dict[str, str] | None = None, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+def run_top(*args: str, env: dict[str, str] | None = None, timeout: float = PATIENCE) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*TOP, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env={**os.environ, "COLUMNS": "80", **(env or {})})
 
 
@@ -176,7 +176,7 @@ class Tmux:
     def screen(self, escapes: bool = False) -> str:
         return self.tmux("capture-pane", "-p", "-t", "top", *(["-e"] if escapes else []))
 
-    def wait_for(self, pattern: str, timeout: float = 20.0) -> str:
+    def wait_for(self, pattern: str, timeout: float = PATIENCE) -> str:
         deadline = time.monotonic() + timeout
         while True:
             screen = self.screen()
@@ -208,7 +208,7 @@ def test_live_in_a_terminal_it_redraws_in_colour_and_q_quits() -> None:
         coloured = terminal.screen(escapes=True)
         assert re.search(r"\x1b\[31m.*busy-SMs-idle", coloured) and re.search(r"\x1b\[32m.*compute", coloured)
         terminal.tmux("send-keys", "-t", "top", "q")
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + PATIENCE
         while not terminal.dead():
             assert time.monotonic() < deadline, "q did not quit"
             time.sleep(0.1)
@@ -228,7 +228,7 @@ def test_live_over_url_keeps_the_last_figures_and_says_when_the_exporter_stops()
             screen = terminal.wait_for(r"cannot reach http://127\.0\.0\.1:\d+/metrics")
             assert re.search(r"(?m)^ +4 .*underfilled", screen)  # the last figures stay
             terminal.tmux("send-keys", "-t", "top", "C-c")
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + PATIENCE
             while not terminal.dead():
                 assert time.monotonic() < deadline, "Ctrl-C did not quit"
                 time.sleep(0.1)

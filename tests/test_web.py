@@ -185,7 +185,7 @@ def test_the_daemon_serves_a_custom_telemetry_path():
 # --- the protocol: raw bytes on a socket -------------------------------------------------------
 
 
-def raw_exchange(port: int, data: bytes, timeout: float = 5.0) -> bytes:
+def raw_exchange(port: int, data: bytes, timeout: float = PATIENCE) -> bytes:
     """Send ``data``, half-close, and read everything until the server closes."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
         sock.sendall(data)
