@@ -7,13 +7,13 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 import tracemalloc
 from pathlib import Path
 
 import pytest
 from conftest import running_daemon
 from tls_certs import make_pki
+from waiting import PATIENCE
 
 from exporter.config.engine import ConfigError
 from exporter.config.file import load_config
@@ -29,7 +29,7 @@ def sparse(path: Path) -> Path:
     return path
 
 
-def bounded(function, seconds: float = 5.0) -> BaseException | None:
+def bounded(function, seconds: float = PATIENCE) -> BaseException | None:
     """Run ``function`` on a thread; the exception it raised, failing the test if it is still
     running after ``seconds`` (a blocked read)."""
     raised: list[BaseException | None] = [None]
@@ -101,8 +101,8 @@ def test_sighup_with_a_fifo_web_config_then_sigterm_exits(trace_paths, tmp_path)
         web.unlink()
         os.mkfifo(web)
         daemon.process.send_signal(signal.SIGHUP)
-        time.sleep(0.5)
+        daemon.wait_for_output("web config reload failed")  # refused, not opened: open() would block
         daemon.process.send_signal(signal.SIGTERM)
-        assert daemon.process.wait(10) == 0
+        assert daemon.process.wait(PATIENCE) == 0
         output = daemon.finished_output()
     assert "web config reload failed, keeping the running TLS and auth settings" in output and "not a regular file" in output

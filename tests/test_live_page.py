@@ -11,6 +11,7 @@ import time
 import pytest
 from conftest import http_get, payloads_following, running_daemon
 from test_web import request
+from waiting import wait_until
 
 from exporter.apps.derive import AppState
 from exporter.backends.replay import ReplayBackend
@@ -177,10 +178,17 @@ def test_no_web_ui_leaves_a_bare_exporter(flag: str) -> None:
         assert http_get(daemon.url + "/metrics")[0] == 200
 
 
+def polls_of(daemon) -> float:
+    return float(daemon.metrics().split("\ngpueff_collect_duration_seconds_count ")[1].split()[0])
+
+
 def test_the_history_grows_with_polls_not_with_requests() -> None:
     with running_daemon("--demo", "--collect-interval", "200ms") as daemon:
         first = json.loads(http_get(daemon.url + "/api/live")[1])["history"]["last"]
-        time.sleep(2.5)  # nobody asks meanwhile; a point a second
+        # Nobody asks /api/live meanwhile. A point a second: 21 polls on a 200 ms grid span about 4 s and make
+        # at least two more (/metrics says how many polls there were).
+        polls = polls_of(daemon)
+        wait_until(lambda: polls_of(daemon) >= polls + 21, "21 more polls")
         later = json.loads(http_get(daemon.url + "/api/live?after=" + str(first))[1])["history"]
         assert later["last"] - first >= 2 and len(later["times"]) == later["last"] - first
 
