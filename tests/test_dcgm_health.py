@@ -8,6 +8,7 @@ import dataclasses
 import time
 
 import pytest
+from fakes.nvml import FakeClock
 from test_dcgm_backend import FAKE
 from test_metrics import claimed, given
 
@@ -97,15 +98,16 @@ def test_costly_health_fields_are_watched_at_the_slow_interval_and_cheap_ones_ev
 
 def test_nvlink_link_states_come_from_dcgms_link_status_at_the_slow_cadence(engine_control):
     engine_control.CONTROL.gpu_kinds = ["ampere", "pascal"]
-    dcgm = DcgmBackend(FAKE, collect_interval=0.1, slow_interval=0.5)
+    clock = FakeClock()  # the backend's cadence; a busy machine could stretch real sleeps past the slow interval
+    dcgm = DcgmBackend(FAKE, collect_interval=0.1, slow_interval=0.5, clock=clock)
     dcgm.start()
     try:
         engine = engine_control.CONTROL.embedded[-1]
         before = dcgm.collect()
         engine.links_down.add((0, 7))
-        time.sleep(0.2)
+        clock.advance(0.2)
         soon = dcgm.collect()  # within the slow interval: the last states stand
-        time.sleep(0.5)
+        clock.advance(0.5)
         later = dcgm.collect()
     finally:
         dcgm.close()

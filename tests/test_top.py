@@ -220,7 +220,7 @@ def test_live_in_a_terminal_it_redraws_in_colour_and_q_quits() -> None:
 @pytest.mark.skipif(TMUX is None, reason="tmux is not installed: tests/run.sh installs it (apt-get install tmux)")
 def test_live_over_url_keeps_the_last_figures_and_says_when_the_exporter_stops() -> None:
     with running_daemon("--demo") as daemon:
-        python = " ".join([sys.executable, "-m", "exporter", "top", "--url", daemon.url, "--interval", "300ms", "--timeout", "1s"])
+        python = " ".join([sys.executable, "-m", "exporter", "top", "--url", daemon.url, "--interval", "300ms", "--timeout", "30s"])
         terminal = Tmux([f"cd {ROOT} &&", python], width=100, height=30)
         try:
             terminal.wait_for(r"(?m)^ +4 .*underfilled")

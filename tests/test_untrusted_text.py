@@ -97,7 +97,7 @@ NAMED_CHILD = (
     "import ctypes, sys, time\n"
     "assert ctypes.CDLL(None, use_errno=True).prctl(15, sys.argv[1].encode('latin-1'), 0, 0, 0) == 0  # PR_SET_NAME\n"
     "print('named', flush=True)\n"
-    "time.sleep(30)\n"
+    "time.sleep(3600)  # until the test kills it\n"
 )
 
 
