@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from harness import free_port  # noqa: F401  (the tests import it from here)
+from hypothesis import HealthCheck, settings
 from waiting import PATIENCE
 
 from exporter.snapshot import Snapshot
@@ -23,6 +24,11 @@ from exporter.trace import planted_trace_paths
 from exporter.web.payload import Payloads
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# No example may fail for taking long: a busy machine makes any example slow (tests/waiting.py).
+# A test's own @settings keep these unless they name them.
+settings.register_profile("busy-machine", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("busy-machine")
 
 
 @pytest.fixture(scope="session")

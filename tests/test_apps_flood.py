@@ -80,7 +80,7 @@ def test_the_parse_stops_at_the_scrape_deadline(monkeypatch) -> None:
 lines = st.sampled_from([f'{NAME}{{a="1"}} 5', f"{NAME} 7", "vllm:generation_tokens 2", f"# TYPE {NAME} counter", "# HELP vllm:generation_tokens x", f"{NAME}_created 1", "vllm:generation_tokensX 1", "vllm_generation_tokens_total 3", "# TYPE vllm_generation_tokens counter", "other 1", "", "# x", "ab"])
 
 
-@settings(max_examples=200, deadline=2000, derandomize=True)
+@settings(max_examples=200, derandomize=True)
 @given(st.lists(lines, max_size=30), st.integers(1, 40), st.booleans())
 def test_chunked_filtering_keeps_exactly_the_lines_a_whole_split_would(body_lines, chunk, end_with_newline) -> None:
     body = "\n".join(body_lines) + ("\n" if end_with_newline else "")

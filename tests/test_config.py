@@ -270,7 +270,7 @@ known_keys = st.sampled_from([key for key, *_ in config_reference()] + ["mismatc
 
 
 @pytest.mark.slow
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(document=st.dictionaries(known_keys, yaml_values, max_size=4))
 def test_any_config_document_is_a_config_or_a_config_error(tmp_path, document):
     """Nested keys written flat ("mismatch.busy") are split into sections; nothing but ConfigError escapes."""

@@ -26,7 +26,7 @@ from exporter.web.tlsconfig import WebConfigError, load_web_config, parse_web_co
 pytestmark = pytest.mark.slow  # property-based fuzzing
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "150"))
-fuzz = settings(max_examples=EXAMPLES, deadline=2000, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], derandomize=True)
+fuzz = settings(max_examples=EXAMPLES, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], derandomize=True)
 
 CONFIG_KEYS = sorted({part for key, *_ in config_reference() for part in key.split(".")} | {"apps", "kubernetes", "name", "url", "metric", "gpus"})
 TRACE_KEYS = ["format", "gpu", "workload", "interval_s", "samples", "t", "util_gpu", "power_mw", "throttle", "SM_UTIL", "name", "sm_count"]

@@ -272,7 +272,7 @@ def places(data: object, path: tuple = ()) -> list[tuple]:
     return found
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(choice=st.integers(min_value=0), value=json_values, delete=st.booleans())
 def test_any_corruption_of_a_trace_is_a_trace_error_or_a_usable_trace(tmp_path, choice, value, delete):
     """Bad input never escapes as anything but TraceError, and what loads can be replayed."""
