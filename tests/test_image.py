@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import pytest
 from conftest import ROOT, free_port, http_get
+from waiting import PATIENCE
 
 IMAGE = os.environ.get("GPUEFF_IMAGE", "")
 DEFAULT_PODMAN = "podman --root /var/lib/containers/gpueff --runroot /run/containers/gpueff --storage-driver overlay --runtime runc"
@@ -28,7 +29,7 @@ IMAGE_USER = (65532, 65532)
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not IMAGE, reason="no image: set GPUEFF_IMAGE to a tag deploy/image/build-image.sh built (tests/run.sh does)")]
 
 
-def podman(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def podman(*args: str, timeout: float = PATIENCE) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*PODMAN, *args], capture_output=True, text=True, timeout=timeout)
 
 
@@ -54,16 +55,16 @@ def demo() -> Iterator[Container]:
     assert started.returncode == 0, started.stderr
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + PATIENCE
         while True:
             try:
-                if http_get(f"{url}/-/ready", timeout=1)[0] == 200:
+                if http_get(f"{url}/-/ready")[0] == 200:
                     break
             except OSError:
                 pass
             state = podman("inspect", "--format", "{{.State.Status}}", name).stdout.strip()
             assert state == "running", f"the container is {state}: {podman('logs', name).stderr}"
-            assert time.monotonic() < deadline, "the demo in the image did not become ready in 60 s"
+            assert time.monotonic() < deadline, "the demo in the image did not become ready"
             time.sleep(0.3)
         yield Container(name, url)
     finally:
@@ -95,7 +96,7 @@ def test_runs_as_the_images_user_without_capabilities_on_a_read_only_root(demo: 
 
 def test_top_reads_the_container_from_outside(demo: Container) -> None:
     done = subprocess.run([sys.executable, "-m", "exporter", "top", "--url", demo.url, "--once", "--color", "never"],
-                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+                          capture_output=True, text=True, timeout=PATIENCE, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("gpu-efficiency-exporter top ") and demo.url in lines[0]
@@ -103,30 +104,29 @@ def test_top_reads_the_container_from_outside(demo: Container) -> None:
 
 
 def test_sigterm_stops_it_cleanly_well_inside_the_grace_period() -> None:
-    """podman stop sends SIGTERM, then SIGKILL after the grace period: exit code 0 and the daemon's
-    own "stopping" line mean it stopped on SIGTERM; the time is set against the grace period given."""
+    """podman stop sends SIGTERM, then SIGKILL after the grace period: exit code 0 (SIGKILL's is 137)
+    and the daemon's own "stopping" line mean it stopped on SIGTERM, inside the grace period."""
     name = f"gpueff-stop-{uuid.uuid4().hex[:8]}"
     port = free_port()
     assert podman("run", "--detach", "--name", name, "--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges", *LIMITS,
                   "--publish", f"127.0.0.1:{port}:9947", IMAGE, "--demo").returncode == 0
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + PATIENCE
         while True:
             try:
-                if http_get(f"http://127.0.0.1:{port}/-/ready", timeout=1)[0] == 200:
+                if http_get(f"http://127.0.0.1:{port}/-/ready")[0] == 200:
                     break
             except OSError:
                 pass
             assert time.monotonic() < deadline, podman("logs", name).stderr
             time.sleep(0.3)
-        grace = 30
+        grace = int(PATIENCE)
         started = time.monotonic()
         stopped = podman("stop", "--time", str(grace), name, timeout=grace + 30)
         took = time.monotonic() - started
         assert stopped.returncode == 0, stopped.stderr
         state = json.loads(podman("inspect", "--format", "{{json .State}}", name).stdout)
         assert state["ExitCode"] == 0 and not state["OOMKilled"], state
-        assert took < grace, f"stopping took {took:.1f} s of a {grace} s grace period: SIGKILL, not SIGTERM"
         logs = podman("logs", name).stderr.splitlines()
         assert logs[-1].endswith('msg="stopping"') or "stopping" in logs[-1], logs[-3:]
         print(f"SIGTERM to exit: {took:.2f} s")
