@@ -86,12 +86,12 @@ def web():
 
 def test_expect_100_continue_is_answered_before_the_body(web):
     """Before, a client that waits for 100 Continue (curl does, for a second) got nothing until its own timeout."""
-    with socket.create_connection(("127.0.0.1", web.port), timeout=5) as sock:
+    with socket.create_connection(("127.0.0.1", web.port), timeout=PATIENCE) as sock:
         sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")
         assert sock.recv(4096) == b"HTTP/1.1 100 Continue\r\n\r\n"
         sock.sendall(b"hello")
         assert sock.recv(4096).startswith(b"HTTP/1.1 200 OK\r\n")
-    with socket.create_connection(("127.0.0.1", web.port), timeout=5) as sock:
+    with socket.create_connection(("127.0.0.1", web.port), timeout=PATIENCE) as sock:
         sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nExpect: something-else\r\n\r\n")
         assert sock.recv(4096).startswith(b"HTTP/1.1 417 Expectation Failed\r\n")
 

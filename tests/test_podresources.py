@@ -44,7 +44,7 @@ def socket_dir():
 
 def test_list_maps_gpu_and_mig_uuids_to_containers(socket_dir: Path) -> None:
     with FakeKubelet(socket_dir / "kubelet.sock", PODS) as kubelet:
-        client = PodResourcesClient(str(kubelet.socket_path), timeout=2.0, max_message_bytes=1 << 20)
+        client = PodResourcesClient(str(kubelet.socket_path), timeout=PATIENCE, max_message_bytes=1 << 20)
         try:
             owners = gpu_owners(client.list(), PATTERNS)
         finally:
@@ -60,7 +60,7 @@ def test_list_maps_gpu_and_mig_uuids_to_containers(socket_dir: Path) -> None:
 def test_a_response_over_the_size_bound_fails_cleanly(socket_dir: Path) -> None:
     many = [pod("ns", f"pod-{i:05d}", {"c": {"nvidia.com/gpu": [f"GPU-{i:032d}"]}}) for i in range(3000)]
     with FakeKubelet(socket_dir / "kubelet.sock", many) as kubelet:
-        client = PodResourcesClient(str(kubelet.socket_path), timeout=2.0, max_message_bytes=64 * 1024)
+        client = PodResourcesClient(str(kubelet.socket_path), timeout=PATIENCE, max_message_bytes=64 * 1024)
         try:
             with pytest.raises(PodResourcesError) as raised:
                 client.list()

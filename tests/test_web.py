@@ -282,7 +282,7 @@ def test_client_resets_leave_one_line_at_most_never_a_traceback():
     """Connections reset mid-request, mid-answer (50 pipelined scrapes, none read) and mid-handshake."""
     with running_daemon("--demo") as daemon:
         for number in range(30):
-            sock = socket.create_connection(("127.0.0.1", daemon.port), timeout=5)
+            sock = socket.create_connection(("127.0.0.1", daemon.port), timeout=PATIENCE)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close sends a reset
             if number % 3 == 0:
                 sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
