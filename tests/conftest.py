@@ -71,6 +71,7 @@ class Daemon:
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self._lines: list[str] = []
+        self._ended = False  # the daemon closed its output
         self._printed = threading.Condition()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -81,6 +82,9 @@ class Daemon:
             with self._printed:
                 self._lines.append(line)
                 self._printed.notify_all()
+        with self._printed:
+            self._ended = True
+            self._printed.notify_all()
 
     @property
     def output(self) -> str:
@@ -91,7 +95,7 @@ class Daemon:
     def wait_for_output(self, fragment: str, count: int = 1, timeout: float = PATIENCE) -> str:
         """Wait until the daemon has printed ``count`` lines holding ``fragment``; returns its output."""
         with self._printed:
-            if not self._printed.wait_for(lambda: sum(fragment in line for line in self._lines) >= count or not self._reader.is_alive(), timeout):
+            if not self._printed.wait_for(lambda: sum(fragment in line for line in self._lines) >= count or self._ended, timeout):
                 raise AssertionError(f"gave up after {timeout:g} s waiting for the daemon to print {fragment!r}")
             text = "".join(self._lines)
         assert text.count(fragment) >= count, f"the daemon ended without printing {fragment!r}: {text}"
