@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
-import time
 
 import pytest
 from conftest import http_get, payloads_following, running_daemon
