@@ -19,7 +19,7 @@ from exporter.attribution.kubernetes.attribution import Attributor
 from exporter.backends.base import Backend, CollectSettings
 from exporter.config.file import Config
 from exporter.config.values import MAX_DURATION
-from exporter.logs import one_line
+from exporter.logs import fields, one_line
 from exporter.peaks import peak_for, unknown_model_note
 from exporter.pipeline.peers import PeerJudgement, apply, judge
 from exporter.pipeline.split import Sharing
@@ -159,12 +159,12 @@ class Poller:
             self._own_errors += 1
             message = f"{type(error).__name__}: {error}"
             if message != self._last_error:
-                log.exception("collecting from the %s backend failed; every GPU is reported down until it works again", self.backend.name)
+                log.exception("collecting from the %s backend failed; every GPU is reported down until it works again", self.backend.name, extra=fields(backend=self.backend.name))
             self._last_error = message
             now = self.clock()
             return [down_sample(device, now) for device in self._devices]
         if self._last_error is not None:
-            log.info("collecting from the %s backend works again", self.backend.name)
+            log.info("collecting from the %s backend works again", self.backend.name, extra=fields(backend=self.backend.name))
             self._last_error = None
         self._devices = [sample.device for sample in samples]
         for sample in samples:

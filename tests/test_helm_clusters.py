@@ -489,3 +489,11 @@ def test_chart_testing_values_lint_strict_and_render_valid_objects(path: Path) -
     objects = render(values)
     checked = validate_all(obj for key, obj in objects.items() if key != "NOTES")
     assert DAEMONSET in checked
+
+
+def test_log_level_and_format_reach_the_daemon() -> None:
+    args = daemon_parser().parse_args(pod_spec(render({"logLevel": "warn", "logFormat": "json"}))["containers"][0]["args"])
+    assert (args.log_level, args.log_format) == ("warn", "json")
+    assert daemon_parser().parse_args(pod_spec(render())["containers"][0]["args"]).log_format == "logfmt"
+    with pytest.raises(helm.HelmError):
+        render({"logFormat": "text"})

@@ -17,6 +17,7 @@ from waiting import PATIENCE
 from exporter.backends.base import BackendUnavailable
 from exporter.backends.nvml.backend import REINIT_BACKOFF, NvmlBackend, cores_per_sm
 from exporter.config.file import Config, load_config
+from exporter.logs import record_fields
 from exporter.metrics import MIB
 from exporter.poller import Poller
 from exporter.trace import load_trace, parse_trace
@@ -127,6 +128,8 @@ def test_pre_hopper_gpu_has_no_profiling_and_says_why(traces, caplog):
     assert samples[1].profiling_available  # the Hopper beside it is unaffected
     assert fake.device_calls["nvmlGpmSampleGet", 0] == 0 and fake.calls["nvmlGpmSampleAlloc"] == 3  # the Hopper's window and slow window
     assert any("GPU 0 (NVIDIA A100-SXM4-80GB) has no GPM" in message and "DCGM" in message for message in caplog.messages)
+    (record,) = [record for record in caplog.records if "has no GPM" in record.getMessage()]
+    assert record_fields(record) == {"gpu": 0, "uuid": fake.gpus[0].uuid} and fake.gpus[0].uuid.startswith("GPU-"), "the line's gpu= and uuid= keys"
     backend.close()
 
 
@@ -308,6 +311,13 @@ def test_nvml_init_failing_is_backend_unavailable_with_the_reason(traces):
     fake = FakeNvml([traces["idle"]])
     fake.fail("nvmlInit", pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
     with pytest.raises(BackendUnavailable, match=r"cannot initialise NVML \(NVML Shared Library Not Found\): no usable NVIDIA driver"):
+        NvmlBackend(nvml=fake).start()
+
+
+def test_nvml_init_refused_names_the_device_files_not_a_missing_driver(traces):
+    fake = FakeNvml([traces["idle"]])
+    fake.fail("nvmlInit", pynvml.NVML_ERROR_NO_PERMISSION)
+    with pytest.raises(BackendUnavailable, match=r"cannot initialise NVML \(Insufficient Permissions\): this user may not open the NVIDIA device files \(/dev/nvidia\*"):
         NvmlBackend(nvml=fake).start()
 
 

@@ -22,6 +22,7 @@ from exporter.apps.scrape import Abort, ScrapeError, Series, fetch, read_counter
 from exporter.apps.settings import AppConfig
 from exporter.attribution.kubernetes.owners import GpuOwners
 from exporter.config.file import Config
+from exporter.logs import fields
 from exporter.sample import GpuSample
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,7 @@ class Scraper:
                 wait = next_tick - now
             except Exception as error:  # the scrape itself catches everything: this is a bug around it
                 self.errors_total += 1
-                log.error('app "%s": the scraper failed (%s: %s); retrying in %gs', self.app.name, type(error).__name__, error, RETRY_AFTER_BUG)
+                log.error('app "%s": the scraper failed (%s: %s); retrying in %gs', self.app.name, type(error).__name__, error, RETRY_AFTER_BUG, extra=fields(app=self.app.name, url=self.app.url))
                 wait = RETRY_AFTER_BUG
                 next_tick = self.clock() + wait
             self._stop.wait(wait)
@@ -127,7 +128,7 @@ class Scraper:
         """Said once per scraper: an app that repeats a series usually does so on every scrape."""
         if not self._duplicate_logged:
             self._duplicate_logged = True
-            log.warning('app "%s": %s answers with the series %s more than once; its last value is used (logged once)', self.app.name, self.app.url, series[:300])
+            log.warning('app "%s": %s answers with the series %s more than once; its last value is used (logged once)', self.app.name, self.app.url, series[:300], extra=fields(app=self.app.name, url=self.app.url))
 
     def _log_changes(self, error: str | None, requests_error: str | None) -> None:
         """One line per change of state, not one per scrape; nothing once stopped (a reload)."""
@@ -137,15 +138,15 @@ class Scraper:
         up = error is None
         if up != self._was_up:
             if not up:
-                log.warning('app "%s" is down (gpueff_app_up 0): scraping %s: %s', app.name, app.url, error)
+                log.warning('app "%s" is down (gpueff_app_up 0): scraping %s: %s', app.name, app.url, error, extra=fields(app=app.name, url=app.url))
             elif self._was_up is not None:
-                log.info('app "%s" is up again: %s answers with %s', app.name, app.url, app.counter)
+                log.info('app "%s" is up again: %s answers with %s', app.name, app.url, app.counter, extra=fields(app=app.name, url=app.url))
             self._was_up = up
         if up and (requests_error is None) != (self._requests_error is None):
             if requests_error is not None:
-                log.warning('app "%s": requests_counter: %s; gpueff_app_requests_per_second is not exported', app.name, requests_error)
+                log.warning('app "%s": requests_counter: %s; gpueff_app_requests_per_second is not exported', app.name, requests_error, extra=fields(app=app.name, url=app.url))
             else:
-                log.info('app "%s": requests_counter %s is found again', app.name, app.requests_counter)
+                log.info('app "%s": requests_counter %s is found again', app.name, app.requests_counter, extra=fields(app=app.name, url=app.url))
             self._requests_error = requests_error
 
 

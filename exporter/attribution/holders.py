@@ -21,6 +21,7 @@ from pathlib import Path
 
 from exporter.attribution.cgroup import owner_of_cgroup, read_cgroup
 from exporter.attribution.slurm import SlurmJob, job_of_lines
+from exporter.logs import fields
 from exporter.untrusted import read_text
 
 log = logging.getLogger(__name__)
@@ -85,5 +86,5 @@ class HolderResolver:
         try:
             return identify(pid, nvml_name, self.proc_root)
         except Exception:
-            log.exception("cannot identify process %d; its share is reported as unattributed", pid)
+            log.exception("cannot identify process %d; its share is reported as unattributed", pid, extra=fields(pid=pid))
             return ProcessIdentity(UNATTRIBUTED)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from exporter.attribution.cgroup import owner_of_cgroup, read_cgroup
 from exporter.attribution.slurm import job_of_lines
+from exporter.logs import fields
 from exporter.sample import GpuSample
 from exporter.untrusted import read_text
 
@@ -94,7 +95,7 @@ class JobResolver:
         try:
             return self._job(pid, gpu_pids)
         except Exception:  # one unreadable process must not fail the poll for every GPU
-            log.exception("cannot find the job of process %d; its GPUs are judged alone", pid)
+            log.exception("cannot find the job of process %d; its GPUs are judged alone", pid, extra=fields(pid=pid))
             return None
 
     def _job(self, pid: int, gpu_pids: set[int]) -> JobKey | None:

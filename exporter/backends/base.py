@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,11 +61,12 @@ class Backend(abc.ABC):
         self.errors_total = 0  # unexpected read failures, for gpueff_collect_errors_total
         self._logged: set[str] = set()
 
-    def log_once(self, key: str, level: int, message: str, *args: Any) -> None:
-        """Log a condition once per ``key`` (a GPU that has no GPM, a field DCGM refuses), not every poll."""
+    def log_once(self, key: str, level: int, message: str, *args: Any, extra: Mapping[str, Any] | None = None) -> None:
+        """Log a condition once per ``key`` (a GPU that has no GPM, a field DCGM refuses), not every poll;
+        ``extra``: the line's structured keys (``exporter.logs.gpu_fields``)."""
         if key not in self._logged:
             self._logged.add(key)
-            logging.getLogger(type(self).__module__).log(level, message, *args)
+            logging.getLogger(type(self).__module__).log(level, message, *args, extra=extra)
 
     @abc.abstractmethod
     def start(self) -> list[DeviceInfo]:

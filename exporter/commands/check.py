@@ -194,7 +194,7 @@ def run(make_dcgm: Callable[[], DcgmBackend], make_nvml: Callable[[], NvmlBacken
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    logs.setup(args.log_level)
+    logs.setup(args.log_level, args.log_format)
     dcgm = dcgm_settings(args, DcgmConfig())
     return run(
         lambda: DcgmBackend(dcgm.bindings_path, dcgm.host, collect_interval=CHECK_INTERVAL, slow_interval=1.0, multi_pass=dcgm.multi_pass, discover=dcgm.discover),

@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "record":
         args = record_parser().parse_args(argv[1:])
-        logs.setup(args.log_level)
+        logs.setup(args.log_level, args.log_format)
         from exporter.commands.record import record
 
         return record(args)
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return selftest(argv[1:])
     args = daemon_parser().parse_args(argv)
-    logs.setup(args.log_level)
+    logs.setup(args.log_level, args.log_format)
     from exporter.commands.daemon import run
 
     return run(args)

@@ -14,12 +14,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from exporter import __version__
 from exporter.backends.base import Backend, BackendUnavailable
 from exporter.backends.waiting import WaitingBackend
 from exporter.commands.flags import collectors_settings, dcgm_settings
 from exporter.config.engine import ConfigError, restart_only_changes
 from exporter.config.file import Config, load_config
-from exporter.logs import one_line
+from exporter.logs import fields, one_line
 from exporter.poller import Poller
 from exporter.selfstats import limit_malloc_arenas, release_freed_memory
 from exporter.web.history import History
@@ -113,7 +114,9 @@ def run(args: argparse.Namespace) -> int:
     log.log(level, "%s", announcement)  # only once the port is bound: a failed start says one line
     poller.start(devices)
     server.start()
-    log.info("listening on %s (port %d), collecting every %ss", args.listen_address, server.port, config.collect_interval)
+    url = served_url(args.listen_address, server.port, args.telemetry_path, web_config)
+    log.info("gpu-efficiency-exporter %s serving %s, collecting every %ss", __version__, url, config.collect_interval,
+             extra=fields(version=__version__, backend=backend.name, gpus=len(devices), url=url, interval=f"{config.collect_interval:g}s"))
 
     for number in signals():
         if number != signal.SIGHUP:
@@ -130,6 +133,14 @@ def run(args: argparse.Namespace) -> int:
         except Exception as error:  # MemoryError, RecursionError, a bug: never the end of the daemon
             log.error("reload failed, keeping the running configuration and web config: %s", one_line(error))
     return 0
+
+
+def served_url(listen_address: str, port: int, telemetry_path: str, web_config: WebConfig | None) -> str:
+    """Where the metrics are served, as a URL (all interfaces: 0.0.0.0, as the socket binds)."""
+    host, _ = parse_listen_address(listen_address)
+    host = f"[{host}]" if ":" in host else host or "0.0.0.0"
+    scheme = "https" if web_config is not None and web_config.tls is not None else "http"
+    return f"{scheme}://{host}:{port}{telemetry_path}"
 
 
 def live_page(poller: Poller, note: str, telemetry_path: str) -> LivePage:

@@ -35,7 +35,9 @@ def duration_flag(minimum: float, maximum: float = MAX_DURATION) -> Callable[[st
 
 
 def add_common_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--log.level", dest="log_level", choices=sorted(logs.LEVELS), default="info", help="log level (default info)")
+    """node_exporter's --log.level and --log.format."""
+    parser.add_argument("--log.level", dest="log_level", choices=list(logs.LEVELS), default="info", help="only log lines at this level or above: debug, info, warn, error (default info)")
+    parser.add_argument("--log.format", dest="log_format", choices=logs.FORMATS, default="logfmt", help="log lines as logfmt or json, one event per line on stderr (default logfmt)")
 
 
 def add_dcgm_flags(parser: argparse.ArgumentParser) -> None:

@@ -61,6 +61,7 @@ from exporter.backends.dcgm.resolve import ResolvedField, resolve_fields
 from exporter.backends.dcgm.session import DcgmSession, Entity, MigEntity, Watch
 from exporter.backends.dcgm.window import Sample, WindowMean, update_interval_us, window_mean
 from exporter.backends.dcgm.xid import XidCounter
+from exporter.logs import gpu_fields
 from exporter.metrics import PROFILING_RATIOS
 from exporter.sample import DeviceInfo, GpuSample, Profiling, down_sample
 
@@ -251,7 +252,7 @@ class DcgmBackend(Backend):
         for gpu in self._gpus:
             if (GPU_ENTITY, gpu.gpu_id) in lost:
                 gpu.connected, gpu.lost = False, True
-                self.log_once(f"lost-{gpu.info.uuid}", logging.WARNING, "GPU %d (%s): DCGM reports it lost (DCGM_ST_GPU_IS_LOST); it is reported down, the other GPUs are read", gpu.info.index, gpu.info.uuid)
+                self.log_once(f"lost-{gpu.info.uuid}", logging.WARNING, "GPU %d (%s): DCGM reports it lost (DCGM_ST_GPU_IS_LOST); it is reported down, the other GPUs are read", gpu.info.index, gpu.info.uuid, extra=gpu_fields(gpu.info.index, gpu.info.uuid))
         readable = [gpu.gpu_id for gpu in self._gpus if gpu.connected]
         self._device_entities = session.entities(readable)
         self._mig = {each.entity: each for each in mig.hierarchy(session, self.log_once) if each.gpu_id in readable}
@@ -288,7 +289,7 @@ class DcgmBackend(Backend):
             gpu.mig = any(each.gpu_id == gpu.gpu_id for each in instances)
             if gpu.mig:
                 gpu.profiling = GpuProfiling(not_supported="the GPU is in MIG mode: profiling fields are read per GPU instance")
-                self.log_once(f"mig-{gpu.info.uuid}", logging.INFO, "GPU %d is in MIG mode: its GPU instances are exported as devices of their own, with DCGM's profiling fields", gpu.info.index)
+                self.log_once(f"mig-{gpu.info.uuid}", logging.INFO, "GPU %d is in MIG mode: its GPU instances are exported as devices of their own, with DCGM's profiling fields", gpu.info.index, extra=gpu_fields(gpu.info.index, gpu.info.uuid))
         devices = mig.instance_devices(session, instances, {gpu_id: gpu.info for gpu_id, gpu in parents.items()}, self._decode, self.log_once)
         self._gpus += [_Gpu(gpu_id=each.gpu_id, info=info, parent=parents[each.gpu_id], instance=each.entity) for each, info in devices]
 
@@ -384,11 +385,11 @@ class DcgmBackend(Backend):
             if SM_ACTIVE_ID in state.watched:
                 outside, refused = sorted(state.supported - state.chosen), sorted(state.refused)
                 notes = ([f"outside the single pass (--dcgm.multi-pass watches them): {outside}"] if outside else []) + ([f"refused: {refused}"] if refused else [])
-                log.info("%s: DCGM profiling fields watched %s%s", label, sorted(state.watched), "".join(f"; {note}" for note in notes))
+                log.info("%s: DCGM profiling fields watched %s%s", label, sorted(state.watched), "".join(f"; {note}" for note in notes), extra=gpu_fields(gpu.info.index, gpu.info.uuid))
                 continue
             reason = state.whole_refusal or state.not_supported or state.refused.get(SM_ACTIVE_ID) or "DCGM does not list SM activity (1002) for this GPU"
             reasons.append(reason)
-            self.log_once(f"profiling-{gpu.info.uuid}-{reason}", logging.WARNING, "%s: no SM activity from DCGM (%s): SM activity and the other profiling metrics are missing there; gpueff_profiling_available is 0", label, reason)
+            self.log_once(f"profiling-{gpu.info.uuid}-{reason}", logging.WARNING, "%s: no SM activity from DCGM (%s): SM activity and the other profiling metrics are missing there; gpueff_profiling_available is 0", label, reason, extra=gpu_fields(gpu.info.index, gpu.info.uuid))
         connected = [gpu for gpu in self._gpus if gpu.connected]
         if any(SM_ACTIVE_ID in gpu.profiling.watched for gpu in connected):
             self.profiling_refused = None
@@ -648,7 +649,7 @@ class DcgmBackend(Backend):
             why = "DCGM reports it lost"
         else:
             why = f"none of its device fields has a value ({', '.join(sorted(statuses)) or 'no answer'})"
-        self.log_once(key, logging.WARNING, "GPU %d (%s): %s; it is reported down until its values come back", gpu.info.index, gpu.info.uuid, why)
+        self.log_once(key, logging.WARNING, "GPU %d (%s): %s; it is reported down until its values come back", gpu.info.index, gpu.info.uuid, why, extra=gpu_fields(gpu.info.index, gpu.info.uuid))
 
     def _sample(self, gpu: _Gpu, values: list[Any], windows: dict[tuple[Entity, int], list[Any]], now: float) -> GpuSample:
         assert self._decode is not None

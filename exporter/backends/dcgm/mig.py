@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from exporter.backends.dcgm.decode import Decoder
@@ -19,7 +20,7 @@ NAME_ID = 50  # DCGM_FI_DEV_GPU_NAME (DCGM_FI_DEV_NAME before 4.6): on a GPU ins
 
 
 class LogOnce(Protocol):
-    def __call__(self, key: str, level: int, message: str, *args: Any) -> None: ...
+    def __call__(self, key: str, level: int, message: str, *args: Any, extra: Mapping[str, Any] | None = None) -> None: ...
 
 
 def hierarchy(session: DcgmSession, log_once: LogOnce) -> list[MigEntity]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 
+from exporter.logs import gpu_fields
+
 log = logging.getLogger(__name__)
 
 
@@ -22,7 +24,7 @@ class XidCounter:
         counts = self._counts.setdefault(uuid, {})
         counts[code] = counts.get(code, 0) + 1
         self._last[uuid] = code
-        log.warning("Xid %d on GPU %d (%s)%s", code, index, uuid, where)
+        log.warning("Xid %d on GPU %d (%s)%s", code, index, uuid, where, extra=gpu_fields(index, uuid, xid=code))
 
     def counts(self, uuid: str) -> dict[int, int]:
         return dict(self._counts.get(uuid, {}))

@@ -22,6 +22,7 @@ from exporter.backends.nvml.health import HealthReader, field_number
 from exporter.backends.nvml.topology import read_peers
 from exporter.backends.nvml.utilization import UtilizationWindow
 from exporter.backends.nvml.xid import XidWatcher
+from exporter.logs import gpu_fields
 from exporter.sample import DeviceInfo, GpuProcess, GpuSample, ProcessUtilization, down_sample
 
 __all__ = ["GPM_MIN_SAMPLE_GAP", "REINIT_BACKOFF", "NvmlBackend", "cores_per_sm"]
@@ -99,7 +100,11 @@ class NvmlBackend(Backend):
         try:
             nvml.nvmlInit()
         except nvml.NVMLError as error:
-            raise BackendUnavailable(f"cannot initialise NVML ({error}): no usable NVIDIA driver on this machine") from None
+            if getattr(error, "value", None) == nvml.NVML_ERROR_NO_PERMISSION:
+                why = "this user may not open the NVIDIA device files (/dev/nvidia*: their mode and group, NVreg_DeviceFileMode/NVreg_DeviceFileGID, or a container without the GPUs' devices)"
+            else:
+                why = "no usable NVIDIA driver on this machine"
+            raise BackendUnavailable(f"cannot initialise NVML ({error}): {why}") from None
         self._open_devices()
         if not self._gpus:
             raise BackendUnavailable("NVML found no NVIDIA GPU on this machine")
@@ -126,7 +131,7 @@ class NvmlBackend(Backend):
             except nvml.NVMLError as error:
                 if getattr(error, "value", None) in _driver_gone_codes(nvml):
                     raise
-                log.warning("GPU %d cannot be opened (%s); it is skipped until the next re-initialisation", index, error)
+                log.warning("GPU %d cannot be opened (%s); it is skipped until the next re-initialisation", index, error, extra=gpu_fields(index))
                 continue
             gpu = _Gpu(info=info, handle=handle, health=HealthReader(index, self.log_once))
             self._setup_gpm(gpu)
@@ -213,9 +218,9 @@ class NvmlBackend(Backend):
         except nvml.NVMLError as error:
             if getattr(error, "value", None) in _driver_gone_codes(nvml):
                 raise
-            self.log_once(f"mig-{parent.info.uuid}", logging.WARNING, "GPU %d is in MIG mode but its MIG devices cannot be listed (%s); they are not exported", parent.info.index, error)
+            self.log_once(f"mig-{parent.info.uuid}", logging.WARNING, "GPU %d is in MIG mode but its MIG devices cannot be listed (%s); they are not exported", parent.info.index, error, extra=gpu_fields(parent.info.index, parent.info.uuid))
         if devices:
-            log.info("GPU %d is in MIG mode: %d MIG device(s) exported (no coarse utilization there; efficiency uses graphics engine activity)", parent.info.index, len(devices))
+            log.info("GPU %d is in MIG mode: %d MIG device(s) exported (no coarse utilization there; efficiency uses graphics engine activity)", parent.info.index, len(devices), extra=gpu_fields(parent.info.index, parent.info.uuid))
         return devices
 
     def _setup_gpm(self, gpu: _Gpu) -> None:
@@ -290,7 +295,7 @@ class NvmlBackend(Backend):
                 each.lost = True
             self._schedule_reinit(f"the NVIDIA driver went away ({error})")
         else:
-            self.log_once(f"error-{gpu.info.uuid}-{code}", logging.WARNING, "GPU %d: NVML error %s; it is reported down for this poll", gpu.info.index, error)
+            self.log_once(f"error-{gpu.info.uuid}-{code}", logging.WARNING, "GPU %d: NVML error %s; it is reported down for this poll", gpu.info.index, error, extra=gpu_fields(gpu.info.index, gpu.info.uuid))
 
     def _optional(self, gpu: _Gpu | None, key: str, call: Callable[..., Any], *args: Any) -> Any:
         """Make a call that a GPU may not support: None on NotSupported/NoPermission/NotFound.
@@ -307,7 +312,7 @@ class NvmlBackend(Backend):
             if code in (nvml.NVML_ERROR_NOT_SUPPORTED, nvml.NVML_ERROR_NO_PERMISSION, nvml.NVML_ERROR_FUNCTION_NOT_FOUND):
                 if gpu is not None:
                     gpu.unsupported.add(key)
-                    log.debug("GPU %d: %s is not available (%s); not asked again", gpu.info.index, key, error)
+                    log.debug("GPU %d: %s is not available (%s); not asked again", gpu.info.index, key, error, extra=gpu_fields(gpu.info.index, gpu.info.uuid))
                 return None
             if code in (nvml.NVML_ERROR_NOT_FOUND, nvml.NVML_ERROR_NO_DATA):
                 return None

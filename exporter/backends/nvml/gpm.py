@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import Any
 
 from exporter.backends.nvml.gpm_metrics import GPM_METRICS, GpmMetric, to_sample_unit
+from exporter.logs import gpu_fields
 from exporter.sample import DeviceInfo, Profiling
 from exporter.untrusted import read_text
 
@@ -93,7 +94,7 @@ def open_pair(nvml: ModuleType, info: DeviceInfo, support_handle: Any, log_once:
     except (nvml.NVMLError, AttributeError):
         supported = False
     if not supported:
-        log_once(f"nogpm-{info.uuid}", logging.WARNING, "GPU %d (%s) has no GPM (it is older than Hopper or the driver is too old): SM activity and the other profiling metrics need DCGM there; gpueff_profiling_available is 0", info.index, info.name)
+        log_once(f"nogpm-{info.uuid}", logging.WARNING, "GPU %d (%s) has no GPM (it is older than Hopper or the driver is too old): SM activity and the other profiling metrics need DCGM there; gpueff_profiling_available is 0", info.index, info.name, extra=gpu_fields(info.index, info.uuid))
         return None
     engine = tuple(metric for metric in GPM_METRICS if metric.key == ENGINE_KEY)
     others = tuple(metric for metric in GPM_METRICS if metric.key != ENGINE_KEY)
@@ -136,11 +137,11 @@ def read_pair(nvml: ModuleType, pair: GpmPair, info: DeviceInfo, handle: Any, pa
         if code == nvml.NVML_ERROR_NO_PERMISSION:
             pair.refused = True
             admin_only = {True: 1, False: 0, None: "unknown"}[profiling_admin_only()]
-            log_once(f"gpmperm-{info.uuid}", logging.WARNING, "GPU %d: GPM sampling was refused (%s; RmProfilingAdminOnly=%s): %s. gpueff_profiling_available is 0 until the exporter restarts with that fixed", info.index, error, admin_only, PROFILING_FIX)
+            log_once(f"gpmperm-{info.uuid}", logging.WARNING, "GPU %d: GPM sampling was refused (%s; RmProfilingAdminOnly=%s): %s. gpueff_profiling_available is 0 until the exporter restarts with that fixed", info.index, error, admin_only, PROFILING_FIX, extra=gpu_fields(info.index, info.uuid))
             return None
         if code == nvml.NVML_ERROR_NOT_SUPPORTED:
             pair.refused = True
-            log_once(f"gpmns-{info.uuid}", logging.WARNING, "GPU %d: GPM sampling is not supported here (%s); gpueff_profiling_available is 0", info.index, error)
+            log_once(f"gpmns-{info.uuid}", logging.WARNING, "GPU %d: GPM sampling is not supported here (%s); gpueff_profiling_available is 0", info.index, error, extra=gpu_fields(info.index, info.uuid))
             return None
         raise
     previous = pair.previous

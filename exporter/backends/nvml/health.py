@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from exporter.logs import gpu_fields
 from exporter.sample import NO_HEALTH, Health
 
 FAST, SLOW, ONCE = "fast", "slow", "once"
@@ -210,9 +211,9 @@ class HealthReader:
                 raise
             if code in unsupported_codes(nvml):
                 self.unsupported.add(call.key)
-                logging.getLogger(__name__).debug("GPU %d: %s is not available (%s); not asked again", self.index, call.key, error)
+                logging.getLogger(__name__).debug("GPU %d: %s is not available (%s); not asked again", self.index, call.key, error, extra=gpu_fields(self.index))
             else:
-                self.log_once(f"health-{self.index}-{call.key}-{code}", logging.WARNING, "GPU %d: reading %s failed (%s); it is absent until it answers", self.index, call.key, error)
+                self.log_once(f"health-{self.index}-{call.key}-{code}", logging.WARNING, "GPU %d: reading %s failed (%s); it is absent until it answers", self.index, call.key, error, extra=gpu_fields(self.index))
             return None
 
 

@@ -9,6 +9,7 @@ from types import ModuleType
 from typing import Any
 
 from exporter.backends.base import binding_text
+from exporter.logs import fields, gpu_fields
 from exporter.sample import DeviceInfo
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ class XidWatcher:
                 with self._lock:
                     self._counts.setdefault(info.uuid, {})
             except nvml.NVMLError as error:
-                self.log_once(f"xid-{info.uuid}", logging.WARNING, "GPU %d: cannot watch Xid errors (%s)", info.index, error)
+                self.log_once(f"xid-{info.uuid}", logging.WARNING, "GPU %d: cannot watch Xid errors (%s)", info.index, error, extra=gpu_fields(info.index, info.uuid))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, args=(event_set, self._stop), name="xid-events", daemon=True)
         self._thread.start()
@@ -91,7 +92,7 @@ class XidWatcher:
                     counts = self._counts.setdefault(uuid, {})
                     counts[int(data.eventData)] = counts.get(int(data.eventData), 0) + 1
                     self._last[uuid] = int(data.eventData)
-                log.warning("Xid %d on GPU %s", data.eventData, uuid)
+                log.warning("Xid %d on GPU %s", data.eventData, uuid, extra=fields(uuid=uuid, xid=int(data.eventData)))
         finally:
             try:
                 nvml.nvmlEventSetFree(event_set)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from exporter import logs
 from exporter.backends.base import BackendUnavailable
-from exporter.commands.flags import Parser, duration_flag
+from exporter.commands.flags import Parser, add_common_flags, duration_flag
 from exporter.commands.selftest.checks import Reading, check_readings, exit_code
 from exporter.commands.selftest.expectations import EXPECTATIONS
 from exporter.commands.selftest.table import render
@@ -40,7 +40,7 @@ def selftest_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", help="the daemon's YAML config, for its thresholds and peak figures")
     parser.add_argument("--replay", nargs="+", metavar="FILE", help="check recorded gpu-trace/1 files (their 'workload' and 'truth') instead of running workloads; needs no GPU")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
-    parser.add_argument("--log.level", dest="log_level", choices=sorted(logs.LEVELS), default="info", help="log level (default info)")
+    add_common_flags(parser)
     return parser
 
 
@@ -91,7 +91,7 @@ def main(argv: list[str]) -> int:
     from exporter.commands.selftest.workloads import SelftestUnavailable
 
     args = selftest_parser().parse_args(argv)
-    logs.setup(args.log_level)
+    logs.setup(args.log_level, args.log_format)
     names = args.workload or list(EXPECTATIONS)
     try:
         config: Config = load_config(args.config)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from exporter.backends.base import Backend
 from exporter.commands.selftest.checks import Reading
 from exporter.commands.selftest.workloads import WORKLOADS, Engine, SelftestUnavailable
+from exporter.logs import gpu_fields
 from exporter.sample import DeviceInfo, GpuSample
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,7 @@ class Sampler:
             try:
                 sample = self.backend.collect()[self.gpu]
             except Exception:  # a failed read must not end the sampling: the checks report missing samples
-                log.exception("sampling GPU %d failed", self.gpu)
+                log.exception("sampling GPU %d failed", self.gpu, extra=gpu_fields(self.gpu))
             else:
                 if sample.up:
                     with self._lock:

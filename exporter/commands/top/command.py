@@ -190,7 +190,7 @@ def live(source: LocalSource | UrlSource, interval: float, colour: bool, out: Te
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    logs.setup(args.log_level)
+    logs.setup(args.log_level, args.log_format)
     interval = args.collect_interval or DEFAULT_INTERVAL
     source: LocalSource | UrlSource
     try:
