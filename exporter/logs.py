@@ -5,7 +5,6 @@ cannot break the line, forge a key or reach the terminal as a control sequence."
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import sys
@@ -90,6 +89,8 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per line; non-ASCII and control characters as \\u escapes."""
 
     def format(self, record: logging.LogRecord) -> str:
+        import json  # only where --log.format=json: the daemon's own modules leave json unloaded (memory)
+
         stamp, level = _head(record)
         document: dict[str, object] = {"ts": stamp, "level": level, "source": record.name, "msg": _message(record)}
         for key, value in record_fields(record).items():
