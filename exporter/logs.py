@@ -15,7 +15,7 @@ from typing import Any
 MAX_ERROR_CHARS = 500
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING, "error": logging.ERROR}
 FORMATS = ("logfmt", "json")
-FIELDS = "gpueff_fields"  # the LogRecord attribute that ``fields()`` sets through ``extra=``
+FIELDS = "structured_fields"  # the LogRecord attribute that ``fields()`` sets through ``extra=``
 RESERVED = frozenset({"ts", "level", "source", "msg"})
 NAMED_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
