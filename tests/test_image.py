@@ -106,9 +106,10 @@ def test_top_reads_the_container_from_outside(demo: Container) -> None:
     assert sum(1 for line in lines if "matmul_8192" in line or line.lstrip()[:2].strip().isdigit()) >= 8
 
 
-def test_sigterm_stops_it_cleanly_well_inside_the_grace_period() -> None:
-    """podman stop sends SIGTERM, then SIGKILL after the grace period: exit code 0 (SIGKILL's is 137)
-    and the daemon's own "stopping" line mean it stopped on SIGTERM, inside the grace period."""
+def test_sigterm_stops_it_cleanly() -> None:
+    """podman stop sends SIGTERM, then SIGKILL after the grace period: exit code 0 (SIGKILL would
+    leave 137) and the daemon's own "stopping" line as its last mean it stopped on SIGTERM. The time
+    it took is printed, not asserted."""
     name = f"gpueff-stop-{uuid.uuid4().hex[:8]}"
     port = free_port()
     assert podman("run", "--detach", "--name", name, "--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges", *LIMITS,
@@ -132,7 +133,7 @@ def test_sigterm_stops_it_cleanly_well_inside_the_grace_period() -> None:
         assert state["ExitCode"] == 0 and not state["OOMKilled"], state
         logs = podman("logs", name).stderr.splitlines()
         assert logs[-1].endswith('msg="stopping"'), logs[-3:]
-        print(f"SIGTERM to exit: {took:.2f} s")
+        print(f"SIGTERM to exit: {took:.2f} s (grace period {grace} s)")
     finally:
         podman("rm", "--force", "--time", "0", name)
 
