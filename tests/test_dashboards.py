@@ -301,7 +301,7 @@ def promtool_values(tmp_path, dashboard: dict, expr: str, series: list[dict], ev
                                                              "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": [test]}]}))
     promtool = shutil.which("promtool")
     assert promtool, "tests/run.sh installs the Debian package prometheus"
-    return subprocess.run([promtool, "test", "rules", "query.test.yml"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    return subprocess.run([promtool, "test", "rules", "query.test.yml"], cwd=tmp_path, capture_output=True, text=True, timeout=PATIENCE)
 
 
 def test_exporter_health_never_counts_other_jobs_down_targets(tmp_path):

@@ -93,7 +93,7 @@ def test_every_recorded_series_carries_dcgm_exporters_labels():
 def promtool(*args: str, cwd=PROMETHEUS_DIR) -> str:
     binary = shutil.which("promtool")
     assert binary, "promtool is not installed: tests/run.sh installs the Debian package prometheus"
-    result = subprocess.run([binary, *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+    result = subprocess.run([binary, *args], cwd=cwd, capture_output=True, text=True, timeout=PATIENCE)
     assert result.returncode == 0, f"promtool {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout
 

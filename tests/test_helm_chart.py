@@ -247,7 +247,7 @@ def run_helm_test_container(pod: dict[str, Any], url: str) -> subprocess.Complet
     script, service_url, connect_only = container["args"]
     assert container["command"] == ["python3", "-c"]
     local_url = url + "/" + service_url.split("/", 3)[3]
-    return subprocess.run([sys.executable, "-c", script, local_url, connect_only], capture_output=True, text=True, timeout=30)
+    return subprocess.run([sys.executable, "-c", script, local_url, connect_only], capture_output=True, text=True, timeout=PATIENCE)
 
 
 def test_helm_test_hook_asks_the_service_for_readiness() -> None:

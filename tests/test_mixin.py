@@ -15,6 +15,7 @@ import grafana_queries
 import pytest
 import yaml
 from conftest import ROOT
+from waiting import PATIENCE
 
 MIXIN = ROOT / "deploy" / "mixin"
 PROMETHEUS_DIR = ROOT / "deploy" / "prometheus"
@@ -48,7 +49,7 @@ def default() -> dict[str, Any]:
 
 def test_the_generated_mixin_files_are_current() -> None:
     for command in ([sys.executable, str(PROMETHEUS_DIR / "build_prometheus_rule.py"), "--check"], [sys.executable, str(ROOT / "dashboards" / "build.py"), "--check"]):
-        result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
+        result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)
         assert result.returncode == 0, result.stderr
 
 
@@ -71,7 +72,7 @@ def test_the_exporter_selector_is_the_rule_builders(tmp_path: Path) -> None:
     selector = 'job="gpu", cluster="prod"'
     rendered = render({"gpuEfficiencyExporterSelector": selector})
     built = tmp_path / "built.yml"
-    subprocess.run([sys.executable, str(PROMETHEUS_DIR / "build_prometheus_rule.py"), "--job-selector", selector, "--output", str(built)], check=True, timeout=60)
+    subprocess.run([sys.executable, str(PROMETHEUS_DIR / "build_prometheus_rule.py"), "--job-selector", selector, "--output", str(built)], check=True, timeout=PATIENCE)
     assert rendered["rules"]["groups"] + rendered["alerts"]["groups"] == yaml.safe_load(built.read_text(encoding="utf-8"))["groups"]
     exprs = [rule["expr"] for group in rendered["alerts"]["groups"] for rule in group["rules"]]
     assert any(f"up{{{selector}}}" in expr for expr in exprs)
@@ -79,7 +80,7 @@ def test_the_exporter_selector_is_the_rule_builders(tmp_path: Path) -> None:
     (tmp_path / "mixin-rules.yml").write_text(yaml.safe_dump({"groups": rendered["rules"]["groups"] + rendered["alerts"]["groups"]}))
     promtool = shutil.which("promtool")
     assert promtool, "tests/run.sh installs the Debian package prometheus"
-    result = subprocess.run([promtool, "check", "rules", str(tmp_path / "mixin-rules.yml")], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([promtool, "check", "rules", str(tmp_path / "mixin-rules.yml")], capture_output=True, text=True, timeout=PATIENCE)
     assert result.returncode == 0, result.stdout + result.stderr
 
 

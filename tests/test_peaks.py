@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from waiting import PATIENCE
 
 from exporter.config.file import parse_config
 from exporter.peaks import BUILTIN_PEAKS, OVERRIDE_FIELDS, SPECS, UNSOURCED, PeakOverride, peak_for, unknown_model_note
@@ -89,7 +90,7 @@ def test_a_config_figure_has_no_derived_basis():
 
 
 def test_the_docs_table_is_generated_from_the_code():
-    result = subprocess.run([sys.executable, str(ROOT / "tools" / "peaks_table.py"), "--check"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "peaks_table.py"), "--check"], capture_output=True, text=True, timeout=PATIENCE)
     assert result.returncode == 0, result.stderr
 
 

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 from conftest import ROOT, running_daemon
+from waiting import PATIENCE
 
 from exporter.backends.replay import ReplayBackend
 from exporter.logs import LogfmtFormatter
@@ -40,7 +41,7 @@ def test_a_lone_surrogate_in_a_trace_string_is_refused_at_start(tmp_path, change
     path.write_text(json.dumps(trace_object(**change)))  # json.dumps writes it as \\udXXX, as an attacker's file would
     with pytest.raises(TraceError, match=rf"trace .*bad\.json: {where}: contains a lone UTF-16 surrogate"):
         load_trace(path)
-    done = subprocess.run([sys.executable, "-m", "exporter", "--replay", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-m", "exporter", "--replay", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)
     assert done.returncode == 2 and "lone UTF-16 surrogate" in done.stderr  # refused at start, not 503 on every poll
 
 

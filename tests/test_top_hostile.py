@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from conftest import ROOT
 from test_top import TMUX, Tmux
+from waiting import PATIENCE, wait_until
 
 from exporter.commands.top.scrape import ScrapeError, fetch, parse
 from exporter.commands.top.table import Frame, render
@@ -62,14 +63,14 @@ def test_a_bottleneck_class_label_cannot_drive_the_terminal() -> None:
         text = "".join(render(Frame(("x",), exporter.gpus, time.time()), 120, None, colour))
         assert "\x1b]" not in text and "\x07" not in text and "\x1b[2J" not in text and "\x1b[41m" not in text
     with raw_server(page(hostile)) as url:
-        done = subprocess.run([*TOP, "--url", url, "--once"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        done = subprocess.run([*TOP, "--url", url, "--once"], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout and "\x07" not in done.stdout and "?]0;TITLE" in done.stdout
 
 
 def test_a_reason_phrase_cannot_drive_the_terminal() -> None:
     with raw_server(page("no", status="500 \x1b]0;X\x07\x1b[2J")) as url:
-        done = subprocess.run([*TOP, "--url", url, "--once"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        done = subprocess.run([*TOP, "--url", url, "--once"], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)
     assert done.returncode == 1
     assert "answered HTTP 500 ?]0;X??[2J" in done.stderr and "\x1b" not in done.stderr and "\x07" not in done.stderr
 
@@ -103,17 +104,23 @@ def test_a_trickled_header_is_cut_off_too() -> None:
 
 @pytest.mark.skipif(TMUX is None, reason="tmux is not installed: tests/run.sh installs it (apt-get install tmux)")
 def test_q_quits_while_a_fetch_is_under_way() -> None:
-    with raw_server(trickle(2000, 0.05)) as url:
-        python = " ".join([sys.executable, "-m", "exporter", "top", "--url", url, "--timeout", "60s"])
+    asked: list[float] = []
+    slow_page = trickle(40000, 0.05)  # 2,000 s to come: a top that waited would quit only at its --timeout
+
+    def answer(client: socket.socket) -> None:
+        asked.append(time.monotonic())
+        slow_page(client)
+
+    with raw_server(answer) as url:
+        python = " ".join([sys.executable, "-m", "exporter", "top", "--url", url, "--timeout", "1m"])
         terminal = Tmux([f"cd {ROOT} &&", python], width=100, height=30)
         try:
-            time.sleep(1.5)  # started and fetching: the page takes 100 s to come
+            wait_until(lambda: asked, "top's request")
             assert not terminal.dead()
             terminal.tmux("send-keys", "-t", "top", "q")
-            deadline = time.monotonic() + 20  # a bound on a hang, not a speed figure: the fetch would take 60 s
-            while not terminal.dead():
-                assert time.monotonic() < deadline, "q did not quit during the fetch"
-                time.sleep(0.1)
+            wait_until(terminal.dead, "q to quit")
+            # Not a speed figure: the order of two events, top's end and its own fetch deadline.
+            assert time.monotonic() < asked[0] + 60, "q waited for the fetch's 1 min timeout"
         finally:
             terminal.close()
 
