@@ -7,14 +7,21 @@ tests/test_end_to_end_prometheus.py.)"""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
+import urllib.parse
+from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import DCGM_FAKE, ROOT, free_port, http_get, running_daemon
+from fakes.kubelet import FakeKubelet, pod
 from waiting import PATIENCE
 
 PROMETHEUS_DIR = ROOT / "deploy" / "prometheus"
@@ -118,3 +125,65 @@ def test_a_variant_needs_an_output_file_so_the_shipped_file_stays_dcgm_exporters
     with pytest.raises(SystemExit):
         build_dcgm_compat.main(["--host-label", "hostname"])
     assert "Hostname" in build_dcgm_compat.RULES.read_text()
+
+
+PROMETHEUS = shutil.which("prometheus")
+
+
+def prometheus_query(port: int, expr: str) -> list[dict]:
+    status, body = http_get(f"http://127.0.0.1:{port}/api/v1/query?query={urllib.parse.quote(expr)}")
+    assert status == 200, body
+    return json.loads(body)["data"]["result"]
+
+
+@pytest.mark.skipif(PROMETHEUS is None, reason="tests/run.sh installs the Debian package prometheus")
+def test_a_real_prometheus_records_mig_labels_per_pod_copies_and_hostname_from_running_exporters(tmp_path, trace_paths):
+    """Two real daemons scraped by a real Prometheus that loads the hostname/per-pod variant and the
+    alert examples: the DCGM fake's MIG GPU instances get UUID = their GPU's, GPU_I_ID and
+    GPU_I_PROFILE; the demo's GPU that two pods share (a real gRPC pod-resources server) is recorded
+    once per pod; every rule evaluates without error."""
+    socket_dir = Path(tempfile.mkdtemp(prefix="kl", dir="/tmp"))
+    socket_path = socket_dir / "kubelet.sock"
+    config = tmp_path / "config.yml"
+    config.write_text(f"kubernetes:\n  enabled: true\n  pod_resources_socket: {socket_path}\n")
+    pods = [pod("web", "infer-a", {"server": {"nvidia.com/gpu": ["GPU-replay-0-copy_2GB::0"]}}),
+            pod("web", "infer-b", {"server": {"nvidia.com/gpu": ["GPU-replay-0-copy_2GB::1"]}})]
+    rules = tmp_path / "compat.yml"
+    assert build_dcgm_compat.main(["--host-label", "hostname", "--copy-per-pod", "--output", str(rules)]) == 0
+    mig_env = {"FAKE_DCGM_TRACES": str(trace_paths["matmul_8192"]), "FAKE_DCGM_GPUS": "ampere", "FAKE_DCGM_MIG": "0:2"}
+    port = free_port()
+    try:
+        with (FakeKubelet(socket_path, pods), running_daemon("--demo", "--config", str(config)) as demo,
+              running_daemon("--backend", "dcgm", "--dcgm.bindings-path", DCGM_FAKE, "--collect-interval", "200ms", env=mig_env) as mig):
+            (tmp_path / "prometheus.yml").write_text(yaml.safe_dump({
+                "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+                "rule_files": [str(rules), str(DCGM_EXPORTER / "alert-examples.yml")],
+                "scrape_configs": [{"job_name": "gpu-efficiency-exporter", "static_configs": [{"targets": [f"127.0.0.1:{demo.port}", f"127.0.0.1:{mig.port}"]}]}],
+            }))
+            log = (tmp_path / "prometheus.log").open("w")
+            prometheus = subprocess.Popen([PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'data'}",
+                                           f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
+            try:
+                deadline = time.monotonic() + PATIENCE
+                mig_series: list[dict] = []
+                shared: list[dict] = []
+                while time.monotonic() < deadline and (len(mig_series) < 2 or len(shared) < 2):
+                    assert prometheus.poll() is None, (tmp_path / "prometheus.log").read_text()[-2000:]
+                    with contextlib.suppress(OSError, KeyError, ValueError, AssertionError):
+                        mig_series = prometheus_query(port, 'DCGM_FI_PROF_SM_ACTIVE{GPU_I_ID!=""}')
+                        shared = prometheus_query(port, 'DCGM_FI_DEV_GPU_UTIL{uuid="GPU-replay-0-copy_2GB"}')
+                    time.sleep(0.3)
+                status, body = http_get(f"http://127.0.0.1:{port}/api/v1/rules")
+                groups = json.loads(body)["data"]["groups"]
+            finally:
+                prometheus.terminate()
+                prometheus.wait(10)
+    finally:
+        shutil.rmtree(socket_dir, ignore_errors=True)
+    assert sorted((s["metric"]["UUID"], s["metric"]["GPU_I_ID"], s["metric"]["GPU_I_PROFILE"], s["metric"]["modelName"]) for s in mig_series) == [
+        ("GPU-fakedcgm-0-matmul_8192", str(n), "1g.10gb", "NVIDIA A100-SXM4-80GB") for n in (0, 1)], mig_series
+    assert {s["metric"]["uuid"] for s in mig_series} == {"MIG-fakedcgm-0-matmul_8192-0", "MIG-fakedcgm-0-matmul_8192-1"}
+    assert sorted(s["metric"]["pod"] for s in shared) == ["infer-a", "infer-b"] and {s["metric"]["hostname"] for s in shared} == {"127.0.0.1"}
+    assert len({s["value"][1] for s in shared}) == 1  # each pod's copy holds the GPU's whole value
+    unhealthy = [(rule["name"], rule.get("lastError")) for group in groups for rule in group["rules"] if rule["health"] != "ok"]
+    assert len(groups) == 2 and not unhealthy, unhealthy
