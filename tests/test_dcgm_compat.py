@@ -1,8 +1,9 @@
 """The dcgm-exporter compatibility rules (deploy/prometheus/dcgm-exporter-compat.yml) and the
 migration guide against dcgm-exporter's own default counters file: generated files current,
 promtool's unit tests (the shipped rules, a hostname/per-pod variant, and alert rules written for
-dcgm-exporter firing unchanged), and every default counter either recorded or explained. (Its public
-dashboard's queries and the alert examples' expressions run against a real Prometheus in
+dcgm-exporter firing unchanged), every default counter either recorded or explained, and a real
+Prometheus recording MIG labels, per-pod copies and hostname from two running daemons. (Its public
+dashboard's queries and the alert examples' expressions run against the real Prometheus of
 tests/test_end_to_end_prometheus.py.)"""
 
 from __future__ import annotations
