@@ -10,6 +10,8 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from exporter.attribution.kubernetes.owners import PodOwner
+from exporter.attribution.slurm import SlurmJob
 from exporter.snapshot import GpuState, Snapshot
 
 NO_PROFILING_FLAG = "no_profiling"  # SM activity is not read: utilization cannot be told from work
@@ -50,6 +52,8 @@ class GpuOverview:
     memory_total_bytes: float | None
     busy_idle_sm_seconds: float | None  # ∫ max(0, utilization − SM activity) dt since the exporter started
     apps: tuple[AppFigures, ...] = ()
+    pods: tuple[PodOwner, ...] = ()  # the containers the kubelet assigned the GPU to (namespace, pod, container; labels not carried)
+    slurm_jobs: tuple[SlurmJob, ...] = ()  # the Slurm jobs whose processes run on it (job id, user id; no step)
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -158,6 +162,8 @@ def gpu_overview(state: GpuState, stale: bool, apps: tuple[AppFigures, ...] = ()
         memory_total_bytes=sample.memory_total_bytes if up else None,
         busy_idle_sm_seconds=state.totals.busy_idle_sm_seconds,
         apps=apps,
+        pods=tuple(sorted({PodOwner(owner.namespace, owner.pod, owner.container) for owner in state.owners.pods})) if state.owners is not None else (),
+        slurm_jobs=state.sharing.jobs if state.sharing is not None else (),
     )
 
 

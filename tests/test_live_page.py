@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import threading
 
 import pytest
@@ -17,10 +18,11 @@ from exporter.backends.replay import ReplayBackend
 from exporter.config.file import Config
 from exporter.overview import snapshot_overview
 from exporter.poller import Poller
+from exporter.taxonomy import CLASSES
 from exporter.trace import load_trace
 from exporter.web.history import History
 from exporter.web.live import LiveData, parse_after
-from exporter.web.page import ASSETS, LivePage
+from exporter.web.page import ASSETS, UI, LivePage, landing_page
 from exporter.web.server import WebServer
 
 
@@ -238,3 +240,69 @@ def test_requests_pick_answers_made_once_per_snapshot_never_per_request(trace_pa
         assert (exact["history"]["first"], exact["history"]["last"], len(exact["history"]["times"])) == (30, 31, 2)
     finally:
         server.close()
+
+
+def test_the_data_says_whose_each_gpu_is_and_whether_the_exporter_is_ready(trace_paths) -> None:
+    from exporter.attribution.kubernetes.owners import GpuOwners, PodOwner
+    from exporter.attribution.slurm import SlurmJob
+    from exporter.pipeline.split import GpuSharing
+
+    clock = Clock()
+    snapshot = replay_poller(trace_paths, clock).poll_once()
+    hostile = PodOwner("ml", '<img src=x onerror="alert(1)">', "main\x1b[2J", (("team", "a"),))
+    spin = dataclasses.replace(snapshot.gpus[0], owners=GpuOwners(pods=(hostile, PodOwner("ml", "b", "c"))))
+    matmul = dataclasses.replace(snapshot.gpus[1], sharing=GpuSharing(jobs=(SlurmJob("4242", user_id="1000"),)))
+    snapshot = dataclasses.replace(snapshot, gpus=(spin, matmul))
+    history = History(wall_clock=clock)
+    answers = iter([False, True])
+    live = LiveData(lambda: snapshot, history, "note", clock, ready=lambda: next(answers))
+    data = json.loads(b"".join(live.answer(0)))
+    first, second = data["gpus"]
+    assert first["pods"] == [{"namespace": "ml", "pod": '<img src=x onerror="alert(1)">', "container": "main\x1b[2J"}, {"namespace": "ml", "pod": "b", "container": "c"}]
+    assert first["slurm_jobs"] == [] and second["pods"] == []
+    assert second["slurm_jobs"] == [{"id": "4242", "user_id": "1000"}]
+    assert data["ready"] is False and json.loads(b"".join(live.answer(0)))["ready"] is True  # asked on each request, not made once per snapshot
+    clock.now += 3600  # stale: not ready, whatever the poller says
+    assert json.loads(b"".join(LiveData(lambda: snapshot, history, "note", clock, ready=lambda: True).answer(0)))["ready"] is False
+
+
+def test_the_page_without_javascript_says_so_and_shows_no_loading_box() -> None:
+    page = landing_page("REPLAYED DATA: recorded traces, not live GPUs.", "/metrics", "gpu 0=<b>spin</b>, gpu 1=copy").decode()
+    status = re.search(r'<p id="status"[^>]*>', page).group(0)
+    assert " hidden" in status  # the script shows it; without the script nothing claims to be loading
+    noscript = re.search(r"<noscript>(.*?)</noscript>", page, re.S).group(1)
+    assert "JavaScript is off" in noscript and 'href="/metrics"' in noscript
+    assert '<p class="note">REPLAYED DATA: recorded traces, not live GPUs.</p>' in page
+    assert "<details class=\"traces\"><summary>Which trace each GPU replays</summary><p>gpu 0=&lt;b&gt;spin&lt;/b&gt;, gpu 1=copy</p></details>" in page
+
+
+def _luminance(colour: str) -> float:
+    channels = [int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def contrast(foreground: str, background: str) -> float:
+    """WCAG 2's contrast ratio of two #rrggbb colours."""
+    light, dark = sorted((_luminance(foreground), _luminance(background)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def test_every_text_colour_on_the_page_passes_wcag_aa() -> None:
+    css = (UI / "page.css").read_text()
+    assert round(contrast("#ffffff", "#d4820f"), 1) == 3.0  # the old host badge the issue measured: the formula agrees
+    classes = dict(re.findall(r"\.class-(\w+) \{ --class: (#[0-9a-f]{6}); \}", css))
+    assert set(classes) == {each.name for each in CLASSES}  # a colour for every class, and the page's badges use it
+    white_on = re.search(r"\.badge \{[^}]*color: #fff;[^}]*\}", css) and re.search(r"\.chip \{[^}]*color: #fff;[^}]*\}", css)
+    assert white_on
+    for name, colour in classes.items():
+        assert contrast("#ffffff", colour) >= 4.5, (name, colour, contrast("#ffffff", colour))
+    # Every rule that sets both a background and a text colour.
+    pairs = re.findall(r"([^{}]+)\{[^}]*?background: (#[0-9a-f]{6});[^}]*?color: (#[0-9a-f]{6});", css)
+    assert len(pairs) >= 6
+    for selector, background, colour in pairs:
+        assert contrast(colour, background) >= 4.5, (selector.strip(), colour, background)
+    variables = dict(re.findall(r"--(\w+): (#[0-9a-f]{6});", css.split("}")[0]))
+    for text in ("text", "muted"):
+        for ground in ("card", "page"):
+            assert contrast(variables[text], variables[ground]) >= 4.5, (text, ground)

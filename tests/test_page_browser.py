@@ -1,23 +1,36 @@
 """The live page in a real headless Chromium (Debian's package) against the real daemon on --demo:
-it loads, draws a chart per GPU from the demo's data, updates, and says so plainly when the daemon
-stops. GPUEFF_SCREENSHOTS=docs/images makes it save the screenshots the docs show."""
+it loads, draws a chart per GPU from the demo's data, puts the GPU that wastes the most time first
+and names it, says whose each GPU is (pods from a kubelet: the gRPC fake, the only part that cannot
+exist here), filters by class, sorts as asked, fits a 1280x800 screen and a 390x844 phone at 8, 18
+and 64 GPUs, updates, and says so plainly when the daemon stops, when it is not ready and when
+JavaScript is off. GPUEFF_SCREENSHOTS=docs/images makes it save the screenshots the docs show."""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import os
+import shutil
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from browser import CHROMIUM, Browser
-from conftest import ROOT, running_daemon
+from conftest import ROOT, http_get, running_daemon
 from fakes.apps import serving
+
+from exporter.backends.replay import ReplayBackend
+from exporter.trace import demo_trace_paths, load_trace
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed: tests/run.sh installs it (apt-get install chromium)")]  # e2e: Debian's chromium
 
 DEMO_GPUS = 18
+DESKTOP, PHONE = (1280, 800), (390, 844)
 RED, GREEN, BLUE = 0x1F, 0x9D, 0x55  # the SM activity line's colour in page.js
+HOSTILE = '<img src=x onerror="document.title=1">&amp;'
 
 # Canvases in which the SM activity line was drawn: pixels of its colour exist.
 CHARTS_DRAWN = f"""
@@ -31,44 +44,127 @@ CHARTS_DRAWN = f"""
 }}).length
 """
 
+# What a screen shows: nothing wider than the window (a phone's right border clipped), the summary's
+# bottom, and the visible cards' sources in the order shown.
+LAYOUT = """(() => {
+  const cards = [...document.querySelectorAll('#gpus .gpu')].filter((card) => !card.hidden);
+  return {
+    overflow: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+    widest: Math.max(...cards.map((card) => card.getBoundingClientRect().right), ...[...document.querySelectorAll('#gpus canvas')].map((c) => c.getBoundingClientRect().right)),
+    width: document.documentElement.clientWidth,
+    summary: document.getElementById('summary').getBoundingClientRect().bottom,
+    tiles: document.querySelectorAll('#ranking a').length,
+    order: cards.map((card) => card.querySelector('.source').textContent),
+  };
+})()"""
+
 
 def card_text(browser: Browser, trace: str) -> str:
     text: str = browser.evaluate(f"[...document.querySelectorAll('#gpus .gpu')].find((card) => card.querySelector('.source').textContent === {trace!r}).innerText")
     return text
 
 
-def save(browser: Browser, name: str, height: int) -> None:
+def save(browser: Browser, name: str, size: tuple[int, int]) -> None:
     folder = os.environ.get("GPUEFF_SCREENSHOTS")
     if folder:
-        browser.screenshot(ROOT / folder / name, 1400, height)
+        browser.screenshot(ROOT / folder / name, *size)
 
 
-def test_the_live_page_draws_updates_and_reports_a_stopped_daemon(tmp_path: Path) -> None:
-    with running_daemon("--demo") as daemon, Browser(tmp_path / "profile") as browser:
+def resize(browser: Browser, size: tuple[int, int]) -> None:
+    browser.set_viewport(*size)
+    browser.wait_for(f"document.documentElement.clientWidth <= {size[0]} && [...document.querySelectorAll('#gpus canvas')].every((c) => c.getBoundingClientRect().right <= document.documentElement.clientWidth)")
+
+
+def assert_fits(browser: Browser, size: tuple[int, int], gpus: int) -> dict:
+    layout: dict = browser.evaluate(LAYOUT)
+    assert layout["overflow"] <= 0 and layout["widest"] <= layout["width"], layout  # no clipped right border
+    assert layout["summary"] <= size[1], layout  # the fleet summary and every GPU's tile: one screen
+    assert layout["tiles"] == gpus
+    return layout
+
+
+@contextlib.contextmanager
+def kubelet_config(tmp_path: Path, pods: dict[str, tuple[str, str, str]]) -> Iterator[Path]:
+    """A config whose kubelet (the gRPC fake on a unix socket) assigns each GPU uuid its (namespace, pod, container)."""
+    from fakes.kubelet import FakeKubelet, pod  # needs grpcio (test extra)
+
+    socket_dir = Path(tempfile.mkdtemp(prefix="kl", dir="/tmp"))  # a unix socket's path must be short
+    config = tmp_path / "config.yml"
+    config.write_text(f"kubernetes:\n  enabled: true\n  pod_resources_socket: {socket_dir / 'kubelet.sock'}\n  refresh_interval: 1s\n")
+    messages = [pod(namespace, name, {container: {"nvidia.com/gpu": [uuid]}}) for uuid, (namespace, name, container) in pods.items()]
+    try:
+        with FakeKubelet(socket_dir / "kubelet.sock", messages):
+            yield config
+    finally:
+        shutil.rmtree(socket_dir, ignore_errors=True)
+
+
+def demo_pods() -> dict[str, tuple[str, str, str]]:
+    """Pods for four of the demo's GPUs, by the uuids the replay gives them."""
+    backend = ReplayBackend([load_trace(path) for path in demo_trace_paths()])
+    uuids = [device.uuid for device in backend.start()]
+    backend.close()
+    return {uuids[4]: ("research", "sweep-lr-3e4-0", "trainer"), uuids[10]: ("ml", "llama-train-0", "pytorch"), uuids[9]: ("serving", "llama-b64-7d9f", "vllm"), uuids[11]: ("ml", HOSTILE, "pytorch")}
+
+
+def test_the_live_page_answers_which_gpu_wastes_time_whose_it_is_and_what_to_try(tmp_path: Path) -> None:
+    with kubelet_config(tmp_path, demo_pods()) as config, running_daemon("--demo", "--config", str(config)) as daemon, Browser(tmp_path / "profile", *DESKTOP) as browser:
         browser.navigate(daemon.url + "/")
         browser.wait_for(f"window.gpueffPage && gpueffPage.updates >= 1 && document.querySelectorAll('#gpus .gpu').length === {DEMO_GPUS}")
         assert "REPLAYED DATA" in browser.evaluate("document.querySelector('.note').textContent")
+        assert browser.evaluate("document.querySelector('.note').textContent.includes('spin_1sm')") is False  # the traces are listed apart, not in bold
         assert browser.evaluate("typeof uPlot") == "function"  # the vendored library, served by the daemon
+        browser.wait_for(f"gpueffPage.times.length >= 3 && ({CHARTS_DRAWN}) === {DEMO_GPUS}")
 
-        # Every GPU's chart holds points and shows its SM activity line.
-        browser.wait_for(f"gpueffPage.times.length >= 2 && ({CHARTS_DRAWN}) === {DEMO_GPUS}")
-
-        # The figures beside the chart: the spinning GPU is flagged, its class says what to try.
+        # Waste first: the GPU busy all the time with one SM of 132 working leads, with its pod and what to try.
+        layout = assert_fits(browser, DESKTOP, DEMO_GPUS)
+        assert layout["order"][0] == "spin_1sm", layout["order"]
         spin = card_text(browser, "spin_1sm")
-        assert "underfilled" in spin and "What to try: Give each kernel more parallel work" in spin
-        assert "busy, SMs idle" in spin and "low efficiency" in spin
-        matmul = card_text(browser, "matmul_8192")
-        assert "compute" in matmul and "TFLOP/s of 989 TFLOP/s" in matmul
+        assert "pod research/sweep-lr-3e4-0 (trainer)" in spin and "underfilled" in spin
+        assert "What to try: Give each kernel more parallel work" in spin and "busy, SMs idle" in spin and "low efficiency" in spin
+        assert browser.evaluate("document.querySelector('#gpus .gpu').getBoundingClientRect().top") < DESKTOP[1] / 2  # on the first screen
+        flagged = browser.evaluate("document.getElementById('flagged').textContent")
+        assert flagged == "1 busy but not working: GPU 4 underfilled (research/sweep-lr-3e4-0 (trainer))"
         fleet = browser.evaluate("document.getElementById('fleet').textContent")
-        assert fleet.startswith(f"{DEMO_GPUS} GPUs ({DEMO_GPUS} up)") and "busy but not working" in fleet
+        assert fleet.startswith(f"{DEMO_GPUS} GPUs ({DEMO_GPUS} up)")
+        matmul = card_text(browser, "llama_train")
+        assert "compute" in matmul and "of 989 TFLOP/s" in matmul and "pod ml/llama-train-0 (pytorch)" in matmul
+        # A pod's name is text, never markup.
+        assert browser.evaluate("[...document.querySelectorAll('#gpus .owner')].some((line) => line.textContent.includes('ml/' + " + json.dumps(HOSTILE) + "))") is True
+        assert browser.evaluate("document.querySelectorAll('img').length") == 0 and browser.evaluate("document.title") == "gpu-efficiency-exporter"
+        if os.environ.get("GPUEFF_SCREENSHOTS"):
+            browser.wait_for("gpueffPage.times.length >= 45")  # a chart worth looking at
+        save(browser, "live-page.png", DESKTOP)
+
+        # The sort the user picks, kept in the address.
+        browser.evaluate("(() => { const s = document.getElementById('sort'); s.value = 'index'; s.dispatchEvent(new Event('change')); })()")
+        assert browser.evaluate(LAYOUT)["order"][:3] == ["copy_2GB", "idle", "matmul_8192"] and browser.evaluate("location.search") == "?sort=index"
+        # One click from the summary to the flagged GPU's card, now far down the page.
+        browser.evaluate("document.querySelector('#flagged a').click()")
+        top = browser.wait_for("(() => { const card = document.getElementById('gpu-4'); const top = card.getBoundingClientRect().top; return card.classList.contains('target') && top >= 0 && top < 100 ? top + 1 : 0; })()")
+        assert top and browser.evaluate("scrollY") > 0
+        # A class chip shows that class only; pressed again, every GPU.
+        computes = browser.evaluate("gpueffPage.last.fleet.classes.compute")
+        browser.evaluate("document.querySelector('#classes .chip[data-only=\"compute\"]').click()")
+        shown = browser.evaluate("[...document.querySelectorAll('#gpus .gpu')].filter((card) => !card.hidden).map((card) => card.querySelector('.badge').textContent)")
+        assert shown == ["compute"] * computes and browser.evaluate("document.querySelectorAll('#ranking a').length") == computes
+        assert browser.evaluate("document.querySelector('#classes .chip[data-only=\"compute\"]').getAttribute('aria-pressed')") == "true"
+        browser.evaluate("document.querySelector('#classes .chip[data-only=\"compute\"]').click()")
+        assert len(browser.evaluate(LAYOUT)["order"]) == DEMO_GPUS and browser.evaluate("location.search") == "?sort=index"
+        browser.evaluate("(() => { const s = document.getElementById('sort'); s.value = 'waste'; s.dispatchEvent(new Event('change')); })()")
+        browser.evaluate("scrollTo(0, 0)")
+        browser.wait_for("!document.querySelector('.gpu.target')")  # the outline fades
+
+        # A phone: one column, nothing clipped, the summary on the first screen.
+        resize(browser, PHONE)
+        assert_fits(browser, PHONE, DEMO_GPUS)
+        save(browser, "live-page-phone.png", PHONE)
+        resize(browser, DESKTOP)
 
         # It updates: new history points arrive and the status line moves on.
         points, updates = browser.evaluate("[gpueffPage.times.length, gpueffPage.updates]")
         browser.wait_for(f"gpueffPage.updates > {updates} + 1 && gpueffPage.times.length > {points}")
         browser.wait_for("document.getElementById('status').textContent.startsWith('Updated')")
-        if os.environ.get("GPUEFF_SCREENSHOTS"):
-            browser.wait_for("gpueffPage.times.length >= 45")  # a chart worth looking at
-        save(browser, "live-page.png", 1020)
 
         # The daemon stops: the page says so, and keeps the last figures.
         assert daemon.stop() == 0
@@ -76,10 +172,48 @@ def test_the_live_page_draws_updates_and_reports_a_stopped_daemon(tmp_path: Path
         status = browser.evaluate("document.getElementById('status').textContent")
         assert status.startswith("Lost contact with the exporter at ") and "no answer: it has stopped or cannot be reached" in status
         assert browser.evaluate("document.querySelectorAll('#gpus .gpu').length") == DEMO_GPUS
-        save(browser, "live-page-daemon-stopped.png", 430)
+        save(browser, "live-page-daemon-stopped.png", (DESKTOP[0], 330))
 
 
-HOSTILE = '<img src=x onerror="document.title=1">&amp;'
+def traces(count: int) -> list[str]:
+    """``count`` recorded traces: the demo's and the H100 fleet corpus's, over again where more are asked for."""
+    every = [*demo_trace_paths(), *sorted((ROOT / "exporter" / "traces" / "h100-fleet").glob("*.json"))]
+    return [str(path) for path in itertools.islice(itertools.cycle(every), count)]
+
+
+@pytest.mark.parametrize("gpus", [8, 64])
+def test_the_summary_stays_one_screen_from_8_to_64_gpus_on_a_desktop_and_a_phone(tmp_path: Path, gpus: int) -> None:
+    with running_daemon("--replay", *traces(gpus)) as daemon, Browser(tmp_path / "profile", *DESKTOP) as browser:
+        browser.navigate(daemon.url + "/")
+        browser.wait_for(f"window.gpueffPage && gpueffPage.times.length >= 3 && document.querySelectorAll('#gpus .gpu').length === {gpus}")
+        layout = assert_fits(browser, DESKTOP, gpus)
+        assert layout["order"][0] == "spin_1sm"  # the flagged GPU leads at any size
+        if gpus == 64 and os.environ.get("GPUEFF_SCREENSHOTS"):
+            browser.wait_for("gpueffPage.times.length >= 30")
+            save(browser, "live-page-64-gpus.png", DESKTOP)
+        resize(browser, PHONE)
+        assert_fits(browser, PHONE, gpus)
+
+
+def test_not_ready_is_not_green_and_without_javascript_the_page_says_so(tmp_path: Path) -> None:
+    # No NVIDIA driver here: under --wait-for-driver the daemon serves, and /-/ready answers 503.
+    healthy = lambda port: http_get(f"http://127.0.0.1:{port}/-/healthy")[0] == 200  # noqa: E731
+    with running_daemon("--backend", "nvml", "--wait-for-driver", is_ready=healthy) as daemon, Browser(tmp_path / "profile", *DESKTOP) as browser:
+        assert http_get(daemon.url + "/-/ready")[0] == 503
+        browser.navigate(daemon.url + "/")
+        browser.wait_for("window.gpueffPage && gpueffPage.updates >= 1")
+        status = browser.evaluate("(() => { const s = document.getElementById('status'); return [s.className, s.textContent, getComputedStyle(s).backgroundColor]; })()")
+        assert status[0] == "status pending" and status[1].startswith("Not ready (/-/ready answers 503): No GPU yet: waiting for the NVIDIA driver"), status
+        assert status[2] != "rgb(232, 244, 236)"  # not the green of a healthy page
+        assert browser.evaluate("document.getElementById('gpus').textContent") == "No GPU in the exporter's last poll."
+
+        browser.call("Emulation.setScriptExecutionDisabled", {"value": True}, session=browser.session)
+        browser.navigate(daemon.url + "/")
+        browser.wait_for("document.readyState === 'complete' && !window.gpueffPage")
+        text = browser.evaluate("document.body.innerText")
+        assert "JavaScript is off, so this page shows no figures and no charts." in text
+        assert "Loading" not in text and browser.evaluate("document.getElementById('status').getClientRects().length") == 0
+        save(browser, "live-page-no-javascript.png", (DESKTOP[0], 200))
 
 
 def test_names_from_outside_are_text_and_an_apps_throughput_shows_on_its_gpu(tmp_path: Path, trace_paths) -> None:
@@ -103,9 +237,29 @@ def test_names_from_outside_are_text_and_an_apps_throughput_shows_on_its_gpu(tmp
             browser.navigate(daemon.url + "/")
             browser.wait_for("window.gpueffPage && gpueffPage.updates >= 1")
             assert browser.evaluate("document.querySelector('#gpus .gpu .source').textContent") == HOSTILE
-            assert browser.evaluate("document.querySelectorAll('#gpus img').length") == 0 and browser.evaluate("document.title") == "gpu-efficiency-exporter"
+            assert browser.evaluate("document.querySelector('.traces').textContent").endswith("gpu 0=" + HOSTILE)
+            assert browser.evaluate("document.querySelectorAll('img').length") == 0 and browser.evaluate("document.title") == "gpu-efficiency-exporter"
             line = browser.wait_for("(document.querySelector('#gpus .gpu .apps').innerText.match(/trainer: .*samples\\/s · .*samples\\/J/) || [''])[0]")
             rate = float(line.removeprefix("trainer: ").split(" ")[0])
             # 500 a second, counted when the app answers and timed at the middle of each scrape: two
             # seconds between scrapes keep that difference small however long a busy machine makes them
             assert 400 < rate < 600, line
+
+
+def test_a_multi_gpu_job_shows_in_the_summary_with_its_straggler_one_click_away(tmp_path: Path, trace_paths) -> None:
+    paths = []
+    for name in ("spin_1sm", "matmul_8192"):  # one job of two ranks, one far slower than the other: the exporter names the straggler
+        trace = json.loads(trace_paths[name].read_text())
+        trace["job"] = '<img src=x onerror="document.title=1">'
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(trace))
+    with running_daemon("--replay", *map(str, paths)) as daemon, Browser(tmp_path / "profile", *DESKTOP) as browser:
+        browser.navigate(daemon.url + "/")
+        line = browser.wait_for("(document.querySelector('#jobs .job.straggling') || {}).textContent")
+        assert line.startswith('trace <img src=x onerror="document.title=1">: GPUs 0, 1 · ') and " wait on GPU " in line
+        assert browser.evaluate("document.querySelectorAll('img').length") == 0 and browser.evaluate("document.title") == "gpu-efficiency-exporter"
+        straggler = browser.evaluate("gpueffPage.last.jobs[0].straggler")
+        browser.evaluate("document.querySelector('#jobs .job.straggling a').click()")
+        browser.wait_for(f"document.getElementById('gpu-{straggler}').classList.contains('target')")
+        owner = browser.evaluate("document.querySelector('#gpu-0 .owner').textContent")
+        assert owner == 'job trace <img src=x onerror="document.title=1"> (GPUs 0, 1)'

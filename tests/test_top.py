@@ -23,6 +23,8 @@ from exporter.apps.derive import AppState
 from exporter.backends.replay import ReplayBackend
 from exporter.commands.top.scrape import ScrapeError, metrics_url, parse
 from exporter.commands.top.table import Frame, render, usage_bar, visible_width
+from exporter.commands.top.view import View, WasteWindow
+from exporter.commands.top.view import keys as view_keys
 from exporter.config.file import Config
 from exporter.exposition.render import render as render_metrics
 from exporter.overview import GpuOverview, snapshot_overview
@@ -72,6 +74,23 @@ def test_a_metrics_page_reads_back_into_the_snapshots_own_figures() -> None:
     assert stale.stale and not any(gpu.up for gpu in stale.gpus)
 
 
+def test_pods_and_slurm_jobs_read_back_from_the_page_hostile_bytes_included() -> None:
+    from exporter.attribution.kubernetes.owners import GpuOwners, PodOwner
+    from exporter.attribution.slurm import SlurmJob
+    from exporter.pipeline.split import GpuSharing
+
+    snapshot = demo_snapshot(polls=2)
+    pods = (PodOwner("ml", 'evil"}\n\x1b[2J', "main"), PodOwner("ml", "b", "c", (("team", "x"),)))
+    first = dataclasses.replace(snapshot.gpus[0], owners=GpuOwners(pods=pods))
+    second = dataclasses.replace(snapshot.gpus[1], sharing=GpuSharing(jobs=(SlurmJob("77", user_id="1000"), SlurmJob("78"))))
+    snapshot = dataclasses.replace(snapshot, gpus=(first, second, *snapshot.gpus[2:]))
+    direct = snapshot_overview(snapshot, stale=False)
+    scraped = parse(render_metrics(snapshot).decode(), "a page with owners").gpus
+    assert direct[0].pods == scraped[0].pods == (PodOwner("ml", "b", "c"), PodOwner("ml", 'evil"}\n\x1b[2J', "main"))
+    assert direct[1].slurm_jobs == scraped[1].slurm_jobs == (SlurmJob("77", user_id="1000"), SlurmJob("78"))
+    assert scraped[2].pods == scraped[2].slurm_jobs == ()
+
+
 def test_a_page_that_is_not_prometheus_text_is_a_clear_error() -> None:
     with pytest.raises(ScrapeError, match="http://x/metrics is not Prometheus text"):
         parse("gpueff_gpu_up{uuid=\"a\" 1\n", "http://x/metrics")
@@ -87,17 +106,103 @@ def test_the_table_fits_80_columns_and_names_cannot_drive_the_terminal() -> None
     hostile = dataclasses.replace(gpus[4], source="evil\x1b]0;pwned\x07\x1b[2J", model="x" * 300)
     frame = Frame(("replayed traces",), [*gpus[:4], hostile, *gpus[5:]], time.time())
     for colour in (False, True):
-        lines = render(frame, 80, None, colour)
+        lines = render(frame, 80, None, colour).lines
         assert max(visible_width(line) for line in lines) <= 80
         assert "\x1b]" not in "".join(lines) and "\x07" not in "".join(lines)
         assert ("\x1b[" in "".join(lines)) is colour
-    wide = render(frame, 140, None, False)
+    wide = render(frame, 140, None, False).lines
     assert any("evil?]0;pwned??[2J" in line for line in wide) and max(len(line) for line in wide) <= 140
     spin = next(line for line in wide if "evil" in line)
     assert "[░░░░░░░░░░░░]" in spin and "busy-SMs-idle low-eff" in spin  # busy all the time, SMs idle: all waste
-    short = render(frame, 80, 12, False)
-    assert len(short) <= 12 and short[-1].startswith("… ") and "more rows" in short[-1]
     assert usage_bar(dataclasses.replace(gpus[4], utilization=0.5, sm_active=0.25), 8) == "██░░    "
+
+
+def rows_of(lines: list[str]) -> list[str]:
+    return [line for line in lines if re.match(r"^ {0,2}\d+ +(\d+%|–)", line)]
+
+
+def test_the_gpu_that_wastes_most_comes_first_and_its_advice_stays_on_a_short_screen() -> None:
+    gpus = snapshot_overview(demo_snapshot(), stale=False)
+    waste = WasteWindow()
+    waste.add(gpus, 0.0)
+    later = [dataclasses.replace(gpu, busy_idle_sm_seconds=(gpu.busy_idle_sm_seconds or 0.0) + 30.0 * (gpu.utilization or 0) * (1 - (gpu.sm_active or 0))) for gpu in gpus]
+    frame = Frame(("replayed traces",), later, time.time(), waste=waste.add(later, 30.0))
+    screen = render(frame, 80, 24, False, live=True)
+    assert len(screen.lines) == 24 and max(len(line) for line in screen.lines) <= 80
+    rows = rows_of(screen.lines)
+    assert rows[0].startswith("  4 100%") and "underfilled" in rows[0]
+    assert screen.lines[screen.lines.index(rows[0]) + 1] == "     busy-SMs-idle low-eff no-work"  # too many flags beside the figures: whole, below
+    assert re.search(r"underfilled +29\.\ds?|underfilled +30s", rows[0]), rows[0]  # 30 s busy, one SM of 132 working
+    # 18 GPUs do not fit 24 lines: the rows scroll, and what to try for the flagged GPU's class stays, first.
+    where = next(line for line in screen.lines if line.startswith("lines "))
+    assert where.startswith(f"lines 1-{screen.page} of 19")  # 18 GPUs and the flags' own line
+    advice = screen.lines[screen.lines.index(where) + 1 :]
+    assert advice[0].startswith("underfilled (GPU 4): Give each kernel more parallel work")
+    # Scrolled to the end, the last rows show; the advice stays.
+    end = render(frame, 80, 24, False, View(scroll=1000), live=True)
+    assert end.scroll == 19 - end.page and rows_of(end.lines)[-1] == rows_of(render(frame, 80, None, False).lines)[-1]
+    assert any(line.startswith("underfilled (GPU 4)") for line in end.lines)
+    # A pipe gets every row and all the advice, flagged classes first (no longer alphabetical).
+    everything = render(frame, 80, None, False).lines
+    assert len(rows_of(everything)) == 18
+    classes = [line.split(" (GPU")[0] for line in everything if re.match(r"^\w+ \(GPU ", line)]
+    assert classes[0] == "underfilled" and sorted(classes) != classes
+
+
+def test_sort_keys_order_the_gpus_and_any_key_closes_the_help() -> None:
+    gpus = snapshot_overview(demo_snapshot(), stale=False)
+    frame = Frame(("replayed traces",), gpus, time.time())
+    view = View()
+    for key, first in (("u", max), ("s", max), ("p", max)):
+        view = view.after(view_keys(key.encode())[0], 10)
+        field = {"u": "utilization", "s": "sm_active", "p": "power_watts"}[key]
+        rows = rows_of(render(frame, 80, None, False, view).lines)
+        leader = first(gpus, key=lambda gpu: getattr(gpu, field) or 0)
+        assert int(rows[0].split()[0]) == leader.index, (key, rows[0])
+    view = view.after("sort:index", 10)
+    assert [int(row.split()[0]) for row in rows_of(render(frame, 80, None, False, view).lines)] == list(range(18))
+    view = view.after("reverse", 10)
+    assert [int(row.split()[0]) for row in rows_of(render(frame, 80, None, False, view).lines)] == list(range(17, -1, -1))
+    assert "sorted by GPU index, reversed" in render(frame, 80, None, False, view).lines[1]
+    assert view.after("next_sort", 10).sort == "waste" and view.after("previous_sort", 10).sort == "power"
+    assert View(scroll=5).after("page_down", 10).scroll == 14 and View(scroll=5).after("home", 10).scroll == 0 and View(scroll=5).after("up", 10).scroll == 4
+    helped = view.after("help", 10)
+    lines = render(frame, 80, 24, False, helped, live=True).lines
+    assert lines[0].startswith("gpu-efficiency-exporter top: help") and len(lines) <= 24 and max(len(line) for line in lines) <= 80
+    assert helped.after("other", 10) == view  # any key closes it, and does nothing else
+    assert view_keys(b"x?i\x1b[A\x1b[6~\x1b[2~q\x1bOBG \x1b") == ["other", "help", "sort:index", "up", "page_down", "other", "quit", "down", "end", "page_down", "other"]
+
+
+def test_the_waste_window_keeps_ten_minutes_and_starts_again_with_the_counter() -> None:
+    gpu = snapshot_overview(demo_snapshot(), stale=False)[4]
+    window = WasteWindow(window=600.0, step=1.0)
+    assert window.add([dataclasses.replace(gpu, busy_idle_sm_seconds=100.0)], 0.0) == {}
+    for second in range(1, 1201):  # wasting 1 s each second for 20 minutes, a frame each 500 ms
+        waste = window.add([dataclasses.replace(gpu, busy_idle_sm_seconds=100.0 + second)], float(second))
+        window.add([dataclasses.replace(gpu, busy_idle_sm_seconds=100.0 + second + 0.5)], second + 0.5)
+    assert waste[gpu.uuid] == pytest.approx(600.0, abs=1.0) and len(window._readings[gpu.uuid]) <= 602
+    assert window.add([dataclasses.replace(gpu, busy_idle_sm_seconds=3.0)], 1201.0) == {}  # the exporter restarted
+    assert window.add([], 1202.0) == {} and window._readings == {}
+
+
+def test_whose_column_names_pods_and_jobs_safely_and_takes_tb_s_place_at_80_columns() -> None:
+    from exporter.attribution.kubernetes.owners import PodOwner
+    from exporter.attribution.slurm import SlurmJob
+
+    gpus = snapshot_overview(demo_snapshot(), stale=False)
+    pods = (PodOwner("ml\x1b[2J", "t\x07-0", "main"), PodOwner("ml", "other", "main"))
+    owned = [dataclasses.replace(gpus[4], pods=pods), dataclasses.replace(gpus[2], slurm_jobs=(SlurmJob("4242"), SlurmJob("4243"))), *gpus[5:8]]
+    frame = Frame(("x",), owned, time.time())
+    narrow = render(frame, 80, None, True).lines
+    assert max(visible_width(line) for line in narrow) <= 80 and "\x07" not in "".join(narrow) and "\x1b[2J" not in "".join(narrow)
+    head = next(line for line in narrow if "GPU UTIL" in line)
+    assert "WHOSE" in head and "TB/s" not in head
+    plain = render(frame, 80, None, False).lines
+    assert any(row.startswith("  4 ") and "ml?[2J/t?-0 +1" in row for row in plain)
+    assert any(row.startswith("  2 ") and "job 4242,4243" in row for row in plain)
+    wide = render(frame, 160, None, False).lines
+    assert any(row.startswith("  5 ") and "tiny_kernels" in row for row in wide)  # no owner: the trace's name
+    assert "TB/s" in next(line for line in wide if "GPU UTIL" in line)
 
 
 def run_top(*args: str, env: dict[str, str] | None = None, timeout: float = PATIENCE) -> subprocess.CompletedProcess[str]:
@@ -112,8 +217,9 @@ def test_in_a_pipe_it_prints_one_plain_frame_and_exits() -> None:
     assert lines[0].startswith("gpu-efficiency-exporter top ") and "replayed traces, not live GPUs" in lines[0]
     rows = [line for line in lines if re.match(r"^ {0,2}\d+ +\d+%", line)]
     assert len(rows) == 18
-    assert re.search(r"underfilled .* busy-SMs-idle low-eff no-work$", rows[4])
-    assert any(line.startswith("underfilled: Give each kernel more parallel work") for line in lines)
+    assert rows[0].startswith("  4 ") and "underfilled" in rows[0] and lines[lines.index(rows[0]) + 1] == "     busy-SMs-idle low-eff no-work"  # the most waste first
+    assert "sorted by waste" in lines[1] and "h: help" not in done.stdout  # no keys in a pipe
+    assert lines[lines.index(rows[-1]) + 1].startswith("underfilled (GPU 4): Give each kernel more parallel work")
 
 
 def test_local_gpus_are_read_through_the_nvml_backend_and_the_pipeline(monkeypatch, capsys, trace_paths) -> None:
@@ -124,10 +230,10 @@ def test_local_gpus_are_read_through_the_nvml_backend_and_the_pipeline(monkeypat
 
     assert main(["--backend", "nvml", "--once", "--interval", "200ms", "--color", "never"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("gpu-efficiency-exporter top ") and lines[0].endswith(" · nvml backend")
+    assert lines[0].startswith("gpu-efficiency-exporter top ") and lines[0].endswith(" · nvml backend · sorted by waste")
     row = next(line for line in lines if line.startswith("  0 "))
     # Two polls 200 ms apart: GPM's profiling readings are means over the window between them.
-    assert re.search(r"^  0 100% +1% 0\.01 underfilled .* busy-SMs-idle low-eff no-work$", row), row
+    assert re.search(r"^  0 100% +1% 0\.01 underfilled ", row) and lines[lines.index(row) + 1] == "     busy-SMs-idle low-eff no-work", row
 
 
 def test_without_a_driver_it_says_where_else_to_look(monkeypatch, capsys, trace_paths) -> None:
@@ -147,7 +253,7 @@ def test_url_reads_a_running_exporter_and_says_when_it_cannot() -> None:
     with running_daemon("--demo") as daemon:
         done = run_top("--url", daemon.url, "--once")
         assert done.returncode == 0, done.stderr
-        assert " · ".join(done.stdout.splitlines()[:2]).endswith(f" · {daemon.url}/metrics · replayed traces, not live GPUs")
+        assert " · ".join(done.stdout.splitlines()[:2]).endswith(f" · {daemon.url}/metrics · replayed traces, not live GPUs · sorted by waste")
         assert len(re.findall(r"(?m)^ {0,2}\d+ +\d+%", done.stdout)) == 18 and "busy-SMs-idle" in done.stdout
     port = free_port()
     gone = run_top("--url", f"http://127.0.0.1:{port}", "--once", "--timeout", "2s")
@@ -199,7 +305,7 @@ def test_live_in_a_terminal_it_redraws_in_colour_and_q_quits() -> None:
     python = " ".join([sys.executable, "-m", "exporter", "top", "--demo", "--interval", "300ms"])
     terminal = Tmux([f"cd {ROOT} &&", python], width=80, height=30)
     try:
-        first = terminal.wait_for(r"(?m)^ +4 .*underfilled.*busy-SMs-idle")
+        first = terminal.wait_for(r"(?m)^ +4 .*underfilled.*\n +busy-SMs-idle")
         lines = first.splitlines()
         assert max(len(line) for line in lines) <= 80 and len(lines) <= 30
         assert "replayed traces, not live GPUs" in lines[0]
@@ -234,3 +340,45 @@ def test_live_over_url_keeps_the_last_figures_and_says_when_the_exporter_stops()
                 time.sleep(0.1)
         finally:
             terminal.close()
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed: tests/run.sh installs it (apt-get install tmux)")
+def test_keys_sort_scroll_and_help_and_a_resize_redraws_at_once_at_80x24_and_160x48() -> None:
+    # One poll an hour: every change below is drawn by a key or a resize, not by a new poll (the stamp stays).
+    python = " ".join([sys.executable, "-m", "exporter", "top", "--demo", "--interval", "1h"])
+    terminal = Tmux([f"cd {ROOT} &&", python], width=80, height=24)
+    try:
+        first = terminal.wait_for(r"(?m)^lines 1-\d+ of 19")
+        lines = first.splitlines()
+        assert len(lines) <= 24 and max(len(line) for line in lines) <= 80
+        stamp = re.search(r"top (\d\d:\d\d:\d\d)", lines[0]).group(1)
+        assert rows_of(lines)[0].startswith("  4 ") and lines[lines.index(rows_of(lines)[0]) + 1].strip().startswith("busy-SMs-idle")
+        assert any(line.startswith("underfilled (GPU 4): Give each kernel more parallel work") for line in lines)  # the flagged GPU's advice, on screen
+        terminal.tmux("send-keys", "-t", "top", "?")
+        terminal.wait_for(r"top: help .*\n(.*\n)*  w u s e p i +order by waste")
+        terminal.tmux("send-keys", "-t", "top", "x")  # any key closes the help
+        terminal.wait_for(r"sorted by waste · h: help")
+        terminal.tmux("send-keys", "-t", "top", "i")
+        screen = terminal.wait_for(r"sorted by GPU index · h: help")
+        assert rows_of(screen.splitlines())[0].startswith("  0 ")
+        terminal.tmux("send-keys", "-t", "top", "End")
+        screen = terminal.wait_for(r"(?m)^lines \d+-19 of 19")
+        assert rows_of(screen.splitlines())[-1].startswith(" 17 ")
+        terminal.tmux("send-keys", "-t", "top", "Up")
+        terminal.wait_for(r"(?m)^lines \d+-18 of 19")
+        terminal.tmux("send-keys", "-t", "top", "r")
+        screen = terminal.wait_for(r"sorted by GPU index, reversed")
+        assert rows_of(screen.splitlines())[0].startswith(" 17 ") and "lines 1-" in screen  # a new order starts at the top
+        terminal.tmux("send-keys", "-t", "top", "w")
+        terminal.tmux("resize-window", "-t", "top", "-x", "160", "-y", "48")
+        screen = terminal.wait_for(r"UTIL vs SM +WHOSE")
+        lines = screen.splitlines()
+        assert len(rows_of(lines)) == 18 and not any(line.startswith("lines ") for line in lines) and max(len(line) for line in lines) <= 160
+        assert f"top {stamp} " in lines[0] and rows_of(lines)[0].startswith("  4 ") and "spin_1sm" in rows_of(lines)[0] and rows_of(lines)[0].endswith("busy-SMs-idle low-eff no-work")
+        terminal.tmux("send-keys", "-t", "top", "q")
+        deadline = time.monotonic() + PATIENCE
+        while not terminal.dead():
+            assert time.monotonic() < deadline, "q did not quit"
+            time.sleep(0.1)
+    finally:
+        terminal.close()

@@ -60,7 +60,7 @@ def test_a_bottleneck_class_label_cannot_drive_the_terminal() -> None:
     hostile = GPU + 'gpueff_bottleneck{gpu="0",uuid="GPU-a",class="\x1b]0;TITLE\x07\x1b[2J\x1b[41mX"} 1\n'
     exporter = parse(hostile, "x")
     for colour in (False, True):
-        text = "".join(render(Frame(("x",), exporter.gpus, time.time()), 120, None, colour))
+        text = "".join(render(Frame(("x",), exporter.gpus, time.time()), 120, None, colour).lines)
         assert "\x1b]" not in text and "\x07" not in text and "\x1b[2J" not in text and "\x1b[41m" not in text
     with raw_server(page(hostile)) as url:
         done = subprocess.run([*TOP, "--url", url, "--once"], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)

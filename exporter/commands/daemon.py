@@ -91,8 +91,9 @@ def run(args: argparse.Namespace) -> int:
     except (ListenAddressError, ConfigError, StartupError) as error:
         log.error("%s", error)
         return 2
+    traces = ""  # the live page lists them apart from its banner
     if backend.replayed:
-        names = ", ".join(f"gpu {device.index}={device.source}" for device in devices)
+        traces = names = ", ".join(f"gpu {device.index}={device.source}" for device in devices)
         note = f"REPLAYED DATA: these metrics replay recorded traces ({names}), not live GPUs."
         level, announcement = logging.WARNING, f"serving replayed traces, not live GPUs: {names}"
     elif isinstance(backend, WaitingBackend) and backend.waiting:
@@ -104,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     poller = Poller(backend, config)
     payloads = Payloads()
     poller.subscribe(payloads.publish)
-    page = live_page(poller, note, args.telemetry_path) if getattr(args, "web_ui", True) else None
+    page = live_page(poller, note, args.telemetry_path, traces) if getattr(args, "web_ui", True) else None
     try:
         server = WebServer(args.listen_address, payloads.payload, poller.is_ready, note, args.telemetry_path, web_config, page=page)
     except (ListenAddressError, OSError) as error:
@@ -143,13 +144,16 @@ def served_url(listen_address: str, port: int, telemetry_path: str, web_config: 
     return f"{scheme}://{host}:{port}{telemetry_path}"
 
 
-def live_page(poller: Poller, note: str, telemetry_path: str) -> LivePage:
-    """The live page on /, its history fed with each snapshot the poller publishes."""
+def live_page(poller: Poller, note: str, telemetry_path: str, traces: str = "") -> LivePage:
+    """The live page on /, its history fed with each snapshot the poller publishes. With ``traces``
+    (replayed data: which trace each GPU replays), the page's banner says only that the data is
+    replayed, and lists the traces below it."""
     history = History()
     poller.subscribe(history.add)
-    live = LiveData(lambda: poller.snapshot, history, note)
+    live = LiveData(lambda: poller.snapshot, history, note, ready=poller.is_ready)
     poller.subscribe(live.prepare)  # after the history took the snapshot
-    return LivePage(live, note, telemetry_path)
+    banner = "REPLAYED DATA: recorded traces, not live GPUs." if traces else note
+    return LivePage(live, banner, telemetry_path, traces)
 
 
 RELOAD_GAP = 0.25  # seconds: SIGHUPs closer together than this are taken as one reload

@@ -40,6 +40,8 @@ def _gpu(view: GpuOverview) -> dict[str, Any]:
     fields = _fields(view)
     fields["apps"] = [_fields(app) for app in view.apps]
     fields["flags"] = list(view.flags)
+    fields["pods"] = [{"namespace": pod.namespace, "pod": pod.pod, "container": pod.container} for pod in view.pods]
+    fields["slurm_jobs"] = [{"id": job.job_id, "user_id": job.user_id} for job in view.slurm_jobs]
     return fields
 
 
@@ -109,13 +111,17 @@ class LiveData:
     otherwise by the first poll that finds none for the current snapshot (or finds it gone stale),
     once. A request only picks its bytes and appends the snapshot's age, whatever ``after`` it
     sends: an ``after`` outside the last RECENT points gets the whole history, from which a page
-    takes the points it lacks."""
+    takes the points it lacks.
 
-    def __init__(self, current: Callable[[], Snapshot | None], history: History, note: str, clock: Callable[[], float] = time.monotonic) -> None:
+    ``ready`` is what /-/ready asks (the poller's is_ready; without it, fresh data counts as ready):
+    like the age, it is appended by each request."""
+
+    def __init__(self, current: Callable[[], Snapshot | None], history: History, note: str, clock: Callable[[], float] = time.monotonic, ready: Callable[[], bool] | None = None) -> None:
         self.current = current
         self.history = history
         self.note = note
         self.clock = clock
+        self.ready = ready
         self._lock = threading.Lock()
         self._answers: _Answers | None = None
         self._asked = -math.inf  # when a page last polled (clock)
@@ -139,7 +145,8 @@ class LiveData:
         answers = self._answers
         if answers is None or answers.sequence != snapshot.sequence or answers.stale != stale:
             answers = self._make(snapshot, stale)
-        return answers.head, (answers.recent.get(after, answers.full) if after else answers.full), b',"age_seconds":%.3f}' % age
+        ready = not stale and (self.ready() if self.ready is not None else True)
+        return answers.head, (answers.recent.get(after, answers.full) if after else answers.full), b',"ready":%s,"age_seconds":%.3f}' % (b"true" if ready else b"false", age)
 
     def _make(self, snapshot: Snapshot, stale: bool) -> _Answers:
         with self._lock:

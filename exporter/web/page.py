@@ -36,15 +36,18 @@ def escape_html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;").replace("'", "&#x27;")
 
 
-def landing_page(note: str, telemetry_path: str) -> bytes:
+def landing_page(note: str, telemetry_path: str, traces: str = "") -> bytes:
+    """The page, its banner ``note``; ``traces`` (which trace each GPU replays) in a closed
+    disclosure below the banner, not in it."""
+    listed = f'<details class="traces"><summary>Which trace each GPU replays</summary><p>{escape_html(traces)}</p></details>' if traces else ""
     template = Template(_read("index.html").decode())
-    return template.substitute(version=escape_html(__version__), note=escape_html(note), telemetry_path=escape_html(telemetry_path)).encode()
+    return template.substitute(version=escape_html(__version__), note=escape_html(note), traces=listed, telemetry_path=escape_html(telemetry_path)).encode()
 
 
 class LivePage:
     """What the web server needs to serve the live page: the landing page, its files, and the data."""
 
-    def __init__(self, live: LiveData, note: str, telemetry_path: str) -> None:
+    def __init__(self, live: LiveData, note: str, telemetry_path: str, traces: str = "") -> None:
         self.live = live
-        self.landing = landing_page(note, telemetry_path)
+        self.landing = landing_page(note, telemetry_path, traces)
         self.assets = assets()

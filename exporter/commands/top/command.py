@@ -2,7 +2,8 @@
 show only utilization. It reads the local GPUs through the exporter's own backend and pipeline (one
 poll per frame, the poller's snapshot rendered), or a running exporter's /metrics (``--url``).
 
-In a terminal it redraws every interval on the alternate screen until ``q`` or Ctrl-C; in a pipe,
+In a terminal it redraws every interval on the alternate screen, and at once on a key (help, sort,
+scroll: view.py) or a resize, until ``q`` or Ctrl-C; in a pipe,
 or with ``--once``, it prints one plain frame and exits (exit status 1 if the exporter could not
 be read, 2 if nothing could be started).
 """
@@ -11,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import select
 import shutil
+import signal
 import sys
 import termios
 import threading
@@ -28,6 +31,8 @@ from exporter.commands.daemon import StartupError, choose_backend, effective_con
 from exporter.commands.flags import Parser, add_common_flags, add_dcgm_flags, duration_flag
 from exporter.commands.top.scrape import ScrapeError, fetch, metrics_url, parse
 from exporter.commands.top.table import Frame, printable, render
+from exporter.commands.top.view import View, WasteWindow
+from exporter.commands.top.view import keys as view_keys
 from exporter.config.engine import ConfigError
 from exporter.config.values import MIN_COLLECT_INTERVAL
 from exporter.overview import job_overviews, snapshot_overview
@@ -36,14 +41,14 @@ from exporter.poller import Poller
 DEFAULT_INTERVAL = 1.0
 ENTER_SCREEN, LEAVE_SCREEN = "\x1b[?1049h\x1b[?25l", "\x1b[?25h\x1b[?1049l"
 HOME, CLEAR_LINE, CLEAR_BELOW = "\x1b[H", "\x1b[K", "\x1b[J"
-QUIT_KEYS = (b"q", b"Q")
 
 
 def parser() -> argparse.ArgumentParser:
     result = Parser(
         prog="gpu-efficiency-exporter top",
         description="A live table of each GPU's utilization against its SM activity, efficiency, bottleneck class, estimated FLOP/s and bandwidth and flags, "
-        "read from the local GPUs (through the exporter's own backend) or from a running exporter (--url). q or Ctrl-C quits.",
+        "read from the local GPUs (through the exporter's own backend) or from a running exporter (--url), the GPUs that waste the most time first. "
+        "Keys: h or ? help, w u s e p i order by waste, utilization, SM activity, efficiency, power, index, r reverse, arrows and PgUp/PgDn scroll, q or Ctrl-C quit.",
     )
     source = result.add_mutually_exclusive_group()
     source.add_argument("--url", help="read a running exporter's metrics instead of the local GPUs, e.g. http://gpu-node-1:9947 (/metrics is added)")
@@ -103,17 +108,19 @@ def _use_colour(choice: str, stream: TextIO) -> bool:
 
 def once(source: LocalSource | UrlSource, interval: float, colour: bool, out: TextIO) -> int:
     """One frame. Locally the GPUs are polled twice, ``interval`` apart: profiling readings are means
-    over the window between two polls."""
+    over the window between two polls, and WASTE is the busy-while-SMs-idle time between them."""
+    window = WasteWindow()
     try:
         if isinstance(source, LocalSource):
-            source.frame()
+            window.add(source.frame().gpus, time.monotonic())
             time.sleep(interval)
         frame = source.frame()
     except ScrapeError as error:
         print(f"gpu-efficiency-exporter top: {printable(str(error))}", file=sys.stderr)
         return 1
+    frame = dataclasses.replace(frame, waste=window.add(frame.gpus, time.monotonic()))
     width = shutil.get_terminal_size((80, 24)).columns
-    out.write("\n".join(render(frame, width, None, colour)) + "\n")
+    out.write("\n".join(render(frame, width, None, colour).lines) + "\n")
     return 0
 
 
@@ -133,9 +140,10 @@ def _keys(stream: TextIO) -> Iterator[int | None]:
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
 
-def _frame_unless_quit(source: LocalSource | UrlSource, last: Frame, interval: float, keys: int | None) -> Frame | None:
+def _frame_unless_quit(source: LocalSource | UrlSource, last: Frame, interval: float, keys: int | None, pressed: list[str]) -> Frame | None:
     """The next frame, read on a worker thread while the keys are watched: None where q was pressed
-    before it came (a slow exporter never keeps top from quitting)."""
+    before it came (a slow exporter never keeps top from quitting); the other keys pressed
+    meanwhile are added to ``pressed``."""
     result: list[Frame] = []
     failed: list[Exception] = []
 
@@ -143,7 +151,7 @@ def _frame_unless_quit(source: LocalSource | UrlSource, last: Frame, interval: f
         try:
             result.append(source.frame())
         except ScrapeError as error:
-            result.append(Frame(last.source, last.gpus, last.taken, f"{time.strftime('%H:%M:%S')} {error}; retrying every {interval:g} s", last.jobs))
+            result.append(dataclasses.replace(last, error=f"{time.strftime('%H:%M:%S')} {error}; retrying every {interval:g} s"))
         except Exception as error:  # noqa: BLE001 - raised again on the drawing thread, as before the worker
             failed.append(error)
 
@@ -152,35 +160,77 @@ def _frame_unless_quit(source: LocalSource | UrlSource, last: Frame, interval: f
     while worker.is_alive():
         if keys is None:
             worker.join()
-        elif select.select([keys], [], [], 0.05)[0] and os.read(keys, 1) in QUIT_KEYS:
-            return None
+        elif select.select([keys], [], [], 0.05)[0]:
+            pressed.extend(view_keys(os.read(keys, 64)))
+            if "quit" in pressed:
+                return None
     if failed:
         raise failed[0]
     return result[0]
 
 
+@contextlib.contextmanager
+def _resizes() -> Iterator[int]:
+    """A pipe that gets a byte whenever the terminal is resized (SIGWINCH), so a wait wakes to redraw."""
+    reader, writer = os.pipe()
+    os.set_blocking(writer, False)
+
+    def resized(_signum: int, _frame: object) -> None:
+        with contextlib.suppress(BlockingIOError):
+            os.write(writer, b"r")
+
+    previous = signal.signal(signal.SIGWINCH, resized)
+    try:
+        yield reader
+    finally:
+        signal.signal(signal.SIGWINCH, previous)
+        os.close(reader)
+        os.close(writer)
+
+
+def _size(out: TextIO) -> os.terminal_size:
+    """The terminal's size now (the terminal's own answer: COLUMNS and LINES, read once at start, go stale on a resize)."""
+    try:
+        return os.get_terminal_size(out.fileno())
+    except (OSError, ValueError):
+        return shutil.get_terminal_size()
+
+
 def live(source: LocalSource | UrlSource, interval: float, colour: bool, out: TextIO) -> int:
-    """Redraw every ``interval`` until q or Ctrl-C. A failed fetch keeps the last figures, with the
-    failure above them."""
+    """Poll every ``interval`` and redraw, and redraw at once on a key or a resize, until q or
+    Ctrl-C. A failed fetch keeps the last figures, with the failure above them."""
     shown = Frame(source.source, [])
+    window = WasteWindow()
+    view = View()
+    page = 1
+    due = time.monotonic()
     out.write(ENTER_SCREEN)
     try:
-        with _keys(sys.stdin) as keys:
+        with _keys(sys.stdin) as keys, _resizes() as resizes:
             while True:
-                started = time.monotonic()
-                frame = _frame_unless_quit(source, shown, interval, keys)
-                if frame is None:
-                    return 0
-                shown = frame
-                size = shutil.get_terminal_size()
-                lines = render(shown, size.columns, size.lines, colour)
-                out.write(HOME + (CLEAR_LINE + "\n").join(lines) + CLEAR_LINE + CLEAR_BELOW)
+                if time.monotonic() >= due:
+                    due = time.monotonic() + interval
+                    pressed: list[str] = []
+                    frame = _frame_unless_quit(source, shown, interval, keys, pressed)
+                    if frame is None:
+                        return 0
+                    shown = frame if frame.error else dataclasses.replace(frame, waste=window.add(frame.gpus, time.monotonic()))
+                    for key in pressed:
+                        view = view.after(key, page)
+                size = _size(out)
+                screen = render(shown, size.columns, size.lines, colour, view, live=True)
+                view, page = dataclasses.replace(view, scroll=screen.scroll), screen.page
+                out.write(HOME + (CLEAR_LINE + "\n").join(screen.lines) + CLEAR_LINE + CLEAR_BELOW)
                 out.flush()
-                wait = max(0.0, interval - (time.monotonic() - started))
-                if keys is None:
-                    time.sleep(wait)
-                elif select.select([keys], [], [], wait)[0] and os.read(keys, 1) in QUIT_KEYS:
-                    return 0
+                waiting = [resizes] if keys is None else [keys, resizes]
+                ready = select.select(waiting, [], [], max(0.0, due - time.monotonic()))[0]  # a signal's handler wakes it through the pipe
+                if resizes in ready:
+                    os.read(resizes, 64)
+                if keys is not None and keys in ready:
+                    for key in view_keys(os.read(keys, 64)):
+                        if key == "quit":
+                            return 0
+                        view = view.after(key, page)
     except KeyboardInterrupt:
         return 0
     finally:

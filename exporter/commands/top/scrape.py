@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from exporter.attribution.kubernetes.owners import PodOwner
+from exporter.attribution.slurm import SlurmJob
 from exporter.deadline import exchange_deadline
 from exporter.overview import AppFigures, GpuOverview, JobOverview
 
@@ -50,6 +52,8 @@ class _Gpu:
     mismatch: list[str] = field(default_factory=list)
     implausible: list[str] = field(default_factory=list)
     values: dict[str, float] = field(default_factory=dict)
+    pods: set[PodOwner] = field(default_factory=set)
+    slurm_jobs: set[SlurmJob] = field(default_factory=set)
 
 
 @dataclass
@@ -236,6 +240,10 @@ def _gpu_sample(gpu: _Gpu, name: str, labels: dict[str, str], value: float) -> N
         gpu.bottleneck = labels.get("class")
     elif value == 1 and name == "gpueff_mismatch":
         gpu.mismatch.append(labels.get("rule", ""))
+    elif name == "gpueff_gpu_pod_info":
+        gpu.pods.add(PodOwner(labels.get("namespace", ""), labels.get("pod", ""), labels.get("container", "")))
+    elif name == "gpueff_gpu_job_info":
+        gpu.slurm_jobs.add(SlurmJob(labels.get("job_id", ""), user_id=labels.get("user_id", "")))
     elif value == 1 and name == "gpueff_readings_implausible":
         gpu.implausible.append(labels.get("check", ""))
     elif name == "gpueff_pipe_busy_flops_per_second" and labels.get("pipe") == "hmma_bf16_equivalent":
@@ -269,4 +277,6 @@ def _overview(uuid: str, gpu: _Gpu, apps: tuple[AppFigures, ...]) -> GpuOverview
         memory_total_bytes=value("memory_total_bytes"),
         busy_idle_sm_seconds=value("busy_idle_sm_seconds"),
         apps=apps,
+        pods=tuple(sorted(gpu.pods)),
+        slurm_jobs=tuple(sorted(gpu.slurm_jobs)),
     )

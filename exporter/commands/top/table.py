@@ -1,15 +1,17 @@
-"""One frame of ``top``: a fleet line, a table row per GPU, and what to try for each class shown,
-fitted to the terminal's width (80 columns and up) and, in a live terminal, its height. Colours
-are ANSI escapes, only where asked for. Pure: text in, lines out."""
+"""One frame of ``top``: a fleet line, a table row per GPU in the chosen order, and what to try for
+each class shown (the flagged GPUs' first), fitted to the terminal's width (80 columns and up) and,
+in a live terminal, its height (the rows scroll); or the help screen. Colours are ANSI escapes, only
+where asked for. Pure: text in, lines out."""
 
 from __future__ import annotations
 
 import re
 import textwrap
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
+from exporter.commands.top.view import View, ordered
 from exporter.overview import NO_PROFILING_FLAG, GpuOverview, JobOverview, fleet
 from exporter.taxonomy import WHAT_TO_TRY
 
@@ -28,9 +30,13 @@ CLASS_COLOURS = {
     "mixed": CYAN,
     "unknown": DIM,
 }
+SHORT_CLASSES = {"communication": "comm", "memory_latency": "mem-latency"}  # the class column is 11 wide
 FLAG_NAMES = {"high_util_low_sm": "busy-SMs-idle", "low_efficiency": "low-eff", "high_util_low_work": "no-work", NO_PROFILING_FLAG: "no-profiling"}
-WIDE = 104  # from this width on, a bar shows utilization against SM activity, and the workload's name
+WIDE = 112  # from this width on, a bar shows utilization against SM activity, and whose the GPU is (or its workload's name)
 BAR = 12
+WHOSE_WIDE, WHOSE_NARROW = 22, 14
+ADVICE_KEPT = 3  # lines of advice a short terminal keeps below the rows it scrolls
+DEFAULT_VIEW = View()
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +46,7 @@ class Frame:
     taken: float | None = None  # Unix time the figures were read; None before any were
     error: str = ""  # the last fetch's failure, shown above the (last good) figures
     jobs: Sequence[JobOverview] = ()  # the multi-GPU jobs (docs/jobs.md)
+    waste: Mapping[str, float] = field(default_factory=dict)  # uuid -> GPU-seconds busy while the SMs idled over top's window
 
 
 def _percent(value: float | None) -> str:
@@ -125,15 +132,105 @@ def job_line(job: JobOverview) -> str:
     return line
 
 
-def render(frame: Frame, width: int, height: int | None, colour: bool) -> list[str]:
-    """The frame's lines, none wider than ``width`` characters (escapes aside); at most ``height``
-    lines where a height is given (a live terminal), the GPUs that do not fit counted on the last."""
+def waste_text(seconds: float | None) -> str:
+    """GPU time in at most 5 characters: 0.3s, 42s, 9.5m, 57m, 3.2h, 240h."""
+    if seconds is None:
+        return "–"
+    if seconds < 9.95:
+        return f"{seconds:.1f}s"
+    if seconds < 59.5:
+        return f"{seconds:.0f}s"
+    if seconds < 595:
+        return f"{seconds / 60:.1f}m"
+    if seconds < 3570:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h" if seconds < 35640 else f"{seconds / 3600:.0f}h"
+
+
+def whose(gpu: GpuOverview) -> str:
+    """Whose the GPU is, shown safely: its pod (namespace/pod, +N more under time-slicing), else its
+    Slurm jobs; "" where neither is known."""
+    if gpu.pods:
+        first = gpu.pods[0]
+        more = f" +{len(gpu.pods) - 1}" if len(gpu.pods) > 1 else ""
+        return printable(f"{first.namespace}/{first.pod}{more}")
+    if gpu.slurm_jobs:
+        return printable("job " + ",".join(job.job_id for job in gpu.slurm_jobs))
+    return ""
+
+
+def advice(gpus: Sequence[GpuOverview], waste: Mapping[str, float], width: int) -> tuple[list[str], int]:
+    """What to try for each class shown (idle aside), the classes of flagged GPUs first, then by
+    waste; each names its GPUs. Also how many of the lines are the flagged GPUs' classes'."""
+    by_waste = ordered(gpus, waste)
+    first = [gpu for gpu in by_waste if gpu.up and gpu.mismatch] + [gpu for gpu in by_waste if not (gpu.up and gpu.mismatch)]
+    classes: dict[str, list[int]] = {}
+    flagged: set[str] = set()
+    for gpu in first:
+        if gpu.up and gpu.bottleneck in WHAT_TO_TRY and gpu.bottleneck != "idle":
+            classes.setdefault(gpu.bottleneck, []).append(gpu.index)
+            if gpu.mismatch:
+                flagged.add(gpu.bottleneck)
+    lines: list[str] = []
+    urgent = 0
+    for name, indexes in classes.items():
+        listed = ", ".join(str(index) for index in indexes[:4]) + (", …" if len(indexes) > 4 else "")
+        wrapped = textwrap.wrap(f"{name} (GPU {listed}): {WHAT_TO_TRY[name]}", width, subsequent_indent="  ")
+        lines.extend(wrapped)
+        urgent += len(wrapped) if name in flagged else 0
+    return lines, urgent
+
+
+HELP = [
+    ("Keys", ""),
+    ("q, Ctrl-C", "quit"),
+    ("h, ?", "this help; any key closes it"),
+    ("w u s e p i", "order by waste, utilization, SM activity, efficiency, power, GPU index"),
+    ("< >", "the previous or next order;  r  reverse it"),
+    ("↑ ↓, k j", "scroll a row;  PgUp PgDn, b space  a page;  Home End, g G  top, end"),
+    ("Columns", ""),
+    ("UTIL", "utilization: the share of time a kernel ran (what nvidia-smi shows)"),
+    ("SM", "SM activity: the share of the SMs with work"),
+    ("EFF", "efficiency: SM activity over utilization"),
+    ("CLASS", "the bottleneck class (comm: communication, mem-latency: memory_latency); what to try for each is below the table"),
+    ("WASTE", "GPU time busy while the SMs idled, over the last 10 minutes (since top started, if less)"),
+    ("TCBUSY TB/s", "busy tensor cycles at full rate in TFLOP/s (an upper bound of the work), estimated DRAM traffic"),
+    ("WHOSE", "the pod (namespace/pod), else the Slurm job; from 112 columns the replayed trace where neither"),
+    ("FLAGS", "busy-SMs-idle, no-work: busy but not working; low-eff; no-profiling; implausible:<check>"),
+]
+
+
+def help_lines(width: int) -> list[str]:
+    lines = ["gpu-efficiency-exporter top: help (any key returns to the table)"]
+    for name, text in HELP:
+        if not text:
+            lines.append(name)
+            continue
+        lines.extend(textwrap.wrap(f"  {name:<13}{text}", width, subsequent_indent=" " * 15))
+    return [_fit(line, width) for line in lines]
+
+
+@dataclass(frozen=True, slots=True)
+class Screen:
+    lines: list[str]
+    scroll: int  # the first table row shown (the view's, kept within the rows)
+    page: int  # table lines one screen shows
+
+
+def render(frame: Frame, width: int, height: int | None, colour: bool, view: View = DEFAULT_VIEW, live: bool = False) -> Screen:
+    """The frame's lines, none wider than ``width`` characters (escapes aside). With a ``height``
+    (a live terminal), at most that many lines: the table rows scroll from ``view.scroll`` where
+    they do not fit, and the advice for the flagged GPUs' classes keeps up to three lines."""
     paint = _Painter(colour)
     width = max(width, 40)
+    if view.help:
+        lines = help_lines(width)
+        return Screen(lines[:height] if height is not None else lines, view.scroll, 0)
     wide = width >= WIDE
     summary = fleet(frame.gpus)
     taken = f" {time.strftime('%H:%M:%S', time.localtime(frame.taken))}" if frame.taken is not None else ""
-    lines = _wrap_parts([f"gpu-efficiency-exporter top{taken}", *(printable(part) for part in frame.source)], width)
+    hints = (view.label, "h: help") if live else (view.label,)
+    lines = _wrap_parts([f"gpu-efficiency-exporter top{taken}", *(printable(part) for part in frame.source), *hints], width)
     if frame.error:
         lines.append(paint(_fit(printable(frame.error), width), BOLD + RED))
     parts = [
@@ -148,37 +245,54 @@ def render(frame: Frame, width: int, height: int | None, colour: bool) -> list[s
     if summary.power_watts is not None:
         parts.append(_si(summary.power_watts, "W"))
     lines.extend(_wrap_parts(parts, width))
-    head = f"{'GPU':>3} {'UTIL':>4} {'SM':>4} {'EFF':>4} {'CLASS':<11} {'TCBUSY':>7} {'TB/s':>5} {'POWER':>5}"
+    owned = any(gpu.pods or gpu.slurm_jobs for gpu in frame.gpus)
+    narrow_whose = owned and not wide  # at 80 columns a WHOSE column takes the place of TB/s
+    head = f"{'GPU':>3} {'UTIL':>4} {'SM':>4} {'EFF':>4} {'CLASS':<11} {'WASTE':>5} {'TCBUSY':>7}" + ("" if narrow_whose else f" {'TB/s':>5}") + f" {'POWER':>5}"
     if wide:
-        head += f" {'UTIL vs SM':<{BAR + 2}} {'WORKLOAD':<18}"
+        head += f" {'UTIL vs SM':<{BAR + 2}} {'WHOSE':<{WHOSE_WIDE}}"
+    elif narrow_whose:
+        head += f" {'WHOSE':<{WHOSE_NARROW}}"
     lines.append(paint(head + " FLAGS", BOLD))
     rows: list[str] = []
-    for gpu in frame.gpus:
-        name = _fit(printable(gpu.bottleneck), 11) if gpu.up and gpu.bottleneck else "down" if not gpu.up else "–"
+    for gpu in ordered(frame.gpus, frame.waste, view.sort, view.reverse):
+        name = printable(gpu.bottleneck) if gpu.up and gpu.bottleneck else "down" if not gpu.up else "–"
         cells = f"{gpu.index:>3} {_percent(gpu.utilization):>4} {_percent(gpu.sm_active):>4} "
         efficiency = _ratio(gpu.efficiency)
         style = "" if gpu.efficiency is None else RED if gpu.efficiency < 0.3 else YELLOW if gpu.efficiency < 0.7 else GREEN
-        row = cells + paint(f"{efficiency:>4}", style) + " " + paint(f"{name:<11}", CLASS_COLOURS.get(name, DIM))
-        row += f" {_scaled(gpu.tensor_flops, 1e12):>7} {_scaled(gpu.dram_bytes_per_second, 1e12, 2):>5} {_scaled(gpu.power_watts, 1.0, 0) + 'W' if gpu.power_watts is not None else '–':>5}"
+        row = cells + paint(f"{efficiency:>4}", style) + " " + paint(f"{_fit(SHORT_CLASSES.get(name, name), 11):<11}", CLASS_COLOURS.get(name, DIM))
+        row += f" {waste_text(frame.waste.get(gpu.uuid)):>5} {_scaled(gpu.tensor_flops, 1e12):>7}"
+        if not narrow_whose:
+            row += f" {_scaled(gpu.dram_bytes_per_second, 1e12, 2):>5}"
+        row += f" {_scaled(gpu.power_watts, 1.0, 0) + 'W' if gpu.power_watts is not None else '–':>5}"
         if wide:
-            workload = _fit(printable(gpu.source or gpu.model), 18)
-            row += f" [{usage_bar(gpu)}] {workload:<18}"
+            owner = _fit(whose(gpu) or printable(gpu.source or gpu.model), WHOSE_WIDE)
+            row += f" [{usage_bar(gpu)}] {owner:<{WHOSE_WIDE}}"
+        elif narrow_whose:
+            row += f" {_fit(whose(gpu), WHOSE_NARROW):<{WHOSE_NARROW}}"
         flags = " ".join(flag_name(flag) for flag in gpu.flags)
-        if flags:
-            room = width - visible_width(row) - 1
-            row += " " + paint(_fit(flags, max(1, room)), YELLOW if gpu.flags == (NO_PROFILING_FLAG,) else RED)
+        flag_style = YELLOW if gpu.flags == (NO_PROFILING_FLAG,) else RED
+        if flags and len(flags) <= width - visible_width(row) - 1:
+            row += " " + paint(flags, flag_style)
         rows.append(row.rstrip())
+        if flags and flags not in row:  # too many to fit beside the figures: on their own line below, whole
+            rows.append(paint(_fit(f"{'':>5}{flags}", width), flag_style))
         for app in gpu.apps:
             figures = f"{_si(app.throughput, app.unit + '/s')} · {_si(app.units_per_joule, app.unit + '/J')}" if app.up else "not answering"
             rows.append(_fit(printable(f"    └ {app.name}: {figures}"), width))
     for job in frame.jobs:
         rows.append(paint(_fit(printable(job_line(job)), width), RED if job.straggler is not None else ""))
-    shown = sorted({gpu.bottleneck for gpu in frame.gpus if gpu.up and gpu.bottleneck and gpu.bottleneck != "idle"})
-    advice = [line for name in shown if name in WHAT_TO_TRY for line in textwrap.wrap(f"{name}: {WHAT_TO_TRY[name]}", width, subsequent_indent="  ")]
-    if height is not None:  # the rows first; what to try only in the room they leave
-        room = height - len(lines)
-        if len(rows) > room:
-            hidden = len(rows) - room + 1
-            rows = rows[: max(0, room - 1)] + [_fit(f"… {hidden} more rows: a taller terminal shows them, or top --once | less", width)]
-        advice = advice[: max(0, room - len(rows))]
-    return lines + rows + [paint(line, DIM) for line in advice]
+    tips, urgent = advice(frame.gpus, frame.waste, width)
+    styled = [paint(line, "" if number < urgent else DIM) for number, line in enumerate(tips)]
+    if height is None:
+        return Screen(lines + rows + styled, 0, len(rows))
+    room = max(0, height - len(lines))
+    if len(rows) + len(tips) <= room:
+        return Screen(lines + rows + styled, 0, len(rows))
+    kept = min(len(tips), max(min(ADVICE_KEPT, len(tips)), room - len(rows)))  # the flagged GPUs' advice stays on screen
+    if len(rows) <= room - kept:
+        return Screen(lines + rows + styled[: room - len(rows)], 0, len(rows))
+    page = max(1, room - kept - 1)  # one line says which rows show
+    scroll = min(view.scroll, max(0, len(rows) - page))
+    shown = rows[scroll : scroll + page]
+    where = f"lines {scroll + 1}-{scroll + len(shown)} of {len(rows)} · ↑↓ PgUp PgDn scroll" if live else f"… {len(rows) - len(shown)} more lines: top --once | less shows them"
+    return Screen((lines + shown + [paint(_fit(where, width), DIM)] + styled[:kept])[: max(height, 1)], scroll, page)

@@ -1,6 +1,8 @@
-// The live page: polls api/live for the figures and the history points it has not seen, draws one
-// uPlot chart per GPU (utilization against SM activity, the gap filled) and the figures beside it.
-// Every text from the exporter goes in through textContent: GPU, trace and app names are not markup.
+// The live page: polls api/live for the figures and the history points it has not seen, puts the GPUs
+// in the chosen order (by default the GPU time spent busy while the SMs idled over the charts' window,
+// most first), names the flagged ones in the summary, and draws one uPlot chart per GPU (utilization
+// against SM activity, the gap filled) with the figures beside it.
+// Every text from the exporter goes in through textContent: GPU, trace, pod and app names are not markup.
 "use strict";
 (function () {
   const FLAG_LABELS = {
@@ -14,7 +16,25 @@
     sm_zero_while_busy: "implausible: SM 0 while busy",
     profiling_zero_under_load: "implausible: profiling reads 0",
   };
-  const state = { after: 0, capacity: 600, classes: {}, times: [], series: new Map(), cards: new Map(), updates: 0, error: null };
+  const FLAGGED_NAMED = 6; // flagged GPUs named in the summary; the rest are counted, one click away
+  const descending = (key) => (a, b) => (b[key] ?? -1) - (a[key] ?? -1);
+  const SORTS = {
+    waste: (a, b) => b.waste - a.waste || (b.busy_idle_sm_seconds ?? 0) - (a.busy_idle_sm_seconds ?? 0),
+    utilization: descending("utilization"),
+    sm_active: descending("sm_active"),
+    efficiency: (a, b) => (a.efficiency ?? 2) - (b.efficiency ?? 2),
+    power: descending("power_watts"),
+    index: () => 0,
+  };
+  const params = new URLSearchParams(location.search);
+  const state = {
+    after: 0, capacity: 600, classes: {}, times: [], series: new Map(), cards: new Map(), updates: 0, error: null,
+    sort: params.get("sort") in SORTS ? params.get("sort") : "waste",
+    only: params.get("only") || "", // a class name, "flagged", or "" for every GPU
+    order: [], // the GPUs' uuids in the order shown
+    jobsOf: new Map(), // GPU index -> the multi-GPU jobs it is part of (docs/jobs.md)
+    last: null, // the last answer
+  };
   window.gpueffPage = state; // for the browser test and the curious
 
   const byId = (id) => document.getElementById(id);
@@ -35,6 +55,14 @@
     }
     return value.toPrecision(3) + " " + unit;
   }
+  // "19.1 of 989 TFLOP/s": the value in its peak's unit.
+  function ofPeak(value, peak, unit) {
+    if (!peak) return si(value, unit);
+    const [, number, prefixed] = si(peak, unit).match(/^(\S+) (.*)$/);
+    const scaled = value / (peak / Number(number));
+    const shown = scaled === 0 ? "0" : scaled < 0.01 ? "<0.01" : String(Number(scaled.toPrecision(3)));
+    return shown + " of " + number + " " + prefixed;
+  }
   function duration(seconds) {
     if (seconds === null || seconds === undefined) return "–";
     if (seconds < 120) return Math.round(seconds) + " s";
@@ -42,9 +70,11 @@
     return (seconds / 3600).toFixed(1) + " h";
   }
   const clock = (date) => date.toLocaleTimeString([], { hour12: false });
+  const windowText = () => duration(state.times.length > 1 ? state.times[state.times.length - 1] - state.times[0] : 0);
 
   function setStatus(kind, text) {
     const status = byId("status");
+    status.hidden = false;
     status.className = "status" + (kind ? " " + kind : "");
     status.textContent = text;
   }
@@ -85,18 +115,29 @@
     state.after = history.last;
   }
 
+  // GPU-seconds busy while the SMs idled over the held window: the red area of the GPU's chart.
+  function waste(uuid) {
+    const series = state.series.get(uuid);
+    if (!series) return 0;
+    let total = 0;
+    for (let i = 1; i < state.times.length; i++) {
+      const util = series.utilization[i], sm = series.sm_active[i];
+      if (util !== null && sm !== null && util > sm) total += (util - sm) * (state.times[i] - state.times[i - 1]);
+    }
+    return total;
+  }
+
   function chartFor(container) {
-    const width = Math.max(280, container.clientWidth || 340);
-    return new uPlot(
+    const plot = new uPlot(
       {
-        width: width,
-        height: 130,
+        width: Math.max(200, container.clientWidth || 320),
+        height: 84,
         legend: { show: false },
         cursor: { show: false },
         // At least a minute wide, so the first seconds do not fill the chart with sub-second ticks.
         scales: { x: { time: true, range: (u, min, max) => [Math.min(min, max - 60), max] }, y: { range: [0, 1] } },
         axes: [
-          { size: 28, space: 80, values: (u, splits) => splits.map((v) => clock(new Date(v * 1000))) },
+          { size: 26, space: 80, values: (u, splits) => splits.map((v) => clock(new Date(v * 1000))) },
           { size: 50, values: (u, splits) => splits.map((v) => Math.round(v * 100) + "%") },
         ],
         series: [
@@ -109,6 +150,12 @@
       [[], [], []],
       container,
     );
+    // The card's width follows the window (a phone turned, a column more or less): so does the chart.
+    new ResizeObserver(() => {
+      const width = Math.max(200, container.clientWidth);
+      if (width !== plot.width) plot.setSize({ width: width, height: 84 });
+    }).observe(container);
+    return plot;
   }
 
   function meter(label) {
@@ -117,7 +164,7 @@
     const fill = element("i");
     bar.appendChild(fill);
     const text = element("span");
-    row.append(element("span", null, label), bar, text);
+    row.append(label + " ", text, bar);
     return { row, fill, text };
   }
 
@@ -128,18 +175,24 @@
     root.dataset.uuid = gpu.uuid;
     const head = element("div", "head");
     const badge = element("span", "badge");
-    head.append(element("span", "idx", "GPU " + gpu.index), element("span", "model", gpu.model), element("span", "source", gpu.source), badge);
+    const index = element("span", "idx");
+    const model = element("span", "model");
+    const source = element("span", "source");
+    head.append(index, badge, model, source);
+    const owner = element("div", "owner");
     const figures = element("div", "figures");
     const chart = element("div", "chart");
     const tryLine = element("div", "try");
     const tensor = meter("tensor-busy");
     const dram = meter("DRAM");
+    const meters = element("div", "meters");
+    meters.append(tensor.row, dram.row);
     const misc = element("div", "misc");
     const apps = element("div", "apps");
     const flags = element("div", "flags");
-    root.append(head, figures, chart, tryLine, tensor.row, dram.row, misc, apps, flags);
+    root.append(head, owner, figures, chart, tryLine, meters, misc, apps, flags);
     byId("gpus").appendChild(root);
-    held = { root, badge, figures, chart, tryLine, tensor, dram, misc, apps, flags, plot: chartFor(chart) };
+    held = { root, index, model, source, badge, owner, figures, chart, tryLine, tensor, dram, misc, apps, flags, plot: chartFor(chart) };
     state.cards.set(gpu.uuid, held);
     return held;
   }
@@ -147,19 +200,42 @@
   function setMeter(held, value, peak, unit) {
     const share = value !== null && peak ? Math.min(1, value / peak) : 0;
     held.fill.style.width = (share * 100).toFixed(1) + "%";
-    held.text.textContent = value === null ? "no estimate" : si(value, unit) + " of " + si(peak, unit);
+    held.text.textContent = value === null ? "no estimate" : ofPeak(value, peak, unit);
+    held.row.title = held.row.textContent;
+  }
+
+  // Whose the GPU is: the pods the kubelet assigned it to, and the (Slurm) jobs its processes run in.
+  function ownerParts(gpu) {
+    const parts = [];
+    const pods = gpu.pods || [];
+    if (pods.length) {
+      const shown = pods.slice(0, 2).map((pod) => pod.namespace + "/" + pod.pod + (pod.container ? " (" + pod.container + ")" : ""));
+      parts.push([pods.length > 1 ? pods.length + " pods" : "pod", shown.join(", ") + (pods.length > 2 ? ", …" : "")]);
+    }
+    const jobs = gpu.slurm_jobs || [];
+    if (jobs.length) parts.push([jobs.length > 1 ? "Slurm jobs" : "Slurm job", jobs.map((job) => job.id + (job.user_id ? " (uid " + job.user_id + ")" : "")).join(", ")]);
+    for (const job of state.jobsOf.get(gpu.index) || []) parts.push(["job", job.kind + " " + job.name + " (GPUs " + job.gpus.join(", ") + ")"]);
+    return parts;
   }
 
   function renderGpu(gpu) {
     const held = card(gpu);
+    held.root.id = "gpu-" + gpu.index;
     held.root.classList.toggle("down", !gpu.up);
     held.root.classList.toggle("flagged", gpu.mismatch.length > 0);
+    held.index.textContent = "GPU " + gpu.index;
+    held.model.textContent = gpu.model;
+    held.source.textContent = gpu.source;
     const name = gpu.up ? gpu.bottleneck || "unknown" : "down";
     held.badge.className = "badge class-" + (gpu.up ? name : "unknown");
     held.badge.textContent = name;
+    const owners = ownerParts(gpu);
+    held.owner.hidden = owners.length === 0;
+    held.owner.replaceChildren(...owners.flatMap(([label, text], i) => [i ? " · " : "", element("span", null, label + " "), text]));
+    held.owner.title = owners.map(([label, text]) => label + " " + text).join("\n");
     held.figures.replaceChildren(
-      "utilization ", element("b", null, percent(gpu.utilization)),
-      " · SM activity ", element("b", null, percent(gpu.sm_active)),
+      element("span", "key util", "utilization"), " ", element("b", null, percent(gpu.utilization)),
+      " · ", element("span", "key sm", "SM activity"), " ", element("b", null, percent(gpu.sm_active)),
       " · efficiency ", element("b", null, fixed(gpu.efficiency, 2)),
     );
     const described = state.classes[gpu.bottleneck];
@@ -167,7 +243,11 @@
     setMeter(held.tensor, gpu.tensor_flops, gpu.peak_tensor_flops, "FLOP/s");
     setMeter(held.dram, gpu.dram_bytes_per_second, gpu.peak_dram_bytes_per_second, "B/s");
     const memory = gpu.memory_used_bytes !== null && gpu.memory_total_bytes ? si(gpu.memory_used_bytes, "B") + " of " + si(gpu.memory_total_bytes, "B") : "–";
-    held.misc.textContent = "power " + si(gpu.power_watts, "W") + " · " + "busy " + si(gpu.busy_flop_per_joule, "FLOP/J") + " · memory " + memory + " · busy while SMs idle " + duration(gpu.busy_idle_sm_seconds);
+    held.misc.replaceChildren(
+      element("span", "key gap", "busy while SMs idle"),
+      " " + duration(gpu.waste) + " in the last " + windowText() + ", " + duration(gpu.busy_idle_sm_seconds) + " since start · power " + si(gpu.power_watts, "W") +
+        " · busy " + si(gpu.busy_flop_per_joule, "FLOP/J") + " · memory " + memory,
+    );
     held.apps.replaceChildren(...gpu.apps.map((app) => {
       const line = element("div");
       line.append(element("b", null, app.name), app.up ? ": " + si(app.throughput, app.unit + "/s") + " · " + si(app.units_per_joule, app.unit + "/J") : ": not answering");
@@ -180,48 +260,153 @@
     }));
     const series = state.series.get(gpu.uuid);
     if (series) held.plot.setData([state.times, series.utilization, series.sm_active]);
+    return held;
   }
 
-  function renderFleet(data) {
+  // One click to a GPU's card: scrolled to, outlined, and shown even where the class filter hid it.
+  function reveal(gpu) {
+    const held = state.cards.get(gpu.uuid);
+    if (!held) return;
+    if (held.root.hidden) setOnly("");
+    for (const other of state.cards.values()) other.root.classList.remove("target");
+    held.root.classList.add("target");
+    held.root.scrollIntoView({ block: "start" });
+    setTimeout(() => held.root.classList.remove("target"), 3000); // an outline to find it by, not a lasting mark
+  }
+
+  function gpuLink(gpu, text) {
+    const link = element("a", null, text);
+    link.href = "#gpu-" + gpu.index;
+    link.addEventListener("click", (event) => {
+      event.preventDefault();
+      history.replaceState(null, "", location.pathname + location.search + "#gpu-" + gpu.index);
+      reveal(gpu);
+    });
+    return link;
+  }
+
+  const shown = (gpu) => !state.only || (state.only === "flagged" ? gpu.mismatch.length > 0 : gpu.up && gpu.bottleneck === state.only);
+
+  function setOnly(only) {
+    state.only = only;
+    remember();
+    if (state.last) render(state.last);
+  }
+
+  function remember() {
+    const query = new URLSearchParams();
+    if (state.sort !== "waste") query.set("sort", state.sort);
+    if (state.only) query.set("only", state.only);
+    const search = query.toString();
+    history.replaceState(null, "", location.pathname + (search ? "?" + search : "") + location.hash);
+  }
+
+  function chip(label, value, className, title) {
+    const button = element("button", "chip " + className, label);
+    button.type = "button";
+    button.dataset.only = value;
+    button.setAttribute("aria-pressed", String(state.only === value));
+    if (state.only && state.only !== value) button.classList.add("dimmed");
+    if (title) button.title = title;
+    button.addEventListener("click", () => setOnly(state.only === value ? "" : value));
+    return button;
+  }
+
+  function renderSummary(data, ordered) {
     const fleet = data.fleet;
     const parts = [
       fleet.gpus + " GPUs (" + fleet.up + " up)",
       "utilization " + percent(fleet.utilization),
       "SM activity " + percent(fleet.sm_active),
       "efficiency " + fixed(fleet.efficiency, 2),
-      fleet.flagged + " busy but not working",
     ];
     if (fleet.tensor_flops !== null) parts.push("tensor-busy " + si(fleet.tensor_flops, "FLOP/s") + " of " + si(fleet.peak_tensor_flops, "FLOP/s"));
     if (fleet.power_watts !== null) parts.push("power " + si(fleet.power_watts, "W"));
     if (fleet.busy_idle_sm_seconds !== null) parts.push("busy while SMs idle " + duration(fleet.busy_idle_sm_seconds) + " of GPU time since start");
     byId("fleet").textContent = parts.join(" · ");
-    byId("classes").replaceChildren(...Object.entries(fleet.classes).sort().map(([name, count]) => {
-      const badge = element("span", "badge class-" + name, name + " " + count);
-      if (state.classes[name]) badge.title = state.classes[name].meaning;
-      return badge;
+
+    // The flagged GPUs by name, most waste first, each one click from its card.
+    const flagged = ordered.filter((gpu) => gpu.up && gpu.mismatch.length > 0);
+    const line = byId("flagged");
+    line.classList.toggle("none", flagged.length === 0);
+    if (flagged.length === 0) {
+      line.replaceChildren(fleet.up ? "No GPU is busy but not working." : "No GPU is up.");
+    } else {
+      const named = flagged.slice(0, FLAGGED_NAMED).flatMap((gpu, i) => {
+        const whose = ownerParts(gpu).map(([, text]) => text)[0] || gpu.source;
+        const text = "GPU " + gpu.index + " " + (gpu.bottleneck || "unknown") + (whose ? " (" + whose + ")" : "");
+        return [i ? ", " : "", gpuLink(gpu, text)];
+      });
+      const rest = flagged.length - FLAGGED_NAMED;
+      if (rest > 0) {
+        const more = element("a", null, "and " + rest + " more");
+        more.href = "?only=flagged";
+        more.addEventListener("click", (event) => { event.preventDefault(); setOnly("flagged"); });
+        named.push(", ", more);
+      }
+      line.replaceChildren(flagged.length + " busy but not working: ", ...named);
+    }
+
+    const chips = [chip("all " + fleet.gpus, "", "all", "Show every GPU")];
+    if (flagged.length) chips.push(chip("flagged " + flagged.length, "flagged", "class-underfilled", "Show only the GPUs busy but not working"));
+    for (const [name, count] of Object.entries(fleet.classes).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))) {
+      chips.push(chip(name + " " + count, name, "class-" + name, state.classes[name] ? state.classes[name].meaning : ""));
+    }
+    if (state.only && !chips.some((button) => button.dataset.only === state.only)) chips.push(chip(state.only + " 0", state.only, "class-unknown", ""));
+    byId("classes").replaceChildren(...chips);
+
+    // The ranking: every GPU as a small tile in the chosen order, with its utilization and SM activity.
+    byId("ranking").replaceChildren(...ordered.filter(shown).map((gpu) => {
+      const item = element("li");
+      const name = gpu.up ? gpu.bottleneck || "unknown" : "down";
+      const link = gpuLink(gpu, String(gpu.index));
+      link.className = "class-" + (gpu.up ? name : "unknown") + (gpu.mismatch.length ? " flagged" : "") + (gpu.up ? "" : " down");
+      link.title = "GPU " + gpu.index + " · " + name + " · utilization " + percent(gpu.utilization) + " · SM activity " + percent(gpu.sm_active) + " · busy while SMs idle " + duration(gpu.waste) + " in the last " + windowText();
+      const mini = element("span", "mini");
+      const busy = element("i");
+      busy.style.width = ((gpu.utilization || 0) * 100).toFixed(1) + "%";
+      const working = element("b");
+      working.style.width = (Math.min(gpu.utilization || 0, gpu.sm_active || 0) * 100).toFixed(1) + "%";
+      mini.append(busy, working);
+      link.appendChild(mini);
+      item.appendChild(link);
+      return item;
     }));
   }
 
-  function renderJobs(jobs) {
-    byId("jobs").replaceChildren(...(jobs || []).map((job) => {
+  // The multi-GPU jobs: one line each, the one with a straggler red and its straggler one click away.
+  function renderJobs(jobs, gpus) {
+    state.jobsOf = new Map();
+    for (const job of jobs) for (const index of job.gpus) state.jobsOf.set(index, [...(state.jobsOf.get(index) || []), job]);
+    byId("jobs").replaceChildren(...jobs.map((job) => {
       const parts = [
         job.kind + " " + job.name + ": GPUs " + job.gpus.join(", "),
         "efficiency " + fixed(job.efficiency, 2),
         Object.entries(job.classes).sort().map(([name, count]) => name + " " + count).join(", "),
       ];
       if (job.nvlink_bytes_per_second !== null) parts.push("NVLink " + si(job.nvlink_bytes_per_second, "B/s"));
-      if (job.straggler !== null) parts.push("GPUs " + job.waiting.join(", ") + " wait on GPU " + job.straggler + ", losing " + percent(job.peer_wait) + " of the job's GPU time");
-      return element("li", job.straggler !== null ? "job straggling" : "job", parts.join(" · "));
+      const line = element("li", job.straggler !== null ? "job straggling" : "job", parts.join(" · "));
+      const straggler = gpus.find((gpu) => gpu.index === job.straggler);
+      if (straggler) line.append(" · GPUs " + job.waiting.join(", ") + " wait on ", gpuLink(straggler, "GPU " + job.straggler), ", losing " + percent(job.peer_wait) + " of the job's GPU time");
+      return line;
     }));
   }
 
-  function apply(data) {
-    if (data.classes) state.classes = data.classes;
-    mergeHistory(data.history);
-    renderFleet(data);
-    renderJobs(data.jobs);
-    for (const gpu of data.gpus) renderGpu(gpu);
-    const listed = new Set(data.gpus.map((gpu) => gpu.uuid));
+  function render(data) {
+    renderJobs(data.jobs || [], data.gpus);
+    for (const gpu of data.gpus) gpu.waste = waste(gpu.uuid);
+    const ordered = [...data.gpus].sort((a, b) => SORTS[state.sort](a, b) || a.index - b.index);
+    state.order = ordered.map((gpu) => gpu.uuid);
+    renderSummary(data, ordered);
+    const main = byId("gpus");
+    const cards = ordered.map((gpu) => {
+      const held = renderGpu(gpu);
+      held.root.hidden = !shown(gpu);
+      return held.root;
+    });
+    const placed = [...main.querySelectorAll(":scope > .gpu")];
+    if (cards.some((root, i) => placed[i] !== root)) main.append(...cards); // appending moves them: the cards follow the order
+    const listed = new Set(state.order);
     for (const [uuid, held] of state.cards) {
       if (!listed.has(uuid)) {
         held.plot.destroy();
@@ -229,12 +414,30 @@
         state.cards.delete(uuid);
       }
     }
+    let empty = main.querySelector(".empty");
+    if (data.gpus.length === 0) {
+      if (!empty) main.appendChild((empty = element("p", "empty")));
+      empty.textContent = "No GPU in the exporter's last poll.";
+    } else if (empty) {
+      empty.remove();
+    }
+  }
+
+  function apply(data) {
+    if (data.classes) state.classes = data.classes;
+    mergeHistory(data.history);
+    state.last = data;
+    byId("summary").hidden = false;
+    render(data);
     state.updates += 1;
     state.error = null;
+    const fresh = "Updated " + clock(new Date()) + " · " + data.backend + " backend · polled every " + data.collect_interval_seconds + " s";
     if (data.stale) {
       setStatus("stale", "The exporter answers, but its last poll is " + Math.round(data.age_seconds) + " s old: every GPU is shown as down until polls work again.");
+    } else if (!data.ready) {
+      setStatus("pending", "Not ready (/-/ready answers 503): " + data.note + " " + fresh);
     } else {
-      setStatus("", "Updated " + clock(new Date()) + " · " + data.backend + " backend · polled every " + data.collect_interval_seconds + " s");
+      setStatus("", fresh);
     }
   }
 
@@ -243,7 +446,7 @@
     try {
       const response = await fetch("api/live?after=" + state.after, { cache: "no-store", credentials: "same-origin" });
       if (response.status === 503) {
-        setStatus("", "Waiting for the exporter's first poll…");
+        setStatus("pending", "Not ready: waiting for the exporter's first poll (/-/ready answers 503 until it has one)…");
       } else if (!response.ok) {
         throw new Error("it answered HTTP " + response.status + " " + (await response.text()).trim().slice(0, 200));
       } else {
@@ -263,5 +466,13 @@
     setTimeout(poll, delay);
   }
 
+  const select = byId("sort");
+  select.value = state.sort;
+  select.addEventListener("change", () => {
+    state.sort = select.value in SORTS ? select.value : "waste";
+    remember();
+    if (state.last) render(state.last);
+  });
+  setStatus("pending", "Loading the first figures…");
   poll();
 })();
