@@ -7,10 +7,12 @@ import logging
 import re
 import socket
 import struct
+import subprocess
+import sys
 import time
 
 import pytest
-from conftest import running_daemon
+from conftest import ROOT, running_daemon
 from waiting import PATIENCE
 
 from exporter import __version__
@@ -153,3 +155,14 @@ def test_log_flags_are_node_exporters() -> None:
     assert (daemon_parser().parse_args([]).log_format, daemon_parser().parse_args([]).log_level) == ("logfmt", "info")
     with pytest.raises(SystemExit):
         daemon_parser().parse_args(["--log.format=text"])
+
+
+def test_a_port_in_use_is_one_error_line_naming_the_address() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        done = subprocess.run([sys.executable, "-m", "exporter", "--demo", f"--web.listen-address={address}"], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)
+    assert done.returncode == 2
+    (line,) = [line for line in done.stderr.splitlines() if "level=error" in line]
+    assert dict(logfmt_pairs(line))["address"] == address and "cannot listen on" in line

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from exporter.backends.backoff import Backoff
 from exporter.backends.base import Backend, BackendUnavailable, CollectSettings
+from exporter.logs import fields
 from exporter.sample import DeviceInfo, GpuSample
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ class WaitingBackend(Backend):
         if self._settings is not None:
             backend.configure(self._settings)
         if self._last_reason:
-            log.info("the %s backend started: reading %d GPU(s)", backend.name, len(devices))
+            log.info("the %s backend started: reading %d GPU(s)", backend.name, len(devices), extra=fields(backend=backend.name, gpus=len(devices)))
         return devices
 
     def collect(self) -> list[GpuSample]:

@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         server = WebServer(args.listen_address, payloads.payload, poller.is_ready, note, args.telemetry_path, web_config, page=page)
     except (ListenAddressError, OSError) as error:
-        log.error("cannot listen on %s: %s", args.listen_address, error)
+        log.error("cannot listen on %s: %s", args.listen_address, error, extra=fields(address=args.listen_address))
         backend.close()
         return 2
     log.log(level, "%s", announcement)  # only once the port is bound: a failed start says one line
