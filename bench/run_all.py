@@ -1,21 +1,61 @@
-"""Runs every benchmark (about 1.5 minutes) and prints one markdown table of the figures.
+"""The one runner of the benchmarks. Figures, not assertions.
 
-    python bench/run_all.py
+    python bench/run_all.py                  # the quick set (about 1.5 minutes, no GPU): one markdown table
+    python bench/run_all.py --list           # every benchmark: what it needs, what it measures, where its figures are
+    python bench/run_all.py NAME [ARGS...]   # one benchmark, e.g. prometheus_spacing --gpus 1 8
+    python bench/run_all.py --cpu            # every benchmark that needs no GPU, one after another, with its defaults
 
-Figures, not assertions: the "target" column says what the figure is measured against.
+In the quick table the "target" column says what each figure is measured against. One-off proofs
+whose result is recorded live beside that result under docs/real-gpu/, not here.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import os
 import platform
+import subprocess
+import sys
 import time
+from pathlib import Path
+from typing import NamedTuple
 
-import poll_cpu
-import scrape_latency
-
+HERE = Path(__file__).resolve().parent
 GPU_COUNTS = (1, 8)
+
+
+class Benchmark(NamedTuple):
+    script: str
+    needs: str  # "no GPU", "valgrind", "a GPU", "several GPUs"
+    measures: str
+    doc: str  # the page (and section) holding its figures
+
+
+BENCHMARKS = (
+    Benchmark("scrape_latency.py", "no GPU", "/metrics latency (keep-alive, new connection), HTTP floor, RSS; 1 and 8 replayed GPUs", "docs/benchmarks.md#running-them"),
+    Benchmark("poll_cpu.py", "no GPU", "CPU per GPU per poll on the fake pynvml, by stage; the daemon process's CPU", "docs/benchmarks.md#running-them"),
+    Benchmark("http_overhead.py", "no GPU", "the HTTP server against a bare http.server, failed logins, idle wake-ups", "docs/benchmarks.md#the-http-server-imports-and-idle-wake-ups-issue-15"),
+    Benchmark("scaling.py", "no GPU", "poll and render CPU, scrape latency at 1, 8 and 64 replayed GPUs", "docs/selftest.md#cpu-only-scaling"),
+    Benchmark("prometheus_spacing.py", "no GPU", "first-after-poll scrapes (plain, gzip) at 1-256 GPUs, CPU at 1 s and 100 ms, RSS; --baseline TREE", "docs/benchmarks.md#rendering-in-the-poller-gzip-the-catalogue-issue-15"),
+    Benchmark("scrape_timeline.py", "no GPU", "where a first-after-poll scrape waits: wake, serve, client; --baseline TREE", "docs/benchmarks.md#first-after-poll-waits-poll-cpu-and-memory-issue-28"),
+    Benchmark("poll_instructions.py", "valgrind", "instructions per poll, the daemon's own against the fake's; --baseline TREE", "docs/benchmarks.md#the-daemons-own-python-per-poll-issue-28-round-three"),
+    Benchmark("series_per_node.py", "no GPU", "series, bytes and RSS of a node (8 GPUs, 8 x 7 MIG) on the fake pynvml", "docs/benchmarks.md#series-and-memory-per-node-issue-18"),
+    Benchmark("live_page_memory.py", "no GPU", "the live page's history when full, /api/live answers, RSS with the page", "docs/benchmarks.md#the-live-page-issue-29"),
+    Benchmark("live_api_pollers.py", "no GPU", "a /metrics prober beside 32 /api/live or /metrics pollers; --tree TREE", "docs/benchmarks.md#apilive-pollers-beside-a-metrics-prober-issue-39"),
+    Benchmark("pipelining_fairness.py", "no GPU", "an ordinary scrape's latency while other clients pipeline", "docs/benchmarks.md#pipelining-clients-issue-25"),
+    Benchmark("tls_handshake_flood.py", "no GPU", "kept-alive and fresh TLS scrapes during a handshake flood", "docs/benchmarks.md#tls-handshake-floods-issue-25"),
+    Benchmark("app_parse_cost.py", "no GPU", "CPU, wall time and memory of reading one counter out of large app answers; --old FILE", "docs/apps.md"),
+    Benchmark("compare_nvitop.py", "a GPU", "overhead beside nvitop-exporter and a baseline tree, the NVML calls of a poll (--fake-gpus N: the logic on the fake)", "docs/benchmarks.md#issue-28s-targets-after-round-three"),
+    Benchmark("nvml_poll_cost.py", "a GPU", "every NVML call of a poll with its cadence and cost, nvmlDeviceGetSamples' parts, collect of two trees", "docs/benchmarks.md#nvml-cost-per-poll-issue-28-round-two"),
+    Benchmark("nvml_health_cost.py", "a GPU", "what each NVML health reading answers and costs", "docs/health.md"),
+    Benchmark("profile_poll.py", "a GPU", "process CPU with NVML open, polls under cProfile, RSS by start-up stage", "docs/selftest.md#overhead-benchmark-on-a-gpu-benchcompare_nvitoppy"),
+    Benchmark("live_verdicts.py", "a GPU", "the daemon's poller on a live GPU: every poll's verdicts as JSON lines (tools/record_corpus.py --live)", "docs/selftest.md#real-workloads-on-a-real-nvidia-h100-80gb-hbm3-2026-11-25"),
+    Benchmark("multi_gpu.py", "several GPUs", "NCCL collectives recorded on every GPU, the overhead at N GPUs", "docs/benchmarks.md#several-gpus"),
+    Benchmark("multi_gpu_jobs.py", "several GPUs", "multi-GPU jobs (one and two per node) beside the daemon, per GPU and per job", "docs/benchmarks.md#several-gpus"),
+    Benchmark("issue34_live.sh", "a GPU", "the real-workload corpus with the daemon's poller beside each job (table: issue34_table.py)", "docs/benchmarks.md#several-gpus"),
+)
+NOT_BENCHMARKS = ("harness.py", "nvml_calls.py", "issue34_table.py", "run_all.py")  # shared modules and helpers
 
 
 def ms(seconds: float) -> str:
@@ -32,7 +72,11 @@ def machine() -> str:
     return f"{os.cpu_count()} CPU(s) ({model}), Linux {platform.release()}, Python {platform.python_version()}, no GPU"
 
 
-def main() -> None:
+def quick_table() -> None:
+    """scrape_latency and poll_cpu with 1 and 8 GPUs, as one table."""
+    import poll_cpu
+    import scrape_latency
+
     started = time.monotonic()
     load_before = os.getloadavg()
     scrapes = {gpus: scrape_latency.measure(gpus) for gpus in GPU_COUNTS}
@@ -66,5 +110,48 @@ def main() -> None:
         print("| " + " | ".join(row) + " |")
 
 
+def listing() -> str:
+    width = max(len(bench.script) for bench in BENCHMARKS)
+    return "\n".join(f"{bench.script:<{width}}  [{bench.needs}]  {bench.measures}  ({bench.doc})" for bench in BENCHMARKS)
+
+
+def find(name: str) -> Benchmark:
+    for bench in BENCHMARKS:
+        if name in (bench.script, bench.script.rsplit(".", 1)[0]):
+            return bench
+    raise SystemExit(f"run_all: no benchmark named {name!r}; --list shows them")
+
+
+def run(bench: Benchmark, arguments: list[str]) -> int:
+    program = ["bash"] if bench.script.endswith(".sh") else [sys.executable]
+    return subprocess.run([*program, str(HERE / bench.script), *arguments], check=False).returncode
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--list", action="store_true", help="list every benchmark and exit")
+    parser.add_argument("--cpu", action="store_true", help="run every benchmark that needs no GPU, with its defaults")
+    parser.add_argument("name", nargs="?", help="one benchmark to run (its script's name, .py optional)")
+    parser.add_argument("arguments", nargs=argparse.REMAINDER, help="passed on to that benchmark")
+    args = parser.parse_args()
+    if args.list:
+        print(listing())
+        return 0
+    if args.name:
+        return run(find(args.name), args.arguments)
+    if args.cpu:
+        failed = []
+        for bench in BENCHMARKS:
+            if bench.needs == "no GPU":
+                print(f"\n## {bench.script}: {bench.measures}\n", flush=True)
+                if run(bench, []) != 0:
+                    failed.append(bench.script)
+        if failed:
+            print(f"\nfailed: {', '.join(failed)}", file=sys.stderr)
+        return 1 if failed else 0
+    quick_table()
+    return 0
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -5,7 +5,9 @@ a bf16 matmul, next to the matmul's own TFLOP/s. Needs an NVIDIA GPU with PyTorc
 Starts ``python -m exporter --backend nvml`` at a 1 s interval, runs each workload for --seconds,
 scrapes /metrics near the end of each run and prints the key series as a Markdown table.
 
-Run: python bench/live_daemon_proof.py [--gpu 0] [--seconds 10]
+A one-off proof, kept beside its results (live.md here and in ../2026-11-21-h100/); the
+`selftest` command checks the same workloads on any GPU. Run from anywhere:
+python docs/real-gpu/2026-11-21-h200/live_daemon_proof.py [--gpu 0] [--seconds 10]
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[3]  # this proof lives beside its results, under docs/real-gpu/
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from harness import free_port  # noqa: E402
 

@@ -5,7 +5,8 @@ GPU (every metric but GRAPHICS_UTIL), and all of them (its request on MIG device
 of --repeat windows --gap seconds long; a second call on the same pair is shown beside it (the driver
 caches part of the work, so timing a reused pair understates a poll's cost).
 
-Run on a GPU with some load: python bench/gpm_metric_cost.py [--gpu 0] [--repeat 8] [--gap 0.15]
+A one-off probe of issue 28 (round three), kept beside its result (gpm_metric_cost.txt). Run on a GPU
+with some load: python docs/real-gpu/2026-11-25-h100/issue28-round3/ab/gpm_metric_cost.py [--gpu 0] [--repeat 8] [--gap 0.15]
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[5]))  # this probe lives beside its results, under docs/real-gpu/
 
 import pynvml  # noqa: E402
 

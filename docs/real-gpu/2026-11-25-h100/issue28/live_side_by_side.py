@@ -11,7 +11,10 @@ nvitop-exporter's figure to compare with is the issue's (0.941 % of a core at 1 
 With ``--fake-gpus N`` the daemons run on the fake pynvml instead (``tools/fake_nvml_daemon.py`` of
 each tree): the same comparison on a machine without a GPU, NVML's own cost left out.
 
-    python bench/live_side_by_side.py --baseline TREE [--seconds 20] [--warmup 12] [--scrape-every 5] [--fake-gpus N]
+An A/B of issue 28, kept beside its results (live.txt here and in ../issue28-nvml/);
+`bench/run_all.py compare_nvitop --baseline TREE` measures each daemon alone, which replaced it.
+
+    python docs/real-gpu/2026-11-25-h100/issue28/live_side_by_side.py --baseline TREE [--seconds 20] [--warmup 12] [--scrape-every 5] [--fake-gpus N]
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[4]  # this A/B lives beside its results, under docs/real-gpu/
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from harness import Daemon, daemon  # noqa: E402
 
