@@ -25,7 +25,7 @@ def test_the_catalogue_is_every_script_in_bench():
     scripts = {path.name for path in BENCH.iterdir() if path.suffix in (".py", ".sh")}
     listed = [bench.script for bench in run_all.BENCHMARKS]
     assert len(listed) == len(set(listed))
-    assert sorted(scripts - set(run_all.NOT_BENCHMARKS)) == sorted(listed)
+    assert sorted(scripts - set(run_all.NOT_BENCHMARKS)) == sorted(listed), "every script in bench/ has its line in bench/run_all.py's BENCHMARKS (or NOT_BENCHMARKS for a shared module)"
     assert set(run_all.NOT_BENCHMARKS) <= scripts
 
 
