@@ -45,7 +45,7 @@ MAX_HOLD_POLLS = 1000
 class MismatchThresholds:
     high_utilization: float = setting(0.8, ratio, "high_util_low_sm and high_util_low_work fire at coarse utilization >= this")
     low_sm_active: float = setting(0.3, ratio, "high_util_low_sm: ... together with SM activity below this")
-    low_work_activity: float = setting(0.1, ratio, "high_util_low_work: ... together with every pipe (integer included), DRAM and link below this share of its peak: busy, nothing near any roof")
+    low_work_activity: float = setting(0.1, ratio, "high_util_low_work: ... together with every math pipe (not the integer pipe), DRAM and link below this share of its peak: busy, nothing near any roof")
     low_efficiency_utilization: float = setting(0.5, ratio, "low_efficiency fires at utilization >= this")
     low_efficiency_ratio: float = setting(0.3, ratio, "... together with efficiency below this")
 

@@ -387,3 +387,16 @@ def test_a_mig_device_is_counted_at_its_share_of_the_gpus_rate():
     derived = derive(sample, Config())
     assert derived.pipe_busy.hmma_bf16_equivalent == pytest.approx(0.5 * 60 * 4096 * 1500e6, rel=1e-3)
     assert derived.dram_bytes_per_second is None  # its memory slices' bandwidth is not derived from the name
+
+
+def test_busy_with_nothing_near_any_roof_is_flagged_though_sm_activity_is_high():
+    """The batch-1 LSTM cell from a CUDA graph, live on an H200: utilization 0.99, SM 0.60, occupancy
+    0.14, tensor 0.002, FP32 0.033, DRAM 0.001, integer 0.15 (address and loop arithmetic, no work):
+    neither SM rule can fire, the third does; its weights live in L2, which no counter sees: mixed."""
+    lstm = synthetic(0.99, graphics_active=0.997, sm_active=0.60, sm_occupancy=0.14, tensor_active=0.002, tensor_hmma_active=0.002,
+                     fp32_active=0.033, fp16_active=0.0, fp64_active=0.0, integer_active=0.15, dram_active=0.001)
+    derived = derive(lstm, Config())
+    assert derived.mismatch == {"high_util_low_sm": False, "low_efficiency": False, "high_util_low_work": True}
+    assert derived.bottleneck == "mixed"
+    working = derive(dataclasses.replace(lstm, profiling=dataclasses.replace(lstm.profiling, fp32_active=0.12)), Config())
+    assert working.mismatch["high_util_low_work"] is False  # a math pipe at a tenth of its roof is work

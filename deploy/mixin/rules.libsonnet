@@ -178,7 +178,7 @@
             },
             "annotations": {
               "summary": "GPU looks busy but no unit of it does meaningful work.",
-              "description": "GPU {{ $labels.gpu }} ({{ $labels.uuid }}) on {{ $labels.instance }} was {{ $value | humanizePercentage }} busy on average, yet for at least 0.7 of the last 30 minutes every pipe, DRAM and link stayed below a tenth of its peak: kernels occupy the GPU while they wait (tiny dependent kernels, batch 1, synchronisation, spin-waits). The what_to_try annotation names its bottleneck class now (underfilled or latency: too little parallel work; host: waiting on the CPU).",
+              "description": "GPU {{ $labels.gpu }} ({{ $labels.uuid }}) on {{ $labels.instance }} was {{ $value | humanizePercentage }} busy on average, yet for at least 0.7 of the last 30 minutes every math pipe, DRAM and link stayed below a tenth of its peak: kernels occupy the GPU while they wait (tiny dependent kernels, batch 1, synchronisation, spin-waits). The what_to_try annotation names its bottleneck class now (underfilled or latency: too little parallel work; host: waiting on the CPU).",
               "runbook_url": "$runbook_base_url#gpuhighutilizationlowwork",
               "what_to_try": "{{ with printf \"gpueff_bottleneck_class_info{cluster=%q, job=%q, instance=%q} and on (class) (gpueff_bottleneck{cluster=%q, job=%q, instance=%q, uuid=%q} == 1)\" $labels.cluster $labels.job $labels.instance $labels.cluster $labels.job $labels.instance $labels.uuid | query }}{{ with . | first }}Bottleneck now: {{ label \"class\" . }}. {{ label \"what_to_try\" . }}{{ end }}{{ else }}No bottleneck class is known for this GPU now: see the runbook.{{ end }}"
             }
