@@ -83,6 +83,12 @@ BOUND: dict[str, tuple[str | None, str | None]] = {
     "h200/matmul_8192_duty50": ("tensor_flops", None),
     "h200/copy_2GB": (DRAM, None),
     "h200/tiny_kernels": (None, None),
+    "h200-live/resnet18_starved": (None, None),
+    "h200-live/lstm_graph_b1": (None, None),
+    "h200-live/embedding_bag_gather": (None, None),
+    "h200-live/resnet50_train_bf16": (None, None),
+    "h200-live/matmul_skinny_b8": (DRAM, None),
+    "h200-live/llama_prefill": ("tensor_flops", None),
 }
 
 

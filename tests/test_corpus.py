@@ -46,10 +46,20 @@ EXPERT_LABEL = {
     "h200/matmul_8192_duty50": "host",
     "h200/copy_2GB": "memory",
     "h200/tiny_kernels": "host",
+    "h200-live/resnet18_starved": "host",
+    "h200-live/lstm_graph_b1": "mixed",
+    "h200-live/embedding_bag_gather": "memory_latency",
+    "h200-live/resnet50_train_bf16": "memory_latency",
+    "h200-live/matmul_skinny_b8": "memory",
+    "h200-live/llama_prefill": "compute",
 }
 # Busy while the SMs idle, the mismatch this exporter exists for: one thread on one SM (131 SMs
 # idle); copy engines moving data over PCIe with no kernel running.
-WASTING = {"h200/spin_1sm", "h100-fleet/copy_h2d_pinned", "h100-fleet/copy_d2h_pinned"}
+IDLE_SMS = {"h200/spin_1sm", "h100-fleet/copy_h2d_pinned", "h100-fleet/copy_d2h_pinned"}
+# Busy with the SMs holding warps, yet no math pipe, DRAM or link near a tenth of its roof: the
+# batch-1 LSTM replayed from a CUDA graph (its weights live in L2, which no counter sees).
+NOTHING_NEAR_A_ROOF = {"h200-live/lstm_graph_b1"}
+WASTING = IDLE_SMS | NOTHING_NEAR_A_ROOF
 
 
 class Clock:
@@ -112,14 +122,20 @@ def test_the_demo_loop_has_no_seam(name, label):
 
 
 def test_the_demo_replays_every_shipped_trace_but_the_fleet_corpus():
-    """The wider fleet corpus (h100-fleet/) replays with --replay; the demo keeps its 18 GPUs."""
+    """The wider fleet corpus (h100-fleet/) and the live H200 jobs (h200-live/) replay with --replay; the demo keeps its 18 GPUs."""
     from exporter.trace import demo_trace_paths, planted_trace_paths
 
     demo = demo_trace_paths()
-    assert demo[:6] == planted_trace_paths() and len(demo) == len([name for name in EXPERT_LABEL if not name.startswith("h100-fleet/")])
+    assert demo[:6] == planted_trace_paths() and len(demo) == len([name for name in EXPERT_LABEL if name.split("/")[0] in ("h200", "h100")])
 
 
-@pytest.mark.parametrize("name", sorted(WASTING))
+@pytest.mark.parametrize("name", sorted(NOTHING_NEAR_A_ROOF))
+def test_busy_with_nothing_near_any_roof_is_flagged(name):
+    states = replayed(name, 1.0)[1:]  # the first poll has no profiling window yet
+    assert all(state.derived.mismatch == {"high_util_low_sm": False, "low_efficiency": False, "high_util_low_work": True} for state in states), name
+
+
+@pytest.mark.parametrize("name", sorted(IDLE_SMS))
 def test_busy_with_idle_sms_is_flagged(name):
     states = replayed(name, 1.0)[1:]  # the first poll has no profiling window yet
     assert all(state.derived.mismatch.get("high_util_low_sm") for state in states), name

@@ -37,9 +37,12 @@ BANDS = {
     "duty-cycled GEMM (clock swings inside a window)": (("h100/matmul_duty_50ms", "h100/matmul_duty_140ms", "h100/matmul_duty_250ms", "h100/matmul_duty_1s",
                                                           "h100/matmul_duty_2s", "h200/matmul_8192_duty50"), (1.0, 1.2)),
     "transformer training, attention": (("h100/llama_train", "h100/llama_train_starved", "h100-fleet/jax_mlp_train_bf16", "h100-fleet/sdpa_train_bf16"), (1.0, 1.1)),
-    "transformer inference, batched": (("h100-fleet/bert_infer_b256", "h100-fleet/bert_infer_b1", "h100/llama_generate_b64"), (0.97, 1.12)),
+    "transformer inference, batched": (("h100-fleet/bert_infer_b256", "h100-fleet/bert_infer_b1", "h100/llama_generate_b64", "h200-live/llama_prefill"), (0.97, 1.12)),
     "FP32 convolutions (FP32 pipe)": (("h100-fleet/resnet50_train_fp32",), (0.95, 1.1)),
-    "bf16 convolutions (cuDNN)": (("h100-fleet/resnet50_train_bf16",), (1.2, 1.4)),
+    "bf16 convolutions (cuDNN)": (("h100-fleet/resnet50_train_bf16", "h200-live/resnet50_train_bf16"), (1.2, 1.4)),
+    "bf16 convolutions, starved (short bursts)": (("h200-live/resnet18_starved",), (1.3, 1.7)),
+    "skinny GEMM, batch 8 (a decode projection)": (("h200-live/matmul_skinny_b8",), (1.0, 1.2)),
+    "batch-1 recurrent cell from a CUDA graph (TF32 GEMVs)": (("h200-live/lstm_graph_b1",), (2.5, 3.5)),
     "skinny decode GEMMs (batch 1: padded tiles)": (("h100/graph_decode_b1", "h100/llama_generate_b1"), (4.0, 10.0)),
 }
 
