@@ -4,11 +4,11 @@
 # estimates and mismatch at every poll; the job counts its own FLOP/s, bytes/s and steps/s. Then the
 # selftest. Run on a GPU machine with PyTorch (and torchvision, transformers) in the repository root:
 #
-#     bash bench/issue34_live.sh OUTDIR part1|part2 [WHEELS]
+#     bash bench/issue34_live.sh OUTDIR part1|part2|jobs [WHEELS]
 #
 # part1: the starved ResNet-18, the gather, ResNet-50 bf16 and FP32, INT8 and FP8 GEMMs, the bf16
 # GEMM, the skinny GEMM, the CUDA-graph LSTM; part2: Llama decode (eager generate, batch 1) and
-# prefill, the CUDA-graph decode, and the selftest. WHEELS: a folder of wheels for the daemon's own
+# prefill, the CUDA-graph decode, and the selftest; jobs: the names in $JOBS. WHEELS: a folder of wheels for the daemon's own
 # dependencies where the machine cannot reach an index. OUTDIR gets the traces (<job>.json), the
 # verdicts (<job>.verdicts.jsonl), corpus.log (one LIVE summary line per job) and selftest.md.
 set -euo pipefail
@@ -28,8 +28,11 @@ case "$part" in
     part2)
         jobs=llama_generate_b1,llama_prefill,graph_decode_b1
         ;;
+    jobs)
+        jobs=${JOBS:?set JOBS to a comma-separated list of job names}
+        ;;
     *)
-        echo "part1 or part2" >&2
+        echo "part1, part2 or jobs (with JOBS=name,...)" >&2
         exit 2
         ;;
 esac
