@@ -318,3 +318,12 @@ def test_the_live_daemons_modules_import_neither_the_trace_reader_nor_json():
     loaded = set(result.stdout.split())
     assert "exporter.commands.daemon" in loaded, result.stderr
     assert loaded.isdisjoint({"json", "exporter.trace"}), sorted(loaded & {"json", "exporter.trace"})
+
+
+def test_a_sigterm_before_the_first_wait_for_signals_is_kept_not_fatal():
+    """The handlers were installed when the main loop first waited, after the server answered
+    /-/ready: a SIGTERM in between (a busy machine, a quick rollout) killed the daemon by default
+    action, without its "stopping" line. They are installed before anything is served."""
+    code = "import os, signal; from exporter.commands.daemon import signals; arriving = signals(); os.kill(os.getpid(), signal.SIGTERM); print(next(arriving))"
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)
+    assert (result.returncode, result.stdout) == (0, f"{int(signal.SIGTERM)}\n"), result

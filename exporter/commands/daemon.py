@@ -113,13 +113,14 @@ def run(args: argparse.Namespace) -> int:
         backend.close()
         return 2
     log.log(level, "%s", announcement)  # only once the port is bound: a failed start says one line
+    arriving = signals()  # before anything is served: a SIGTERM right after /-/ready must not kill by default action
     poller.start(devices)
     server.start()
     url = served_url(args.listen_address, server.port, args.telemetry_path, web_config)
     log.info("gpu-efficiency-exporter %s serving %s, collecting every %ss", __version__, url, config.collect_interval,
              extra=fields(version=__version__, backend=backend.name, gpus=len(devices), url=url, interval=f"{config.collect_interval:g}s"))
 
-    for number in signals():
+    for number in arriving:
         if number != signal.SIGHUP:
             log.info("stopping")
             server.close()
@@ -163,13 +164,18 @@ def signals(reload_gap: float = RELOAD_GAP, clock: Callable[[], float] = time.mo
     """SIGTERM and SIGINT as they arrive; SIGHUP at most once per ``reload_gap``, however many came
     meanwhile (a storm of 900 SIGHUPs in 5 s is at most 20 reloads, not 900). The main thread sleeps in
     ``select`` on the signal wake-up fd: the kernel may deliver a signal to any thread, and the
-    wake-up byte reaches this one all the same, so nothing needs to poll."""
+    wake-up byte reaches this one all the same, so nothing needs to poll. The handlers are installed
+    by this call, not when the first signal is asked for: one that comes meanwhile waits in the pipe."""
     reader, writer = os.pipe()
     os.set_blocking(reader, False)
     os.set_blocking(writer, False)
     signal.set_wakeup_fd(writer, warn_on_full_buffer=False)
     for handled in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
         signal.signal(handled, lambda _number, _frame: None)  # the wake-up fd carries the number
+    return _arrivals(reader, writer, reload_gap, clock)
+
+
+def _arrivals(reader: int, writer: int, reload_gap: float, clock: Callable[[], float]) -> Iterator[int]:
     pending_reload = False
     last_reload = float("-inf")
     try:
