@@ -45,6 +45,7 @@ BENCHMARKS = (
     Benchmark("live_api_pollers.py", "no GPU", "a /metrics prober beside 32 /api/live or /metrics pollers; --tree TREE", "docs/benchmarks.md#apilive-pollers-beside-a-metrics-prober-issue-39"),
     Benchmark("pipelining_fairness.py", "no GPU", "an ordinary scrape's latency while other clients pipeline", "docs/benchmarks.md#pipelining-clients-issue-25"),
     Benchmark("tls_handshake_flood.py", "no GPU", "kept-alive and fresh TLS scrapes during a handshake flood", "docs/benchmarks.md#tls-handshake-floods-issue-25"),
+    Benchmark("stop_and_hang_latency.py", "no GPU", "SIGTERM to exit (idle, and with an NVML call hung), /metrics latency before and during the hang", "docs/benchmarks.md#what-the-tests-no-longer-time-issue-39"),
     Benchmark("app_parse_cost.py", "no GPU", "CPU, wall time and memory of reading one counter out of large app answers; --old FILE", "docs/apps.md"),
     Benchmark("compare_nvitop.py", "a GPU", "overhead beside nvitop-exporter and a baseline tree, the NVML calls of a poll (--fake-gpus N: the logic on the fake)", "docs/benchmarks.md#issue-28s-targets-after-round-three"),
     Benchmark("nvml_poll_cost.py", "a GPU", "every NVML call of a poll with its cadence and cost, nvmlDeviceGetSamples' parts, collect of two trees", "docs/benchmarks.md#nvml-cost-per-poll-issue-28-round-two"),
