@@ -20,12 +20,22 @@ def exchange_deadline(connection: http.client.HTTPConnection, seconds: float) ->
     """Within the block, ``connection`` is cut off ``seconds`` after it began; the event yielded is
     set once that happened (a read then fails or comes back short: check the event first)."""
     expired = threading.Event()
+    opened: list[socket.socket] = []  # http.client forgets the socket once a response says it closes
+    connect = connection.connect
+
+    def connect_and_keep() -> None:
+        connect()
+        if connection.sock is not None:
+            opened.append(connection.sock)
+
+    connection.connect = connect_and_keep  # type: ignore[method-assign]
 
     def cut() -> None:
         expired.set()
-        if connection.sock is not None:
-            with contextlib.suppress(OSError):
-                connection.sock.shutdown(socket.SHUT_RDWR)
+        for sock in [*opened, connection.sock]:
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
 
     timer = threading.Timer(seconds, cut)
     timer.daemon = True
@@ -34,3 +44,4 @@ def exchange_deadline(connection: http.client.HTTPConnection, seconds: float) ->
         yield expired
     finally:
         timer.cancel()
+        connection.connect = connect  # type: ignore[method-assign]

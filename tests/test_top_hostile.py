@@ -75,20 +75,29 @@ def test_a_reason_phrase_cannot_drive_the_terminal() -> None:
     assert "answered HTTP 500 ?]0;X??[2J" in done.stderr and "\x1b" not in done.stderr and "\x07" not in done.stderr
 
 
-def trickle(count: int, pause: float) -> Callable[[socket.socket], None]:
+def trickle(count: int, pause: float, sent: threading.Event | None = None) -> Callable[[socket.socket], None]:
+    """``count`` bytes of page, ``pause`` seconds apart; ``sent`` is set once the last went out."""
+
     def answer(client: socket.socket) -> None:
         client.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + GPU.encode())
         for _ in range(count):
             client.sendall(b"#")
             time.sleep(pause)
+        if sent is not None:
+            sent.set()
 
     return answer
 
 
 def test_a_trickling_server_is_cut_off_at_the_timeout_not_only_a_silent_one() -> None:
     # 200 bytes, 50 ms apart: each read comes well within the timeout, the whole page does not.
-    with raw_server(trickle(200, 0.05)) as url, pytest.raises(ScrapeError, match=r"did not send its page within 0\.5 s"):
-        fetch(url + "/metrics", 0.5)
+    # Before, with "Connection: close" http.client forgot the socket the deadline was to shut down:
+    # the fetch read the whole page (10 s) and only then said it was late.
+    sent = threading.Event()
+    with raw_server(trickle(200, 0.05, sent)) as url:
+        with pytest.raises(ScrapeError, match=r"did not send its page within 0\.5 s"):
+            fetch(url + "/metrics", 0.5)
+        assert not sent.is_set(), "the fetch waited for the whole page"
 
 
 def test_a_trickled_header_is_cut_off_too() -> None:
