@@ -92,6 +92,17 @@ def cpu_seconds(pid: int) -> float:
     return sum(int(value) for value in fields[11:13]) / CLOCK_TICKS
 
 
+def cpu_ns(pid: int) -> int:
+    """CPU time of the process's live threads in ns (schedstat: finer than /proc/PID/stat's 10 ms ticks)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue  # the thread ended meanwhile
+    return total
+
+
 def rss_mb(pid: int) -> float:
     return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE_BYTES / 1e6
 
@@ -325,7 +336,7 @@ def measure(command: list[str], port: int, seconds: float, scrapes: int, log: Pa
         exporter.wait_port(port)
         time.sleep(warmup)  # imports, NVML init and the first polls are not the steady state
         pid = exporter.process.pid
-        cpu_before, started = cpu_seconds(pid), time.monotonic()
+        cpu_before, ns_before, started = cpu_seconds(pid), cpu_ns(pid), time.monotonic()
         latencies, sizes, series = [], [], []
         while time.monotonic() - started < seconds:
             time.sleep(max(0.0, seconds / scrapes))
@@ -333,12 +344,15 @@ def measure(command: list[str], port: int, seconds: float, scrapes: int, log: Pa
             latencies.append(took * 1000)
             sizes.append(len(body))
             series.append(sum(1 for line in body.splitlines() if line and not line.startswith(b"#")))
-        cpu = (cpu_seconds(pid) - cpu_before) / (time.monotonic() - started) * 100
+        elapsed = time.monotonic() - started
+        cpu = (cpu_seconds(pid) - cpu_before) / elapsed * 100
+        cpu_fine = (cpu_ns(pid) - ns_before) / 1e9 / elapsed * 100
         last = parse(body)
         durations = {name: value for name, _, value in last if name.startswith("gpueff_collect_duration_seconds")}
         latencies.sort()
         return {
             "cpu_percent_of_core": round(cpu, 3),
+            "cpu_percent_of_core_schedstat": round(cpu_fine, 3),
             "rss_mb": round(rss_mb(pid), 1),
             "scrape_p50_ms": round(statistics.median(latencies), 2),
             "scrape_p99_ms": round(latencies[min(len(latencies) - 1, round(0.99 * (len(latencies) - 1)))], 2),
