@@ -353,5 +353,6 @@ def planted_trace_paths() -> list[Path]:
 
 
 def demo_trace_paths() -> list[Path]:
-    """Every shipped trace: the planted H200 ones first (GPUs 0-5), then the H100 real-workload corpus."""
-    return planted_trace_paths() + _shipped("h100")
+    """The demo's traces: the planted H200 ones first (GPUs 0-5), then the H100 real-workload corpus,
+    then one multi-GPU job with a straggler (2 x H200: GPU 18 waits in its all-reduces for GPU 19)."""
+    return planted_trace_paths() + _shipped("h100") + [path for path in _shipped("h200-jobs") if path.name.startswith("2gpu_straggler_")]

@@ -191,4 +191,4 @@ def test_the_stacks_prometheus_config_runs_in_debians_prometheus(tmp_path: Path)
         # Utilization, recorded from the exporter's counters: one series per demo GPU.
         recorded = "instance_gpu:gpueff_gpu_utilization:ratio_rate5m"
         series = wait_for(f"{recorded} to have data", lambda: get_json(f"{api}/query?query={recorded}")["data"]["result"], PATIENCE)
-        assert len(series) == 18 and {each["metric"]["job"] for each in series} == {"gpu-efficiency-exporter"}
+        assert len(series) == 20 and {each["metric"]["job"] for each in series} == {"gpu-efficiency-exporter"}

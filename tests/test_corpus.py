@@ -53,9 +53,22 @@ EXPERT_LABEL = {
     "h200-live/matmul_skinny_b8": "memory",
     "h200-live/llama_prefill": "compute",
 }
+# Multi-GPU jobs on 4 x H200 (NV18): each GPU's label, judged with its job's other GPUs (docs/jobs.md),
+# so they are replayed together; apart from EXPERT_LABEL, whose traces stand alone (test_balance.py).
+JOB_LABEL = {
+    **{f"h200-jobs/{size}gpu_{phase}_gpu{gpu}": label for size in (2, 4) for gpu in range(size) for phase, label in (
+        ("allreduce", "communication"), ("rs_ag", "communication"), ("alltoall", "communication"),
+        ("allreduce_overlap", "compute"), ("rs_ag_overlap", "compute"), ("alltoall_overlap", "compute"), ("sendrecv_overlap", "compute"),
+        ("pipeline", "compute"), ("ddp", "compute"),
+        ("straggler", "compute" if gpu == size - 1 else "peer_wait"),
+    )},
+}
+LABEL = {**EXPERT_LABEL, **JOB_LABEL}
 # Busy while the SMs idle, the mismatch this exporter exists for: one thread on one SM (131 SMs
 # idle); copy engines moving data over PCIe with no kernel running.
-IDLE_SMS = {"h200/spin_1sm", "h100-fleet/copy_h2d_pinned", "h100-fleet/copy_d2h_pinned"}
+# A bare collective: every GPU busy while NCCL's few channels hold 17 % of the SMs.
+IDLE_SMS = {"h200/spin_1sm", "h100-fleet/copy_h2d_pinned", "h100-fleet/copy_d2h_pinned"} | {
+    f"h200-jobs/{size}gpu_{phase}_gpu{gpu}" for size in (2, 4) for gpu in range(size) for phase in ("allreduce", "rs_ag", "alltoall")}
 # Busy with the SMs holding warps, yet no math pipe, DRAM or link near a tenth of its roof: the
 # batch-1 LSTM replayed from a CUDA graph (its weights live in L2, which no counter sees).
 NOTHING_NEAR_A_ROOF = {"h200-live/lstm_graph_b1"}
@@ -89,19 +102,19 @@ def replayed(name: str, interval: float, loops: int = 3):
 
 
 def test_every_shipped_trace_has_an_expert_label():
-    assert {f"{path.parent.name}/{path.stem}" for path in TRACES.glob("*/*.json")} == set(EXPERT_LABEL)
+    assert {f"{path.parent.name}/{path.stem}" for path in TRACES.glob("*/*.json")} == set(LABEL)
 
 
 @pytest.mark.parametrize("interval", [1.0, 0.5])
-@pytest.mark.parametrize("name", sorted(EXPERT_LABEL))
+@pytest.mark.parametrize("name", sorted(LABEL))
 def test_the_class_is_the_experts_on_90_percent_of_polls(name, interval):
     states = replayed(name, interval)
     classes = [state.derived.bottleneck for state in states]
-    agreeing = classes.count(EXPERT_LABEL[name]) / len(classes)
+    agreeing = classes.count(LABEL[name]) / len(classes)
     assert agreeing >= 0.9, (name, {each: classes.count(each) for each in set(classes)})
 
 
-@pytest.mark.parametrize("name", sorted(set(EXPERT_LABEL) - WASTING))
+@pytest.mark.parametrize("name", sorted(set(LABEL) - WASTING))
 def test_no_mismatch_where_nothing_is_wasted(name):
     for state in replayed(name, 1.0):
         assert not any(state.derived.mismatch.values()), (name, state.derived)
@@ -121,12 +134,15 @@ def test_the_demo_loop_has_no_seam(name, label):
         assert [state.derived.window_bottleneck for state in states] == [label] * len(states), interval
 
 
-def test_the_demo_replays_every_shipped_trace_but_the_fleet_corpus():
-    """The wider fleet corpus (h100-fleet/) and the live H200 jobs (h200-live/) replay with --replay; the demo keeps its 18 GPUs."""
+def test_the_demo_replays_the_planted_traces_the_h100_corpus_and_one_straggling_job():
+    """The wider corpora (h100-fleet/, h200-live/, h200-jobs/) replay with --replay; the demo shows 18 single
+    GPUs and one 2-GPU job whose GPU 18 waits on GPU 19."""
     from exporter.trace import demo_trace_paths, planted_trace_paths
 
     demo = demo_trace_paths()
-    assert demo[:6] == planted_trace_paths() and len(demo) == len([name for name in EXPERT_LABEL if name.split("/")[0] in ("h200", "h100")])
+    singles = [name for name in EXPERT_LABEL if name.split("/")[0] in ("h200", "h100")]
+    assert demo[:6] == planted_trace_paths() and len(demo) == len(singles) + 2
+    assert [f"{path.parent.name}/{path.stem}" for path in demo[-2:]] == ["h200-jobs/2gpu_straggler_gpu0", "h200-jobs/2gpu_straggler_gpu1"]
 
 
 @pytest.mark.parametrize("name", sorted(NOTHING_NEAR_A_ROOF))

@@ -51,6 +51,10 @@ BANDS = {
     "skinny GEMM, batch 8 (a decode projection)": (("h200-live/matmul_skinny_b8",), (1.0, 1.2)),
     "batch-1 recurrent cell from a CUDA graph (TF32 GEMVs)": (("h200-live/lstm_graph_b1",), (2.5, 3.5)),
     "skinny decode GEMMs (batch 1: padded tiles)": (("h100/graph_decode_b1", "h100/llama_generate_b1"), (4.0, 10.0)),
+    # Multi-GPU jobs (h200-jobs/), each rank against its own count: GEMMs sharing the SMs with NCCL's kernels.
+    "large GEMM beside NCCL collectives, per rank": (tuple(f"h200-jobs/{size}gpu_{phase}_gpu{gpu}" for size in (2, 4) for gpu in range(size) for phase in (
+        "allreduce_overlap", "rs_ag_overlap", "alltoall_overlap", "sendrecv_overlap", "pipeline", "straggler")), (1.05, 1.17)),
+    "MLP training under DDP, per rank": (tuple(f"h200-jobs/{size}gpu_ddp_gpu{gpu}" for size in (2, 4) for gpu in range(size)), (0.94, 1.06)),
 }
 
 

@@ -54,7 +54,7 @@ def test_demo_serves_every_shipped_trace_labelled_as_replayed():
     assert re.search(r'^gpueff_exporter_build_info\{version="[^"]+",backend="replay",replayed="true"\} 1$', body, re.M)
     traces = re.findall(r'^gpueff_gpu_info\{gpu="(\d)",uuid="[^"]+",model="NVIDIA H200",driver="580\.159\.04",pci_bus_id="replay:\d",trace="(\w+)"\} 1$', body, re.M)
     assert traces == [(str(index), name) for index, name in enumerate(WORKLOADS)]
-    assert body.count("gpueff_gpu_up{") == 18 and "gpueff_gpu_up{gpu=\"0\",uuid=\"GPU-replay-0-copy_2GB\"} 1" in body
+    assert body.count("gpueff_gpu_up{") == 20 and "gpueff_gpu_up{gpu=\"0\",uuid=\"GPU-replay-0-copy_2GB\"} 1" in body
 
 
 def test_replay_of_given_files_in_the_given_order(trace_paths, tmp_path):

@@ -1,4 +1,4 @@
-"""End to end: a real Prometheus scrapes the daemon (the demo's 18 GPUs: the recorded H200 traces and
+"""End to end: a real Prometheus scrapes the daemon (the demo's 20 GPUs: the recorded H200 traces and
 the H100 real-workload corpus) and a real
 text-generation app; every dashboard panel query runs through Prometheus's HTTP API; a real
 Alertmanager running the shipped deploy/prometheus/alertmanager.yml (its receivers' URLs pointed at
@@ -520,15 +520,15 @@ def test_dcgm_exporter_dashboard_queries_return_data_through_the_compat_rules(st
         options = prom.api(f"label/{label}/values", **{"match[]": metric})
         assert options, f"variable {variable['name']}: {variable['query']} has no values"
         values[variable["name"]] = grafana_queries.format_multi(options)  # every option selected, as Grafana writes them
-    assert values["gpu"].count("|") == 17  # the demo's 18 GPUs
+    assert values["gpu"].count("|") == 19  # the demo's 20 GPUs
     for query in dashboard["queries"]:
         expr = grafana_queries.interpolate(query["expr"], values)
         assert prom.query(expr), f"{query['panel']!r}: {expr} returns nothing"
     # dcgm-exporter's units (the exact conversions are promtool cases): MiB of a constant, MHz, percent.
     (total,) = prom.query("max(abs(DCGM_FI_DEV_FB_TOTAL - on (uuid) group_left gpueff_memory_total_bytes / 2^20))")
     assert float(total["value"][1]) == 0
-    assert len(prom.query("DCGM_FI_DEV_SM_CLOCK > 100 < 3000")) == 18
-    assert len(prom.query("DCGM_FI_DEV_GPU_UTIL >= 0 <= 100")) == 18 and prom.query("DCGM_FI_DEV_GPU_UTIL > 1")
+    assert len(prom.query("DCGM_FI_DEV_SM_CLOCK > 100 < 3000")) == 20
+    assert len(prom.query("DCGM_FI_DEV_GPU_UTIL >= 0 <= 100")) == 20 and prom.query("DCGM_FI_DEV_GPU_UTIL > 1")
     (labelled,) = prom.query('count(DCGM_FI_DEV_GPU_TEMP{UUID!="", device=~"nvidia[0-9]+", modelName!="", Hostname="127.0.0.1", DCGM_FI_DRIVER_VERSION!=""})')
     assert labelled["value"][1] == "18"
     # The alert examples' expressions run on this Prometheus's compat series (the demo trips none of them).

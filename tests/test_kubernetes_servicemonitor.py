@@ -95,7 +95,7 @@ def test_pod_labels_survive_the_servicemonitor_and_exporter_pod_labels_do_not(tm
     finally:
         shutil.rmtree(socket_dir, ignore_errors=True)
     labels = {item["metric"]["uuid"]: item["metric"] for item in series}
-    assert len(labels) == 18, series  # every shipped trace: 6 planted (H200) + 12 real workloads (H100)
+    assert len(labels) == 20, series  # the demo: 6 planted (H200) + 12 real workloads (H100) + a 2-GPU job (H200)
     held = labels["GPU-replay-2-matmul_8192"]
     assert (held["namespace"], held["pod"], held["container"], held["node"]) == ("ml", "trainer-0", "main", "gpu-node-1")
     assert sorted((item["metric"]["uuid"], item["metric"]["pod"]) for item in joined) == [

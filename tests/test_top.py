@@ -67,7 +67,7 @@ def test_a_metrics_page_reads_back_into_the_snapshots_own_figures() -> None:
     direct = snapshot_overview(snapshot, stale=False)
     scraped = parse(render_metrics(snapshot).decode(), "the demo's page")
     assert scraped.backend == "replay" and scraped.replayed and not scraped.stale
-    assert len(scraped.gpus) == len(direct) == 18
+    assert len(scraped.gpus) == len(direct) == 20
     assert {view.uuid: same(view, other) for view, other in zip(direct, scraped.gpus) if same(view, other)} == {}
     assert scraped.gpus[2].apps[0].throughput == 812.5
     stale = parse(render_metrics(snapshot, stale=True).decode(), "a stale page")
@@ -216,7 +216,7 @@ def test_in_a_pipe_it_prints_one_plain_frame_and_exits() -> None:
     assert not ESCAPE.search(done.stdout) and max(len(line) for line in lines) <= 80
     assert lines[0].startswith("gpu-efficiency-exporter top ") and "replayed traces, not live GPUs" in lines[0]
     rows = [line for line in lines if re.match(r"^ {0,2}\d+ +\d+%", line)]
-    assert len(rows) == 18
+    assert len(rows) == 20
     assert rows[0].startswith("  4 ") and "underfilled" in rows[0] and lines[lines.index(rows[0]) + 1] == "     busy-SMs-idle low-eff no-work"  # the most waste first
     assert "sorted by waste" in lines[1] and "h: help" not in done.stdout  # no keys in a pipe
     assert lines[lines.index(rows[-1]) + 1].startswith("underfilled (GPU 4): Give each kernel more parallel work")
@@ -254,7 +254,7 @@ def test_url_reads_a_running_exporter_and_says_when_it_cannot() -> None:
         done = run_top("--url", daemon.url, "--once")
         assert done.returncode == 0, done.stderr
         assert " · ".join(done.stdout.splitlines()[:2]).endswith(f" · {daemon.url}/metrics · replayed traces, not live GPUs · sorted by waste")
-        assert len(re.findall(r"(?m)^ {0,2}\d+ +\d+%", done.stdout)) == 18 and "busy-SMs-idle" in done.stdout
+        assert len(re.findall(r"(?m)^ {0,2}\d+ +\d+%", done.stdout)) == 20 and "busy-SMs-idle" in done.stdout
     port = free_port()
     gone = run_top("--url", f"http://127.0.0.1:{port}", "--once", "--timeout", "2s")
     assert gone.returncode == 1 and gone.stderr.startswith(f"gpu-efficiency-exporter top: cannot reach http://127.0.0.1:{port}/metrics")
