@@ -134,7 +134,7 @@ def test_the_daemon_logs_json_with_a_startup_line_of_version_backend_and_url() -
     url, *lines = daemon_lines("--log.format=json")
     documents = [json.loads(line) for line in lines]
     (start,) = [document for document in documents if "version" in document]
-    assert start["version"] == __version__ and start["backend"] == "replay" and start["url"] == f"{url}/metrics" and start["gpus"] == 18
+    assert start["version"] == __version__ and start["backend"] == "replay" and start["url"] == f"{url}/metrics" and start["gpus"] == 20
     assert start["level"] == "info" and start["source"] == "exporter" and start["interval"] == "1s"
     assert documents[-1]["msg"] == "stopping"
 

@@ -133,18 +133,18 @@ def test_the_gpu_that_wastes_most_comes_first_and_its_advice_stays_on_a_short_sc
     assert rows[0].startswith("  4 100%") and "underfilled" in rows[0]
     assert screen.lines[screen.lines.index(rows[0]) + 1] == "     busy-SMs-idle low-eff no-work"  # too many flags beside the figures: whole, below
     assert re.search(r"underfilled +29\.\ds?|underfilled +30s", rows[0]), rows[0]  # 30 s busy, one SM of 132 working
-    # 18 GPUs do not fit 24 lines: the rows scroll, and what to try for the flagged GPU's class stays, first.
+    # 20 GPUs do not fit 24 lines: the rows scroll, and what to try for the flagged GPU's class stays, first.
     where = next(line for line in screen.lines if line.startswith("lines "))
-    assert where.startswith(f"lines 1-{screen.page} of 19")  # 18 GPUs and the flags' own line
+    assert where.startswith(f"lines 1-{screen.page} of 21")  # 20 GPUs and the flags' own line
     advice = screen.lines[screen.lines.index(where) + 1 :]
     assert advice[0].startswith("underfilled (GPU 4): Give each kernel more parallel work")
     # Scrolled to the end, the last rows show; the advice stays.
     end = render(frame, 80, 24, False, View(scroll=1000), live=True)
-    assert end.scroll == 19 - end.page and rows_of(end.lines)[-1] == rows_of(render(frame, 80, None, False).lines)[-1]
+    assert end.scroll == 21 - end.page and rows_of(end.lines)[-1] == rows_of(render(frame, 80, None, False).lines)[-1]
     assert any(line.startswith("underfilled (GPU 4)") for line in end.lines)
     # A pipe gets every row and all the advice, flagged classes first (no longer alphabetical).
     everything = render(frame, 80, None, False).lines
-    assert len(rows_of(everything)) == 18
+    assert len(rows_of(everything)) == 20
     classes = [line.split(" (GPU")[0] for line in everything if re.match(r"^\w+ \(GPU ", line)]
     assert classes[0] == "underfilled" and sorted(classes) != classes
 
@@ -160,9 +160,9 @@ def test_sort_keys_order_the_gpus_and_any_key_closes_the_help() -> None:
         leader = first(gpus, key=lambda gpu: getattr(gpu, field) or 0)
         assert int(rows[0].split()[0]) == leader.index, (key, rows[0])
     view = view.after("sort:index", 10)
-    assert [int(row.split()[0]) for row in rows_of(render(frame, 80, None, False, view).lines)] == list(range(18))
+    assert [int(row.split()[0]) for row in rows_of(render(frame, 80, None, False, view).lines)] == list(range(20))
     view = view.after("reverse", 10)
-    assert [int(row.split()[0]) for row in rows_of(render(frame, 80, None, False, view).lines)] == list(range(17, -1, -1))
+    assert [int(row.split()[0]) for row in rows_of(render(frame, 80, None, False, view).lines)] == list(range(19, -1, -1))
     assert "sorted by GPU index, reversed" in render(frame, 80, None, False, view).lines[1]
     assert view.after("next_sort", 10).sort == "waste" and view.after("previous_sort", 10).sort == "power"
     assert View(scroll=5).after("page_down", 10).scroll == 14 and View(scroll=5).after("home", 10).scroll == 0 and View(scroll=5).after("up", 10).scroll == 4
@@ -219,7 +219,8 @@ def test_in_a_pipe_it_prints_one_plain_frame_and_exits() -> None:
     assert len(rows) == 20
     assert rows[0].startswith("  4 ") and "underfilled" in rows[0] and lines[lines.index(rows[0]) + 1] == "     busy-SMs-idle low-eff no-work"  # the most waste first
     assert "sorted by waste" in lines[1] and "h: help" not in done.stdout  # no keys in a pipe
-    assert lines[lines.index(rows[-1]) + 1].startswith("underfilled (GPU 4): Give each kernel more parallel work")
+    assert lines[lines.index(rows[-1]) + 1].startswith("job trace 2gpu_straggler: GPUs 18,19")  # the demo's multi-GPU job, below its GPUs
+    assert lines[lines.index(rows[-1]) + 2].startswith("underfilled (GPU 4): Give each kernel more parallel work")
 
 
 def test_local_gpus_are_read_through_the_nvml_backend_and_the_pipeline(monkeypatch, capsys, trace_paths) -> None:
@@ -348,7 +349,7 @@ def test_keys_sort_scroll_and_help_and_a_resize_redraws_at_once_at_80x24_and_160
     python = " ".join([sys.executable, "-m", "exporter", "top", "--demo", "--interval", "1h"])
     terminal = Tmux([f"cd {ROOT} &&", python], width=80, height=24)
     try:
-        first = terminal.wait_for(r"(?m)^lines 1-\d+ of 19")
+        first = terminal.wait_for(r"(?m)^lines 1-\d+ of 22")  # 20 GPUs, the flags' own line and the demo's 2-GPU job
         lines = first.splitlines()
         assert len(lines) <= 24 and max(len(line) for line in lines) <= 80
         stamp = re.search(r"top (\d\d:\d\d:\d\d)", lines[0]).group(1)
@@ -362,18 +363,18 @@ def test_keys_sort_scroll_and_help_and_a_resize_redraws_at_once_at_80x24_and_160
         screen = terminal.wait_for(r"sorted by GPU index · h: help")
         assert rows_of(screen.splitlines())[0].startswith("  0 ")
         terminal.tmux("send-keys", "-t", "top", "End")
-        screen = terminal.wait_for(r"(?m)^lines \d+-19 of 19")
-        assert rows_of(screen.splitlines())[-1].startswith(" 17 ")
+        screen = terminal.wait_for(r"(?m)^lines \d+-22 of 22")
+        assert rows_of(screen.splitlines())[-1].startswith(" 19 ")
         terminal.tmux("send-keys", "-t", "top", "Up")
-        terminal.wait_for(r"(?m)^lines \d+-18 of 19")
+        terminal.wait_for(r"(?m)^lines \d+-21 of 22")
         terminal.tmux("send-keys", "-t", "top", "r")
         screen = terminal.wait_for(r"sorted by GPU index, reversed")
-        assert rows_of(screen.splitlines())[0].startswith(" 17 ") and "lines 1-" in screen  # a new order starts at the top
+        assert rows_of(screen.splitlines())[0].startswith(" 19 ") and "lines 1-" in screen  # a new order starts at the top
         terminal.tmux("send-keys", "-t", "top", "w")
         terminal.tmux("resize-window", "-t", "top", "-x", "160", "-y", "48")
         screen = terminal.wait_for(r"UTIL vs SM +WHOSE")
         lines = screen.splitlines()
-        assert len(rows_of(lines)) == 18 and not any(line.startswith("lines ") for line in lines) and max(len(line) for line in lines) <= 160
+        assert len(rows_of(lines)) == 20 and not any(line.startswith("lines ") for line in lines) and max(len(line) for line in lines) <= 160
         assert f"top {stamp} " in lines[0] and rows_of(lines)[0].startswith("  4 ") and "spin_1sm" in rows_of(lines)[0] and rows_of(lines)[0].endswith("busy-SMs-idle low-eff no-work")
         terminal.tmux("send-keys", "-t", "top", "q")
         deadline = time.monotonic() + PATIENCE
