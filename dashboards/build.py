@@ -377,6 +377,7 @@ def per_pod_share(metric: str, window: str) -> str:
 
 def fleet() -> dict[str, Any]:
     s = sel()
+    j = "{" + NODE_SEL + "}"  # a job's series carry no gpu, namespace or pod label: the node's selection only
     panels = [
         row("Fleet now"),
         stat("Fleet efficiency", "SM-active GPU-seconds over busy GPU-seconds across the selected GPUs, over the whole time range. 1 = every second the GPUs counted as busy, their SMs worked; 0.2 = four fifths of the 'busy' time did nothing useful. nvidia-smi's utilization cannot show this.",
@@ -437,8 +438,8 @@ def fleet() -> dict[str, Any]:
                                                               "renameByName": {"Value #B": "utilization", "Value #C": "SM activity", "Value #D": "efficiency"}}}]),
         row("Multi-GPU jobs: the GPUs of one job judged together, and the GPU the others wait on (docs/jobs.md)"),
         table("Jobs now", "Every job of two or more GPUs on the selected nodes (job_kind pod: the pod UID; slurm_job: the Slurm job id; process_group: the launcher and its GPUs on a bare host): its GPUs, efficiency (summed SM activity over summed utilization) and the share of its GPU time lost waiting on its straggler.",
-              [target(f"gpueff_job_gpus{s}", instant=True, table=True), target(f"gpueff_job_efficiency_ratio{s}", instant=True, table=True),
-               target(f"gpueff_job_peer_wait_ratio{s}", instant=True, table=True)],
+              [target(f"gpueff_job_gpus{j}", instant=True, table=True), target(f"gpueff_job_efficiency_ratio{j}", instant=True, table=True),
+               target(f"gpueff_job_peer_wait_ratio{j}", instant=True, table=True)],
               "none", w=12, decimals=2,
               transformations=[{"id": "merge", "options": {}},
                                {"id": "organize", "options": {"excludeByName": {"Time": True, "__name__": True, "job": True},
@@ -447,9 +448,9 @@ def fleet() -> dict[str, Any]:
               [target(f"gpueff_job_straggler{s} == 1", instant=True, table=True)], "none", w=12, links=detail_link("Straggler"),
               transformations=[{"id": "organize", "options": {"excludeByName": {"Time": True, "Value": True, "__name__": True, "job": True}}}]),
         timeseries("GPU time lost to stragglers, per job", "Share of each job's GPU time lost waiting on its slowest GPU (gpueff_job_peer_wait_ratio): the waiting GPUs' busy-but-idle share beyond the straggler's.",
-                   [target(f"topk(10, gpueff_job_peer_wait_ratio{s})", "{{instance}} {{job_kind}} {{job_id}}")], "percentunit", min_=0, max_=1),
+                   [target(f"topk(10, gpueff_job_peer_wait_ratio{j})", "{{instance}} {{job_kind}} {{job_id}}")], "percentunit", min_=0, max_=1),
         timeseries("Job class mix", "The selected jobs' GPUs per bottleneck class (peer_wait: waiting in collectives for a slower GPU of the job).",
-                   [target(f"sum by (class) (gpueff_job_bottleneck_gpus{s})", "{{class}}")], "none", min_=0),
+                   [target(f"sum by (class) (gpueff_job_bottleneck_gpus{j})", "{{class}}")], "none", min_=0),
         row("Slurm jobs and other holders of shared GPUs (sharing.enabled: docs/sharing.md)"),
         table("Holders: efficiency, waste, energy and cost", "Per holder of a GPU share (holder_kind slurm_job: the Slurm job id; pod: the pod UID; process: the program name) over the time range, from the exporter's fair split: efficiency (SM-active over busy GPU-seconds), busy GPU-hours, busy-but-idle GPU-hours, what that waste cost at its GPUs' price, and energy. Set the time range to a job's life for its totals. Empty without sharing.enabled.",
               holder_targets(), "none", decimals=2,

@@ -25,7 +25,9 @@ PATHS = sorted(DASHBOARD_DIR.glob("*.json"))
 GPU_VARIABLES = ("datasource", "cluster", "job", "instance", "gpu", "namespace", "pod")
 # Per-exporter series (no gpu or pod label): selected by node only.
 EXPORTER_METRICS = ("gpueff_collect_errors_total", "gpueff_collect_stale", "gpueff_snapshot_age_seconds", "gpueff_bottleneck_class_info",
-                    "gpueff_kubernetes_attribution_up", "gpueff_kubernetes_attribution_errors_total", "gpueff_exporter_build_info")
+                    "gpueff_kubernetes_attribution_up", "gpueff_kubernetes_attribution_errors_total", "gpueff_exporter_build_info",
+                    # a multi-GPU job's series: the node's, with no gpu, namespace or pod label (docs/jobs.md)
+                    "gpueff_job_gpus", "gpueff_job_efficiency_ratio", "gpueff_job_peer_wait_ratio", "gpueff_job_bottleneck_gpus")
 
 
 def test_committed_dashboards_equal_the_build():

@@ -51,8 +51,9 @@ SPIN_UUID = "GPU-replay-4-spin_1sm"
 # the daemon really does not export it.
 NOT_IN_REPLAY = ("gpueff_compute_processes", "gpueff_compute_process_memory_bytes", "gpueff_gpu_pod_info",
                  # Hardware-health series no demo trace holds (no Xid or memory-temperature readings were
-                 # recorded; the H200 recordings with health have no NVLink, fan or page retirement).
-                 "gpueff_xid_errors_total", "gpueff_memory_temperature_celsius", "gpueff_nvlink_errors_total", "gpueff_nvlink_link_active",
+                 # recorded; the H200 recordings with health have no fan, page retirement or NVLink
+                 # error counters, and only the 2-GPU job's have NVLink link states).
+                 "gpueff_xid_errors_total", "gpueff_memory_temperature_celsius", "gpueff_nvlink_errors_total",
                  "gpueff_fan_speed_ratio", "gpueff_retired_pages",
                  # The fair split of shared GPUs needs NVML's process list: none under replay (its
                  # dashboard queries are checked with promtool in test_dashboards.py).
@@ -61,11 +62,12 @@ NOT_IN_REPLAY = ("gpueff_compute_processes", "gpueff_compute_process_memory_byte
                  # Never set without a kubelet that answered once.
                  "gpueff_kubernetes_attribution_last_success_timestamp_seconds")
 # The health readings (docs/health.md) the demo replays only on the GPUs whose traces recorded them:
-# h200/idle and h200/matmul_8192, GPUs 1 and 2 (exporter/traces/README.md).
+# h200/idle and h200/matmul_8192, GPUs 1 and 2, and the 2-GPU job h200-jobs/2gpu_straggler, GPUs 18 and 19 (exporter/traces/README.md).
 RECORDED_HEALTH = ("gpueff_clock_violation_seconds_total", "gpueff_pcie_replay_errors_total", "gpueff_pcie_link_width", "gpueff_pcie_link_max_width",
                    "gpueff_pcie_link_generation", "gpueff_pcie_link_max_generation", "gpueff_encoder_utilization_ratio", "gpueff_decoder_utilization_ratio",
-                   "gpueff_performance_state", "gpueff_temperature_limit_celsius", "gpueff_ecc_errors_total", "gpueff_remapped_rows")
-HEALTH_GPUS = 'gpu=~"(1|2)"'
+                   "gpueff_performance_state", "gpueff_temperature_limit_celsius", "gpueff_ecc_errors_total", "gpueff_remapped_rows",
+                   "gpueff_nvlink_link_active")
+HEALTH_GPUS = 'gpu=~"(1|2|18|19)"'
 # The exporter joins the vLLM-like token server with GPUs 0 and 5.
 APP_GPUS = ("0", "5")
 # The token servers (tests/fakes/app_servers/server_metrics.yml) and the namespace label their scrape adds: the
@@ -499,7 +501,7 @@ def test_recording_rules_in_live_prometheus(stack):
     prom: Prometheus = stack["prometheus"]
     wait_for("the recording rules", lambda: prom.query("namespace:app_generation_tokens_per_joule:ratio_rate5m"), PATIENCE)
     (fleet,) = prom.query("job:gpueff_efficiency:ratio_rate5m")
-    # 18 replayed GPUs: copy/matmul/training efficient, spin and tiny kernels not, idle not counted.
+    # 20 replayed GPUs: copy/matmul/training efficient, spin and tiny kernels not, idle not counted.
     assert 0.3 < float(fleet["value"][1]) < 0.95
     assert prom.query("namespace:gpueff_sm_active_gpu_hours:increase1h > 0")
     (per_joule,) = prom.query("namespace:app_generation_tokens_per_joule:ratio_rate5m")
@@ -530,7 +532,7 @@ def test_dcgm_exporter_dashboard_queries_return_data_through_the_compat_rules(st
     assert len(prom.query("DCGM_FI_DEV_SM_CLOCK > 100 < 3000")) == 20
     assert len(prom.query("DCGM_FI_DEV_GPU_UTIL >= 0 <= 100")) == 20 and prom.query("DCGM_FI_DEV_GPU_UTIL > 1")
     (labelled,) = prom.query('count(DCGM_FI_DEV_GPU_TEMP{UUID!="", device=~"nvidia[0-9]+", modelName!="", Hostname="127.0.0.1", DCGM_FI_DRIVER_VERSION!=""})')
-    assert labelled["value"][1] == "18"
+    assert labelled["value"][1] == "20"
     # The alert examples' expressions run on this Prometheus's compat series (the demo trips none of them).
     for rule in yaml.safe_load(DCGM_EXPORTER_ALERTS.read_text())["groups"][0]["rules"]:
         prom.query(rule["expr"])

@@ -1,7 +1,7 @@
 """The live page in a real headless Chromium (Debian's package) against the real daemon on --demo:
 it loads, draws a chart per GPU from the demo's data, puts the GPU that wastes the most time first
 and names it, says whose each GPU is (pods from a kubelet: the gRPC fake, the only part that cannot
-exist here), filters by class, sorts as asked, fits a 1280x800 screen and a 390x844 phone at 8, 18
+exist here), filters by class, sorts as asked, fits a 1280x800 screen and a 390x844 phone at 8, 20
 and 64 GPUs, updates, and says so plainly when the daemon stops, when it is not ready and when
 JavaScript is off. GPUEFF_SCREENSHOTS=docs/images makes it save the screenshots the docs show."""
 
@@ -27,7 +27,7 @@ from exporter.trace import demo_trace_paths, load_trace
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed: tests/run.sh installs it (apt-get install chromium)")]  # e2e: Debian's chromium
 
-DEMO_GPUS = 18
+DEMO_GPUS = 20
 DESKTOP, PHONE = (1280, 800), (390, 844)
 RED, GREEN, BLUE = 0x1F, 0x9D, 0x55  # the SM activity line's colour in page.js
 HOSTILE = '<img src=x onerror="document.title=1">&amp;'
