@@ -4,11 +4,11 @@ A row says what Prometheus sees (name, type, unit, labels, HELP) and where each 
 the reading it renders (a path on a GpuState, e.g. ``sample.profiling.sm_active``), and that
 reading's sources (the GPM metric id and scale, the DCGM field id(s) and scale, the trace key) and
 the backends that give it. ``backends/nvml/gpm_metrics.py``, ``backends/dcgm/fields.py``, the trace format's keys,
-the exposition's families and the README's metrics reference all follow this table, and
+the exposition's families and the metrics reference (docs/metrics.md) all follow this table, and
 tests/test_metrics.py fails when any of them drifts from it.
 
 Adding a metric: one row here (plus, for a new profiling reading, one typed field in
-``sample.Profiling``, which the test checks), and its line in the README's metrics reference.
+``sample.Profiling``, which the test checks), and its line in the metrics reference, docs/metrics.md.
 This module is declarative: it imports nothing of the project's.
 """
 
@@ -256,7 +256,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("gpueff_efficiency_ratio", GAUGE, "ratio", "SM activity / utilization over the same window, 0..1: how much of the 'busy' time the SMs really worked. Absent when utilization is 0.", readings=_r("derived.efficiency")),
     Metric("gpueff_mismatch", GAUGE, "", "1 while the GPU is 'busy but not working' by this rule: high_util_low_sm (high utilization, low SM activity), low_efficiency (high enough utilization, low efficiency), high_util_low_work (high utilization while every math pipe, DRAM and link is below a tenth of its peak: busy, nothing near any roof, which SM activity misses when warps sit resident and issue nothing); thresholds under mismatch: in the config. Never 1 while gpueff_readings_implausible is.", labels=("rule",), readings=_r("derived.mismatch")),
     Metric("gpueff_bottleneck", GAUGE, "", "Roofline-style bottleneck class, a state set: exactly one class is 1 per GPU. Judged from the last bottleneck.window of readings; a new class must win bottleneck.hold_polls polls in a row. What to try: gpueff_bottleneck_class_info.", labels=("class",), readings=_r("derived.bottleneck")),
-    Metric("gpueff_readings_implausible", GAUGE, "", "1 while this counter-health check finds the window's profiling readings physically impossible (the README says what each check means); the GPU's class is then unknown and it raises no mismatch or busy-but-idle time.", labels=("check",), readings=_r("derived.implausible")),
+    Metric("gpueff_readings_implausible", GAUGE, "", "1 while this counter-health check finds the window's profiling readings physically impossible (docs/metrics.md says what each check means); the GPU's class is then unknown and it raises no mismatch or busy-but-idle time.", labels=("check",), readings=_r("derived.implausible")),
     Metric("gpueff_pipe_busy_flops_per_second", GAUGE, "flops_per_second", "Tensor-busy and pipe-busy FLOP/s: each math pipe's active cycles at its full dense rate at the window's SM clock (activity x the data sheet's figure for this model x SM clock / the clock that figure is quoted at; docs/peaks.md derives each pipe's clock basis). An upper bound of the work done, not a count of it: the counters count busy pipe cycles, so padded tiles (batch-1 decode GEMVs read 5-9x their FLOP) and slower instruction paths (Hopper's mma.sync: INT8 1.5-1.65x, cuDNN convolutions ~1.3x) count as full work; large GEMMs and attention read 1.0-1.12x (measured bands: docs/peaks.md). pipe=hmma_bf16_equivalent is the HMMA tensor pipe at its BF16 rate (it runs FP16, BF16, TF32 and FP8 alike: TF32 work reads twice its FLOP, FP8 half); dmma_fp64 the FP64 tensor pipe; fp64, fp32, fp16 the non-tensor pipes. The work really done: an app's own count (gpueff_app_model_flops_utilization_ratio). Absent where the pipe's activity or this model's figure is unknown.",
            labels=("pipe",), readings=tuple(Reading(f"derived.pipe_busy.{pipe}", pipe) for pipe in ("hmma_bf16_equivalent", "dmma_fp64", "fp64", "fp32", "fp16"))),
     Metric("gpueff_pipe_busy_int8_ops_per_second", GAUGE, "ops_per_second", "Tensor-busy INT8 operations per second: IMMA pipe activity x this model's dense INT8 figure x SM clock / its clock basis. An upper bound: an INT8 GEMM on Hopper's older mma.sync path (torch._int_mm's cuBLASLt kernel) does 2/3 of it. Not FLOP: not in the FLOP totals.", readings=_r("derived.pipe_busy.imma_int8")),

@@ -1,5 +1,5 @@
 """Every threshold at its boundary. Utilization is an integer percent, so a reading of exactly 80 %
-is common: these pin which side of each rule it falls on (``>=`` against ``<``), as the README says."""
+is common: these pin which side of each rule it falls on (``>=`` against ``<``), as docs/metrics.md says."""
 
 from __future__ import annotations
 

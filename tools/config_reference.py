@@ -24,8 +24,8 @@ def markdown() -> str:
     lines = [
         "# Configuration keys (generated)",
         "",
-        "Generated from the schema by `python tools/config_reference.py`; the README's configuration",
-        "reference explains the keys at more length. On SIGHUP the daemon reloads the file: a key marked",
+        "Generated from the schema by `python tools/config_reference.py`; [configuration.md](configuration.md)",
+        "explains the keys at more length. On SIGHUP the daemon reloads the file: a key marked",
         "*applied* takes effect at the next poll; a key marked **restart** is read only at start, and a",
         "reload that changes it logs `reload: <key> changed, but it is read only at start`.",
         "",

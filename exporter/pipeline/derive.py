@@ -9,7 +9,7 @@ every other figure. NVML's latest sample is kept as ``utilization_instant``. Eac
 cycles are counted at its own rate and clock (``pipe_figures``): an upper bound of its work.
 Clock and power are instant readings: with the GPU's ``Smoothing`` (exporter/pipeline/smoothing.py) the
 figures use the mean of the readings at both ends of the window. The bottleneck class is judged from a short
-time-weighted mean of recent windows, with hysteresis (exporter/pipeline/smoothing.py). Formulas are in the README.
+time-weighted mean of recent windows, with hysteresis (exporter/pipeline/smoothing.py). Formulas are in docs/metrics.md.
 """
 
 from __future__ import annotations
