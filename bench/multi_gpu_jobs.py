@@ -24,6 +24,13 @@ cost
     slow interval 2 s: where the slow rounds land), for this tree and ``--baseline``'s, and the
     daemon and nvitop-exporter at 1 s: CPU (% of a core) and RSS.
 
+slowdown
+    Does the daemon slow a training job? The ``ddp`` phase on ``--slowdown-gpus`` GPUs (one torchrun
+    job), ``--slowdown-rounds`` rounds alternating without and with the daemon (all GPUs, 1 s, scraped
+    every 15 s as Prometheus would), each for ``--phase-seconds``: every round's steps/s (the ranks'
+    mean), the medians of each side and their ratio. Beside it, the topology the daemon exports
+    (``gpueff_gpu_peer_info``, ``gpueff_gpu_peer_nvlinks``) and ``nvidia-smi topo -m``'s matrix.
+
 Writes ``DIR/summary.json`` and everything else (scrapes, traces, logs) under DIR. Needs PyTorch with
 CUDA, ``torchrun``, 4 GPUs for ``4`` and ``2x2``; NVLink multicast stays off for every child.
 
@@ -34,11 +41,14 @@ Run: python3 bench/multi_gpu_jobs.py --out DIR [--parts jobs,cost] [--layouts 4,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -360,6 +370,49 @@ def cost_part(out: Path, counts: list[int], seconds: float, baseline: Path | Non
     return rows
 
 
+def ddp_round(out: Path, name: str, gpus: int, seconds: float) -> float:
+    """One torchrun ``ddp`` job on ``gpus`` GPUs: its ranks' mean steps/s."""
+    command = [*launcher(), "--nproc-per-node", str(gpus), "--master-port", str(free_port()), __file__, "rank", str(out), name, f"{seconds:g}", "ddp"]
+    with Process(command, out / f"{name}.log", env=child_env(CUDA_VISIBLE_DEVICES=",".join(map(str, range(gpus))))) as ranks:
+        if ranks.process.wait(120 + seconds * 2) != 0:
+            raise BenchError(f"{name}: the job failed (see {out}/{name}.log)")
+    return statistics.fmean(json.loads((out / f"{name}_rank{rank}.json").read_text())[0]["steps_per_s"] for rank in range(gpus))
+
+
+def scrape_like_prometheus(port: int, done: threading.Event, topology: list[str]) -> None:
+    """Scrape every 15 s until ``done``; the first answer's topology series go into ``topology``."""
+    while not done.is_set():
+        with contextlib.suppress(OSError):
+            body = scrape(port)[1]
+            if not topology:
+                topology.extend(line for line in body.decode().splitlines() if line.startswith(("gpueff_gpu_peer_info", "gpueff_gpu_peer_nvlinks")))
+        done.wait(15)
+
+
+def slowdown_part(out: Path, gpus: int, rounds: int, seconds: float) -> dict[str, Any]:
+    port = free_port()
+    steps: dict[str, list[float]] = {"without": [], "with": []}
+    topology: list[str] = []
+    for number in range(rounds):
+        side = "with" if number % 2 else "without"
+        if side == "without":
+            steps[side].append(ddp_round(out, f"slowdown{number}_{side}", gpus, seconds))
+            continue
+        with Process(daemon(port, "1s"), out / f"slowdown{number}_daemon.log") as exporter:
+            exporter.wait_port(port)
+            done = threading.Event()
+            scraper = threading.Thread(target=scrape_like_prometheus, args=(port, done, topology), daemon=True)
+            scraper.start()
+            steps[side].append(ddp_round(out, f"slowdown{number}_{side}", gpus, seconds))
+            done.set()
+    (out / "topology_exported.txt").write_text("\n".join(topology) + "\n")
+    matrix = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, check=False).stdout
+    (out / "topology_nvidia_smi.txt").write_text(matrix)
+    without, with_daemon = statistics.median(steps["without"]), statistics.median(steps["with"])
+    return {"gpus": gpus, "seconds": seconds, "steps_per_s": steps, "median_without": without, "median_with": with_daemon,
+            "ratio_with_to_without": with_daemon / without, "topology_series": len(topology)}
+
+
 def subprocess_ok(command: list[str]) -> bool:
     import subprocess
 
@@ -408,6 +461,8 @@ def main() -> int:
     parser.add_argument("--cost-gpus", default="1,2,4")
     parser.add_argument("--cost-seconds", type=float, default=15.0)
     parser.add_argument("--baseline", type=Path, help="another tree whose NVML backend's collect is timed beside this one's")
+    parser.add_argument("--slowdown-gpus", type=int, default=2)
+    parser.add_argument("--slowdown-rounds", type=int, default=4, help="alternating without and with the daemon, without first")
     args = parser.parse_args()
     os.environ.update(child_env())
     args.out.mkdir(parents=True, exist_ok=True)
@@ -419,6 +474,8 @@ def main() -> int:
             results["jobs"] = jobs_part(args.out, args.layouts.split(","), args.phase_seconds, args.phases.split(","))
         if "cost" in args.parts:
             results["cost"] = cost_part(args.out, [int(each) for each in args.cost_gpus.split(",")], args.cost_seconds, args.baseline)
+        if "slowdown" in args.parts:
+            results["slowdown"] = slowdown_part(args.out, args.slowdown_gpus, args.slowdown_rounds, args.phase_seconds)
     except BenchError as error:
         print(f"multi_gpu_jobs.py: {error}", file=sys.stderr)
         return 2
