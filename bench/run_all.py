@@ -53,7 +53,7 @@ BENCHMARKS = (
     Benchmark("profile_poll.py", "a GPU", "process CPU with NVML open, polls under cProfile, RSS by start-up stage", "docs/selftest.md#overhead-benchmark-on-a-gpu-benchcompare_nvitoppy"),
     Benchmark("live_verdicts.py", "a GPU", "the daemon's poller on a live GPU: every poll's verdicts as JSON lines (tools/record_corpus.py --live)", "docs/selftest.md#real-workloads-on-a-real-nvidia-h100-80gb-hbm3-2026-11-25"),
     Benchmark("multi_gpu.py", "several GPUs", "NCCL collectives recorded on every GPU, the overhead at N GPUs", "docs/benchmarks.md#several-gpus"),
-    Benchmark("multi_gpu_jobs.py", "several GPUs", "multi-GPU jobs (one and two per node) beside the daemon, per GPU and per job", "docs/benchmarks.md#several-gpus"),
+    Benchmark("multi_gpu_jobs.py", "several GPUs", "multi-GPU jobs (one and two per node) beside the daemon, per GPU and per job; a DDP job's steps/s without and with the daemon", "docs/benchmarks.md#several-gpus"),
     Benchmark("issue34_live.sh", "a GPU", "the real-workload corpus with the daemon's poller beside each job (table: issue34_table.py)", "docs/benchmarks.md#several-gpus"),
 )
 NOT_BENCHMARKS = ("harness.py", "nvml_calls.py", "issue34_table.py", "run_all.py")  # shared modules and helpers
