@@ -54,7 +54,8 @@ def test_wheel_metadata_entry_point_and_data(dists: dict[str, Path]) -> None:
     assert "Programming Language :: Python :: 3.10" in metadata.get_all("Classifier")
     assert re.search(r"^gpu-efficiency-exporter = exporter\.commands\.cli:main$", entry_points, re.M), entry_points
     assert {"exporter/__init__.py", "exporter/traces/README.md"} <= names
-    assert any(name.startswith("exporter/traces/h200/") and name.endswith(".json") for name in names), "the --demo traces"
+    shipped = {str(path.relative_to(ROOT)) for folder in ("traces", "web/ui") for path in (ROOT / "exporter" / folder).rglob("*") if path.is_file()}
+    assert shipped - names == set(), "files under exporter/traces and exporter/web/ui (--demo's traces, the live page) missing from the wheel"
     assert not any(name.startswith("tests/") for name in names)
 
 
