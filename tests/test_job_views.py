@@ -38,7 +38,7 @@ def test_top_shows_the_job_and_the_gpu_it_waits_on(trace_paths) -> None:
     assert (job.kind, job.name, job.gpus, job.straggler, job.waiting) == ("trace", "ddp", (0, 1), 1, (0,))
     lines = render(Frame(("replay",), snapshot_overview(snapshot, stale=False), None, jobs=[job]), 160, None, colour=False).lines
     (line,) = [line for line in lines if line.startswith("job ")]
-    assert "job trace ddp: GPUs 0,1" in line and "compute 1, peer_wait 1" in line and "GPUs 0 wait on GPU 1" in line
+    assert "job trace ddp: GPUs 0,1" in line and "compute 1, peer_wait 1" in line and "GPU 0 waits on GPU 1" in line
     assert any(line.startswith("peer_wait (GPU 0): Speed up the GPU this one waits for") for line in lines)
     assert job_overviews(snapshot, stale=True) == []
 

@@ -256,7 +256,7 @@ def test_a_multi_gpu_job_shows_in_the_summary_with_its_straggler_one_click_away(
     with running_daemon("--replay", *map(str, paths)) as daemon, Browser(tmp_path / "profile", *DESKTOP) as browser:
         browser.navigate(daemon.url + "/")
         line = browser.wait_for("(document.querySelector('#jobs .job.straggling') || {}).textContent")
-        assert line.startswith('trace <img src=x onerror="document.title=1">: GPUs 0, 1 · ') and " wait on GPU " in line
+        assert line.startswith('trace <img src=x onerror="document.title=1">: GPUs 0, 1 · ') and " waits on GPU " in line
         assert browser.evaluate("document.querySelectorAll('img').length") == 0 and browser.evaluate("document.title") == "gpu-efficiency-exporter"
         straggler = browser.evaluate("gpueffPage.last.jobs[0].straggler")
         browser.evaluate("document.querySelector('#jobs .job.straggling a').click()")

@@ -128,7 +128,8 @@ def job_line(job: JobOverview) -> str:
     if job.nvlink_bytes_per_second is not None:
         line += f" · NVLink {_si(job.nvlink_bytes_per_second, 'B/s')}"
     if job.straggler is not None:
-        line += f" · GPUs {','.join(map(str, job.waiting))} wait on GPU {job.straggler} ({_percent(job.peer_wait)} of the job's GPU time lost)"
+        waiting = f"GPU {job.waiting[0]} waits" if len(job.waiting) == 1 else f"GPUs {','.join(map(str, job.waiting))} wait"
+        line += f" · {waiting} on GPU {job.straggler} ({_percent(job.peer_wait)} of the job's GPU time lost)"
     return line
 
 

@@ -387,7 +387,7 @@
       if (job.nvlink_bytes_per_second !== null) parts.push("NVLink " + si(job.nvlink_bytes_per_second, "B/s"));
       const line = element("li", job.straggler !== null ? "job straggling" : "job", parts.join(" · "));
       const straggler = gpus.find((gpu) => gpu.index === job.straggler);
-      if (straggler) line.append(" · GPUs " + job.waiting.join(", ") + " wait on ", gpuLink(straggler, "GPU " + job.straggler), ", losing " + percent(job.peer_wait) + " of the job's GPU time");
+      if (straggler) line.append((job.waiting.length === 1 ? " · GPU " + job.waiting[0] + " waits on " : " · GPUs " + job.waiting.join(", ") + " wait on "), gpuLink(straggler, "GPU " + job.straggler), ", losing " + percent(job.peer_wait) + " of the job's GPU time");
       return line;
     }));
   }
