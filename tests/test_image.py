@@ -20,6 +20,9 @@ import pytest
 from conftest import ROOT, free_port, http_get
 from waiting import PATIENCE
 
+from exporter import __version__
+from exporter.trace import demo_trace_paths
+
 IMAGE = os.environ.get("GPUEFF_IMAGE", "")
 DEFAULT_PODMAN = "podman --root /var/lib/containers/gpueff --runroot /run/containers/gpueff --storage-driver overlay --runtime runc"
 PODMAN = shlex.split(os.environ.get("GPUEFF_PODMAN", DEFAULT_PODMAN))
@@ -74,7 +77,7 @@ def demo() -> Iterator[Container]:
 def test_serves_metrics_page_and_readiness_through_the_published_loopback_port(demo: Container) -> None:
     status, body = http_get(f"{demo.url}/metrics")
     assert status == 200 and "gpueff_sm_active_ratio{" in body and "gpueff_exporter_build_info{" in body
-    assert f'version="{__import__("exporter").__version__}"' in body
+    assert f'version="{__version__}"' in body
     status, page = http_get(f"{demo.url}/")
     assert status == 200 and "<html" in page.lower() and "uPlot" in page
     assert http_get(f"{demo.url}/-/ready")[0] == 200
@@ -93,8 +96,8 @@ def test_runs_as_the_images_user_without_capabilities_on_a_read_only_root(demo: 
     assert written.returncode != 0 and "Read-only file system" in written.stderr
     logs = podman("logs", demo.name).stderr
     assert "Read-only file system" not in logs
-    version = __import__("exporter").__version__
-    assert f" version={version} backend=replay gpus=18 url=http://0.0.0.0:9947/metrics " in logs, "the startup line"
+    gpus = len(demo_trace_paths())
+    assert f" version={__version__} backend=replay gpus={gpus} url=http://0.0.0.0:9947/metrics " in logs, "the startup line"
 
 
 def test_top_reads_the_container_from_outside(demo: Container) -> None:
@@ -154,7 +157,7 @@ def test_installed_exactly_the_pinned_dependencies() -> None:
     pins = dict(line.split("==") for line in (ROOT / "deploy" / "image" / "constraints.txt").read_text().splitlines() if line and not line.startswith("#"))
     result = in_image("/opt/exporter/bin/python", "-c", "import importlib.metadata as m, json; print(json.dumps({d.metadata['Name'].lower().replace('_', '-'): d.version for d in m.distributions()}))")
     installed = json.loads(result.stdout)
-    assert installed.pop("gpu-efficiency-exporter") == __import__("exporter").__version__
+    assert installed.pop("gpu-efficiency-exporter") == __version__
     assert installed == {name: version for name, version in pins.items() if name != "pip"}
 
 
@@ -166,7 +169,7 @@ def test_the_licence_and_notices_are_in_the_image() -> None:
 
 def test_labels_carry_version_revision_and_licence() -> None:
     labels = json.loads(podman("image", "inspect", "--format", "{{json .Labels}}", IMAGE).stdout)
-    assert labels["org.opencontainers.image.version"] == __import__("exporter").__version__
+    assert labels["org.opencontainers.image.version"] == __version__
     assert labels["org.opencontainers.image.licenses"] == "Apache-2.0"
     assert labels["org.opencontainers.image.revision"] != ""
 
