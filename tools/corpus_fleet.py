@@ -33,6 +33,20 @@ def step_flop(torch: Any, run_once: Callable[[], Any]) -> float:
     return float(counter.get_total_flops())
 
 
+def capture_cuda_graph(torch: Any, run_once: Callable[[], Any]) -> tuple[Any, Any]:
+    """Warm `run_once` up on a side stream, then capture it into one CUDA graph: (graph, its outputs)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            run_once()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outputs = run_once()
+    return graph, outputs
+
+
 def resnet_training(torch: Any, record: Record, wanted: Callable[[str], bool], say: Callable[[str], None]) -> None:
     import torchvision
 

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from corpus_fleet import Record, step_flop
+from corpus_fleet import Record, capture_cuda_graph, step_flop
 
 SKINNY_N, SKINNY_BATCH = 8192, 8
 LSTM_HIDDEN, LSTM_STEPS = 1024, 64
@@ -114,15 +114,7 @@ def lstm_graph(torch: Any, record: Record, wanted: Callable[[str], bool], say: C
         return state
 
     with torch.inference_mode():
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(3):
-                unrolled()
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            unrolled()
+        graph, _ = capture_cuda_graph(torch, unrolled)
     flop = 2.0 * 4 * hidden * hidden * 2 * LSTM_STEPS  # input and hidden projections, 4 gates
     replays = 50
     for _ in range(5):

@@ -40,6 +40,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from corpus_fleet import GROUPS as FLEET_GROUPS  # noqa: E402  (tools/, the script's own folder)
+from corpus_fleet import capture_cuda_graph  # noqa: E402
 from corpus_issue34 import GROUPS as ISSUE34_GROUPS  # noqa: E402
 
 from exporter.commands.record import format_trace  # noqa: E402
@@ -206,15 +207,7 @@ def graph_decode(torch: Any, out: Path, duration: float, interval: float) -> Non
             h = h + (torch.nn.functional.silu(gate) * up) @ wdown
         return h
 
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            forward()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        result = forward()
+    graph, result = capture_cuda_graph(torch, forward)
     for _ in range(10):
         graph.replay()
     torch.cuda.synchronize()
