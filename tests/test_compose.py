@@ -10,7 +10,6 @@ import contextlib
 import json
 import shutil
 import subprocess
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,7 +20,7 @@ import yaml
 from conftest import ROOT, free_port, running_daemon
 from grafana_provisioning import DASHBOARD_PROVIDERS, DATASOURCES, problems
 from jsonschema import Draft7Validator
-from waiting import PATIENCE
+from waiting import PATIENCE, wait_until
 
 pytestmark = pytest.mark.e2e  # Debian's Prometheus and Alertmanager
 
@@ -127,15 +126,9 @@ def get_json(url: str) -> Any:
         return json.loads(response.read())
 
 
-def wait_for(what: str, check: Callable[[], Any], timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        with contextlib.suppress(OSError, ValueError, KeyError, IndexError):
-            if result := check():
-                return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.25)
+def wait_for(what: str, check: Callable[[], Any], timeout: float, interval: float = 0.25) -> Any:
+    """wait_until, with a server that is not up yet (refused, half an answer) counting as not yet."""
+    return wait_until(check, what, timeout, interval, ignoring=(OSError, ValueError, KeyError, IndexError))
 
 
 @contextlib.contextmanager

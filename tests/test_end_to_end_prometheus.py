@@ -30,7 +30,7 @@ import grafana_queries
 import pytest
 import yaml
 from conftest import ROOT, free_port, http_get, running_daemon
-from waiting import PATIENCE
+from waiting import PATIENCE, wait_until
 
 from exporter.taxonomy import WHAT_TO_TRY
 
@@ -84,15 +84,8 @@ def binary(*names: str) -> str:
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float, interval: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        with contextlib.suppress(OSError, ValueError, KeyError):
-            result = check()
-            if result:
-                return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
+    """wait_until, with a server that is not up yet (refused, half an answer) counting as not yet."""
+    return wait_until(check, what, timeout, interval, ignoring=(OSError, ValueError, KeyError))
 
 
 class Process:

@@ -7,6 +7,7 @@ in bench/ scripts that print figures.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -18,14 +19,16 @@ _T = TypeVar("_T")
 PATIENCE = float(os.environ.get("GPUEFF_TEST_PATIENCE", "120"))
 
 
-def wait_until(check: Callable[[], _T], what: str, timeout: float = PATIENCE, interval: float = 0.05) -> _T:
+def wait_until(check: Callable[[], _T], what: str, timeout: float = PATIENCE, interval: float = 0.05, ignoring: tuple[type[Exception], ...] = ()) -> _T:
     """Call ``check`` until it returns something true, and return that; AssertionError naming
-    ``what`` after ``timeout`` seconds."""
+    ``what`` after ``timeout`` seconds. Exceptions of the ``ignoring`` types count as not yet
+    (a server still starting refuses connections or answers half a page)."""
     deadline = time.monotonic() + timeout
     while True:
-        found = check()
-        if found:
-            return found
+        with contextlib.suppress(*ignoring):
+            found = check()
+            if found:
+                return found
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up after {timeout:g} s waiting for {what}")
         time.sleep(interval)
