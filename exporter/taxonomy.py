@@ -8,8 +8,11 @@ between cards, and the recorded jobs that show it):
 - a link (PCIe, NVLink) moving data at ``communication_link`` of its peak or more while most SMs
   have nothing to run is the limit, whatever the other readings say: checked first, so a transfer
   the graphics engine does not see is never called idle.
-- ``idle`` only where no kernel ran (SM activity exactly 0) and no engine was busy: a job that runs
-  kernels rarely is starved (``host``) on every card, however fast the card makes its kernels.
+- ``idle`` only where it is known that no kernel ran (SM activity, or the engine's, exactly 0 over a
+  profiling window) and no engine was busy: a job that runs kernels rarely is starved (``host``) on
+  every card, however fast the card makes its kernels. Utilization 0 with no such reading (no
+  profiling, or the first poll, before any window) is ``unknown``: its whole-percent driver samples
+  read 0 beside short kernels.
 - ``host``: the GPU had nothing queued for a share of the window (1 - utilization) that is at
   least ``1 - host_utilization`` and at least what the kernels could save by reaching their
   practical roofs (Amdahl: the larger lever is the feeder). Busy with the compute engine idle means
@@ -191,8 +194,12 @@ def classify(activity: Activity, limits: BottleneckThresholds) -> str:
     busy = activity.busy
     if busy is None:
         return "unknown"
-    if busy < limits.idle_utilization and not kernels_ran(activity):
-        return "idle"
+    if busy < limits.idle_utilization:
+        ran = kernels_ran(activity)
+        if ran is False:
+            return "idle"
+        if ran is None and busy == 0:
+            return "unknown"  # nothing says whether a kernel ran: utilization's whole-percent samples miss short kernels
     if host_bound(activity, busy, limits):
         return "host"
     engine = activity.engine if activity.engine is not None else activity.engine_bound

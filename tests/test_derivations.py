@@ -236,8 +236,17 @@ def test_unknown_when_busy_without_profiling():
 
 
 def test_without_profiling_the_coarse_classes_still_work():
-    assert derive(synthetic(0.0), Config()).bottleneck == "idle"
+    assert derive(synthetic(0.03), Config()).bottleneck == "host"  # an engine had work: a starved job, not an idle GPU
     assert derive(synthetic(0.5), Config()).bottleneck == "host"
+
+
+def test_idle_only_where_a_window_says_no_kernel_ran():
+    """Utilization's whole-percent driver samples read 0 beside short kernels: only SM activity (or
+    the engine's) of exactly 0 says no kernel ran."""
+    assert derive(synthetic(0.0), Config()).bottleneck == "unknown"
+    assert derive(synthetic(0.0, sm_active=0.0), Config()).bottleneck == "idle"
+    assert derive(synthetic(None, graphics_active=0.0), Config()).bottleneck == "idle"
+    assert derive(synthetic(0.0, sm_active=0.0001), Config()).bottleneck == "host"
 
 
 def test_unknown_without_any_busy_figure():

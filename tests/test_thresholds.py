@@ -47,7 +47,8 @@ def busy(utilization: int, **readings: float) -> str:
 
 
 def test_idle_and_host_at_their_boundaries():
-    assert busy(4) == "idle" and busy(5) == "host"  # without profiling: idle below 5 %, not at it
+    assert busy(0) == "unknown" and busy(1) == "host"  # without profiling nothing says no kernel ran; any engine work says it had work
+    assert busy(4, sm_active=0.0) == "idle" and busy(5, sm_active=0.0) == "host"  # copy engines alone: idle below 5 %, not at it
     assert busy(4, sm_active=0.0) == "idle" and busy(4, sm_active=0.00001) == "host"  # a kernel ran: starved, not idle
     assert busy(0, sm_active=0.0001) == "host"  # kernels too short for the driver's samples are kernels
     assert busy(79, sm_active=0.75, pipes=0.75) == "host" and busy(80, sm_active=0.75, pipes=0.75) == "compute"  # host below 80 %

@@ -185,6 +185,23 @@ def test_the_first_real_verdict_after_the_priming_poll_needs_no_hold():
     assert state(window(2.0, **MATMUL), Config()).bottleneck == "compute"
 
 
+def test_the_first_poll_with_utilization_0_and_no_window_is_unknown_not_idle():
+    """The driver's latest sample reads 0 beside a starved job's short kernels: without a window of SM activity, no verdict."""
+    state = Stepper()
+    assert state(window(1.0, utilization=0.0, seconds=None), Config()).bottleneck == "unknown"
+    starved = {"sm_active": 0.02, "sm_occupancy": 0.01, "tensor_active": 0.004, "dram_active": 0.008}
+    assert state(window(2.0, utilization=0.03, **starved), Config()).bottleneck == "host"
+
+
+def test_idle_gives_way_without_a_hold_once_a_kernel_runs():
+    """``idle`` is a fact, no kernel ran: the first window that shows one ends it (a job starting
+    on an idle GPU), where any other change waits for ``hold_polls``."""
+    state = Stepper()
+    assert [state(window(float(t), utilization=0.0, **IDLE), Config()).bottleneck for t in range(1, 4)] == ["idle"] * 3
+    starved = {"sm_active": 0.02, "sm_occupancy": 0.01, "tensor_active": 0.004, "dram_active": 0.008}
+    assert state(window(4.0, utilization=0.03, **starved), Config()).bottleneck == "host"
+
+
 def test_a_step_is_a_pure_function_of_the_sample_and_the_previous_state():
     first = step(window(1.0, clock=1980, **MATMUL), Config(), Smoothing())[1]
     again = [step(window(2.0, clock=1380, **IDLE, utilization=0.0), Config(), first) for _ in range(2)]

@@ -10,7 +10,8 @@ Immutable: each poll makes the next state from the previous one (``judge``).
   chosen with any one reading moved by ``bottleneck.margin`` (a band around every threshold): a
   job sitting on a threshold keeps one verdict, and a duty-cycled or data-starved job whose
   windows swing between busy and idle reads ``host`` steadily instead of flapping. Leaving
-  ``unknown`` (the first poll has no profiling window yet) needs no hold.
+  ``unknown`` (the first poll has no profiling window yet) needs no hold, nor leaving ``idle`` once
+  the readings show a kernel ran: ``idle`` is a fact (no kernel ran), and then no longer true.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from exporter.taxonomy import (
     activity_values,
     classes_within_margin,
     classify,
+    kernels_ran,
 )
 
 WINDOW_START_TOLERANCE = 0.05  # seconds between the previous reading and the start of this window
@@ -62,6 +64,7 @@ class Smoothing:
         if seconds is None:  # no profiling window (NVML only): the time since the previous poll
             seconds = sample.timestamp - self.previous.timestamp if self.previous is not None else 0.0
         lengths, weights, products = self.seconds, self.weights, self.products
+        ran: bool | None = None
         if flagged:
             candidate = "unknown"
         else:
@@ -71,11 +74,11 @@ class Smoothing:
             weights = tuple((0.0 if value is None else seconds, *column[:older]) for value, column in zip(readings, weights, strict=True))
             products = tuple((0.0 if value is None else seconds * value, *column[:older]) for value, column in zip(readings, products, strict=True))
             mean = Activity(*map(weighted_mean, products, weights)) if older else window
-            candidate = classify(mean, limits)
+            candidate, ran = classify(mean, limits), kernels_ran(mean)
             if candidate != self.reported and self.reported is not None and self.reported in classes_within_margin(mean, limits, limits.margin):
                 candidate = self.reported  # the readings sit on a threshold's edge: the verdict in place stands
         reported, challenger, wins = self.reported, self.challenger, self.wins
-        if reported in (None, "unknown") or candidate == reported:  # a first verdict needs no hold
+        if reported in (None, "unknown") or candidate == reported or (reported == "idle" and ran):  # a first verdict, or kernels ran under "idle": no hold
             reported, challenger, wins = candidate, None, 0
         elif candidate == challenger:
             wins += 1
