@@ -66,6 +66,8 @@ def main() -> int:
                     "pcie_tx_gbps": None if readings.get("pcie_tx_bytes_per_second") is None else readings["pcie_tx_bytes_per_second"] / 1e9,
                     "tflops": None if derived.busy_flops is None else derived.busy_flops / 1e12,
                     **{f"{pipe}_t": None if (value := getattr(derived.pipe_busy, pipe)) is None else value / 1e12 for pipe in ("hmma_bf16_equivalent", "dmma_fp64", "imma_int8", "fp64", "fp32", "fp16")},
+                    "estimated_t": None if derived.estimated_flops is None else derived.estimated_flops / 1e12,
+                    "estimated_int8_t": None if derived.estimated_int8_ops is None else derived.estimated_int8_ops / 1e12,
                     "tbps": None if derived.dram_bytes_per_second is None else derived.dram_bytes_per_second / 1e12,
                     "mismatch": [rule for rule, fired in derived.mismatch.items() if fired],
                     "implausible": [check for check, fired in derived.implausible.items() if fired],

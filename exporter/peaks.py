@@ -61,6 +61,7 @@ class Peak:
     sm_count: int | None = None
     source: str = field(default="", compare=False)
     clock_basis_mhz: tuple[tuple[str, float], ...] = ()  # (Peak field, the SM clock its figure is quoted at)
+    sync_mma_share: float | None = None  # Rates.sync_mma_share of the model's architecture; None where unknown
 
     def basis_mhz(self, peak_field: str) -> float | None:
         """The SM clock the figure in ``peak_field`` is quoted at; None where it could not be derived."""
@@ -82,6 +83,11 @@ class Rates:
     fp32: int
     fp16: int | None
     source: str
+    # The work a busy tensor-pipe cycle does on the warp-synchronous mma.sync path, as a share of the
+    # data sheet's rate: 1 where the data sheet quotes mma.sync (Volta to Ada); Hopper quotes the
+    # asynchronous wgmma, and mma.sync kernels (torch._int_mm's cuBLASLt INT8 GEMM) yield 2/3 of it per
+    # busy cycle, measured on the H100 and H200 (docs/peaks.md); None where not measured (Blackwell).
+    sync_mma_share: float | None = 1.0
 
 
 VOLTA = Rates("Volta", 1024, None, None, None, None, 64, 128, 256, "Volta whitepaper: 8 tensor cores x 64 FP16 FMA per SM, 64 FP32 and 32 FP64 lanes")
@@ -90,8 +96,10 @@ AMPERE_GA100 = Rates("Ampere GA100", 2048, None, 1024, 4096, 128, 64, 128, 512, 
 AMPERE_GA10X = Rates("Ampere GA10x", 1024, None, 512, 2048, None, None, 256, 256, "GA102 whitepaper: 4 tensor cores x 128 FP16 FMA per SM (full rate with FP32 accumulate on data-centre parts), 128 FP32 lanes")
 ADA = Rates("Ada", 1024, 2048, 512, 2048, None, None, 256, 256, "Ada whitepaper: 4 tensor cores x 128 FP16 FMA per SM with FP32 accumulate, FP8 and INT8 twice that, 128 FP32 lanes")
 ADA_HALF = Rates("Ada, half-rate accumulate", 512, 1024, 256, 1024, None, None, 256, 256, "Ada at half-rate FP32 accumulate: the L40 data sheet's every tensor figure is half the L40S's at the same clock")
-HOPPER = Rates("Hopper GH100", 4096, 8192, 2048, 8192, 256, 128, 256, 512, "H100 whitepaper: 4 tensor cores x 512 FP16 FMA per SM (wgmma), FP8 and INT8 twice that, 128 FP32 and 64 FP64 lanes")
-BLACKWELL = Rates("Blackwell B200", 8192, 16384, 4096, 16384, 128, 128, 256, None, "twice Hopper's dense tensor rate per SM: the only power of two that puts each basis under the B200's boost clock (NVIDIA publishes no per-SM rate)")
+HOPPER = Rates("Hopper GH100", 4096, 8192, 2048, 8192, 256, 128, 256, 512, "H100 whitepaper: 4 tensor cores x 512 FP16 FMA per SM (wgmma), FP8 and INT8 twice that, 128 FP32 and 64 FP64 lanes",
+                2 / 3)
+BLACKWELL = Rates("Blackwell B200", 8192, 16384, 4096, 16384, 128, 128, 256, None, "twice Hopper's dense tensor rate per SM: the only power of two that puts each basis under the B200's boost clock (NVIDIA publishes no per-SM rate)",
+                      None)
 ARCHITECTURES = (VOLTA, TURING, AMPERE_GA100, AMPERE_GA10X, ADA, ADA_HALF, HOPPER, BLACKWELL)
 
 
@@ -141,6 +149,7 @@ class Spec:
             sm_count=self.sms,
             source=self.source,
             clock_basis_mhz=tuple((field, mhz) for pipe, field in SPEC_PIPES if (mhz := self.basis_mhz(pipe)) is not None),
+            sync_mma_share=self.rates.sync_mma_share if self.rates is not None else None,
         )
 
 

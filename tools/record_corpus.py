@@ -119,12 +119,13 @@ def record_while(name: str, description: str, step: Callable[[Work], None], out:
         verdicts = [json.loads(line) for line in verdicts_path.read_text().splitlines()]
         classes = [each.get("class") for each in verdicts]
         summary = {"workload": name, "polls": len(verdicts), "classes": {c: classes.count(c) for c in set(classes)}, "truth_tflops": round(flops / 1e12, 3), "truth_tbps": round(bps / 1e12, 4), "truth_keys": list(truth_keys)}
-        for key in ("util", "util_instant", "engine", "sm", "occupancy", "tensor", "dram", "pcie_rx_gbps", "pcie_tx_gbps", "tflops", "hmma_bf16_equivalent_t", "dmma_fp64_t", "imma_int8_t", "fp32_t", "tbps"):
+        for key in ("util", "util_instant", "engine", "sm", "occupancy", "tensor", "dram", "pcie_rx_gbps", "pcie_tx_gbps", "tflops", "hmma_bf16_equivalent_t", "dmma_fp64_t", "imma_int8_t", "fp32_t", "estimated_t", "estimated_int8_t", "tbps"):
             values = [each[key] for each in verdicts[1:] if each.get(key) is not None]
             summary[key] = round(sum(values) / len(values), 4) if values else None
         mismatches = [rule for each in verdicts[1:] for rule in each.get("mismatch", [])]
         summary["mismatch_polls"] = {rule: mismatches.count(rule) for rule in set(mismatches)}
         summary["implausible_polls"] = sum(bool(each.get("implausible")) for each in verdicts)
+        summary["estimate_polls"] = sum(each.get("estimated_t") is not None or each.get("estimated_int8_t") is not None for each in verdicts[1:])
         if extra_truth is not None:
             summary.update(extra_truth())
         say(f"LIVE {json.dumps(summary)}")
