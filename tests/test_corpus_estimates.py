@@ -4,6 +4,8 @@ poller at 1 s. Busy FLOP/s are an upper bound of the work with a measured band p
 
 from __future__ import annotations
 
+import functools
+import json
 import statistics
 from pathlib import Path
 
@@ -19,6 +21,20 @@ from exporter.trace import load_trace
 
 # The H200 device run of issue 34 (recorded 2026-11-28, the jobs' own counts in each trace's truth)
 H200_LIVE = Path(__file__).resolve().parent.parent / "docs" / "real-gpu" / "2026-11-28-h200" / "issue34"
+REAL_GPU = Path(__file__).resolve().parent.parent / "docs" / "real-gpu"
+
+
+def counted(path: Path) -> bool:
+    """A recorded trace whose job counted its own FLOP or INT8 ops."""
+    head = json.loads(path.read_text())
+    return isinstance(head, dict) and head.get("format") == "gpu-trace/1" and bool({"tflops", "tops"} & set(head.get("truth") or {}))
+
+
+# Every trace in the repository with the job's own count: the shipped corpus and the device runs.
+COUNTED = sorted(path for path in (*TRACES.glob("*/*.json"), *REAL_GPU.rglob("*.json")) if counted(path))
+# The one job above 1.3x: the HMMA pipe reads the same busy at TF32 and BF16, and no counter says
+# which ran, so TF32 work counts twice its FLOP (docs/peaks.md).
+TF32 = {"h100-fleet/matmul_tf32_8192"}
 
 
 def mean(name: str, figure) -> float:
@@ -135,3 +151,56 @@ def test_no_pipe_claims_more_than_it_does_at_the_max_clock(name):
             ceiling = figure * 1980 / (derived.peak.basis_mhz(peak_field) or 1980) if figure else None
             assert work is None or work <= ceiling * 1.0001, (name, pipe, work, ceiling)
     assert BUILTIN_PEAKS["NVIDIA H100 80GB HBM3"].basis_mhz("tensor_flops") == pytest.approx(1830, abs=1)
+
+
+@functools.cache
+def estimate_over_count(path: Path) -> tuple[float | None, float, int, int]:
+    """One replay at 1 s: (the estimate's mean over the polls that have one / the job's own count, the
+    busy figure's mean / the count, polls with an estimate, polls), the first poll left out."""
+    trace, clock = load_trace(path), Clock()
+    backend = ReplayBackend([trace], clock=clock)
+    poller = Poller(backend, Config(collect_interval=1.0), clock=clock)
+    poller._devices = backend.start()
+    ops = "tops" in trace.truth
+    count = trace.truth["tops" if ops else "tflops"] * 1e12
+    estimates, busy = [], []
+    for _ in range(round(trace.loop_seconds)):
+        clock.now += 1.0
+        derived = poller.poll_once().gpus[0].derived
+        estimates.append(derived.estimated_int8_ops if ops else derived.estimated_flops)
+        busy.append(derived.pipe_busy.imma_int8 if ops else derived.busy_flops)
+    given = [value for value in estimates[1:] if value is not None]
+    return (statistics.mean(given) / count if given else None, statistics.mean(value for value in busy[1:] if value is not None) / count, len(given), len(estimates) - 1)
+
+
+def label(path: Path) -> str:
+    return str(path.relative_to(TRACES if path.is_relative_to(TRACES) else REAL_GPU))[:-5]
+
+
+@pytest.mark.parametrize("path", COUNTED, ids=label)
+def test_no_point_estimate_above_1_3x_the_jobs_own_count(path):
+    """issue 34: on every job with its own count, recorded or live, the estimate is at most 1.3x the
+    work done, or withheld; the ratio per job is printed (pytest -s) and tabled in docs/peaks.md."""
+    ratio, busy, given, polls = estimate_over_count(path)
+    print(f"{label(path)}: busy {busy:.2f}x, estimate {'withheld' if ratio is None else f'{ratio:.2f}x'} on {given}/{polls} polls")
+    if label(path) in TF32:
+        assert ratio == pytest.approx(2.0, abs=0.05)
+    else:
+        assert ratio is None or ratio <= 1.3, (label(path), ratio)
+    assert given in (0, polls)  # one verdict per job: the estimate does not come and go
+
+
+@pytest.mark.parametrize(("name", "low", "high"), [
+    ("h100/matmul_8192", 0.95, 1.15), ("h200/matmul_8192", 0.95, 1.15), ("h100-fleet/matmul_fp64_8192", 0.95, 1.15),
+    ("h200-live/llama_prefill", 0.95, 1.15), ("h100-fleet/sdpa_train_bf16", 0.95, 1.15), ("h100/llama_train", 0.95, 1.15),
+    ("h100-fleet/resnet50_train_fp32", 0.95, 1.15), ("h100-fleet/matmul_int8_8192", 0.95, 1.15)])
+def test_the_jobs_bound_by_their_math_keep_an_estimate_within_15_percent(name, low, high):
+    ratio, _, _, _ = estimate_over_count(TRACES / f"{name}.json")
+    assert ratio is not None and low <= ratio <= high, (name, ratio)
+
+
+@pytest.mark.parametrize("name", ["h100/graph_decode_b1", "h100/llama_generate_b1", "h200-live/lstm_graph_b1", "h200-live/resnet18_starved",
+                                  "h200-live/resnet50_train_bf16", "h100-fleet/resnet50_train_bf16"])
+def test_where_busy_cycles_overstate_the_work_no_estimate_is_given(name):
+    ratio, busy, _, _ = estimate_over_count(TRACES / f"{name}.json")
+    assert busy > 1.3 and ratio is None

@@ -409,3 +409,33 @@ def test_busy_with_nothing_near_any_roof_is_flagged_though_sm_activity_is_high()
     assert derived.bottleneck == "mixed"
     working = derive(dataclasses.replace(lstm, profiling=dataclasses.replace(lstm.profiling, fp32_active=0.12)), Config())
     assert working.mismatch["high_util_low_work"] is False  # a math pipe at a tenth of its roof is work
+
+
+def test_a_point_estimate_only_where_the_pipe_carrying_the_work_is_busy_a_quarter_of_the_active_cycles():
+    """Both readings are shares of cycles: the same test on every card. A GEMM's tensor pipe at 0.9 of
+    0.95 active: the busy figure is the estimate; a skinny GEMV's at 0.03 of 0.8: withheld."""
+    gemm = derive(synthetic(1.0, sm_active=0.95, tensor_active=0.9, tensor_hmma_active=0.9, fp32_active=0.0), Config())
+    assert gemm.estimated_flops == gemm.busy_flops and gemm.busy_flops
+    skinny = derive(synthetic(1.0, sm_active=0.8, tensor_active=0.03, tensor_hmma_active=0.03, fp32_active=0.0, dram_active=0.8), Config())
+    assert skinny.busy_flops and skinny.estimated_flops is None
+    # the pipe carrying most busy FLOP decides: FP32 at 0.3 of 0.9 active beside a tensor trickle
+    fp32_conv = derive(synthetic(1.0, sm_active=0.9, tensor_active=0.003, tensor_hmma_active=0.003, fp32_active=0.3), Config())
+    assert fp32_conv.estimated_flops == fp32_conv.busy_flops
+    # a tensor pipe at 0.2 carries more busy FLOP than FP32 at 0.3: it decides, and withholds
+    assert derive(synthetic(1.0, sm_active=0.9, tensor_active=0.2, tensor_hmma_active=0.2, fp32_active=0.3), Config()).estimated_flops is None
+    assert derive(synthetic(1.0, sm_active=0.0, tensor_active=0.0, tensor_hmma_active=0.0), Config()).estimated_flops is None
+
+
+def test_int8_is_estimated_at_the_mma_sync_rate_and_only_where_that_rate_is_measured():
+    int8 = derive(synthetic(1.0, sm_active=0.95, tensor_active=0.74, tensor_imma_active=0.74), Config())
+    assert int8.estimated_int8_ops == pytest.approx(int8.pipe_busy.imma_int8 * 2 / 3)  # Hopper: 2/3 of the wgmma figure
+    assert int8.estimated_flops is None  # INT8 ops are not FLOP
+    blackwell = dataclasses.replace(synthetic(1.0, sm_active=0.95, tensor_active=0.74, tensor_imma_active=0.74), device=dataclasses.replace(H200, name="NVIDIA B200", sm_count=148))
+    assert derive(blackwell, Config()).pipe_busy.imma_int8 and derive(blackwell, Config()).estimated_int8_ops is None
+    ampere = dataclasses.replace(synthetic(1.0, sm_active=0.95, tensor_active=0.74, tensor_imma_active=0.74), device=dataclasses.replace(H200, name="NVIDIA A100-SXM4-80GB", sm_count=108))
+    assert derive(ampere, Config()).estimated_int8_ops == pytest.approx(derive(ampere, Config()).pipe_busy.imma_int8)  # the data sheet quotes mma.sync
+
+
+def test_no_point_estimate_while_the_counters_are_implausible():
+    derived = derive(synthetic(1.0, sm_active=0.95, tensor_active=0.9, tensor_hmma_active=0.9, sm_occupancy=0.0001, graphics_active=0.01), Config())
+    assert derived.counters_implausible and derived.estimated_flops is None
