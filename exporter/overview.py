@@ -48,6 +48,7 @@ class GpuOverview:
     peak_dram_bytes_per_second: float | None
     power_watts: float | None
     busy_flop_per_joule: float | None  # every floating-point pipe's busy work per joule: an upper bound
+    estimated_flops: float | None  # the FLOP/s done where the counters support a point estimate (gpueff_estimated_flops_per_second)
     memory_used_bytes: float | None
     memory_total_bytes: float | None
     busy_idle_sm_seconds: float | None  # ∫ max(0, utilization − SM activity) dt since the exporter started
@@ -73,6 +74,8 @@ class FleetOverview:
     classes: dict[str, int]  # GPUs up per bottleneck class
     tensor_flops: float | None  # summed estimates
     peak_tensor_flops: float | None  # summed peaks of the GPUs with an estimate
+    estimated_flops: float | None  # the point estimates summed over the GPUs that have one
+    estimated_gpus: int  # how many GPUs up have one
     power_watts: float | None
     busy_idle_sm_seconds: float | None
 
@@ -117,6 +120,7 @@ def fleet(gpus: Iterable[GpuOverview]) -> FleetOverview:
     busy = sum(util for util, _ in pairs)
     estimated = [gpu for gpu in up if gpu.tensor_flops is not None and gpu.peak_tensor_flops]
     power = _present(gpu.power_watts for gpu in up)
+    work = _present(gpu.estimated_flops for gpu in up)
     waste = _present(gpu.busy_idle_sm_seconds for gpu in listed)
     return FleetOverview(
         gpus=len(listed),
@@ -128,6 +132,8 @@ def fleet(gpus: Iterable[GpuOverview]) -> FleetOverview:
         classes=dict(Counter(gpu.bottleneck for gpu in up if gpu.bottleneck is not None)),
         tensor_flops=sum(gpu.tensor_flops or 0.0 for gpu in estimated) if estimated else None,
         peak_tensor_flops=sum(gpu.peak_tensor_flops or 0.0 for gpu in estimated) if estimated else None,
+        estimated_flops=sum(work) if work else None,
+        estimated_gpus=len(work),
         power_watts=sum(power) if power else None,
         busy_idle_sm_seconds=sum(waste) if waste else None,
     )
@@ -158,6 +164,7 @@ def gpu_overview(state: GpuState, stale: bool, apps: tuple[AppFigures, ...] = ()
         peak_dram_bytes_per_second=peak.dram_bytes_per_second if peak else None,
         power_watts=sample.power_watts if up else None,
         busy_flop_per_joule=live.busy_flop_per_joule if live else None,
+        estimated_flops=live.estimated_flops if live else None,
         memory_used_bytes=sample.memory_used_bytes if up else None,
         memory_total_bytes=sample.memory_total_bytes if up else None,
         busy_idle_sm_seconds=state.totals.busy_idle_sm_seconds,

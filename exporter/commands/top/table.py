@@ -243,6 +243,8 @@ def render(frame: Frame, width: int, height: int | None, colour: bool, view: Vie
     ]
     if summary.tensor_flops is not None:
         parts.append(f"tensor-busy {_si(summary.tensor_flops, 'FLOP/s')} of {_si(summary.peak_tensor_flops, 'FLOP/s')}")
+    if summary.estimated_flops is not None:
+        parts.append(f"work est. {_si(summary.estimated_flops, 'FLOP/s')} ({summary.estimated_gpus} of {summary.up})")
     if summary.power_watts is not None:
         parts.append(_si(summary.power_watts, "W"))
     lines.extend(_wrap_parts(parts, width))

@@ -246,7 +246,7 @@
     held.misc.replaceChildren(
       element("span", "key gap", "busy while SMs idle"),
       " " + duration(gpu.waste) + " in the last " + windowText() + ", " + duration(gpu.busy_idle_sm_seconds) + " since start · power " + si(gpu.power_watts, "W") +
-        " · busy " + si(gpu.busy_flop_per_joule, "FLOP/J") + " · memory " + memory,
+        " · busy " + si(gpu.busy_flop_per_joule, "FLOP/J") + (gpu.estimated_flops === null ? "" : " · work est. " + si(gpu.estimated_flops, "FLOP/s")) + " · memory " + memory,
     );
     held.apps.replaceChildren(...gpu.apps.map((app) => {
       const line = element("div");
@@ -321,6 +321,7 @@
       "efficiency " + fixed(fleet.efficiency, 2),
     ];
     if (fleet.tensor_flops !== null) parts.push("tensor-busy " + si(fleet.tensor_flops, "FLOP/s") + " of " + si(fleet.peak_tensor_flops, "FLOP/s"));
+    if (fleet.estimated_flops !== null) parts.push("work est. " + si(fleet.estimated_flops, "FLOP/s") + " (" + fleet.estimated_gpus + " of " + fleet.up + ")");
     if (fleet.power_watts !== null) parts.push("power " + si(fleet.power_watts, "W"));
     if (fleet.busy_idle_sm_seconds !== null) parts.push("busy while SMs idle " + duration(fleet.busy_idle_sm_seconds) + " of GPU time since start");
     byId("fleet").textContent = parts.join(" · ");
