@@ -6,7 +6,8 @@ call answers the driver's latest ~200 ms sample, not a window mean, so the windo
 the mean of the driver's own samples taken inside the window (``GpuSample.gpu_utilization_window``,
 nvmlDeviceGetSamples): nvidia-smi's quantity, copy-engine work included, over the same window as
 every other figure. NVML's latest sample is kept as ``utilization_instant``. Each math pipe's busy
-cycles are counted at its own rate and clock (``pipe_figures``): an upper bound of its work.
+cycles are counted at its own rate and clock (``pipe_figures``): an upper bound of its work; a
+point estimate of the work is given only where the counters support one (``estimated_work``).
 Clock and power are instant readings: with the GPU's ``Smoothing`` (exporter/pipeline/smoothing.py) the
 figures use the mean of the readings at both ends of the window. The bottleneck class is judged from a short
 time-weighted mean of recent windows, with hysteresis (exporter/pipeline/smoothing.py). Formulas are in docs/metrics.md.
@@ -233,7 +234,7 @@ def carries_work(activity: float | None, sm_active: float | None) -> bool:
     SMs hold warps: large GEMMs 0.97, attention 0.65, transformer training 0.38, FP32 convolutions
     0.31. Where the pipe is busy for under a quarter of them, its instructions come from kernels
     bound elsewhere (skinny and padded GEMVs 0.03-0.04, a batch-1 recurrent cell 0.05, cuDNN's bf16
-    convolutions 0.13-0.22), where a busy cycle does anything from 1/8 to all of its rate: 1.1-8.6x
+    convolutions 0.13-0.22), where a busy cycle does anything from 1/8 to all of its rate: 1.0-8.6x
     their counts on the corpus. There the busy cycles cannot be told from work, and nothing is estimated."""
     return activity is not None and bool(sm_active) and activity >= WORK_PIPE_SHARE * (sm_active or 0.0)
 
