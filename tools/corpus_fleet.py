@@ -50,12 +50,15 @@ def capture_cuda_graph(torch: Any, run_once: Callable[[], Any]) -> tuple[Any, An
 def resnet_training(torch: Any, record: Record, wanted: Callable[[str], bool], say: Callable[[str], None]) -> None:
     import torchvision
 
-    for name, dtype, batch in (("resnet50_train_bf16", torch.bfloat16, 256), ("resnet50_train_fp32", None, 128)):
+    # resnet50_train_tf32: FP32 with PyTorch's defaults, under which cuDNN runs the convolutions in TF32
+    for name, dtype, batch in (("resnet50_train_bf16", torch.bfloat16, 256), ("resnet50_train_fp32", None, 128), ("resnet50_train_tf32", None, 128)):
         if not wanted(name):
             continue
         tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-        if dtype is None:  # true FP32: no TF32 on the tensor cores, the FP32 pipe does the math
+        if name == "resnet50_train_fp32":  # true FP32: no TF32 on the tensor cores, the FP32 pipe does the math
             torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+        elif name == "resnet50_train_tf32":
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = False, True
         torch.backends.cudnn.benchmark = True
         model = torchvision.models.resnet50().cuda().to(memory_format=torch.channels_last)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -85,7 +88,7 @@ def resnet_training(torch: Any, record: Record, wanted: Callable[[str], bool], s
             torch.cuda.synchronize()
             work.add(flop=2 * flop)
 
-        label = "bf16 autocast" if dtype is not None else "FP32 with TF32 off (cuDNN and matmul)"
+        label = {"resnet50_train_bf16": "bf16 autocast", "resnet50_train_fp32": "FP32 with TF32 off (cuDNN and matmul)"}.get(name, "FP32 with PyTorch's defaults (cuDNN convolutions in TF32)")
         record(name, f"torchvision ResNet-50 training, {label}, SGD momentum, batch {batch} of synthetic 224x224 images on the GPU, channels_last, cudnn.benchmark", step, ("tflops",), lambda batch=batch, step_time=step_time, dtype=dtype: {"images_per_s": round(batch / step_time, 1)})
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
         del model, optimizer, images
@@ -298,7 +301,7 @@ def jax_step(torch: Any, record: Record, wanted: Callable[[str], bool], say: Cal
 
 
 GROUPS: tuple[tuple[str, frozenset[str], Callable[..., None]], ...] = (
-    ("resnet", frozenset({"resnet50_train_bf16", "resnet50_train_fp32"}), resnet_training),
+    ("resnet", frozenset({"resnet50_train_bf16", "resnet50_train_fp32", "resnet50_train_tf32"}), resnet_training),
     ("matmuls", frozenset({"matmul_fp64_8192", "matmul_tf32_8192", "matmul_int8_8192", "matmul_fp8_8192"}), matmuls),
     ("attention", frozenset({"sdpa_train_bf16"}), attention),
     ("gather", frozenset({"embedding_bag_gather"}), embedding_gather),
