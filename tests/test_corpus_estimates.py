@@ -34,7 +34,7 @@ def counted(path: Path) -> bool:
 COUNTED = sorted(path for path in (*TRACES.glob("*/*.json"), *REAL_GPU.rglob("*.json")) if counted(path))
 # The one job above 1.3x: the HMMA pipe reads the same busy at TF32 and BF16, and no counter says
 # which ran, so TF32 work counts twice its FLOP (docs/peaks.md).
-TF32 = {"h100-fleet/matmul_tf32_8192"}
+TF32 = {"h100-fleet/matmul_tf32_8192", "2026-11-28-h200/issue34-s2/matmul_tf32_8192"}
 
 
 def mean(name: str, figure) -> float:
@@ -184,7 +184,7 @@ def test_no_point_estimate_above_1_3x_the_jobs_own_count(path):
     ratio, busy, given, polls = estimate_over_count(path)
     print(f"{label(path)}: busy {busy:.2f}x, estimate {'withheld' if ratio is None else f'{ratio:.2f}x'} on {given}/{polls} polls")
     if label(path) in TF32:
-        assert ratio == pytest.approx(2.0, abs=0.05)
+        assert ratio is not None and 2.0 <= ratio <= 2.3  # twice the BF16 GEMM's band on the same card
     else:
         assert ratio is None or ratio <= 1.3, (label(path), ratio)
     assert given in (0, polls)  # one verdict per job: the estimate does not come and go
