@@ -9,16 +9,24 @@ clock basis is derived, not assumed: figure / (SMs x the architecture's dense op
 per SM, ``Rates``); an estimate scales the figure by the SM clock over that basis. A pipe a model does not have (Volta
 has no BF16, TF32, FP8 or INT8 tensor cores; only GA100/GH100/GB100 have FP64 tensor cores) or that
 no NVIDIA document gives a figure for is None: that pipe gets no estimate rather than a wrong one.
-A model that is not in the table (or in the config's ``peaks:``) gets no estimate at all.
+
+A part NVIDIA publishes no data sheet for is derived from physics, and its row says how
+(``derivation``): its SMs x its architecture's per-SM rates x its boost clock, DRAM = bus width / 8 x
+data rate per pin. A model in no row (and not in the config's ``peaks:``) is derived the same way from
+what NVML reports on the device itself (``device_peak``: SM count, max SM clock, compute capability,
+memory bus width, max memory clock), where its compute capability names an architecture whose
+per-SM rates are known; otherwise it gets no estimate at all.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 from exporter.config.engine import load_section, setting
 from exporter.config.values import cut, optional, positive, shown
+from exporter.sample import DeviceInfo
 
 TERA = 1e12
 
@@ -96,11 +104,14 @@ AMPERE_GA100 = Rates("Ampere GA100", 2048, None, 1024, 4096, 128, 64, 128, 512, 
 AMPERE_GA10X = Rates("Ampere GA10x", 1024, None, 512, 2048, None, None, 256, 256, "GA102 whitepaper: 4 tensor cores x 128 FP16 FMA per SM (full rate with FP32 accumulate on data-centre parts), 128 FP32 lanes")
 ADA = Rates("Ada", 1024, 2048, 512, 2048, None, None, 256, 256, "Ada whitepaper: 4 tensor cores x 128 FP16 FMA per SM with FP32 accumulate, FP8 and INT8 twice that, 128 FP32 lanes")
 ADA_HALF = Rates("Ada, half-rate accumulate", 512, 1024, 256, 1024, None, None, 256, 256, "Ada at half-rate FP32 accumulate: the L40 data sheet's every tensor figure is half the L40S's at the same clock")
+AMPERE_GA10X_HALF = Rates("Ampere GA10x, half-rate accumulate", 512, None, 256, 2048, None, None, 256, 256, "GA102 whitepaper, GeForce rates: FP16/BF16 with FP32 accumulate and TF32 at half the data-centre rate, INT8 at the full rate")
 HOPPER = Rates("Hopper GH100", 4096, 8192, 2048, 8192, 256, 128, 256, 512, "H100 whitepaper: 4 tensor cores x 512 FP16 FMA per SM (wgmma), FP8 and INT8 twice that, 128 FP32 and 64 FP64 lanes",
                 2 / 3)
 BLACKWELL = Rates("Blackwell B200", 8192, 16384, 4096, 16384, 128, 128, 256, None, "twice Hopper's dense tensor rate per SM: the only power of two that puts each basis under the B200's boost clock (NVIDIA publishes no per-SM rate)",
                       None)
-ARCHITECTURES = (VOLTA, TURING, AMPERE_GA100, AMPERE_GA10X, ADA, ADA_HALF, HOPPER, BLACKWELL)
+BLACKWELL_ULTRA = Rates("Blackwell Ultra B300", 8192, 16384, 4096, None, None, None, 256, None, "B200's per-SM rates: the HGX B300 data sheet's BF16, FP8, TF32 and FP32 figures equal the HGX B200's on the same 148 SMs; FP64 and INT8 are cut on this silicon (1.25 TFLOP/s FP64): no per-SM rate",
+                        None)
+ARCHITECTURES = (VOLTA, TURING, AMPERE_GA100, AMPERE_GA10X, AMPERE_GA10X_HALF, ADA, ADA_HALF, HOPPER, BLACKWELL, BLACKWELL_ULTRA)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +132,7 @@ class Spec:
     sms: int | None
     source: str
     rates: Rates | None = None  # None: the per-SM rates are not the architecture's (export-limited parts), so no basis
+    derivation: str = ""  # how the figures no NVIDIA document gives were derived; "" for a data-sheet row
 
     def basis_mhz(self, pipe: str) -> float | None:
         """The SM clock the data sheet's ``pipe`` figure is quoted at: figure / (SMs x per-SM rate)."""
@@ -147,7 +159,7 @@ class Spec:
             fp32_flops=tera(self.fp32),
             fp16_flops=tera(self.fp16),
             sm_count=self.sms,
-            source=self.source,
+            source=f"{self.source}; derived: {self.derivation}" if self.derivation else self.source,
             clock_basis_mhz=tuple((field, mhz) for pipe, field in SPEC_PIPES if (mhz := self.basis_mhz(pipe)) is not None),
             sync_mma_share=self.rates.sync_mma_share if self.rates is not None else None,
         )
@@ -156,6 +168,24 @@ class Spec:
 # Spec column -> the Peak field its figure fills (the compute pipes: the ones a clock basis applies to)
 SPEC_PIPES = (("bf16", "tensor_flops"), ("fp8", "tensor_fp8_flops"), ("tf32", "tensor_tf32_flops"), ("int8", "tensor_int8_ops"),
               ("fp64_tensor", "tensor_fp64_flops"), ("fp64", "fp64_flops"), ("fp32", "fp32_flops"), ("fp16", "fp16_flops"))
+
+
+def dram_tbps(bus_bits: int, gbps_per_pin: float) -> float:
+    """DRAM bandwidth from the interface, TB/s: bus width / 8 x the data rate per pin."""
+    return bus_bits / 8 * gbps_per_pin / 1000
+
+
+def derived(rates: Rates, sms: int, boost_mhz: float, bus_bits: int, gbps_per_pin: float, pcie_gbps: float | None, nvlink_gbps: float | None, source: str) -> Spec:
+    """A part no NVIDIA data sheet gives figures for: each pipe = SMs x the architecture's per-SM
+    rate x the boost clock (so every basis is the boost clock), DRAM from its interface."""
+
+    def pipe(rate: int | None) -> float | None:
+        return None if rate is None else round(sms * rate * boost_mhz * 1e6 / TERA, 2)
+
+    dram = dram_tbps(bus_bits, gbps_per_pin)
+    how = f"{sms} SMs x {rates.name} per-SM rates x {boost_mhz:g} MHz boost; DRAM {bus_bits} bit / 8 x {gbps_per_pin:g} Gb/s = {dram:.3g} TB/s"
+    return Spec(pipe(rates.bf16), pipe(rates.fp8), pipe(rates.tf32), pipe(rates.int8), pipe(rates.fp64_tensor), pipe(rates.fp64), pipe(rates.fp32), pipe(rates.fp16),
+                round(dram, 3), pcie_gbps, nvlink_gbps, sms, source, rates=rates, derivation=how)
 
 
 # PCIe per direction: Gen3 x16 16 GB/s, Gen4 x16 32 GB/s, Gen5 x16 64 GB/s. NVLink per direction:
@@ -189,8 +219,20 @@ _H200_SXM = replace(_H100_SXM, dram_tbps=4.8, source="NVIDIA H200 data sheet (SX
 _H200_NVL = Spec(835.5, 1670.5, 417.5, 1670.5, 60, 30, 60, None, 4.8, 64, 450, 132, "NVIDIA H200 data sheet (NVL, NVLink bridge 900 GB/s)", rates=HOPPER)
 _GH200_96 = replace(_H100_SXM, dram_tbps=4.0, pcie_gbps=None, fp16=None, source="NVIDIA GH200 data sheet (96 GB HBM3; the host link is NVLink-C2C, not PCIe)")
 _GH200_144 = replace(_GH200_96, dram_tbps=4.9, source="NVIDIA GH200 data sheet (144 GB HBM3e; the host link is NVLink-C2C, not PCIe)")
+_B300 = Spec(2250, 4500, 1125, None, 1.25, 1.25, 75, None, 8.0, 128, 900, 148, "NVIDIA HGX B300 data sheet (per GPU; PCIe Gen6 x16); 148 SMs: its CUDA device query (sm_103)", rates=BLACKWELL_ULTRA)
 _B200 = Spec(2250, 4500, 1100, 4500, 37, 37, 75, None, 7.7, 64, 900, 148, "NVIDIA HGX B200 data sheet (per GPU, 1000 W)", rates=BLACKWELL)
 _GB200 = Spec(2500, 5000, 1250, 5000, 40, 40, 80, None, 8.0, None, 900, None, "NVIDIA GB200 NVL72 data sheet (per GPU; the host link is NVLink-C2C)", rates=BLACKWELL)
+
+# Parts with no NVIDIA data sheet (or none that gives these figures): derived, each row saying how.
+_A10G = derived(AMPERE_GA10X_HALF, 80, 1710, 384, 12.5, 32, None,
+                "AWS A10G (G5 instances; NVIDIA publishes no data sheet): GA102 with 80 SMs, 1710 MHz boost, 24 GB GDDR6 at 12.5 Gb/s (public spec listings), tensor at GeForce rates")
+_L20 = derived(ADA_HALF, 92, 2520, 384, 18, 32, None,
+               "NVIDIA L20 (AD102, China market; no data sheet found): 92 SMs, 2520 MHz boost, 48 GB GDDR6 at 18 Gb/s (public spec listings), tensor at the L40's rates")
+_H20_3E = replace(_H20, dram_tbps=round(dram_tbps(6144, 6.25), 3), derivation="H20 compute; DRAM: the H200's 141 GB HBM3e, 6144 bit / 8 x 6.25 Gb/s = 4.8 TB/s")
+_A100_SXM_64 = replace(_A100_SXM_40, dram_tbps=round(dram_tbps(4096, 3.186), 3),
+                       derivation="A100 SXM4 compute (108 SMs, 1410 MHz); DRAM: four of the 80 GB part's five 16 GB HBM2e stacks, 4096 bit / 8 x 3.186 Gb/s (2.039 TB/s / 5120 bit) = 1.63 TB/s")
+_H800_PCIE = replace(_H100_PCIE, fp64_tensor=None, fp64=None, nvlink_gbps=200, rates=replace(HOPPER, fp64_tensor=None, fp64=None),
+                     derivation="the H100 PCIe's tensor, FP32 and FP16 figures (the same 114 SMs and HBM2e); FP64 export-limited by an amount no NVIDIA document gives, so none; NVLink bridge 400 GB/s as the other H800s")
 
 # NVML device names (nvmlDeviceGetName) -> data-sheet row. docs/peaks.md says where each name was seen.
 SPECS: dict[str, Spec] = {
@@ -202,6 +244,7 @@ SPECS: dict[str, Spec] = {
     "Tesla T4": _T4,
     "NVIDIA A2": _A2,
     "NVIDIA A10": _A10,
+    "NVIDIA A10G": _A10G,
     "NVIDIA A16": _A16,
     "NVIDIA A30": _A30,
     "NVIDIA A40": _A40,
@@ -209,18 +252,22 @@ SPECS: dict[str, Spec] = {
     "NVIDIA A100-SXM4-80GB": _A100_SXM_80,
     "NVIDIA A100-PCIE-40GB": _A100_PCIE_40,
     "NVIDIA A100 80GB PCIe": _A100_PCIE_80,
+    "NVIDIA A100-SXM-64GB": _A100_SXM_64,
     "NVIDIA A800-SXM4-40GB": _A800_SXM_40,
     "NVIDIA A800-SXM4-80GB": _A800_SXM_80,
     "NVIDIA A800 80GB PCIe": _A800_PCIE_80,
     "NVIDIA L4": _L4,
     "NVIDIA L40": _L40,
     "NVIDIA L40S": _L40S,
+    "NVIDIA L20": _L20,
     "NVIDIA RTX 6000 Ada Generation": _RTX6000_ADA,
     "NVIDIA H100 80GB HBM3": _H100_SXM,
     "NVIDIA H100 PCIe": _H100_PCIE,
     "NVIDIA H100 NVL": _H100_NVL,
     "NVIDIA H800": _H800_SXM,
+    "NVIDIA H800 PCIe": _H800_PCIE,
     "NVIDIA H20": _H20,
+    "NVIDIA H20-3e": _H20_3E,
     "NVIDIA H200": _H200_SXM,
     "NVIDIA H200 NVL": _H200_NVL,
     "NVIDIA GH200 480GB": _GH200_96,
@@ -228,16 +275,13 @@ SPECS: dict[str, Spec] = {
     "NVIDIA GH200 144G HBM3e": _GH200_144,
     "NVIDIA B200": _B200,
     "NVIDIA GB200": _GB200,
+    "NVIDIA B300 SXM6 AC": _B300,
 }
-# NVML names seen in the field whose figures no NVIDIA document gives: no estimate, and the log says why.
+# NVML names seen in the field that no row can stand for: the NVML backend derives them from the
+# device (device_peak); elsewhere (DCGM, replay) no estimate, and the log says why.
 UNSOURCED: dict[str, str] = {
-    "NVIDIA A10G": "an AWS-only GA102 part (G5 instances): NVIDIA publishes no data sheet, and its tensor rate is not the A10's",
-    "NVIDIA L20": "a China-market AD102 part: no NVIDIA data sheet was found to check its figures against",
-    "NVIDIA L2": "a China-market Ada part: no NVIDIA data sheet was found to check its figures against",
-    "NVIDIA H20-3e": "the H20 with 141 GB HBM3e: no NVIDIA data sheet was found for its memory bandwidth or rates",
-    "NVIDIA A100-SXM-64GB": "a 64 GB A100 built for one HPC system: no NVIDIA data sheet gives its memory bandwidth",
-    "NVIDIA H100": "not one product: the name alone does not say which H100 (PCIe, SXM, NVL) it is, and their figures differ by 30 %",
-    "NVIDIA H800 PCIe": "no NVIDIA data sheet was found for the PCIe H800's figures",
+    "NVIDIA L2": "a China-market Ada part: neither a data sheet nor a reliable SM count and clock was found",
+    "NVIDIA H100": "not one product: the name alone does not say which H100 (PCIe 2339 and others) it is, and their SM counts, clocks and memory differ",
 }
 BUILTIN_PEAKS: dict[str, Peak] = {name: spec.peak() for name, spec in SPECS.items()}
 _BY_FOLDED_NAME = {name.casefold(): peak for name, peak in BUILTIN_PEAKS.items()}
@@ -292,20 +336,78 @@ def mig_share(parent: Peak, sm_count: int) -> Peak | None:
                    sm_count=sm_count, source=f"{parent.source}; a MIG instance of {sm_count} of its {parent.sm_count} SMs")
 
 
-def peak_for(model: str, overrides: dict[str, PeakOverride] | None = None, sm_count: int | None = None) -> Peak | None:
+# CUDA compute capability -> the per-SM rates every part of that capability has. Where parts of one
+# capability run their tensor pipes at different rates (GeForce and AWS's A10G at half the FP32-
+# accumulate rate of the data-centre parts, on Turing, GA10x, Ada and RTX Blackwell alike), only the
+# CUDA-core pipes are derived: a tensor figure could be off by 2x either way.
+def _cores_only(rates: Rates) -> Rates:
+    return replace(rates, name=f"{rates.name}, CUDA cores only", bf16=None, fp8=None, tf32=None, int8=None, fp64_tensor=None,
+                   source=f"{rates.source}; tensor rates differ between parts of this compute capability: none")
+
+
+BLACKWELL_RTX = Rates("Blackwell GB20x", None, None, None, None, None, None, 256, 256, "RTX Blackwell (compute capability 12.0): 128 FP32 lanes per SM, FP16 at the FP32 rate; tensor rates differ between GeForce and RTX PRO parts: none", None)
+RATES_BY_CAPABILITY: dict[tuple[int, int], Rates] = {
+    (7, 0): VOLTA,
+    (7, 5): _cores_only(TURING),
+    (8, 0): AMPERE_GA100,
+    (8, 6): _cores_only(AMPERE_GA10X),
+    (8, 9): _cores_only(ADA),
+    (9, 0): HOPPER,
+    (10, 0): BLACKWELL,
+    (10, 3): BLACKWELL_ULTRA,
+    (12, 0): BLACKWELL_RTX,
+}
+
+
+DERIVED_FROM_DEVICE = "derived from the device (NVML)"  # how a device-derived Peak's source begins
+
+
+def device_peak(device: DeviceInfo) -> Peak | None:
+    """A GPU's peaks derived from what NVML reports on it: each pipe = SMs x its compute capability's
+    per-SM rate x the max SM clock (the clock basis of every figure), DRAM = bus width / 8 x 2 x the
+    max memory clock (NVML reports half the data rate per pin: HBM and GDDR are double-data-rate, and
+    GDDR6X/GDDR7 count their symbols so that 2 x clock is the data rate too). None where a fact is
+    missing, the capability's rates are unknown, or the device is a MIG instance (its memory share
+    is not its GPU's bus)."""
+    if device.parent_uuid or not device.sm_count or not device.max_sm_clock_mhz or device.compute_capability is None:
+        return None
+    return _derived_peak(device.sm_count, device.max_sm_clock_mhz, device.compute_capability, device.memory_bus_width_bits, device.max_memory_clock_mhz)
+
+
+@lru_cache(maxsize=64)
+def _derived_peak(sms: int, sm_mhz: float, capability: tuple[int, int], bus_bits: int | None, memory_mhz: float | None) -> Peak | None:
+    rates = RATES_BY_CAPABILITY.get(capability)
+    if rates is None:
+        return None
+    figures = {peak_field: sms * rate * sm_mhz * 1e6 for pipe, peak_field in SPEC_PIPES if (rate := getattr(rates, pipe)) is not None}
+    dram = bus_bits / 8 * 2 * memory_mhz * 1e6 if bus_bits and memory_mhz else None
+    how = f"{DERIVED_FROM_DEVICE}: {sms} SMs x {rates.name} per-SM rates x {sm_mhz:g} MHz max SM clock"
+    how += f"; DRAM {bus_bits} bit / 8 x 2 x {memory_mhz:g} MHz max memory clock = {dram / TERA:.3g} TB/s" if dram else "; DRAM: not reported"
+    return Peak(tensor_flops=figures.get("tensor_flops"), dram_bytes_per_second=dram, pcie_bytes_per_second=None, nvlink_bytes_per_second=None,
+                **{name: value for name, value in figures.items() if name != "tensor_flops"}, sm_count=sms, source=how,
+                clock_basis_mhz=tuple((name, sm_mhz) for name in figures), sync_mma_share=rates.sync_mma_share)
+
+
+def peak_for(model: str, overrides: dict[str, PeakOverride] | None = None, device: DeviceInfo | None = None) -> Peak | None:
     """The peaks of a model by its NVML name; config overrides win field by field. A MIG device
     (``<GPU name> MIG <profile>``) not named in the config gets its share of its GPU's compute
-    figures by its ``sm_count``."""
+    figures by its SM count. A model in no row is derived from ``device`` where it can be
+    (``device_peak``)."""
     folded = model.strip().casefold()
     peak = _BY_FOLDED_NAME.get(folded)
     override = next((given for name, given in (overrides or {}).items() if name.strip().casefold() == folded), None)
+    parent_name, mig, _ = folded.partition(" mig ")
     if override is None:
-        parent_name, mig, _ = folded.partition(" mig ")
-        if peak is None and mig and sm_count:
+        if peak is None and mig:
             parent = peak_for(parent_name, overrides)
-            return None if parent is None else mig_share(parent, sm_count)
+            sm_count = device.sm_count if device is not None else None
+            return None if parent is None or not sm_count else mig_share(parent, sm_count)
+        if peak is None and device is not None:
+            return device_peak(device)
         return peak
     given = {OVERRIDE_FIELDS[key][0]: value * OVERRIDE_FIELDS[key][1] for key, value in asdict(override).items() if value is not None}
+    if peak is None and device is not None and not mig:
+        peak = device_peak(device)
     if peak is None:
         return replace(Peak(None, None, None, None, source="config"), **given)
     # a figure from the config has no derived clock basis: it is taken at the max SM clock

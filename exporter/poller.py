@@ -20,7 +20,7 @@ from exporter.backends.base import Backend, CollectSettings
 from exporter.config.file import Config
 from exporter.config.values import MAX_DURATION
 from exporter.logs import fields, one_line
-from exporter.peaks import peak_for, unknown_model_note
+from exporter.peaks import DERIVED_FROM_DEVICE, peak_for, unknown_model_note
 from exporter.pipeline.peers import PeerJudgement, apply, judge
 from exporter.pipeline.split import Sharing
 from exporter.pipeline.tracker import Trackers
@@ -171,8 +171,11 @@ class Poller:
             model = sample.device.name
             if model not in self._models_seen:
                 self._models_seen.add(model)
-                if peak_for(model, self.config.peaks, sample.device.sm_count) is None:
+                peak = peak_for(model, self.config.peaks, sample.device)
+                if peak is None:
                     log.warning("%s", unknown_model_note(model))
+                elif peak.source.startswith(DERIVED_FROM_DEVICE):
+                    log.info("GPU model %r is not in the built-in peaks table: its peaks are %s (docs/peaks.md)", model, peak.source)
         return samples
 
     def _judge_jobs(self, samples: list[GpuSample], states: list[GpuState], proc_root: Path) -> PeerJudgement:

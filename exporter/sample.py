@@ -111,6 +111,8 @@ class DeviceInfo:
     sm_count: int | None = None
     max_sm_clock_mhz: float | None = None
     max_memory_clock_mhz: float | None = None
+    memory_bus_width_bits: int | None = None  # NVML: the DRAM interface's width; with the max memory clock, its bandwidth
+    compute_capability: tuple[int, int] | None = None  # CUDA (major, minor): names the architecture's per-SM rates
     power_limit_watts: float | None = None
     source: str = ""  # replay: the trace's workload name; empty for live GPUs
     peers: tuple[PeerLink, ...] = ()  # the node's other GPUs and how this one reaches them (NVML, whole GPUs)

@@ -11,14 +11,20 @@ import pytest
 from waiting import PATIENCE
 
 from exporter.config.file import parse_config
-from exporter.peaks import BUILTIN_PEAKS, OVERRIDE_FIELDS, SPECS, UNSOURCED, PeakOverride, peak_for, unknown_model_note
+from exporter.peaks import BUILTIN_PEAKS, OVERRIDE_FIELDS, SPECS, UNSOURCED, PeakOverride, device_peak, peak_for, unknown_model_note
+from exporter.sample import DeviceInfo
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = (ROOT / "docs" / "peaks.md").read_text(encoding="utf-8")
 FLEET = ("V100", "T4", "A2", "A10", "A16", "A30", "A40", "A100-SXM4-40GB", "A100-SXM4-80GB", "A100-PCIE-40GB", "A100 80GB PCIe", "A800-SXM4-40GB", "A800",
          "L4", "L40", "L40S", "RTX 6000 Ada", "H100 PCIe", "H100 80GB HBM3", "H100 NVL", "H800", "H20", "H200", "H200 NVL", "GH200 120GB", "GH200", "B200", "GB200")
-# NVML names current datacenter drivers report that once got no estimate: each now has a sourced row or a stated reason
-REPORTED = ("NVIDIA H100", "NVIDIA GH200 120GB", "NVIDIA A10G", "NVIDIA L20", "NVIDIA L2", "NVIDIA A2", "NVIDIA A800-SXM4-40GB", "NVIDIA A100-SXM-64GB", "NVIDIA H20-3e")
+# NVML names current datacenter drivers report that once got no estimate: each now has a row (sourced or derived) or a stated reason
+REPORTED = ("NVIDIA H100", "NVIDIA GH200 120GB", "NVIDIA A10G", "NVIDIA L20", "NVIDIA L2", "NVIDIA A2", "NVIDIA A800-SXM4-40GB", "NVIDIA A100-SXM-64GB", "NVIDIA H20-3e",
+            "NVIDIA H800 PCIe", "NVIDIA GH200 144G HBM3e", "NVIDIA B300 SXM6 AC")
+
+
+def mig_device(sm_count: int) -> DeviceInfo:
+    return DeviceInfo(index=0, uuid="MIG-x", name="", sm_count=sm_count, parent_uuid="GPU-x")
 
 
 @pytest.mark.parametrize("model", FLEET)
@@ -29,7 +35,7 @@ def test_the_fleet_users_run_is_in_the_table(model):
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_every_row_is_consistent_dense_and_sourced(name):
     spec = SPECS[name]
-    assert spec.source.startswith("NVIDIA ") and spec.bf16 is not None and spec.fp32 is not None and spec.dram_tbps > 0
+    assert (spec.source.startswith("NVIDIA ") or spec.derivation) and spec.bf16 is not None and spec.fp32 is not None and spec.dram_tbps > 0
     if spec.fp8 is not None:  # FP8 runs at twice the BF16 rate on the same pipe, TF32 at half
         assert spec.fp8 == pytest.approx(2 * spec.bf16, rel=0.02)
     if spec.tf32 is not None:
@@ -38,7 +44,7 @@ def test_every_row_is_consistent_dense_and_sourced(name):
         assert spec.int8 >= spec.bf16
     for pipe in (spec.fp64_tensor, spec.fp64, spec.fp32, spec.fp16):
         assert pipe is None or pipe < spec.bf16  # no non-tensor or FP64 pipe outruns the BF16 tensor pipe
-    assert f"`{name}`" in DOCS and spec.source in DOCS
+    assert f"`{name}`" in DOCS and spec.source in DOCS and spec.derivation in DOCS
 
 
 def test_the_h100_sxm_peaks_match_the_measured_roofs():
@@ -109,7 +115,7 @@ def test_a_name_without_a_sourced_figure_gets_no_estimate_and_the_log_says_why(n
 @pytest.mark.parametrize("name", ["NVIDIA H100 80GB HBM3 MIG 1g.10gb", "nvidia h100 80gb hbm3 mig 1g", " NVIDIA H100 80GB HBM3 MIG 1c.3g.40gb "])
 def test_a_mig_instance_gets_its_share_of_its_gpus_compute_by_its_sms(name):
     """NVML names a MIG device '<GPU> MIG <profile>' (DCGM here: '<GPU> MIG <n>g'); its SMs run at the GPU's clocks."""
-    full, mig = BUILTIN_PEAKS["NVIDIA H100 80GB HBM3"], peak_for(name, sm_count=16)
+    full, mig = BUILTIN_PEAKS["NVIDIA H100 80GB HBM3"], peak_for(name, device=mig_device(16))
     assert mig.tensor_flops == pytest.approx(full.tensor_flops * 16 / 132) and mig.fp32_flops == pytest.approx(full.fp32_flops * 16 / 132)
     assert mig.tensor_int8_ops == pytest.approx(full.tensor_int8_ops * 16 / 132) and mig.sm_count == 16
     assert mig.basis_mhz("tensor_flops") == full.basis_mhz("tensor_flops")
@@ -119,8 +125,8 @@ def test_a_mig_instance_gets_its_share_of_its_gpus_compute_by_its_sms(name):
 
 def test_a_mig_instance_without_a_known_gpu_or_sm_count_gets_nothing():
     assert peak_for("NVIDIA H100 80GB HBM3 MIG 1g.10gb") is None  # no SM count
-    assert peak_for("NVIDIA H100 80GB HBM3 MIG 1g.10gb", sm_count=133) is None  # more SMs than the GPU has
-    assert peak_for("NVIDIA Future GPU MIG 1g.10gb", sm_count=16) is None
-    assert peak_for("NVIDIA GB200 MIG 1g.23gb", sm_count=16) is None  # its SM count is not published
-    given = peak_for("NVIDIA H100 80GB HBM3 MIG 1g.10gb", {"NVIDIA H100 80GB HBM3 MIG 1g.10gb": PeakOverride(dram_tbps=0.4)}, sm_count=16)
+    assert peak_for("NVIDIA H100 80GB HBM3 MIG 1g.10gb", device=mig_device(133)) is None  # more SMs than the GPU has
+    assert peak_for("NVIDIA Future GPU MIG 1g.10gb", device=mig_device(16)) is None
+    assert peak_for("NVIDIA GB200 MIG 1g.23gb", device=mig_device(16)) is None  # its SM count is not published
+    given = peak_for("NVIDIA H100 80GB HBM3 MIG 1g.10gb", {"NVIDIA H100 80GB HBM3 MIG 1g.10gb": PeakOverride(dram_tbps=0.4)}, device=mig_device(16))
     assert given.dram_bytes_per_second == 0.4e12 and given.tensor_flops is None  # a config row for the MIG name is taken as it is

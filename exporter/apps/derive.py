@@ -72,7 +72,7 @@ def gpu_figures(app: AppConfig, samples: Sequence[GpuSample], timestamp: float, 
     selected = select_gpus(app, samples, owners)
     peak_values = []
     for sample in selected:
-        peak = peak_for(sample.device.name, peaks, sample.device.sm_count)
+        peak = peak_for(sample.device.name, peaks, sample.device)
         peak_values.append(None if peak is None else precision_peak(peak, app.precision))
     return GpuFigures(
         timestamp=timestamp,

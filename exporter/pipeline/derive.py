@@ -275,7 +275,7 @@ def step(sample: GpuSample, config: Config, state: Smoothing | None) -> tuple[De
     """Everything derived from one up sample, and the GPU's next state. With ``state`` (the GPU's
     Smoothing after its previous sample) the clock and power are window means and the class is
     smoothed; with None, this window is judged alone. Pure: ``state`` is not changed."""
-    peak = peak_for(sample.device.name, config.peaks, sample.device.sm_count)
+    peak = peak_for(sample.device.name, config.peaks, sample.device)
     window = activity(sample, peak)
     busy, sm_active = window.busy, window.sm_active
     readings = {name: value for name, value in zip(ACTIVITY_READINGS, _activities(sample.profiling), strict=True) if value is not None}

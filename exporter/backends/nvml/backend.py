@@ -164,19 +164,23 @@ class NvmlBackend(Backend):
         max_sm = self._optional(None, "max_sm_clock", nvml.nvmlDeviceGetMaxClockInfo, handle, nvml.NVML_CLOCK_SM)
         max_mem = self._optional(None, "max_mem_clock", nvml.nvmlDeviceGetMaxClockInfo, handle, nvml.NVML_CLOCK_MEM)
         pci = self._optional(None, "pci", nvml.nvmlDeviceGetPciInfo, handle)
+        bus_width = self._optional(None, "memory_bus_width", nvml.nvmlDeviceGetMemoryBusWidth, handle)
+        capability = self._optional(None, "compute_capability", nvml.nvmlDeviceGetCudaComputeCapability, handle)
         return DeviceInfo(
             index=index,
             uuid=uuid,
             name=binding_text(nvml.nvmlDeviceGetName, handle),
             driver=driver,
             pci_bus_id=text(pci.busId) if pci is not None else "",
-            sm_count=self._sm_count(handle),
+            sm_count=self._sm_count(handle, capability),
             max_sm_clock_mhz=max_sm,
             max_memory_clock_mhz=max_mem,
+            memory_bus_width_bits=int(bus_width) if bus_width else None,
+            compute_capability=(int(capability[0]), int(capability[1])) if capability is not None else None,
             power_limit_watts=None if power_limit is None else power_limit / 1000,
         )
 
-    def _sm_count(self, handle: Any) -> int | None:
+    def _sm_count(self, handle: Any, capability: tuple[int, int] | None = None) -> int | None:
         """SMs of a GPU: nvmlDeviceGetAttributes answers only for MIG handles (seen on an H200,
         driver 580), so a full GPU's count is its CUDA cores over the cores per SM of its compute
         capability."""
@@ -185,7 +189,7 @@ class NvmlBackend(Backend):
         if attributes is not None and attributes.multiprocessorCount:
             return int(attributes.multiprocessorCount)
         cores = self._optional(None, "cores", nvml.nvmlDeviceGetNumGpuCores, handle)
-        capability = self._optional(None, "compute_capability", nvml.nvmlDeviceGetCudaComputeCapability, handle)
+        capability = capability or self._optional(None, "compute_capability", nvml.nvmlDeviceGetCudaComputeCapability, handle)
         if not cores or capability is None:
             return None
         return int(cores) // cores_per_sm(*capability)
