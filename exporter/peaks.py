@@ -70,10 +70,16 @@ class Peak:
     source: str = field(default="", compare=False)
     clock_basis_mhz: tuple[tuple[str, float], ...] = ()  # (Peak field, the SM clock its figure is quoted at)
     sync_mma_share: float | None = None  # Rates.sync_mma_share of the model's architecture; None where unknown
+    origin: str = field(default="data_sheet", compare=False)  # one of ORIGINS: where the figures come from
 
     def basis_mhz(self, peak_field: str) -> float | None:
         """The SM clock the figure in ``peak_field`` is quoted at; None where it could not be derived."""
         return next((mhz for name, mhz in self.clock_basis_mhz if name == peak_field), None)
+
+
+# Where a Peak's figures come from (gpueff_peak_info{origin}): NVIDIA's documents, a row derived from
+# physics, the device's own NVML facts, or (any of them) the config's peaks: section.
+ORIGINS = ("data_sheet", "derived", "device", "config")
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +168,7 @@ class Spec:
             source=f"{self.source}; derived: {self.derivation}" if self.derivation else self.source,
             clock_basis_mhz=tuple((field, mhz) for pipe, field in SPEC_PIPES if (mhz := self.basis_mhz(pipe)) is not None),
             sync_mma_share=self.rates.sync_mma_share if self.rates is not None else None,
+            origin="derived" if self.derivation else "data_sheet",
         )
 
 
@@ -385,7 +392,7 @@ def _derived_peak(sms: int, sm_mhz: float, capability: tuple[int, int], bus_bits
     how += f"; DRAM {bus_bits} bit / 8 x 2 x {memory_mhz:g} MHz max memory clock = {dram / TERA:.3g} TB/s" if dram else "; DRAM: not reported"
     return Peak(tensor_flops=figures.get("tensor_flops"), dram_bytes_per_second=dram, pcie_bytes_per_second=None, nvlink_bytes_per_second=None,
                 **{name: value for name, value in figures.items() if name != "tensor_flops"}, sm_count=sms, source=how,
-                clock_basis_mhz=tuple((name, sm_mhz) for name in figures), sync_mma_share=rates.sync_mma_share)
+                clock_basis_mhz=tuple((name, sm_mhz) for name in figures), sync_mma_share=rates.sync_mma_share, origin="device")
 
 
 def peak_for(model: str, overrides: dict[str, PeakOverride] | None = None, device: DeviceInfo | None = None) -> Peak | None:
@@ -409,10 +416,10 @@ def peak_for(model: str, overrides: dict[str, PeakOverride] | None = None, devic
     if peak is None and device is not None and not mig:
         peak = device_peak(device)
     if peak is None:
-        return replace(Peak(None, None, None, None, source="config"), **given)
+        return replace(Peak(None, None, None, None, source="config", origin="config"), **given)
     # a figure from the config has no derived clock basis: it is taken at the max SM clock
     kept = tuple((name, mhz) for name, mhz in peak.clock_basis_mhz if name not in given)
-    return replace(peak, **given, clock_basis_mhz=kept)
+    return replace(peak, **given, clock_basis_mhz=kept, origin="config")
 
 
 def unknown_model_note(model: str) -> str:

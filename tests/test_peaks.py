@@ -11,15 +11,7 @@ import pytest
 from waiting import PATIENCE
 
 from exporter.config.file import parse_config
-from exporter.peaks import (
-    BUILTIN_PEAKS,
-    OVERRIDE_FIELDS,
-    SPECS,
-    UNSOURCED,
-    PeakOverride,
-    peak_for,
-    unknown_model_note,
-)
+from exporter.peaks import BUILTIN_PEAKS, OVERRIDE_FIELDS, SPECS, UNSOURCED, PeakOverride, device_peak, peak_for, unknown_model_note
 from exporter.sample import DeviceInfo
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -138,3 +130,82 @@ def test_a_mig_instance_without_a_known_gpu_or_sm_count_gets_nothing():
     assert peak_for("NVIDIA GB200 MIG 1g.23gb", device=mig_device(16)) is None  # its SM count is not published
     given = peak_for("NVIDIA H100 80GB HBM3 MIG 1g.10gb", {"NVIDIA H100 80GB HBM3 MIG 1g.10gb": PeakOverride(dram_tbps=0.4)}, device=mig_device(16))
     assert given.dram_bytes_per_second == 0.4e12 and given.tensor_flops is None  # a config row for the MIG name is taken as it is
+
+
+def nvml_device(name: str, sms: int, sm_mhz: float, capability: tuple[int, int], bus_bits: int | None, memory_mhz: float | None) -> DeviceInfo:
+    return DeviceInfo(index=0, uuid="GPU-x", name=name, sm_count=sms, max_sm_clock_mhz=sm_mhz, compute_capability=capability,
+                      memory_bus_width_bits=bus_bits, max_memory_clock_mhz=memory_mhz)
+
+
+# What NVML / the CUDA device query report on real cards: SMs, max SM clock, compute capability, bus width, max memory clock
+REPORTED_FACTS = {
+    "NVIDIA H100 80GB HBM3": (132, 1980, (9, 0), 5120, 2619),  # public CUDA device query
+    "NVIDIA A100-SXM4-40GB": (108, 1410, (8, 0), 5120, 1215),  # public CUDA device query
+    "NVIDIA A10": (72, 1695, (8, 6), 384, 6251),  # public CUDA device query (GDDR6 12.5 Gb/s)
+}
+
+
+@pytest.mark.parametrize("name", sorted(REPORTED_FACTS))
+def test_the_derivation_from_the_device_reproduces_the_published_figures(name):
+    """Each pipe's rate per clock equals the data sheet's (figure / its basis); a figure quoted at the
+    boost clock comes out within 1 %; DRAM = bus / 8 x 2 x max memory clock within 1 %."""
+    derived, published = device_peak(nvml_device(name, *REPORTED_FACTS[name])), BUILTIN_PEAKS[name]
+    assert derived is not None and derived.source.startswith("derived from the device (NVML)")
+    for field, _ in published.clock_basis_mhz:
+        if getattr(derived, field) is None:  # a tensor pipe whose rate differs between parts of this capability
+            continue
+        per_clock = getattr(derived, field) / derived.basis_mhz(field) / (getattr(published, field) / published.basis_mhz(field))
+        assert per_clock == pytest.approx(1, abs=0.01), field
+    assert derived.fp32_flops == pytest.approx(published.fp32_flops, rel=0.01)
+    assert derived.dram_bytes_per_second == pytest.approx(published.dram_bytes_per_second, rel=0.01)
+
+
+def test_hopper_derived_at_the_max_clock_reads_its_tensor_figure_at_1980_not_the_data_sheets_1830():
+    derived = device_peak(nvml_device("NVIDIA H100", *REPORTED_FACTS["NVIDIA H100 80GB HBM3"]))
+    assert derived.tensor_flops == pytest.approx(989.4e12 * 1980 / 1830, rel=0.002) and derived.basis_mhz("tensor_flops") == 1980
+
+
+@pytest.mark.parametrize("name", REPORTED)
+def test_every_reported_name_resolves_to_figures(name):
+    """A name with a row resolves by itself; one no row can stand for, from its device (here: an H100 SXM's facts)."""
+    device = nvml_device(name, *REPORTED_FACTS["NVIDIA H100 80GB HBM3"])
+    peak = peak_for(name) if name in SPECS else peak_for(name, device=device)
+    assert peak is not None and peak.fp32_flops and peak.dram_bytes_per_second
+
+
+def test_a_row_wins_over_the_device_and_the_config_over_both():
+    device = nvml_device("NVIDIA H200", 132, 1980, (9, 0), 6144, 3201)
+    assert peak_for("NVIDIA H200", device=device) == BUILTIN_PEAKS["NVIDIA H200"]
+    given = peak_for("NVIDIA H100", {"NVIDIA H100": PeakOverride(dram_tbps=3.9)}, device=device)
+    assert given.dram_bytes_per_second == 3.9e12 and given.fp32_flops == pytest.approx(132 * 256 * 1980e6)
+
+
+@pytest.mark.parametrize("device", [
+    nvml_device("NVIDIA Future GPU", 200, 2000, (13, 0), 8192, 4000),  # an architecture whose per-SM rates are not known
+    nvml_device("NVIDIA Future GPU", 200, 2000, None, 8192, 4000),  # (capability not reported)
+    nvml_device("NVIDIA Future GPU", None, 2000, (9, 0), 8192, 4000),
+])
+def test_an_unknown_architecture_still_gets_no_estimate_and_the_log_says_why(device):
+    assert peak_for(device.name, device=device) is None
+    assert "not in the built-in peaks table" in unknown_model_note(device.name)
+
+
+def test_a_capability_whose_parts_differ_in_tensor_rate_gets_its_cuda_core_pipes_only():
+    derived = device_peak(nvml_device("NVIDIA L2", 58, 2040, (8, 9), 192, 6251))
+    assert derived.tensor_flops is None and derived.tensor_int8_ops is None
+    assert derived.fp32_flops == pytest.approx(58 * 256 * 2040e6) and derived.dram_bytes_per_second == pytest.approx(300e9, rel=0.001)
+
+
+def test_a_derived_row_is_its_sms_times_its_rates_times_its_boost():
+    a10g = SPECS["NVIDIA A10G"]
+    assert a10g.bf16 == pytest.approx(80 * 512 * 1710e6 / 1e12, rel=1e-3) and a10g.basis_mhz("bf16") == pytest.approx(1710, rel=1e-3)
+    assert a10g.dram_tbps == pytest.approx(0.6) and "80 SMs x" in BUILTIN_PEAKS["NVIDIA A10G"].source
+
+
+def test_every_peak_says_where_its_figures_come_from():
+    """gpueff_peak_info{origin}: the marker that tells a derived figure from a data sheet's."""
+    device = nvml_device("NVIDIA H100", *REPORTED_FACTS["NVIDIA H100 80GB HBM3"])
+    assert BUILTIN_PEAKS["NVIDIA H200"].origin == "data_sheet" and BUILTIN_PEAKS["NVIDIA A10G"].origin == "derived"
+    assert peak_for("NVIDIA H100", device=device).origin == "device"
+    assert peak_for("NVIDIA H200", {"NVIDIA H200": PeakOverride(fp32_tflops=50)}).origin == "config"
+    assert {spec.peak().origin for spec in SPECS.values()} == {"data_sheet", "derived"}

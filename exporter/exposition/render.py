@@ -138,6 +138,11 @@ def _implausible(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]:
     return [((check,), float(checks[check])) for check in COUNTER_CHECKS if check in checks]
 
 
+def _peak_info(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]:
+    peak = state.derived.peak if state.derived is not None else None
+    return () if peak is None else (((peak.origin,), 1.0),)
+
+
 def _by_label(metric: Metric) -> Labelled:
     """A row with one reading per value of its own label (gpueff_ecc_errors_total{type})."""
     readings = [((reading.label,), _path(reading.path, metric.scale)) for reading in metric.readings]
@@ -158,6 +163,7 @@ _SPECIAL: dict[str, Single | Labelled] = {
     "gpueff_xid_last_code": _last_xid,
     "gpueff_nvlink_link_active": _nvlink_links,
     "gpueff_gpu_peer_info": _peers,
+    "gpueff_peak_info": _peak_info,
     "gpueff_gpu_peer_nvlinks": _peer_nvlinks,
     "gpueff_mismatch": _mismatch,
     "gpueff_bottleneck": _bottleneck,
