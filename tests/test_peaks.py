@@ -11,7 +11,16 @@ import pytest
 from waiting import PATIENCE
 
 from exporter.config.file import parse_config
-from exporter.peaks import BUILTIN_PEAKS, OVERRIDE_FIELDS, SPECS, UNSOURCED, PeakOverride, device_peak, peak_for, unknown_model_note
+from exporter.peaks import (
+    BUILTIN_PEAKS,
+    OVERRIDE_FIELDS,
+    SPECS,
+    UNSOURCED,
+    PeakOverride,
+    device_peak,
+    peak_for,
+    unknown_model_note,
+)
 from exporter.sample import DeviceInfo
 
 ROOT = Path(__file__).resolve().parent.parent
