@@ -44,7 +44,7 @@ COLLECTORS: dict[str, Collector] = {
     "estimates": Collector("busy FLOP/s per math pipe (an upper bound of the work), INT8 ops, their total and busy share of each pipe's rate, the point estimates of the work where the counters support one, estimated DRAM bandwidth, busy FLOP per joule, and the model's figures",
                            ("gpueff_pipe_busy_flops_per_second", "gpueff_pipe_busy_int8_ops_per_second", "gpueff_busy_flops_per_second", "gpueff_estimated_flops_per_second",
                             "gpueff_estimated_int8_ops_per_second", "gpueff_pipe_peak_ratio",
-                            "gpueff_estimated_dram_bytes_per_second", "gpueff_busy_flop_per_joule", "gpueff_peak_tensor_flops_per_second", "gpueff_peak_dram_bytes_per_second")),
+                            "gpueff_estimated_dram_bytes_per_second", "gpueff_busy_flop_per_joule", "gpueff_peak_tensor_flops_per_second", "gpueff_peak_dram_bytes_per_second", "gpueff_peak_info")),
     "pcie": Collector("PCIe replays, link generation and width", ("gpueff_pcie_replay_errors_total", "gpueff_pcie_link_generation", "gpueff_pcie_link_max_generation",
                                                                  "gpueff_pcie_link_width", "gpueff_pcie_link_max_width")),
     "nvlink": Collector("NVLink error counters and link state (one series per link)", ("gpueff_nvlink_errors_total", "gpueff_nvlink_link_active")),

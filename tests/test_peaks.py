@@ -151,6 +151,7 @@ REPORTED_FACTS = {
     "NVIDIA H100 80GB HBM3": (132, 1980, (9, 0), 5120, 2619),  # public CUDA device query
     "NVIDIA A100-SXM4-40GB": (108, 1410, (8, 0), 5120, 1215),  # public CUDA device query
     "NVIDIA A10": (72, 1695, (8, 6), 384, 6251),  # public CUDA device query (GDDR6 12.5 Gb/s)
+    "NVIDIA H200": (132, 1980, (9, 0), 6016, 3201),  # read on the device, driver 580.159.04 (docs/real-gpu/2026-11-28-h200/peaks-s2)
 }
 
 
@@ -183,7 +184,7 @@ def test_every_reported_name_resolves_to_figures(name):
 
 
 def test_a_row_wins_over_the_device_and_the_config_over_both():
-    device = nvml_device("NVIDIA H200", 132, 1980, (9, 0), 6144, 3201)
+    device = nvml_device("NVIDIA H200", *REPORTED_FACTS["NVIDIA H200"])
     assert peak_for("NVIDIA H200", device=device) == BUILTIN_PEAKS["NVIDIA H200"]
     given = peak_for("NVIDIA H100", {"NVIDIA H100": PeakOverride(dram_tbps=3.9)}, device=device)
     assert given.dram_bytes_per_second == 3.9e12 and given.fp32_flops == pytest.approx(132 * 256 * 1980e6)

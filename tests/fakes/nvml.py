@@ -68,8 +68,8 @@ GPM_MIN_GAP = 0.1
 CALL_LOG_LENGTH = 512  # calls kept in each call log (the tests read the last few hundred at most)
 PROCESS_SAMPLE_PERIOD = 1.0  # one per-process utilization sample a second per process, as seen on an H100
 # nvmlDeviceGetMemoryBusWidth as the real cards report it (H100: a public CUDA device query; H200: read on
-# the device, docs/real-gpu/2026-11-28-h200/issue34-s2); other models answer NotSupported.
-MEMORY_BUS_WIDTH_BITS = {"NVIDIA H100 80GB HBM3": 5120, "NVIDIA H200": 6144}
+# the device, docs/real-gpu/2026-11-28-h200/peaks-s2); other models answer NotSupported.
+MEMORY_BUS_WIDTH_BITS = {"NVIDIA H100 80GB HBM3": 5120, "NVIDIA H200": 6016}
 _GPM_NAMES = {value: name.removeprefix("NVML_GPM_METRIC_") for name, value in vars(_real).items() if name.startswith("NVML_GPM_METRIC_") and name != "NVML_GPM_METRIC_MAX"}
 
 
