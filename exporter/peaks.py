@@ -70,16 +70,13 @@ class Peak:
     source: str = field(default="", compare=False)
     clock_basis_mhz: tuple[tuple[str, float], ...] = ()  # (Peak field, the SM clock its figure is quoted at)
     sync_mma_share: float | None = None  # Rates.sync_mma_share of the model's architecture; None where unknown
-    origin: str = field(default="data_sheet", compare=False)  # one of ORIGINS: where the figures come from
+    # where the figures come from (gpueff_peak_info{origin}): data_sheet, derived (a row derived from
+    # physics), device (the GPU's own NVML facts) or config (the config's peaks: set at least one)
+    origin: str = field(default="data_sheet", compare=False)
 
     def basis_mhz(self, peak_field: str) -> float | None:
         """The SM clock the figure in ``peak_field`` is quoted at; None where it could not be derived."""
         return next((mhz for name, mhz in self.clock_basis_mhz if name == peak_field), None)
-
-
-# Where a Peak's figures come from (gpueff_peak_info{origin}): NVIDIA's documents, a row derived from
-# physics, the device's own NVML facts, or (any of them) the config's peaks: section.
-ORIGINS = ("data_sheet", "derived", "device", "config")
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,7 +232,8 @@ _A10G = derived(AMPERE_GA10X_HALF, 80, 1710, 384, 12.5, 32, None,
                 "AWS A10G (G5 instances; NVIDIA publishes no data sheet): GA102 with 80 SMs, 1710 MHz boost, 24 GB GDDR6 at 12.5 Gb/s (public spec listings), tensor at GeForce rates")
 _L20 = derived(ADA_HALF, 92, 2520, 384, 18, 32, None,
                "NVIDIA L20 (AD102, China market; no data sheet found): 92 SMs, 2520 MHz boost, 48 GB GDDR6 at 18 Gb/s (public spec listings), tensor at the L40's rates")
-_H20_3E = replace(_H20, dram_tbps=round(dram_tbps(6144, 6.25), 3), derivation="H20 compute; DRAM: the H200's 141 GB HBM3e, 6144 bit / 8 x 6.25 Gb/s = 4.8 TB/s")
+_H20_3E = replace(_H20, dram_tbps=round(dram_tbps(6016, 6.402), 3),
+                  derivation="H20 compute; DRAM: the H200's 141 GB HBM3e interface as NVML reports it on an H200, 6016 bit / 8 x 6.402 Gb/s (2 x 3201 MHz) = 4.81 TB/s")
 _A100_SXM_64 = replace(_A100_SXM_40, dram_tbps=round(dram_tbps(4096, 3.186), 3),
                        derivation="A100 SXM4 compute (108 SMs, 1410 MHz); DRAM: four of the 80 GB part's five 16 GB HBM2e stacks, 4096 bit / 8 x 3.186 Gb/s (2.039 TB/s / 5120 bit) = 1.63 TB/s")
 _H800_PCIE = replace(_H100_PCIE, fp64_tensor=None, fp64=None, nvlink_gbps=200, rates=replace(HOPPER, fp64_tensor=None, fp64=None),
