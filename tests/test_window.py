@@ -202,6 +202,16 @@ def test_idle_gives_way_without_a_hold_once_a_kernel_runs():
     assert state(window(4.0, utilization=0.03, **starved), Config()).bottleneck == "host"
 
 
+def test_the_first_windows_noise_is_not_kept_for_the_jobs_life():
+    """A job a point above underfilled_sm_active (the 4-GPU pipeline stage's SM 0.51, tensor 0.48):
+    its first window read two points low. Until the windows span ``bottleneck.window`` the verdict
+    follows their mean, without band or hold; the band then keeps what the whole window says."""
+    state = Stepper()
+    stage = {"graphics_active": 0.98, "sm_occupancy": 0.08, "tensor_active": 0.48, "tensor_hmma_active": 0.48, "dram_active": 0.12}
+    classes = [state(window(float(t), sm_active=0.49 if t == 1 else 0.51, **stage), Config()).bottleneck for t in range(1, 12)]
+    assert classes == ["underfilled"] + ["compute"] * 10
+
+
 def test_a_step_is_a_pure_function_of_the_sample_and_the_previous_state():
     first = step(window(1.0, clock=1980, **MATMUL), Config(), Smoothing())[1]
     again = [step(window(2.0, clock=1380, **IDLE, utilization=0.0), Config(), first) for _ in range(2)]

@@ -9,7 +9,11 @@ Immutable: each poll makes the next state from the previous one (``judge``).
   has won ``bottleneck.hold_polls`` polls in a row, and only where the class in place would not be
   chosen with any one reading moved by ``bottleneck.margin`` (a band around every threshold): a
   job sitting on a threshold keeps one verdict, and a duty-cycled or data-starved job whose
-  windows swing between busy and idle reads ``host`` steadily instead of flapping. Leaving
+  windows swing between busy and idle reads ``host`` steadily instead of flapping. While the
+  windows since the GPU came up span less than ``bottleneck.window``, the verdict is provisional:
+  it follows the growing mean without band or hold, so that the noise of the first window alone
+  is not what the band then keeps for the job's life (a job a point above a threshold, noise
+  of two points on its first window below it, would read the other class for good). Leaving
   ``unknown`` (the first poll has no profiling window yet) needs no hold, nor leaving ``idle`` once
   the readings show a kernel ran: ``idle`` is a fact (no kernel ran), and then no longer true.
 """
@@ -47,6 +51,7 @@ class Smoothing:
     reported: str | None = None
     challenger: str | None = None
     wins: int = 0
+    settled: bool = False  # the class in place was judged from a mean spanning the whole window
 
     def opened_by_previous(self, sample: GpuSample) -> bool:
         previous, window = self.previous, sample.window_seconds
@@ -75,10 +80,10 @@ class Smoothing:
             products = tuple((0.0 if value is None else seconds * value, *column[:older]) for value, column in zip(readings, products, strict=True))
             mean = Activity(*map(weighted_mean, products, weights)) if older else window
             candidate, ran = classify(mean, limits), kernels_ran(mean)
-            if candidate != self.reported and self.reported is not None and self.reported in classes_within_margin(mean, limits, limits.margin):
+            if self.settled and candidate != self.reported and self.reported in classes_within_margin(mean, limits, limits.margin):
                 candidate = self.reported  # the readings sit on a threshold's edge: the verdict in place stands
         reported, challenger, wins = self.reported, self.challenger, self.wins
-        if reported in (None, "unknown") or candidate == reported or (reported == "idle" and ran):  # a first verdict, or kernels ran under "idle": no hold
+        if not self.settled or reported == "unknown" or candidate == reported or (reported == "idle" and ran):  # a provisional verdict in place, or kernels ran under "idle": no hold
             reported, challenger, wins = candidate, None, 0
         elif candidate == challenger:
             wins += 1
@@ -86,7 +91,8 @@ class Smoothing:
             challenger, wins = candidate, 1
         if challenger is not None and wins >= limits.hold_polls:
             reported, challenger, wins = challenger, None, 0
-        return reported, Smoothing(sample, lengths, weights, products, reported, challenger, wins)
+        settled = sum(lengths) >= limits.window or len(lengths) == MAX_WINDOWS  # the mean spans all it will: no better estimate comes
+        return reported, Smoothing(sample, lengths, weights, products, reported, challenger, wins, settled)
 
 
 def weighted_mean(products: tuple[float, ...], weights: tuple[float, ...]) -> float | None:
