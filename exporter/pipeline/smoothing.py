@@ -83,7 +83,7 @@ class Smoothing:
             if self.settled and candidate != self.reported and self.reported in classes_within_margin(mean, limits, limits.margin):
                 candidate = self.reported  # the readings sit on a threshold's edge: the verdict in place stands
         reported, challenger, wins = self.reported, self.challenger, self.wins
-        if not self.settled or reported == "unknown" or candidate == reported or (reported == "idle" and ran):  # a provisional verdict in place, or kernels ran under "idle": no hold
+        if reported in (None, "unknown") or not self.settled or candidate == reported or (reported == "idle" and ran):  # a provisional verdict in place, or kernels ran under "idle": no hold
             reported, challenger, wins = candidate, None, 0
         elif candidate == challenger:
             wins += 1
