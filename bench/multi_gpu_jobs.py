@@ -301,6 +301,8 @@ def jobs_part(out: Path, layouts: list[str], seconds: float, phases: list[str]) 
             report = run_layout(layout, out, port, seconds, phases)
             print(json.dumps(report), flush=True)
             reports.append(report)
+        body = scrape(port)[1].decode()  # the NVLink series as exported (errors per link, link states, totals)
+        (out / "nvlink_series.txt").write_text("".join(line + "\n" for line in body.splitlines() if line.startswith(("gpueff_nvlink", "# HELP gpueff_nvlink"))))
     return reports
 
 

@@ -50,6 +50,7 @@ BENCHMARKS = (
     Benchmark("compare_nvitop.py", "a GPU", "overhead beside nvitop-exporter and a baseline tree, the NVML calls of a poll (--fake-gpus N: the logic on the fake)", "docs/benchmarks.md#issue-28s-targets-after-round-three"),
     Benchmark("nvml_poll_cost.py", "a GPU", "every NVML call of a poll with its cadence and cost, nvmlDeviceGetSamples' parts, collect of two trees", "docs/benchmarks.md#nvml-cost-per-poll-issue-28-round-two"),
     Benchmark("nvml_health_cost.py", "a GPU", "what each NVML health reading answers and costs", "docs/health.md"),
+    Benchmark("nvlink_errors_cost.py", "a GPU", "what the NVLink error readings (totals, link states, per-link counters) cost and read", "docs/health.md"),
     Benchmark("profile_poll.py", "a GPU", "process CPU with NVML open, polls under cProfile, RSS by start-up stage", "docs/selftest.md#overhead-benchmark-on-a-gpu-benchcompare_nvitoppy"),
     Benchmark("live_verdicts.py", "a GPU", "the daemon's poller on a live GPU: every poll's verdicts as JSON lines (tools/record_corpus.py --live)", "docs/selftest.md#real-workloads-on-a-real-nvidia-h100-80gb-hbm3-2026-11-25"),
     Benchmark("multi_gpu.py", "several GPUs", "NCCL collectives recorded on every GPU, the overhead at N GPUs", "docs/benchmarks.md#several-gpus"),

@@ -47,7 +47,7 @@ COLLECTORS: dict[str, Collector] = {
                             "gpueff_estimated_dram_bytes_per_second", "gpueff_busy_flop_per_joule", "gpueff_peak_tensor_flops_per_second", "gpueff_peak_dram_bytes_per_second", "gpueff_peak_info")),
     "pcie": Collector("PCIe replays, link generation and width", ("gpueff_pcie_replay_errors_total", "gpueff_pcie_link_generation", "gpueff_pcie_link_max_generation",
                                                                  "gpueff_pcie_link_width", "gpueff_pcie_link_max_width")),
-    "nvlink": Collector("NVLink error counters and link state (one series per link)", ("gpueff_nvlink_errors_total", "gpueff_nvlink_link_active")),
+    "nvlink": Collector("NVLink error counters and link state (one series per link)", ("gpueff_nvlink_errors_total", "gpueff_nvlink_link_active", "gpueff_nvlink_link_errors_total")),
     "topology": Collector("how each GPU reaches the node's other GPUs: PCIe path, NVLink (read once per device open)", ("gpueff_gpu_peer_info", "gpueff_gpu_peer_nvlinks")),
     "violations": Collector("time the clocks were held down, by policy", ("gpueff_clock_violation_seconds_total",)),
     "video": Collector("video encoder and decoder utilization", ("gpueff_encoder_utilization_ratio", "gpueff_decoder_utilization_ratio")),

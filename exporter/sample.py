@@ -60,6 +60,7 @@ class Health:
     nvlink_replay_errors: float | None = None
     nvlink_recovery_errors: float | None = None
     nvlink_links_active: tuple[tuple[int, bool], ...] | None = None  # (link, active) for each link the GPU has
+    nvlink_link_errors: tuple[tuple[int, str, float], ...] | None = None  # (link, type, count) for each active link (not recorded in traces)
     # Time the clocks were held below their target, by policy (nvmlDeviceGetViolationStatus).
     violation_power_seconds: float | None = None
     violation_thermal_seconds: float | None = None

@@ -23,7 +23,9 @@ between cards, and the recorded jobs that show it):
 - ``memory``: DRAM at ``memory_dram`` or more, on the memory side: at its roof, bandwidth-bound.
 - ``compute``: a math pipe (tensor, FP64, FP32, FP16) at ``compute_pipe`` of its own peak with SMs
   busy. The integer pipe is not among them: it issues address and index arithmetic for every load.
-- ``underfilled``: SM activity below ``underfilled_sm_active``: most SMs have no block to run.
+- ``underfilled``: SM activity below ``underfilled_sm_active``: most SMs have no block to run;
+  unless a link carries at least ``transfer_link`` of its peak, more than any math pipe or DRAM
+  carries of theirs: then moving bytes is the GPU's work (``communication`` below the link's roof).
 - ``latency``: occupancy below ``latency_occupancy`` with nothing near a roof: too few warps.
 - ``memory_latency``: the memory side with DRAM carrying ``memory_latency_dram`` or more but below
   its roof: the SMs wait on memory accesses (latency, too few bytes in flight), which a card with
@@ -63,6 +65,7 @@ class BottleneckThresholds:
     compute_pipe: float = setting(0.2, ratio, "compute: a math pipe (tensor, FP64, FP32, FP16; not the integer pipe) at least this active, with SM activity at least underfilled_sm_active")
     memory_latency_dram: float = setting(0.1, ratio, "memory_latency: DRAM at least this active, below memory_dram, on the memory side, with the SMs busy: the job waits on memory without filling its bandwidth")
     communication_link: float = setting(0.3, ratio, "communication: PCIe or NVLink at least this share of its peak while SM activity is below underfilled_sm_active (checked before every other rule)")
+    transfer_link: float = setting(0.1, ratio, "communication below the link's roof: where most SMs are idle (else underfilled), PCIe or NVLink at least this share of its peak and above every math pipe's and DRAM's share: moving bytes is the GPU's main work (NCCL's point-to-point transfers run on few SMs by design)")
     underfilled_sm_active: float = setting(0.5, ratio, "underfilled: SM activity below this while the GPU is busy")
     latency_occupancy: float = setting(0.1, ratio, "latency: SM occupancy below this ...")
     latency_work: float = setting(0.2, ratio, "... and every pipe and DRAM below this")
@@ -102,8 +105,8 @@ CLASSES: tuple[BottleneckClass, ...] = (
     ),
     BottleneckClass(
         "communication",
-        "PCIe or NVLink moves data near its peak while most SMs have nothing to run: the link is the limit",
-        "Overlap communication with compute, batch or compress transfers, keep data resident on the GPU, use a faster path (NVLink, GPUDirect).",
+        "PCIe or NVLink moves data near its peak, or is the unit nearest its roof, while most SMs have nothing to run: moving bytes is the GPU's work and the link is the limit",
+        "Overlap communication with compute, send fewer and larger messages (batch or compress transfers), keep data resident on the GPU, let NCCL use more channels (NCCL_MIN_NCHANNELS), use a faster path (NVLink, GPUDirect).",
     ),
     BottleneckClass(
         "peer_wait",
@@ -215,6 +218,8 @@ def classify(activity: Activity, limits: BottleneckThresholds) -> str:
     if pipes >= limits.compute_pipe and sm_active >= limits.underfilled_sm_active:
         return "compute"
     if sm_active < limits.underfilled_sm_active:
+        if link is not None and link >= limits.transfer_link and link > max(pipes, dram):
+            return "communication"  # the link is the unit nearest its roof, and the SMs only drive it
         return "underfilled"
     occupancy = activity.sm_occupancy
     if occupancy is not None and occupancy < limits.latency_occupancy and max(pipes, dram) < limits.latency_work:

@@ -44,8 +44,9 @@ PERCENT_KEYS = frozenset({"util_gpu", "util_mem", *WINDOW_KEYS} | {metric.name f
 # Optional: traces recorded before it existed replay without them. Kinds: float, int, bool, links.
 _SAMPLE_HEALTH_FIELDS = ("ecc_corrected_errors", "ecc_uncorrected_errors", "remapped_rows_correctable", "remapped_rows_uncorrectable", "remapped_rows_pending", "remapped_rows_failure")
 _SAMPLE_FIELD_TYPES = {item.name: str(item.type) for item in dataclasses.fields(GpuSample)}
+_NOT_RECORDED = frozenset({"nvlink_link_errors"})  # per-link counters: live only (NVML), never in a trace
 HEALTH_KEYS: dict[str, str] = {
-    **{item.name: "links" if str(item.type).startswith("tuple") else str(item.type).split("|")[0].strip() for item in dataclasses.fields(Health)},
+    **{item.name: "links" if str(item.type).startswith("tuple") else str(item.type).split("|")[0].strip() for item in dataclasses.fields(Health) if item.name not in _NOT_RECORDED},
     **{name: _SAMPLE_FIELD_TYPES[name].split("|")[0].strip() for name in _SAMPLE_HEALTH_FIELDS},
 }
 # The health readings that are counters since driver load: a replay keeps them rising across loops.
@@ -143,6 +144,8 @@ def health_record(sample: GpuSample) -> dict[str, Any]:
     """A sample's health readings as a trace sample's "health" object (only those that exist)."""
     readings: dict[str, Any] = {**sample.health.readings(), **{key: value for key in _SAMPLE_HEALTH_FIELDS if (value := getattr(sample, key)) is not None}}
     out: dict[str, Any] = {}
+    for key in _NOT_RECORDED:
+        readings.pop(key, None)
     for key, value in readings.items():
         kind = HEALTH_KEYS[key]
         if kind == "links":

@@ -191,9 +191,16 @@ def test_pcie_traffic_counts_as_communication_too():
     assert derive(sample, Config()).bottleneck == "communication"
 
 
-def test_light_link_traffic_with_few_sms_is_underfilled():
-    sample = synthetic(1.0, sm_active=0.1, dram_active=0.0, nvlink_tx_bytes_per_second=0.1 * 450e9)
-    assert derive(sample, Config()).bottleneck == "underfilled"
+def test_below_its_roof_a_link_is_the_work_where_it_is_the_busiest_unit():
+    """Few SMs active: a link at a tenth or more of its peak, above every pipe and DRAM, is what the GPU
+    does (NCCL's point-to-point transfers): communication; below that floor, or with a math pipe
+    busier than the link, the few SMs are the story: underfilled."""
+    def judged(link: float, sm_active: float = 0.1, **readings: float) -> str:
+        sample = synthetic(1.0, sm_active=sm_active, dram_active=readings.pop("dram_active", 0.0), nvlink_tx_bytes_per_second=link * 450e9, **readings)
+        return derive(sample, Config()).bottleneck
+
+    assert judged(0.12) == "communication" and judged(0.05) == "underfilled"
+    assert judged(0.12, sm_active=0.3, fp32_active=0.2) == "underfilled" and judged(0.12, dram_active=0.15) == "underfilled"
 
 
 def test_link_traffic_of_an_unknown_model_cannot_be_judged():

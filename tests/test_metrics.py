@@ -71,7 +71,7 @@ def test_each_metric_is_defined_once_and_follows_prometheus_conventions():
         assert not labelled or len(labelled) == len(metric.readings) and len(metric.labels) == 1, metric.name
 
 
-FULL_HEALTH = Health(**{field.name: 1 for field in dataclasses.fields(Health)} | {"nvlink_links_active": ((0, True), (1, False)), "retired_pages_pending": False})
+FULL_HEALTH = Health(**{field.name: 1 for field in dataclasses.fields(Health)} | {"nvlink_links_active": ((0, True), (1, False)), "nvlink_link_errors": ((0, "replay", 2.0),), "retired_pages_pending": False})
 
 
 def full_snapshot() -> Snapshot:
@@ -195,7 +195,7 @@ def test_the_nvml_backend_gives_what_the_catalogue_says(trace_paths):
     clock = FakeClock()
     trace = load_trace(trace_paths["matmul_8192"])
     gpu = FakeGpu(trace, fields={pynvml.NVML_FI_DEV_MEMORY_TEMP: 61.0}, processes=[(4242, 2**30, "python")],
-                  nvlink_links=(True, False), retired_pages=(1, 0, False), fan_percent=40)  # a pre-Ampere NVLink board with a fan: every health reading
+                  nvlink_links=(True, False), nvlink_link_errors=((0, 0, 0), (0, 0, 0)), retired_pages=(1, 0, False), fan_percent=40)  # an NVLink board with a fan: every health reading
     fake = FakeNvml([gpu, FakeGpu(trace)], clock=clock)  # two: GPUs have peers
     # the second without the driver's samples: its graphics engine is read over every poll's window (the first's only over the slow one)
     fake.fail("nvmlDeviceGetSamples", pynvml.NVML_ERROR_NOT_SUPPORTED, gpu=1)

@@ -54,7 +54,7 @@ def test_a_one_gpu_hopper_has_no_nvlink_retired_pages_or_fan_readings_not_zeros(
         health = backend.collect()[0].health
         clock.advance(1)
     backend.close()
-    absent = {"nvlink_crc_flit_errors", "nvlink_crc_data_errors", "nvlink_replay_errors", "nvlink_recovery_errors", "nvlink_links_active",
+    absent = {"nvlink_crc_flit_errors", "nvlink_crc_data_errors", "nvlink_replay_errors", "nvlink_recovery_errors", "nvlink_links_active", "nvlink_link_errors",
               "retired_pages_single_bit", "retired_pages_double_bit", "retired_pages_pending", "fan_speed"}
     assert set(health.readings()) == {field.name for field in dataclasses.fields(Health)} - absent
     assert fake.calls["nvmlDeviceGetRetiredPages"] == 2 and fake.calls["nvmlDeviceGetFanSpeed"] == 1  # NOT_SUPPORTED: asked once
@@ -176,6 +176,27 @@ def test_a_power_limit_changed_at_run_time_shows_at_the_next_slow_round(trace):
     clock.advance(5)
     assert backend.collect()[0].device.power_limit_watts == 500
     backend.close()
+
+
+def test_a_hopper_board_gives_its_error_counters_per_active_link_in_one_call_and_their_sums(trace):
+    """Hopper answers NotSupported for the *_TOTAL fields and the data-link fields per link (scopeId):
+    each active link's counters come in one field-values call, the totals from the fields' sums."""
+    def slow_round_calls(links: int) -> int:
+        backend, fake, clock = started([FakeGpu(trace, nvlink_links=(True,) * links, nvlink_link_errors=((0, 0, 0),) * links)], slow_interval=1.0)
+        backend.collect()
+        clock.advance(1)
+        before = fake.calls["nvmlDeviceGetFieldValues"]
+        backend.collect()
+        backend.close()
+        return fake.calls["nvmlDeviceGetFieldValues"] - before
+
+    board = FakeGpu(trace, nvlink_links=(True, False, True), nvlink_link_errors=((1, 0, 0), (9, 9, 9), (0, 4, 2)), nvlink_totals=False)
+    backend, _, _ = started([board])
+    health = backend.collect()[0].health
+    backend.close()
+    assert health.nvlink_link_errors == ((0, "crc_flit", 1), (0, "replay", 0), (0, "recovery", 0), (2, "crc_flit", 0), (2, "replay", 4), (2, "recovery", 2))
+    assert (health.nvlink_crc_flit_errors, health.nvlink_replay_errors, health.nvlink_recovery_errors, health.nvlink_crc_data_errors) == (10, 13, 11, None)
+    assert slow_round_calls(2) == slow_round_calls(18)  # the field-values calls of a slow round, whatever the link count
 
 
 def test_exposition_of_the_health_readings(trace):

@@ -115,6 +115,10 @@ def _nvlink_links(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]
     return [((link,), float(active)) for link, active in state.sample.health.nvlink_links_active or ()]
 
 
+def _nvlink_link_errors(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]:
+    return [((link, kind), count) for link, kind, count in state.sample.health.nvlink_link_errors or ()]
+
+
 def _peers(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]:
     return [((peer.index, peer.uuid, peer.pcie_path, peer.nvlink), 1.0) for peer in state.sample.device.peers]
 
@@ -162,6 +166,7 @@ _SPECIAL: dict[str, Single | Labelled] = {
     "gpueff_xid_errors_total": _xid,
     "gpueff_xid_last_code": _last_xid,
     "gpueff_nvlink_link_active": _nvlink_links,
+    "gpueff_nvlink_link_errors_total": _nvlink_link_errors,
     "gpueff_gpu_peer_info": _peers,
     "gpueff_peak_info": _peak_info,
     "gpueff_gpu_peer_nvlinks": _peer_nvlinks,

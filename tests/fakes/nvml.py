@@ -107,6 +107,10 @@ class FakeGpu:
     pcie_link: tuple[int, int, int, int] | None = (5, 5, 16, 16)  # current generation, max generation, current width, max width
     nvlink_links: tuple[bool, ...] = ()  # each link's state; () is a GPU without NVLink (link count 0)
     nvlink_errors: tuple[int, int, int, int] = (0, 0, 0, 0)  # crc_flit, crc_data, replay, recovery totals
+    # Hopper's data-link error fields, per link (crc_flit, replay, recovery), read with scopeId = the link
+    # (ALL_LINKS: their sums); () answers them NotSupported, as a driver without them does.
+    nvlink_link_errors: tuple[tuple[int, int, int], ...] = ()
+    nvlink_totals: bool = True  # whether the *_TOTAL error fields answer (Hopper's driver: NotSupported)
     # Topology (nvmlDeviceGetNvLinkRemotePciInfo, nvmlDeviceGetTopologyCommonAncestor, nvmlDeviceGetP2PStatus):
     # each link's far end, as the index of the GPU it joins or NVSWITCH; GPUs of one pcie_switch hang
     # from one PCIe switch, else from one host bridge within a numa_node, else across sockets.
@@ -712,18 +716,25 @@ class FakeNvml:
         gpu = self.gpus[self._index_of(handle)]
         fields = dict(gpu.fields)
         fields[_real.NVML_FI_DEV_NVLINK_LINK_COUNT] = len(gpu.nvlink_links)
-        if gpu.nvlink_links:
+        if gpu.nvlink_links and gpu.nvlink_totals:
             totals = (_real.NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, _real.NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL,
                       _real.NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL, _real.NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL)
             fields.update(zip(totals, gpu.nvlink_errors))
+        scoped = {(_real.NVML_FI_DEV_NVLINK_GET_STATE, link): float(up) for link, up in enumerate(gpu.nvlink_links)}
+        for position, field_id in enumerate((_real.NVML_FI_DEV_NVLINK_ERROR_DL_CRC, _real.NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY, _real.NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY)):
+            scoped.update({(field_id, link): float(counts[position]) for link, counts in enumerate(gpu.nvlink_link_errors)})
+            if gpu.nvlink_link_errors:
+                scoped[field_id, 0xFFFFFFFF] = float(sum(counts[position] for counts in gpu.nvlink_link_errors))
         values = (_real.c_nvmlFieldValue_t * len(field_ids))()
-        for slot, field_id in enumerate(field_ids):
-            values[slot].fieldId = field_id
+        for slot, asked in enumerate(field_ids):
+            field_id, scope = asked if isinstance(asked, tuple) else (asked, 0)
+            values[slot].fieldId, values[slot].scopeId = field_id, scope
             values[slot].timestamp = int(self.clock() * 1e6)
-            if field_id in fields:
+            value = scoped.get((field_id, scope)) if isinstance(asked, tuple) else fields.get(field_id)
+            if value is not None:
                 values[slot].nvmlReturn = _real.NVML_SUCCESS
                 values[slot].valueType = _real.NVML_VALUE_TYPE_DOUBLE
-                values[slot].value.dVal = fields[field_id]
+                values[slot].value.dVal = value
             else:
                 values[slot].nvmlReturn = _real.NVML_ERROR_NOT_SUPPORTED
         return values

@@ -87,6 +87,16 @@ _NVLINK_ERROR_FIELDS = (
     ("NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "nvlink_replay_errors"),
     ("NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "nvlink_recovery_errors"),
 )
+# The data-link error fields that take a link as scopeId (all links: ALL_LINKS), by the type they
+# count. Hopper answers these and NotSupported for the *_TOTAL and per-link-numbered fields above;
+# DL_CRC counts flit CRC errors (on an H200 it read 0 on every link whose data-CRC counter read 1-30).
+_NVLINK_LINK_FIELDS = (
+    ("NVML_FI_DEV_NVLINK_ERROR_DL_CRC", "crc_flit"),
+    ("NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY", "replay"),
+    ("NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY", "recovery"),
+)
+_TOTAL_OF_TYPE = {"crc_flit": "nvlink_crc_flit_errors", "replay": "nvlink_replay_errors", "recovery": "nvlink_recovery_errors"}
+ALL_LINKS = 0xFFFFFFFF  # scopeId: the sum over the GPU's links
 
 
 def _nvlink_count(nvml: ModuleType, values: Any) -> int:
@@ -97,11 +107,35 @@ def _nvlink_count(nvml: ModuleType, values: Any) -> int:
 
 
 def _nvlink_errors(nvml: ModuleType, handle: Any) -> dict[str, Any]:
-    """The error totals over all links, with the link count, in one field-values call. A GPU with
-    no NVLink (count 0, or the count unsupported) gives no NVLink reading at all."""
-    values = nvml.nvmlDeviceGetFieldValues(handle, [nvml.NVML_FI_DEV_NVLINK_LINK_COUNT, *(getattr(nvml, name) for name, _ in _NVLINK_ERROR_FIELDS)])
+    """The error totals over all links, with the link count, in one field-values call: the
+    *_TOTAL fields, else (Hopper) the data-link fields summed over all links. A GPU with no NVLink
+    (count 0, or the count unsupported) gives no NVLink reading at all."""
+    summed = [(getattr(nvml, name), ALL_LINKS) for name, _ in _NVLINK_LINK_FIELDS]
+    values = nvml.nvmlDeviceGetFieldValues(handle, [nvml.NVML_FI_DEV_NVLINK_LINK_COUNT, *(getattr(nvml, name) for name, _ in _NVLINK_ERROR_FIELDS), *summed])
     _nvlink_count(nvml, values)
-    return {key: field_number(nvml, value) for (_, key), value in zip(_NVLINK_ERROR_FIELDS, values[1:]) if value.nvmlReturn == nvml.NVML_SUCCESS}
+    totals = values[1 : 1 + len(_NVLINK_ERROR_FIELDS)]
+    found = {_TOTAL_OF_TYPE[kind]: field_number(nvml, value) for (_, kind), value in zip(_NVLINK_LINK_FIELDS, values[1 + len(_NVLINK_ERROR_FIELDS) :]) if value.nvmlReturn == nvml.NVML_SUCCESS}
+    found.update({key: field_number(nvml, value) for (_, key), value in zip(_NVLINK_ERROR_FIELDS, totals) if value.nvmlReturn == nvml.NVML_SUCCESS})
+    return found
+
+
+def _nvlink_link_errors(nvml: ModuleType, handle: Any) -> dict[str, Any]:
+    """Each active link's error counters, by type, in one field-values call (the link's state and
+    its data-link error fields, scopeId = the link): (link, type, count) for the links whose state
+    reads active. None answering: NOT_SUPPORTED, so the GPU is not asked again."""
+    count = _nvlink_count(nvml, nvml.nvmlDeviceGetFieldValues(handle, [nvml.NVML_FI_DEV_NVLINK_LINK_COUNT]))
+    asked = [nvml.NVML_FI_DEV_NVLINK_GET_STATE, *(getattr(nvml, name) for name, _ in _NVLINK_LINK_FIELDS)]
+    values = nvml.nvmlDeviceGetFieldValues(handle, [(field_id, link) for link in range(count) for field_id in asked])
+    found, answered = [], False
+    for link in range(count):
+        state, *errors = values[link * len(asked) : (link + 1) * len(asked)]
+        read = [(link, kind, field_number(nvml, value)) for (_, kind), value in zip(_NVLINK_LINK_FIELDS, errors) if value.nvmlReturn == nvml.NVML_SUCCESS]
+        answered = answered or bool(read)
+        if state.nvmlReturn == nvml.NVML_SUCCESS and field_number(nvml, state) == 1:
+            found.extend(read)  # a link down (or one whose state is unknown) has no error series
+    if not answered:
+        raise nvml.NVMLError(nvml.NVML_ERROR_NOT_SUPPORTED)
+    return {"nvlink_link_errors": tuple(found)}
 
 
 def _nvlink_states(nvml: ModuleType, handle: Any) -> dict[str, Any]:
@@ -131,6 +165,7 @@ HEALTH_CALLS: tuple[HealthCall, ...] = (
     HealthCall("pcie_link_max", ONCE, _pcie_link("nvmlDeviceGetMaxPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkWidth", "_max"), "pcie"),
     HealthCall("nvlink_errors", SLOW, _nvlink_errors, "nvlink"),
     HealthCall("nvlink_states", SLOW, _nvlink_states, "nvlink"),
+    HealthCall("nvlink_link_errors", SLOW, _nvlink_link_errors, "nvlink"),
     *(HealthCall(f"violation_{name}", SLOW, _violation(policy, name), "violations") for policy, name in (
         ("NVML_PERF_POLICY_POWER", "power"),
         ("NVML_PERF_POLICY_THERMAL", "thermal"),
