@@ -161,7 +161,7 @@ def test_slow_calls_only_at_the_slow_interval_and_carried_on(traces):
         assert sample.remapped_rows_correctable == 1 and sample.remapped_rows_pending is False
         clock.advance(1)
     assert fake.calls["nvmlDeviceGetUtilizationRates"] == 25
-    assert [fake.calls[name] for name in SLOW_CALLS] == [3, 6, 3, 5]  # at 0 s, 10 s, 20 s (ECC: two calls each; field values: + the NVLink count twice at 0 s, none here)
+    assert [fake.calls[name] for name in SLOW_CALLS] == [3, 6, 3, 6]  # at 0 s, 10 s, 20 s (ECC: two calls each; field values: + the NVLink count three times at 0 s, none here)
     assert energies[0] == energies[9] != energies[10] == energies[19] != energies[20] == energies[24]
     assert energies[10] == pytest.approx(fake.energy_mj(0, at=1010.0) / 1000, abs=0.001)
     assert fake.calls["nvmlDeviceGetPcieThroughput"] == 0  # PCIe rates come from GPM
