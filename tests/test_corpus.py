@@ -57,7 +57,7 @@ EXPERT_LABEL = {
 # so they are replayed together; apart from EXPERT_LABEL, whose traces stand alone (test_balance.py).
 JOB_LABEL = {
     **{f"h200-jobs/{size}gpu_{phase}_gpu{gpu}": label for size in (2, 4) for gpu in range(size) for phase, label in (
-        ("allreduce", "communication"), ("rs_ag", "communication"), ("alltoall", "communication"),
+        ("allreduce", "communication"), ("rs_ag", "communication"), ("alltoall", "communication"), ("sendrecv", "communication"),
         ("allreduce_overlap", "compute"), ("rs_ag_overlap", "compute"), ("alltoall_overlap", "compute"), ("sendrecv_overlap", "compute"),
         ("pipeline", "compute"), ("ddp", "compute"),
         ("straggler", "compute" if gpu == size - 1 else "peer_wait"),
@@ -66,9 +66,9 @@ JOB_LABEL = {
 LABEL = {**EXPERT_LABEL, **JOB_LABEL}
 # Busy while the SMs idle, the mismatch this exporter exists for: one thread on one SM (131 SMs
 # idle); copy engines moving data over PCIe with no kernel running.
-# A bare collective: every GPU busy while NCCL's few channels hold 17 % of the SMs.
+# A bare collective: every GPU busy while NCCL's few channels hold 17 % of the SMs (a send/recv ring 5-10 %).
 IDLE_SMS = {"h200/spin_1sm", "h100-fleet/copy_h2d_pinned", "h100-fleet/copy_d2h_pinned"} | {
-    f"h200-jobs/{size}gpu_{phase}_gpu{gpu}" for size in (2, 4) for gpu in range(size) for phase in ("allreduce", "rs_ag", "alltoall")}
+    f"h200-jobs/{size}gpu_{phase}_gpu{gpu}" for size in (2, 4) for gpu in range(size) for phase in ("allreduce", "rs_ag", "alltoall", "sendrecv")}
 # Busy with the SMs holding warps, yet no math pipe, DRAM or link near a tenth of its roof: the
 # batch-1 LSTM replayed from a CUDA graph (its weights live in L2, which no counter sees).
 NOTHING_NEAR_A_ROOF = {"h200-live/lstm_graph_b1"}
@@ -155,3 +155,25 @@ def test_busy_with_nothing_near_any_roof_is_flagged(name):
 def test_busy_with_idle_sms_is_flagged(name):
     states = replayed(name, 1.0)[1:]  # the first poll has no profiling window yet
     assert all(state.derived.mismatch.get("high_util_low_sm") for state in states), name
+
+
+def test_the_send_recv_ring_is_communication_whatever_class_was_in_place():
+    """At 4 GPUs the ring's NVLink sits on communication_link (0.30-0.31 of its peak): live it read
+    `underfilled`, the class in place holding inside the margin. Below the link's roof (transfer_link)
+    no reading moved by the margin gives any other class, so no earlier verdict can hold on."""
+    from dataclasses import replace
+
+    from exporter.peaks import peak_for
+    from exporter.pipeline.derive import activity
+    from exporter.taxonomy import BottleneckThresholds, classes_within_margin
+
+    limits = BottleneckThresholds()
+    before = replace(limits, transfer_link=1.0)  # the rule without this floor
+    edges = 0
+    for gpu in range(4):
+        for state in replayed(f"h200-jobs/4gpu_sendrecv_gpu{gpu}", 1.0, loops=1)[1:]:
+            window = activity(state.sample, peak_for(state.sample.device.name, Config().peaks, state.sample.device.sm_count))
+            assert classes_within_margin(window, limits, limits.margin) == {"communication"}
+            edges += "underfilled" in classes_within_margin(window, before, limits.margin)
+    assert edges  # before, an `underfilled` in place could hold on
+

@@ -199,6 +199,27 @@ def test_a_hopper_board_gives_its_error_counters_per_active_link_in_one_call_and
     assert slow_round_calls(2) == slow_round_calls(18)  # the field-values calls of a slow round, whatever the link count
 
 
+def test_the_per_link_errors_are_read_again_only_when_a_total_or_a_link_state_moves(trace):
+    board = FakeGpu(trace, nvlink_links=(True, True), nvlink_link_errors=((0, 0, 0), (0, 0, 0)), nvlink_totals=False)
+    backend, fake, clock = started([board], slow_interval=1.0)
+
+    def slow_round() -> tuple[int, object]:
+        clock.advance(1)
+        before = fake.calls["nvmlDeviceGetFieldValues"]
+        health = backend.collect()[0].health
+        return fake.calls["nvmlDeviceGetFieldValues"] - before, health.nvlink_link_errors
+
+    backend.collect()
+    quiet, _ = slow_round()
+    board.nvlink_link_errors = ((0, 0, 0), (0, 3, 0))  # link 1 replays
+    moved, after_replays = slow_round()
+    board.nvlink_links = (True, False)  # link 1 goes down, no counter moves
+    down, after_down = slow_round()
+    backend.close()
+    assert moved == down == quiet + 2  # the link count and the links: two calls, made only when something moved
+    assert (1, "replay", 3) in after_replays and after_down == ((0, "crc_flit", 0), (0, "replay", 0), (0, "recovery", 0))
+
+
 def test_exposition_of_the_health_readings(trace):
     backend, _, _ = started([nvlink_board(trace)])
     sample = backend.collect()[0]
