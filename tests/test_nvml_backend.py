@@ -233,7 +233,7 @@ def test_memory_temperature_field_not_supported_is_not_asked_again(traces):
     for _ in range(4):
         sample = backend.collect()[0]
         clock.advance(1)
-    assert sample.memory_temperature_celsius is None and fake.calls["nvmlDeviceGetFieldValues"] == 3  # and the NVLink count twice: no NVLink, not asked again
+    assert sample.memory_temperature_celsius is None and fake.calls["nvmlDeviceGetFieldValues"] == 4  # and the NVLink count three times: no NVLink, not asked again
     backend.close()
 
 
