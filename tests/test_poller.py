@@ -330,3 +330,33 @@ def test_the_daemons_own_process_figures_are_read_at_most_once_a_second(trace_pa
         poller.poll_once()
         clock.now += 0.1
     assert len(reads) == 3 and reads[1] - reads[0] >= 1.0 and reads[2] - reads[1] >= 1.0
+
+
+class RenamedReplay(FlakyReplay):
+    """Replayed samples as a GPU whose name is in no peaks row would give them, with its NVML facts."""
+
+    def __init__(self, *args, device_facts: dict, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.device_facts = device_facts
+
+    def collect(self):
+        return [sample.replace(device=dataclasses.replace(sample.device, **self.device_facts)) for sample in super().collect()]
+
+
+@pytest.mark.parametrize(("facts", "origin", "logged"), [
+    ({"name": "NVIDIA H100", "compute_capability": (9, 0), "memory_bus_width_bits": 5120, "max_memory_clock_mhz": 2619}, "device",
+     "its peaks are derived from the device (NVML): 132 SMs x Hopper GH100"),
+    ({"name": "NVIDIA Future GPU", "compute_capability": (13, 0), "memory_bus_width_bits": 8192, "max_memory_clock_mhz": 4000}, None,
+     "is not in the built-in peaks table: no FLOP/s or bandwidth estimate"),
+])
+def test_a_model_in_no_row_is_derived_from_its_device_or_logged_once(trace_paths, clock, caplog, facts, origin, logged):
+    backend = RenamedReplay([load_trace(trace_paths["matmul_8192"])], clock=clock, device_facts=facts)
+    backend.start()
+    poller = Poller(backend, Config(), clock=clock, wall_clock=lambda: 1_700_000_000.0 + clock.now)
+    with caplog.at_level(logging.INFO, logger="exporter.poller"):
+        for _ in range(3):
+            clock.now += 0.5
+            snapshot = poller.poll_once()
+    peak = snapshot.gpus[0].derived.peak
+    assert (peak.origin if peak is not None else None) == origin
+    assert caplog.text.count(logged) == 1  # once, at the first poll that sees the model
