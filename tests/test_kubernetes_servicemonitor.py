@@ -29,6 +29,7 @@ from waiting import PATIENCE
 pytestmark = pytest.mark.e2e  # the prometheus-operator's relabelling in a real Prometheus
 
 PROMETHEUS = shutil.which("prometheus")
+DEMO_GPUS = 20  # 6 planted (H200) + 12 real workloads (H100) + a 2-GPU job (H200)
 
 
 def snake(name: str) -> str:
@@ -82,7 +83,7 @@ def test_pod_labels_survive_the_servicemonitor_and_exporter_pod_labels_do_not(tm
                 deadline = time.monotonic() + PATIENCE
                 series: list[dict] = []
                 joined: list[dict] = []
-                while time.monotonic() < deadline and (len(series) < 6 or len(joined) < 3):
+                while time.monotonic() < deadline and (len(series) < DEMO_GPUS or len(joined) < 3):
                     assert prometheus.poll() is None, (tmp_path / "prometheus.log").read_text()[-2000:]
                     with contextlib.suppress(OSError, KeyError, ValueError, AssertionError):
                         series = query(prometheus_port, "gpueff_gpu_up")
@@ -95,7 +96,7 @@ def test_pod_labels_survive_the_servicemonitor_and_exporter_pod_labels_do_not(tm
     finally:
         shutil.rmtree(socket_dir, ignore_errors=True)
     labels = {item["metric"]["uuid"]: item["metric"] for item in series}
-    assert len(labels) == 20, series  # the demo: 6 planted (H200) + 12 real workloads (H100) + a 2-GPU job (H200)
+    assert len(labels) == DEMO_GPUS, series
     held = labels["GPU-replay-2-matmul_8192"]
     assert (held["namespace"], held["pod"], held["container"], held["node"]) == ("ml", "trainer-0", "main", "gpu-node-1")
     assert sorted((item["metric"]["uuid"], item["metric"]["pod"]) for item in joined) == [
