@@ -16,7 +16,7 @@ import pytest
 from exporter.backends.replay import ReplayBackend
 from exporter.config.file import Config
 from exporter.pipeline.derive import step
-from exporter.pipeline.smoothing import Smoothing
+from exporter.pipeline.smoothing import Smoothing, weighted_mean
 from exporter.sample import GpuSample
 from exporter.taxonomy import Activity, BottleneckThresholds, classes_within_margin, classify
 from exporter.trace import load_trace
@@ -100,14 +100,30 @@ def recorded_samples(path: Path) -> tuple[GpuSample, ...]:
     return tuple(samples)
 
 
-def verdicts(samples: tuple[GpuSample, ...], noise: Noise | None = None) -> list[tuple[str, bool]]:
-    """(the class reported, whether the verdict in place before it was settled) at each poll."""
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    reported: str
+    settled: bool  # the verdict in place before this poll was judged over a whole window (not provisional)
+    near: frozenset[str]  # the classes the smoothed readings reach with the noise applied to each: more than one near a threshold
+
+
+def within_noise(mean: Activity) -> frozenset[str]:
+    """The classes ``mean`` gets with one perturbed reading moved by its noise, up or down."""
+    found = {classify(mean, LIMITS)}
+    for name, noise in (("busy", UTILIZATION_NOISE), ("engine", ACTIVITY_NOISE), ("sm_active", ACTIVITY_NOISE), ("dram", ACTIVITY_NOISE)):
+        value = getattr(mean, name)
+        for by in (noise, -noise):
+            found.add(classify(dataclasses.replace(mean, **{name: moved(value, by)}), LIMITS))
+    return frozenset(found)
+
+
+def verdicts(samples: tuple[GpuSample, ...], noise: Noise | None = None) -> list[Verdict]:
     state, out = Smoothing(), []
     for number, sample in enumerate(samples):
         settled = state.settled
         derived, following = step(noisy(sample, *noise(number)) if noise else sample, Config(), state)
         state = following or Smoothing()
-        out.append((derived.bottleneck, settled))
+        out.append(Verdict(derived.bottleneck, settled, within_noise(Activity(*map(weighted_mean, state.products, state.weights)))))
     return out
 
 
@@ -117,11 +133,14 @@ def signs(seed: int) -> Noise:
     return moves.__getitem__
 
 
-ZERO_MEAN: dict[str, Noise] = {
-    "alternating": lambda n: ((-1) ** n * UTILIZATION_NOISE, (-1) ** n * ACTIVITY_NOISE),
-    "alternating, opposite": lambda n: (-((-1) ** n) * UTILIZATION_NOISE, (-1) ** n * ACTIVITY_NOISE),
-    **{f"random {seed}": signs(seed) for seed in range(3)},
+# Alternating noise cancels in the window's mean to within a fifth of its size at a 1 s poll: no
+# recorded job sits that near a threshold, so every job must read its unperturbed class under it.
+ALTERNATING: dict[str, Noise] = {
+    f"alternating {sign_u:+d} {sign_a:+d}": lambda n, sign_u=sign_u, sign_a=sign_a: ((-1) ** n * sign_u * UTILIZATION_NOISE, (-1) ** n * sign_a * ACTIVITY_NOISE)
+    for sign_u in (-1, 1) for sign_a in (-1, 1)
 }
+RANDOM: dict[str, Noise] = {f"random {seed}": signs(seed) for seed in range(4)}
+BIASES = ((UTILIZATION_NOISE, ACTIVITY_NOISE), (-UTILIZATION_NOISE, -ACTIVITY_NOISE), (UTILIZATION_NOISE, -ACTIVITY_NOISE), (-UTILIZATION_NOISE, ACTIVITY_NOISE))
 
 
 def changes(classes: list[str]) -> int:
@@ -131,15 +150,22 @@ def changes(classes: list[str]) -> int:
 @pytest.mark.parametrize("path", RECORDED, ids=lambda path: f"{path.parent.name}/{path.stem}")
 def test_noise_of_a_few_points_never_flips_a_recorded_jobs_verdict(path):
     """Utilization moved by ±0.03 and SM activity, engine activity and DRAM by ±0.02 on every poll,
-    alternating or at random: the class is the unperturbed one but within a poll of one of its
-    transitions or while the first window fills. Moved all one way (a bias, not noise), the class
-    may differ where a job sits that close to a threshold, but it never changes more often."""
+    alternating, at random, or all one way (a bias). Once the first window is full, a job reads its
+    unperturbed class on every poll but within a poll of one of its transitions. Where its readings
+    sit within that noise of a threshold (the 4-GPU pipeline stages: SM activity 0.51 against 0.5)
+    and the noise does not cancel within the window (random runs, a bias), no rule can promise
+    which side it reads: there it reads a class the noise reaches and changes class at most once
+    more than unperturbed, never flapping."""
     samples = recorded_samples(path)
-    base = [cls for cls, _ in verdicts(samples)]
-    near_transition = {number for number in range(len(base)) if base[max(0, number - 1):number + 2].count(base[number]) < len(base[max(0, number - 1):number + 2])}
-    for name, noise in ZERO_MEAN.items():
-        flipped = [(number, base[number], cls) for number, (cls, settled) in enumerate(verdicts(samples, noise)) if cls != base[number] and settled and number not in near_transition]
-        assert not flipped, (name, flipped[:5])
-    for bias in ((UTILIZATION_NOISE, ACTIVITY_NOISE), (-UTILIZATION_NOISE, -ACTIVITY_NOISE), (UTILIZATION_NOISE, -ACTIVITY_NOISE), (-UTILIZATION_NOISE, ACTIVITY_NOISE)):
-        settled_classes = [cls for cls, settled in verdicts(samples, lambda _, bias=bias: bias) if settled]
-        assert changes(settled_classes) <= changes(base), (bias, settled_classes)
+    base = verdicts(samples)
+    classes = [each.reported for each in base]
+    near_transition = {number for number in range(len(base)) if len(set(classes[max(0, number - 1):number + 2])) > 1}
+    for name, noise in [*ALTERNATING.items(), *RANDOM.items(), *((f"bias {bias}", lambda _, bias=bias: bias) for bias in BIASES)]:
+        perturbed = verdicts(samples, noise)
+        settled = [number for number, each in enumerate(perturbed) if each.settled]
+        off = [(number, classes[number], perturbed[number].reported) for number in settled if perturbed[number].reported != classes[number] and number not in near_transition]
+        if name in ALTERNATING:
+            assert not off, (name, off[:5])
+        on_an_edge = any(len(base[number].near) > 1 for number, _, _ in off)
+        assert all(reported in base[number].near | {classes[number]} for number, _, reported in off), (name, off[:5])
+        assert changes([perturbed[number].reported for number in settled]) <= changes([classes[number] for number in settled]) + (1 if on_an_edge else 0), (name, [each.reported for each in perturbed])
