@@ -32,7 +32,9 @@ BUSY = dict(busy=0.99, engine=0.99, sm_active=0.9, sm_occupancy=0.3)
 # comparison of the rules in exporter/taxonomy.py classify, the host rule's Amdahl balance along
 # each reading it weighs included.
 EDGES = {
-    "communication_link": (Activity(busy=0.99, engine=0.2, sm_active=0.3, link=0.3), "link", 0.299, 0.3),
+    "communication_link": (Activity(busy=0.99, engine=0.99, sm_active=0.3, pipes=0.35, link=0.3), "link", 0.299, 0.3),
+    "transfer_link": (Activity(busy=0.99, engine=0.99, sm_active=0.2, pipes=0.05, dram=0.05, link=0.1), "link", 0.099, 0.1),
+    "transfer_link_above_every_unit": (Activity(busy=0.99, engine=0.99, sm_active=0.2, pipes=0.05, dram=0.15, link=0.15), "dram", 0.149, 0.15),
     "communication_sm": (Activity(busy=0.99, engine=0.99, sm_active=0.5, link=0.5), "sm_active", 0.499, 0.5),
     "host_amdahl_busy": (Activity(busy=0.6875, engine=0.6875, sm_active=0.6, sm_occupancy=0.3, pipes=0.05, dram=0.3), "busy", 0.6875, 0.69),
     "host_amdahl_dram": (Activity(busy=0.6875, engine=0.6875, sm_active=0.6, sm_occupancy=0.3, pipes=0.05, dram=0.3), "dram", 0.299, 0.3),
