@@ -44,7 +44,7 @@ def collect(engine_control, polls: int = 3, set_values: dict[tuple[int, int], fl
 
 def test_the_dcgm_backend_gives_every_health_reading_the_catalogue_says_it_gives(engine_control):
     samples = collect(engine_control, set_values={(1, 191): 40.0})  # the Pascal board given a fan
-    assert claimed(DCGM) & HEALTH_PATHS == HEALTH_PATHS - {"sample.health.nvlink_link_errors"}  # per-link NVLink errors: NVML only (docs/dcgm.md)
+    assert claimed(DCGM) & HEALTH_PATHS == HEALTH_PATHS
     assert given(samples) & HEALTH_PATHS == claimed(DCGM) & HEALTH_PATHS
 
 
@@ -116,6 +116,10 @@ def test_nvlink_link_states_come_from_dcgms_link_status_at_the_slow_cadence(engi
     assert dict(later[0].health.nvlink_links_active or ())[7] is False
     assert sum(active for _, active in later[0].health.nvlink_links_active or ()) == 11
     assert before[1].health.nvlink_links_active is None  # a PCIe board: every link NotSupported
+    # Each active link's error counters (DCGM's per-link fields), none for a link down or a board without NVLink.
+    assert len(before[0].health.nvlink_link_errors or ()) == 12 * 4 and (7, "crc_data", 5.0) in (before[0].health.nvlink_link_errors or ())
+    assert {link for link, _, _ in later[0].health.nvlink_link_errors or ()} == set(range(12)) - {7}
+    assert before[1].health.nvlink_link_errors is None
 
 
 def test_a_refused_link_status_leaves_the_link_states_out_and_the_gpu_up(engine_control, caplog, monkeypatch):

@@ -131,8 +131,10 @@ def test_gpm_ids_are_pynvmls():
 
 
 def test_the_dcgm_field_table_is_the_catalogues():
+    from exporter.backends.dcgm.fields import NVLINK_LINK_FIELDS
+
     from_catalogue = {reading.dcgm.field_id for _, reading in READINGS if reading.dcgm is not None}
-    assert {field.field_id for field in FIELDS} == from_catalogue | {52}
+    assert {field.field_id for field in FIELDS} == from_catalogue | {52} | {field.field_id for field in NVLINK_LINK_FIELDS}  # + each link's errors (one series, 72 fields)
     assert len(FIELDS) == len({field.field_id for field in FIELDS})
 
 
@@ -231,7 +233,8 @@ def test_a_metric_with_a_dcgm_source_says_dcgm_gives_it():
         if reading.dcgm is not None:
             assert DCGM in metric.backends, metric.name
         elif reading.path.startswith("sample.") and reading.path not in {"sample.up", "sample.device", "sample.profiling_available", "sample.profiling_multiplexed", "sample.last_xid",  # field 230, as xid_errors
-                                                                       "sample.health.nvlink_links_active"}:  # DCGM: dcgmGetNvLinkLinkStatus
+                                                                       "sample.health.nvlink_links_active",  # DCGM: dcgmGetNvLinkLinkStatus
+                                                                       "sample.health.nvlink_link_errors"}:  # DCGM: 72 per-link fields (backends/dcgm/fields.py)
             assert DCGM not in metric.backends, metric.name
 
 

@@ -45,6 +45,7 @@ from exporter.backends.dcgm.fields import (
     EVENT,
     FAST,
     INTEGER_TARGETS,
+    NVLINK_LINK_PREFIX,
     PROFILING,
     SLOW,
     SM_ACTIVE_ID,
@@ -655,6 +656,7 @@ class DcgmBackend(Backend):
         assert self._decode is not None
         sample = GpuSample(device=gpu.info, timestamp=now)
         health_values: dict[str, float] = {}
+        link_errors: list[tuple[int, str, float]] = []
         for raw in values:
             resolved = self._by_id.get(raw.fieldId)
             if resolved is None:
@@ -672,13 +674,16 @@ class DcgmBackend(Backend):
                 sample.device = gpu.info
             elif spec.target.startswith(HEALTH_PREFIX):
                 health_values[spec.target.removeprefix(HEALTH_PREFIX)] = number * spec.scale
+            elif spec.target.startswith(NVLINK_LINK_PREFIX):
+                link, kind = spec.target.removeprefix(NVLINK_LINK_PREFIX).split(":")
+                link_errors.append((int(link), kind, number))
             elif spec.target in BOOLEAN_TARGETS:
                 setattr(sample, spec.target, bool(number))
             elif spec.target in INTEGER_TARGETS:
                 setattr(sample, spec.target, int(number))
             else:
                 setattr(sample, spec.target, number * spec.scale)
-        sample.health = health(health_values, self._nvlink.get(gpu.gpu_id) if gpu.parent is None else None)
+        sample.health = health(health_values, self._nvlink.get(gpu.gpu_id) if gpu.parent is None else None, link_errors)
         profiling: dict[str, float] = {}
         for field_id in sorted(gpu.profiling.watched):
             spec = self._by_id[field_id].spec

@@ -36,6 +36,26 @@ FIELDS: tuple[DcgmField, ...] = IDENTITY + tuple(
     DcgmField(r.dcgm.field_id, tuple(r.dcgm.names.split()), _target(r.path), r.dcgm.scale, r.dcgm.cadence) for _, r in READINGS if r.dcgm is not None
 )
 
+# Each NVLink link's error counters, links 0-17 (dcgm_fields.h; the host engine fills each with one
+# nvmlDeviceGetNvLinkErrorCounter call, DcgmCacheManager.cpp TryGetNvLinkErrorFieldInfo): by type, the
+# first ID of the runs of links 0-5, 6-11, 12-14 and 15-17. Target: "nvlink_link:<link>:<type>".
+NVLINK_LINK_PREFIX = "nvlink_link:"
+NVLINK_LINK_IDS = {"crc_flit": ("CRC_FLIT", (400, 451, 406, 481)), "crc_data": ("CRC_DATA", (410, 457, 416, 484)),
+                   "replay": ("REPLAY", (420, 463, 426, 487)), "recovery": ("RECOVERY", (430, 469, 436, 491))}
+_RUN_STARTS = (0, 6, 12, 15)
+
+
+def _link_field_id(starts: tuple[int, ...], link: int) -> int:
+    run = max(number for number, first in enumerate(_RUN_STARTS) if link >= first)
+    return starts[run] + link - _RUN_STARTS[run]
+
+
+NVLINK_LINK_FIELDS = tuple(
+    DcgmField(_link_field_id(starts, link), (f"DCGM_FI_DEV_NVLINK_{name}_ERROR_L{link}_TOTAL", f"DCGM_FI_DEV_NVLINK_{name}_ERROR_COUNT_L{link}"), f"{NVLINK_LINK_PREFIX}{link}:{kind}", 1, SLOW)
+    for kind, (name, starts) in NVLINK_LINK_IDS.items() for link in range(18)
+)
+FIELDS += NVLINK_LINK_FIELDS
+
 SM_ACTIVE_ID = 1002
 BOOLEAN_TARGETS = frozenset({"remapped_rows_pending", "remapped_rows_failure"})
 INTEGER_TARGETS = frozenset({"clock_event_reasons", "index"})

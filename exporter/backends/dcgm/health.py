@@ -20,10 +20,14 @@ _KINDS = {each.name: each.type for each in dataclasses.fields(Health)}  # "int |
 _TEMPERATURE_LIMITS = frozenset(name for name in _KINDS if name.startswith("temperature_"))
 
 
-def health(values: dict[str, float], links: Links | None = None) -> Health:
-    """Health from DCGM numbers (already scaled to the sample's units) by Health field name, and the
-    GPU's NVLink link states where it has NVLink."""
+def health(values: dict[str, float], links: Links | None = None, link_errors: list[tuple[int, str, float]] | None = None) -> Health:
+    """Health from DCGM numbers (already scaled to the sample's units) by Health field name, the
+    GPU's NVLink link states where it has NVLink, and the error counters (link, type, count) of
+    the links among them that are active (as the NVML backend gives them)."""
     readings: dict[str, Any] = {"nvlink_links_active": links} if links else {}
+    active = {link for link, up in links or () if up}
+    if active and link_errors:
+        readings["nvlink_link_errors"] = tuple(sorted(each for each in link_errors if each[0] in active))
     for name, number in values.items():
         kind = str(_KINDS[name])
         if name == "performance_state" and not 0 <= number <= 15:

@@ -95,6 +95,12 @@ FIELD_NAMES = {
     1015: ("DCGM_FI_PROF_DFMA_UTIL_RATIO", "DCGM_FI_PROF_PIPE_TENSOR_DFMA_ACTIVE", "d"),
     1016: ("DCGM_FI_PROF_INT_UTIL_RATIO", "DCGM_FI_PROF_PIPE_INT_ACTIVE", "d"),
 }
+# The per-link NVLink error fields, links 0-17 (dcgm_fields.h, DCGM 4.6): by type, the first ID of the
+# runs of links 0-5, 6-11, 12-14 and 15-17.
+for _name, _starts in (("CRC_FLIT", (400, 451, 406, 481)), ("CRC_DATA", (410, 457, 416, 484)), ("REPLAY", (420, 463, 426, 487)), ("RECOVERY", (430, 469, 436, 491))):
+    for _link in range(18):
+        _run = 3 if _link >= 15 else 2 if _link >= 12 else 1 if _link >= 6 else 0
+        FIELD_NAMES[_starts[_run] + _link - (0, 6, 12, 15)[_run]] = (f"DCGM_FI_DEV_NVLINK_{_name}_ERROR_L{_link}_TOTAL", f"DCGM_FI_DEV_NVLINK_{_name}_ERROR_COUNT_L{_link}", "i")
 _NEW = {new: field_id for field_id, (new, _legacy, _kind) in FIELD_NAMES.items()}
 _LEGACY = {legacy: field_id for field_id, (_new, legacy, _kind) in FIELD_NAMES.items()}
 

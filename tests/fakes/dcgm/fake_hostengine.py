@@ -80,6 +80,12 @@ class Board:
     fan: bool = False  # 191: data-centre boards are passively cooled
 
 
+# The per-link NVLink error fields (dcgm_fields.h, links 0-17): ID -> (link, type).
+NVLINK_LINK_IDS = {
+    starts[run] + link - (0, 6, 12, 15)[run]: (link, kind)
+    for kind, starts in (("crc_flit", (400, 451, 406, 481)), ("crc_data", (410, 457, 416, 484)), ("replay", (420, 463, 426, 487)), ("recovery", (430, 469, 436, 491)))
+    for link in range(18) for run in (3 if link >= 15 else 2 if link >= 12 else 1 if link >= 6 else 0,)
+}
 POWER_VIOLATION_SHARE = 0.25  # of the time since the engine started, the clocks were held down by power
 
 
@@ -97,6 +103,9 @@ def health_value(board: Board, field_id: int, since_start_us: int) -> float | No
         return float(board.pcie[1])
     if field_id in (409, 419, 429, 439):
         return (3.0 if field_id == 409 else 0.0) if board.nvlinks else None
+    if field_id in NVLINK_LINK_IDS:  # each link's errors: link 7 of the board has 5 data-CRC errors, every other count 0
+        link, kind = NVLINK_LINK_IDS[field_id]
+        return (5.0 if (link, kind) == (7, "crc_data") else 0.0) if link < board.nvlinks else None
     if field_id in (390, 391, 392):
         return {390: 2.0, 391: 0.0, 392: 0.0}[field_id] if board.page_retirement else None
     if field_id in (158, 159, 152, 151):
@@ -106,7 +115,7 @@ def health_value(board: Board, field_id: int, since_start_us: int) -> float | No
     raise KeyError(field_id)
 
 
-HEALTH_IDS = frozenset({190, 191, 202, 206, 207, 235, 236, 237, 238, *range(240, 246), 390, 391, 392, 409, 419, 429, 439, 151, 152, 158, 159})
+HEALTH_IDS = frozenset({190, 191, 202, 206, 207, 235, 236, 237, 238, *range(240, 246), 390, 391, 392, 409, 419, 429, 439, 151, 152, 158, 159, *NVLINK_LINK_IDS})
 
 
 @dataclass(frozen=True)
