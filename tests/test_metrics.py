@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
+from collections import Counter
 from pathlib import Path
 
 import pynvml
@@ -136,6 +137,7 @@ def test_the_dcgm_field_table_is_the_catalogues():
     from_catalogue = {reading.dcgm.field_id for _, reading in READINGS if reading.dcgm is not None}
     assert {field.field_id for field in FIELDS} == from_catalogue | {52} | {field.field_id for field in NVLINK_LINK_FIELDS}  # + each link's errors (one series, 72 fields)
     assert len(FIELDS) == len({field.field_id for field in FIELDS})
+    assert max(Counter(field.cadence for field in FIELDS).values()) <= 128  # one field group a cadence: DCGM_MAX_FIELD_IDS_PER_FIELD_GROUP
 
 
 def test_the_dcgm_fakes_agree_with_the_catalogue():
