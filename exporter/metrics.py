@@ -174,7 +174,7 @@ METRICS: tuple[Metric, ...] = (
     )),
     Metric("gpueff_nvlink_link_active", GAUGE, "", "1 if this NVLink link is up, 0 if it is down, for each link the GPU has (at most 36). Read at the slow cadence.", labels=("link",),
            readings=_r("sample.health.nvlink_links_active")),
-    Metric("gpueff_nvlink_link_errors_total", COUNTER, "", "NVLink errors since driver load on each active link (at most 36), by type: crc_flit (flow-control CRC), crc_data (data CRC; DCGM backend only), replay, recovery. NVML: the data-link error fields, scopeId = the link, one call per GPU; DCGM: its per-link fields (links 0-17). Read at the slow cadence.",
+    Metric("gpueff_nvlink_link_errors_total", COUNTER, "", "NVLink errors since driver load on each active link (at most 36), by type: crc_flit (flow-control CRC), crc_data (data CRC), replay, recovery. NVML: the data-link error fields, scopeId = the link, one call per GPU, and crc_data, which no field answers on Hopper, one nvmlDeviceGetNvLinkErrorCounter call per link; DCGM: its per-link fields (links 0-17). Read at the slow cadence.",
            labels=("link", "type"), backends=NOT_REPLAY, readings=_r("sample.health.nvlink_link_errors")),
     Metric("gpueff_gpu_peer_info", GAUGE, "", "How this GPU reaches each other GPU of the node, read once per device open: pcie_path is the nearest PCIe element both hang from (same_board, pcie_switch, pcie_switches, host_bridge, numa_node, system: across CPU sockets; unknown), nvlink is direct (NVLink links join them), switch (peer-to-peer over NVLink works with no direct link NVML names: an NVSwitch fabric) or none. Always 1.",
            labels=("peer_gpu", "peer_uuid", "pcie_path", "nvlink"), backends=NVML_ONLY, readings=_r("sample.device.peers"), when_down=True),

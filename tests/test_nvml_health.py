@@ -220,6 +220,33 @@ def test_the_per_link_errors_are_read_again_only_when_a_total_or_a_link_state_mo
     assert (1, "replay", 3) in after_replays and after_down == ((0, "crc_flit", 0), (0, "replay", 0), (0, "recovery", 0))
 
 
+def test_each_links_data_crc_count_comes_from_its_own_call_and_its_active_links_are_exported(trace):
+    """Hopper answers no field for data-CRC errors (the one NVLink counter live boards show above 0):
+    each link is asked with nvmlDeviceGetNvLinkErrorCounter; the sum is the total, and only active
+    links get a per-link series."""
+    board = FakeGpu(trace, nvlink_links=(True, False, True), nvlink_link_errors=((0, 0, 0),) * 3, nvlink_totals=False, nvlink_crc_data=(5, 9, 172))
+    backend, fake, _ = started([board])
+    sample = backend.collect()[0]
+    backend.close()
+    assert sample.health.nvlink_crc_data_errors == 186
+    config = Config()
+    snapshot = Snapshot(sequence=1, gpus=(GpuState(sample, derive(sample, config), Totals()),), taken_monotonic=sample.timestamp, settings=poll_settings(config), backend_name="nvml",
+                        replayed=False, polls_total=1, collect_duration_sum_seconds=0.01, errors_total=0, last_success_wall=1.7e9)
+    (family,) = (each for each in text_string_to_metric_families(render(snapshot).decode()) if each.name == "gpueff_nvlink_link_errors")
+    crc_data = {each.labels["link"]: each.value for each in family.samples if each.labels["type"] == "crc_data"}
+    assert crc_data == {"0": 5, "2": 172}
+
+
+def test_a_gpu_without_the_data_crc_counter_is_not_asked_again(trace):
+    backend, fake, clock = started([FakeGpu(trace, nvlink_links=(True, True), nvlink_link_errors=((0, 0, 0),) * 2, nvlink_totals=False)], slow_interval=1.0)
+    backend.collect()
+    clock.advance(1)
+    health = backend.collect()[0].health
+    backend.close()
+    assert health.nvlink_crc_data_errors is None and health.nvlink_link_errors == ((0, "crc_flit", 0), (0, "replay", 0), (0, "recovery", 0), (1, "crc_flit", 0), (1, "replay", 0), (1, "recovery", 0))
+    assert fake.calls["nvmlDeviceGetNvLinkErrorCounter"] == 1  # link 0, once
+
+
 def test_exposition_of_the_health_readings(trace):
     backend, _, _ = started([nvlink_board(trace)])
     sample = backend.collect()[0]

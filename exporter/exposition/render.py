@@ -116,7 +116,10 @@ def _nvlink_links(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]
 
 
 def _nvlink_link_errors(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]:
-    return [((link, kind), count) for link, kind, count in state.sample.health.nvlink_link_errors or ()]
+    """Each active link's error counters (a link whose state is not read counts as active)."""
+    health = state.sample.health
+    down = {link for link, up in health.nvlink_links_active or () if not up}
+    return [((link, kind), count) for link, kind, count in health.nvlink_link_errors or () if link not in down]
 
 
 def _peers(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]:

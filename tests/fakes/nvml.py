@@ -111,6 +111,7 @@ class FakeGpu:
     # (ALL_LINKS: their sums); () answers them NotSupported, as a driver without them does.
     nvlink_link_errors: tuple[tuple[int, int, int], ...] = ()
     nvlink_totals: bool = True  # whether the *_TOTAL error fields answer (Hopper's driver: NotSupported)
+    nvlink_crc_data: tuple[int, ...] = ()  # each link's data-CRC count (nvmlDeviceGetNvLinkErrorCounter); () answers NotSupported
     # Topology (nvmlDeviceGetNvLinkRemotePciInfo, nvmlDeviceGetTopologyCommonAncestor, nvmlDeviceGetP2PStatus):
     # each link's far end, as the index of the GPU it joins or NVSWITCH; GPUs of one pcie_switch hang
     # from one PCIe switch, else from one host bridge within a numa_node, else across sockets.
@@ -622,6 +623,15 @@ class FakeNvml:
         if not 0 <= link < len(links):
             raise _real.NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT)
         return int(links[link])
+
+    @_api()
+    def nvmlDeviceGetNvLinkErrorCounter(self, handle: Any, link: int, counter: int) -> int:
+        gpu = self._whole_gpu(handle)
+        if not gpu.nvlink_crc_data or counter != _real.NVML_NVLINK_ERROR_DL_CRC_DATA:
+            raise _real.NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
+        if not 0 <= link < len(gpu.nvlink_links):
+            raise _real.NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT)
+        return gpu.nvlink_crc_data[link]
 
     @_api()
     def nvmlDeviceGetNvLinkRemotePciInfo(self, handle: Any, link: int) -> Any:
