@@ -247,15 +247,18 @@ def estimated_work(sample: GpuSample, pipe_busy: PipeFigures, busy_flops: float 
     FLOP, FP8 half (its activity does not say which ran). INT8 ops/s: the IMMA pipe's busy work at
     the rate of the mma.sync path (``Peak.sync_mma_share``: 2/3 of the wgmma figure on Hopper), the
     slower of the two paths the counters cannot tell apart, so an INT8 GEMM on wgmma reads 2/3 of
-    its work rather than the mma.sync one 1.5x; where it carries work and the share is known."""
+    its work rather than the mma.sync one 1.5x; where it carries work and the share is known.
+    Either is 0 where its pipes had no busy cycle: the upper bound holds the work to 0."""
     sm_active = sample.profiling.sm_active
     carried = [(work, activity) for (name, _, _), activity in zip(PIPES, _pipe_activities(sample.profiling), strict=True)
                if name in FLOATING_PIPES and (work := getattr(pipe_busy, name)) is not None]
     flops = None
-    if busy_flops is not None and carried and carries_work(max(carried, key=lambda pair: pair[0])[1], sm_active):
-        flops = busy_flops
+    if busy_flops == 0 or (busy_flops is not None and carried and carries_work(max(carried, key=lambda pair: pair[0])[1], sm_active)):
+        flops = busy_flops  # no busy cycle at all bounds the work to 0 (an idle GPU did none)
     int8, sync_share = pipe_busy.imma_int8, peak.sync_mma_share if peak is not None else None
-    int8_ops = int8 * sync_share if int8 is not None and sync_share and carries_work(sample.profiling.tensor_imma_active, sm_active) else None
+    int8_ops = None
+    if int8 == 0 or (int8 is not None and sync_share and carries_work(sample.profiling.tensor_imma_active, sm_active)):
+        int8_ops = int8 * (sync_share or 1.0)
     return WorkEstimate(flops, int8_ops)
 
 
