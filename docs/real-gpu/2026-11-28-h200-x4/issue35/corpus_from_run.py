@@ -5,10 +5,11 @@ traces of each job, one file per GPU, named and tagged by job, with each rank's 
 The 4-GPU layout's traces are kept as they are (job `4gpu_<phase>`); of the two 2-GPU jobs that ran
 at once, GPUs 0-1 become job `2gpu_<phase>`. A recording's first samples taken while the job was
 still starting (DDP builds its model and broadcasts it for about 5 s: utilization 0) are marked as
-warm-up, so replay skips them. Phases left out: the bare send/recv ring, whose readings sit on the
-class and mismatch thresholds (see README.md).
+warm-up, so replay skips them. Phases left out unless named: the bare send/recv ring, whose
+readings sat on the class and mismatch thresholds (see README.md); ../issue35-s2 added it once the
+class rule covered it.
 
-Run: python3 corpus_from_run.py RUN_DIR exporter/traces/h200-jobs
+Run: python3 corpus_from_run.py RUN_DIR exporter/traces/h200-jobs [PHASE,...]
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ WHAT = {
     "rs_ag_overlap": "the same with 4 bf16 matmuls a step on a side stream",
     "alltoall": "all-to-all of 256 MiB bf16 (expert parallel MoE's pattern)",
     "alltoall_overlap": "the same with 4 bf16 matmuls a step on a side stream",
+    "sendrecv": "a ring of NCCL send/recv: 64 MiB bf16 to the next rank and from the previous, back to back",
     "sendrecv_overlap": "a ring of 64 MiB send/recv with 4 bf16 matmuls a step on a side stream",
     "pipeline": "pipeline stages: receive 8192x8192 bf16 activations from the previous rank, two matmuls, send them on",
     "ddp": "DistributedDataParallel training of a 4 x 8192 bf16 MLP, batch 2048, AdamW",
@@ -47,14 +49,12 @@ def warmup(samples: list[dict[str, Any]]) -> int:
     return count
 
 
-def convert(run: Path, into: Path) -> list[Path]:
+def convert(run: Path, into: Path, phases: list[str]) -> list[Path]:
     into.mkdir(parents=True, exist_ok=True)
     written = []
     for layout, gpus, size in (("4", (0, 1, 2, 3), 4), ("2x2", (0, 1), 2)):
         ranks = [json.loads((run / f"{layout}gpu_job0_rank{rank}.json").read_text()) for rank in range(size)]
-        for phase in WHAT:
-            if phase in LEFT_OUT:
-                continue
+        for phase in phases:
             job = f"{size}gpu_{phase}"
             for rank, gpu in enumerate(gpus):
                 trace = json.loads((run / f"{layout}gpu_{phase}_gpu{gpu}.json").read_text())
@@ -75,5 +75,6 @@ def convert(run: Path, into: Path) -> list[Path]:
 
 
 if __name__ == "__main__":
-    for written_path in convert(Path(sys.argv[1]), Path(sys.argv[2])):
+    named = sys.argv[3].split(",") if len(sys.argv) > 3 else [phase for phase in WHAT if phase not in LEFT_OUT]
+    for written_path in convert(Path(sys.argv[1]), Path(sys.argv[2]), named):
         print(written_path)
