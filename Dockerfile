@@ -29,8 +29,6 @@ RUN python3 -m pip wheel --no-cache-dir --disable-pip-version-check \
 
 # ---- runtime: Debian's python3, the exporter in /opt/exporter, no pip
 FROM ${DEBIAN_IMAGE} AS runtime
-ARG VERSION=0.1.0
-ARG REVISION=unknown
 COPY deploy/image/packages.txt deploy/image/install-exporter.sh /usr/local/share/gpu-efficiency-exporter/
 COPY LICENSE NOTICE /usr/share/doc/gpu-efficiency-exporter/
 # hadolint ignore=DL3008
@@ -39,6 +37,9 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 RUN --mount=type=bind,from=wheels,source=/wheels,target=/wheels \
     /usr/local/share/gpu-efficiency-exporter/install-exporter.sh /wheels
+# Declared after the install: a new commit changes only the labels' layer, never the cached install.
+ARG VERSION=0.1.0
+ARG REVISION=unknown
 LABEL org.opencontainers.image.title="gpu-efficiency-exporter" \
       org.opencontainers.image.description="Prometheus exporter that tells how much real work each NVIDIA GPU does: SM activity, occupancy, tensor and DRAM activity beside coarse utilization" \
       org.opencontainers.image.version="${VERSION}" \

@@ -50,11 +50,21 @@ base_image="localhost/debian-$suite-slim:$key"
 # ---- the image: pip in the build trusts this machine's certificate authorities (a proxy's, where
 # one intercepts), mounted beside the image's own so that the ca-certificates package installs intact
 printf '[global]\ncert = /run/host-ca/ca-certificates.crt\n' >"$work/pip.conf"
-"${podman[@]}" build "${limits[@]}" \
-    --volume /etc/ssl/certs:/run/host-ca:ro --volume "$work/pip.conf:/etc/pip.conf:ro" \
-    --build-arg DEBIAN_IMAGE="$base_image" \
-    --build-arg VERSION="$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' exporter/__init__.py)" \
-    --build-arg REVISION="$(git rev-parse HEAD 2>/dev/null || echo unknown)" \
-    --tag "$tag" . >"$work/build.log" 2>&1 || { tail -40 "$work/build.log" >&2; exit 1; }
+build() {  # build [podman build options]
+    "${podman[@]}" build "${limits[@]}" \
+        --volume /etc/ssl/certs:/run/host-ca:ro --volume "$work/pip.conf:/etc/pip.conf:ro" \
+        --build-arg DEBIAN_IMAGE="$base_image" \
+        --build-arg VERSION="$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' exporter/__init__.py)" \
+        --build-arg REVISION="$(git rev-parse HEAD 2>/dev/null || echo unknown)" \
+        "$@" --tag "$tag" . >"$work/build.log" 2>&1
+}
+# podman 4.3 (Debian 12's) cannot bind-mount a stage it took from its cache into a step that is not
+# cached (containers/buildah#4375, fixed in buildah 1.29): the install step then finds no /wheels.
+# That failure, and only that one, gets a second build without the cache.
+if ! build; then
+    grep -q "on host to bind mount into container" "$work/build.log" || { tail -40 "$work/build.log" >&2; exit 1; }
+    echo "build-image.sh: podman could not mount the cached wheels stage (buildah#4375): building again without the cache" >&2
+    build --no-cache || { tail -40 "$work/build.log" >&2; exit 1; }
+fi
 "${podman[@]}" image prune --force --filter until=168h >/dev/null  # untagged images and build layers older than a week
 echo "build-image.sh: $tag, $("${podman[@]}" image inspect --format '{{.Size}}' "$tag" | awk '{ printf "%.0f MB", $1 / 1e6 }')" >&2
