@@ -59,7 +59,7 @@ build() {  # build [podman build options]
         "$@" --tag "$tag" . >"$work/build.log" 2>&1
 }
 # podman 4.3 (Debian 12's) cannot bind-mount a stage it took from its cache into a step that is not
-# cached (containers/buildah#4375, fixed in buildah 1.29): the install step then finds no /wheels.
+# cached (containers/buildah#4375): the install step then finds no /wheels.
 # That failure, and only that one, gets a second build without the cache.
 if ! build; then
     grep -q "on host to bind mount into container" "$work/build.log" || { tail -40 "$work/build.log" >&2; exit 1; }
