@@ -184,20 +184,25 @@ report() {  # report <label> <log> <pytest exit code>: the closing line, and the
 echo "tests/run.sh: the end-to-end tests on $label311"
 set +e
 (run_suite "$logs/e2e.took" "$venv" -m e2e "$@") | tee "$logs/e2e.log"
-rc=${PIPESTATUS[0]}
+e2e_rc=${PIPESTATUS[0]}
 set -e
-report "$label311 end-to-end tests" "$logs/e2e.log" "$rc"
 suites=("$(printf '  %-52s %s' "$label311 end-to-end tests" "$(cat "$logs/e2e.took")")")
+codes=()
 for n in "${!names[@]}"; do
     set +e
     wait "${pids[$n]}"
-    rc=$?
+    codes+=($?)
     set -e
     echo "tests/run.sh: ${names[$n]}:"
     cat "$logs/suite-$n.log"
-    report "${names[$n]}" "$logs/suite-$n.log" "$rc"
     suites+=("$(printf '  %-52s %s' "${names[$n]}" "$(cat "$logs/suite-$n.took" 2>/dev/null)")")
 done
+# python3's suite runs in two halves: where the arguments select tests of one half only, the other
+# collects nothing (exit code 5), which is no failure while the first ran tests.
+if [ "$e2e_rc" = 5 ] && [ "${codes[0]}" = 0 ]; then e2e_rc=0; fi
+if [ "${codes[0]}" = 5 ] && [ "$e2e_rc" = 0 ]; then codes[0]=0; fi
+report "$label311 end-to-end tests" "$logs/e2e.log" "$e2e_rc"
+for n in "${!names[@]}"; do report "${names[$n]}" "$logs/suite-$n.log" "${codes[$n]}"; done
 # The suites' stage began with them, before the image and pipx stages beside them.
 stage_started=$suites_started stage_cpu=$suites_cpu
 stage_done "suites, side by side"
