@@ -95,6 +95,28 @@ def test_first_poll_primes_and_polls_under_100ms_apart_give_no_profiling(traces)
     backend.close()
 
 
+def test_a_sample_the_drivers_clock_finds_too_soon_is_dropped_not_a_lost_gpu(traces):
+    """On a busy host the thread can be held up between a poll's clock and its nvmlGpmSampleGet:
+    the poll's times say more than 100 ms, the driver's say less and nvmlGpmMetricsGet answers
+    INVALID_ARGUMENT. That sample is dropped (the last window's readings stand for the poll), the
+    GPU stays up, and the next window starts at the older sample. Before, the poll failed and
+    `record` stopped with "GPU 0 stopped answering"."""
+    ours, drivers = FakeClock(), FakeClock()
+    fake = FakeNvml([traces["matmul_8192"]], clock=drivers)
+    backend = NvmlBackend(nvml=fake, clock=ours, wall_clock=ours)
+    backend.start()
+    backend.collect()  # primes at 1000.0 on both clocks
+    ours.advance(1.0), drivers.advance(1.0)
+    window = backend.collect()[0].profiling
+    ours.advance(0.5), drivers.advance(0.05)  # the poll read its clock, then waited 0.45 s for the CPU
+    held = backend.collect()[0]
+    ours.advance(1.0), drivers.advance(1.45)
+    after = backend.collect()[0]
+    backend.close()
+    assert held.up and held.profiling == window and held.window_seconds is None
+    assert after.up and after.profiling_available and after.window_seconds == pytest.approx(1.5)
+
+
 def test_a_failed_metric_is_absent_not_zero(traces):
     trace = with_nulls(traces["copy_2GB"], "DRAM_BW_UTIL", "NVLINK_TOTAL_TX_PER_SEC")
     backend, _, clock = started([trace])

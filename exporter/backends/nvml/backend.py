@@ -427,11 +427,12 @@ class NvmlBackend(Backend):
         sample.graphics_active_slow_window = pair.slow_graphics_active
         if window is not None:
             sample.profiling, sample.window_seconds = window
-        elif gpu.gpm is not None and pair.last_window is not None and too_soon(pair, now):
+        elif gpu.gpm is not None and pair.last_window is not None and (too_soon(pair, now) or pair.deferred):
             # NVML closes no GPM window under 100 ms, and polls at 100 ms are often a hair shorter:
             # the last window's readings stand for this poll (no window length: it is not a window
             # of its own), so its series do not vanish and its SM-active time is counted; the next
-            # window spans this poll's time too.
+            # window spans this poll's time too. The same where the driver's own clock found the
+            # sample too soon after the window's start (this thread held up on a busy host).
             sample.profiling = pair.last_window
 
     def _process_name(self, pid: int) -> str:

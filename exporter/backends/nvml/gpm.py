@@ -79,6 +79,7 @@ class GpmPair:
     slow_graphics_active: float | None = None  # the engine's activity over the last slow window, held until the next
     refused: bool = False  # the driver refused sampling (no permission, not supported): read no more
     last_window: Profiling | None = None  # the newest window's readings: they stand while the next window cannot close yet
+    deferred: bool = False  # the last sample was dropped: the driver found it under 100 ms after the window's start
 
     def free_buffer(self) -> Any:
         return next(buffer for buffer in self.buffers if buffer is not self.previous and buffer is not self.slow_start)
@@ -144,13 +145,24 @@ def read_pair(nvml: ModuleType, pair: GpmPair, info: DeviceInfo, handle: Any, pa
             log_once(f"gpmns-{info.uuid}", logging.WARNING, "GPU %d: GPM sampling is not supported here (%s); gpueff_profiling_available is 0", info.index, error, extra=gpu_fields(info.index, info.uuid))
             return None
         raise
-    previous = pair.previous
+    previous, pair.deferred = pair.previous, False
+    readings = None
+    if previous is not None and previous_time is not None:
+        try:
+            readings = _metrics(nvml, pair.every if slow is None else pair.without_engine, previous, current, info, log_once)
+        except nvml.NVMLError as error:
+            if getattr(error, "value", None) != nvml.NVML_ERROR_INVALID_ARGUMENT:
+                raise
+            # The driver's own times put the two samples under 100 ms apart although ``now`` says
+            # more: this thread was held up (a busy host) between a poll's clock and its sample. The
+            # older sample stays the window's start; the next poll closes a longer window.
+            pair.deferred = True
+            return None
     pair.previous, pair.previous_time = current, now
     if slow is not None:
         _advance_slow_window(nvml, pair, current, now, slow, info, log_once, slow_phase)
-    if previous is None or previous_time is None:
+    if readings is None or previous_time is None:
         return None  # the first sample only primes the pair
-    readings = _metrics(nvml, pair.every if slow is None else pair.without_engine, previous, current, info, log_once)
     pair.last_window = Profiling(**readings)
     return pair.last_window, now - previous_time
 
