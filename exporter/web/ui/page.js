@@ -320,11 +320,12 @@
       "SM activity " + percent(fleet.sm_active),
       "efficiency " + fixed(fleet.efficiency, 2),
     ];
-    if (fleet.tensor_flops !== null) parts.push("tensor-busy " + si(fleet.tensor_flops, "FLOP/s") + " of " + si(fleet.peak_tensor_flops, "FLOP/s"));
-    if (fleet.estimated_flops !== null) parts.push("work est. " + si(fleet.estimated_flops, "FLOP/s") + " (" + fleet.estimated_gpus + " of " + fleet.up + ")");
+    if (fleet.tensor_flops !== null) parts.push("tensor-busy " + ofPeak(fleet.tensor_flops, fleet.peak_tensor_flops, "FLOP/s"));
+    if (fleet.estimated_flops !== null) parts.push("work est. " + si(fleet.estimated_flops, "FLOP/s"));
     if (fleet.power_watts !== null) parts.push("power " + si(fleet.power_watts, "W"));
-    if (fleet.busy_idle_sm_seconds !== null) parts.push("busy while SMs idle " + duration(fleet.busy_idle_sm_seconds) + " of GPU time since start");
+    if (fleet.busy_idle_sm_seconds !== null) parts.push("busy, SMs idle: " + duration(fleet.busy_idle_sm_seconds) + " GPU time since start");
     byId("fleet").textContent = parts.join(" · ");
+    byId("fleet").title = fleet.estimated_flops === null ? "" : "work est.: the point estimate summed over the " + fleet.estimated_gpus + " of " + fleet.up + " GPUs whose counters support one";
 
     // The flagged GPUs by name, most waste first, each one click from its card.
     const flagged = ordered.filter((gpu) => gpu.up && gpu.mismatch.length > 0);
