@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -29,6 +29,20 @@ ROOT = Path(__file__).resolve().parent.parent
 # A test's own @settings keep these unless they name them.
 settings.register_profile("busy-machine", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("busy-machine")
+
+
+@pytest.fixture(autouse=True)
+def _stop_xid_watchers_left_running() -> Iterator[None]:
+    """A test that leaves an NVML backend open leaves its Xid watcher waiting on the fake NVML, which
+    wakes it every 50 ms (fakes/nvml.py: event_wait_cap). Hundreds of them (one per such test) kept
+    each suite process's ~270 threads fighting for the GIL, and four suites side by side starved a
+    2-core machine (load average 350). The watchers a test started are stopped when it ends: the
+    thread's stop event (its second argument) ends its loop at the next wait, silently."""
+    before = set(threading.enumerate())
+    yield
+    for thread in threading.enumerate():
+        if thread.name == "xid-events" and thread not in before:
+            thread._args[1].set()  # type: ignore[attr-defined]
 
 
 @pytest.fixture(scope="session")
