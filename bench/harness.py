@@ -66,6 +66,11 @@ def thread_cpu_ns(pid: int) -> dict[int, tuple[str, int]]:
     return threads
 
 
+def live_threads_cpu_ns(pid: int) -> int:
+    """The CPU the live threads of ``pid`` have run, in nanoseconds (schedstat: finer than /proc/PID/stat's 10 ms ticks)."""
+    return sum(ns for _, ns in thread_cpu_ns(pid).values())
+
+
 def process_cpu_seconds(pid: int) -> float:
     """User + system CPU of every thread of ``pid``, exited ones included, in clock ticks (10 ms)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

@@ -42,11 +42,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness import free_port  # bench/ is first on sys.path when a benchmark runs
+from harness import (  # bench/ is first on sys.path when a benchmark runs
+    free_port,
+    live_threads_cpu_ns,
+    process_cpu_seconds,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 SAMPLE_LINE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})? (?P<value>\S+)')
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
@@ -85,22 +88,6 @@ def parse(body: bytes) -> list[tuple[str, dict[str, str], float]]:
             labels = dict(LABEL.findall(match["labels"] or ""))
             series.append((match["name"], labels, float(match["value"])))
     return series
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(value) for value in fields[11:13]) / CLOCK_TICKS
-
-
-def cpu_ns(pid: int) -> int:
-    """CPU time of the process's live threads in ns (schedstat: finer than /proc/PID/stat's 10 ms ticks)."""
-    total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            total += int((task / "schedstat").read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            continue  # the thread ended meanwhile
-    return total
 
 
 def rss_mb(pid: int) -> float:
@@ -336,7 +323,7 @@ def measure(command: list[str], port: int, seconds: float, scrapes: int, log: Pa
         exporter.wait_port(port)
         time.sleep(warmup)  # imports, NVML init and the first polls are not the steady state
         pid = exporter.process.pid
-        cpu_before, ns_before, started = cpu_seconds(pid), cpu_ns(pid), time.monotonic()
+        cpu_before, ns_before, started = process_cpu_seconds(pid), live_threads_cpu_ns(pid), time.monotonic()
         latencies, sizes, series = [], [], []
         while time.monotonic() - started < seconds:
             time.sleep(max(0.0, seconds / scrapes))
@@ -345,8 +332,8 @@ def measure(command: list[str], port: int, seconds: float, scrapes: int, log: Pa
             sizes.append(len(body))
             series.append(sum(1 for line in body.splitlines() if line and not line.startswith(b"#")))
         elapsed = time.monotonic() - started
-        cpu = (cpu_seconds(pid) - cpu_before) / elapsed * 100
-        cpu_fine = (cpu_ns(pid) - ns_before) / 1e9 / elapsed * 100
+        cpu = (process_cpu_seconds(pid) - cpu_before) / elapsed * 100
+        cpu_fine = (live_threads_cpu_ns(pid) - ns_before) / 1e9 / elapsed * 100
         last = parse(body)
         durations = {name: value for name, _, value in last if name.startswith("gpueff_collect_duration_seconds")}
         latencies.sort()

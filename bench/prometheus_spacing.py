@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import daemon, percentile, polls_served, replay_daemon_command, trace_files  # noqa: E402
+from harness import daemon, live_threads_cpu_ns, percentile, polls_served, replay_daemon_command, trace_files  # noqa: E402
 
 from exporter.backends.replay import ReplayBackend  # noqa: E402
 from exporter.config.file import Config  # noqa: E402
@@ -98,17 +98,6 @@ def scrapes(count: int, wanted: int, tree: Path = ROOT) -> dict[str, object]:
     return {"plain": latencies[False], "gzip": latencies[True], "rss_mb": rss}
 
 
-def cpu_ns(pid: int) -> int:
-    """CPU time of every thread of ``pid`` so far, in ns (schedstat: finer than /proc/PID/stat's 10 ms ticks)."""
-    total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            total += int((task / "schedstat").read_text().split()[0])
-        except (OSError, IndexError, ValueError):
-            pass  # a thread that ended meanwhile
-    return total
-
-
 def cpu_per_gpu_per_poll(count: int, interval: float, seconds: float, tree: Path = ROOT, scrape_every: float = 0.0) -> float:
     """Daemon process CPU µs per GPU per poll over ``seconds``, left alone, or scraped every
     ``scrape_every`` seconds on one keep-alive connection as Prometheus does (after three scrapes
@@ -123,7 +112,7 @@ def cpu_per_gpu_per_poll(count: int, interval: float, seconds: float, tree: Path
             body = _get(connection, True)
         else:
             body = running.get()[1]
-        first_cpu, first_polls = cpu_ns(running.pid), polls_served(body)
+        first_cpu, first_polls = live_threads_cpu_ns(running.pid), polls_served(body)
         ends = time.monotonic() + seconds
         if scrape_every:
             while time.monotonic() < ends:
@@ -133,7 +122,7 @@ def cpu_per_gpu_per_poll(count: int, interval: float, seconds: float, tree: Path
             time.sleep(seconds)
             body = running.get()[1]
         connection.close()
-        cpu = (cpu_ns(running.pid) - first_cpu) / 1e9
+        cpu = (live_threads_cpu_ns(running.pid) - first_cpu) / 1e9
         polls = polls_served(body) - first_polls
     return cpu / max(polls, 1) / count * 1e6
 
