@@ -10,11 +10,14 @@ read is bounded in length. Nothing here raises on content; reading raises ``OSEr
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
 MAX_STRING_BYTES = 4096  # a driver string or a path: NVML's process name buffer is 1,024 bytes
 MAX_PROC_FILE_BYTES = 65536  # /proc/<pid>/cgroup: one line per v1 hierarchy, each path at most 4,096 bytes
+# C0 controls (tab included), DEL, C1 controls, and the line and paragraph separators.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def decode(raw: bytes | bytearray | memoryview, max_bytes: int = MAX_STRING_BYTES) -> str:
@@ -26,6 +29,18 @@ def read_text(path: Path, max_bytes: int = MAX_PROC_FILE_BYTES) -> str:
     """A small file's first ``max_bytes`` bytes, decoded as ``decode`` does; raises OSError only."""
     with open(path, "rb") as file:
         return decode(file.read(max_bytes), max_bytes)
+
+
+def read_lines(path: Path, max_bytes: int = MAX_PROC_FILE_BYTES) -> list[str] | None:
+    """The lines of a /proc or cgroup file, read as ``read_text`` does and split at ``\\n`` only, the
+    kernel's separator (``str.splitlines`` also splits at ``\\r``, ``\\v``, ``\\f``, ``\\x1c``-``\\x1e``,
+    U+0085, U+2028 and U+2029, all of which a cgroup name may hold: ``x\\r0::/kubepods/pod<other>``
+    would read as a line of its own). None where any line holds a control character: the file is
+    suspect and nothing in it is attributable. Raises OSError only."""
+    found = read_text(path, max_bytes).split("\n")
+    if found[-1] == "":
+        found.pop()
+    return None if any(_CONTROL.search(line) for line in found) else found
 
 
 def read_file(path: str | Path, max_bytes: int) -> bytes:

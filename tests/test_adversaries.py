@@ -10,10 +10,13 @@ from pathlib import Path
 import pytest
 from fakes.kube_api import FakeApiServer
 
-from exporter.attribution.cgroup import owner_of_cgroup_line
+from exporter.attribution.cgroup import owner_of_cgroup_line, process_owner
+from exporter.attribution.holders import Holder, identify
+from exporter.attribution.jobs import JobResolver
 from exporter.attribution.kubernetes.apiserver import ApiError, ApiServer
 from exporter.attribution.kubernetes.owners import ProcessOwner
 from exporter.attribution.slurm import SlurmJob, job_of_cgroup_line
+from exporter.untrusted import read_lines
 
 MINE, VICTIM = "0c3e2b1a-7f64-4d2b-9a51-3c2d1e0f9a8b", "11111111-2222-4333-8444-555555555555"
 CID, FAKE_CID = "4f1a" * 16, "9b2c" * 16
@@ -74,3 +77,36 @@ def test_an_api_server_that_trickles_its_answer_is_cut_off_at_the_timeout(tmp_pa
     # here, forever for a server that keeps going) and then failed as an incomplete read.
     with FakeApiServer(tmp_path, {"/api/v1/pods": trickle}) as server, pytest.raises(ApiError, match=r"no whole answer within 1 s"):
         api(server).get("/api/v1/pods")
+
+
+# Every separator str.splitlines knows besides "\n"; the kernel refuses "\n" in a cgroup name, not these.
+SEPARATORS = ["\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+
+
+@pytest.mark.parametrize("separator", SEPARATORS, ids=[f"U+{ord(s):04X}" for s in SEPARATORS])
+def test_a_cgroup_name_that_hides_a_forged_line_is_attributed_to_no_one(separator: str, tmp_path: Path) -> None:
+    forged = {
+        1: f"0::/user.slice/user-1000.slice/user@1000.service/x{separator}0::/kubepods/burstable/pod{VICTIM}/{FAKE_CID}",
+        2: f"0::/kubepods/burstable/pod{MINE}/{CID}/x{separator}0::/kubepods/burstable/pod{VICTIM}/{FAKE_CID}",
+        3: f"0::/user.slice/user-1000.slice/user@1000.service/x{separator}0::/system.slice/slurmstepd.scope/job_7/step_0",
+    }
+    for pid, line in forged.items():
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "cgroup").write_bytes(f"{line}\n".encode())
+        (tmp_path / str(pid) / "comm").write_bytes(b"python\n")
+        assert process_owner(pid, tmp_path) is None
+        assert identify(pid, "python", tmp_path).holder == Holder("process", "python")
+    assert JobResolver(tmp_path).resolve(forged) == {}  # no pod, no Slurm job; no /proc/<pid>/stat, no launcher
+
+
+@pytest.mark.parametrize(("content", "lines"), [
+    (b"0::/a\n1:cpu:/b\n", ["0::/a", "1:cpu:/b"]),
+    (b"0::/a", ["0::/a"]),
+    (b"", []),
+    (b"0::/a\tb\n", None),  # any control character makes the file suspect
+    ("0::/x\u2028y\n".encode(), None),
+    (b"0::/\xff\xfe\x85\n", ["0::/\\xff\\xfe\\x85"]),  # bytes that are not UTF-8 are escaped text, not controls
+])
+def test_proc_files_split_at_newline_only(content: bytes, lines: list[str] | None, tmp_path: Path) -> None:
+    (tmp_path / "cgroup").write_bytes(content)
+    assert read_lines(tmp_path / "cgroup") == lines

@@ -8,11 +8,17 @@ run with hostPID for the PIDs NVML reports to be the ones in its ``/proc``.
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 
 from exporter.attribution.kubernetes.owners import ProcessOwner
-from exporter.untrusted import read_text
+from exporter.logs import fields
+from exporter.untrusted import read_lines
+
+log = logging.getLogger(__name__)
+_MAX_WARNED = 4096
+_warned: set[int] = set()  # PIDs whose suspect cgroup file was logged (each once, while few)
 
 _UID = r"[0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12}"
 # The pod's own cgroup, a whole path component: ``pod<uid>`` (cgroupfs driver) or
@@ -43,14 +49,22 @@ def owner_of_cgroup_line(line: str) -> ProcessOwner | None:
 
 def read_cgroup(pid: int, proc_root: Path) -> list[str] | None:
     """The lines of ``/proc/<pid>/cgroup``, the unified (v2) hierarchy's first; None where the
-    process is gone or the file unreadable. The one reader of that file: Kubernetes attribution and
-    the fair split's holders both go through it. It holds paths anyone who can create a cgroup
-    names (untrusted.py)."""
+    process is gone, the file unreadable, or suspect (a control character in a path: a cgroup name
+    that hides a forged line, logged once), so the process is attributed to no pod and no job. The
+    one reader of that file: Kubernetes attribution, the fair split's holders and multi-GPU jobs all
+    go through it. It holds paths anyone who can create a cgroup names (untrusted.py)."""
     try:
-        text = read_text(proc_root / str(pid) / "cgroup")
+        lines = read_lines(proc_root / str(pid) / "cgroup")
     except OSError:
         return None
-    return sorted(text.splitlines(), key=lambda line: not line.startswith("0::"))
+    if lines is None:
+        if pid not in _warned:
+            if len(_warned) >= _MAX_WARNED:
+                _warned.clear()
+            _warned.add(pid)
+            log.warning("process %d's cgroup path holds a control character; it is attributed to no pod or Slurm job", pid, extra=fields(pid=pid))
+        return None
+    return sorted(lines, key=lambda line: not line.startswith("0::"))
 
 
 def owner_of_cgroup(lines: list[str]) -> ProcessOwner | None:

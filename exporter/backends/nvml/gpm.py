@@ -21,7 +21,7 @@ from typing import Any
 from exporter.backends.nvml.gpm_metrics import GPM_METRICS, GpmMetric, to_sample_unit
 from exporter.logs import gpu_fields
 from exporter.sample import DeviceInfo, Profiling
-from exporter.untrusted import read_text
+from exporter.untrusted import read_lines
 
 GPM_MIN_SAMPLE_GAP = 0.1  # two nvmlGpmSampleGet calls must be more than 100 ms apart
 ENGINE_KEY = "graphics_active"  # GRAPHICS_UTIL's Profiling field
@@ -36,7 +36,7 @@ LogOnce = Callable[..., None]  # Backend.log_once(key, level, message, *args)
 def profiling_admin_only(params: Path = Path("/proc/driver/nvidia/params")) -> bool | None:
     """The driver's RmProfilingAdminOnly setting, or None where it cannot be read."""
     try:
-        for line in read_text(params).splitlines():
+        for line in read_lines(params) or ():
             if line.startswith("RmProfilingAdminOnly:"):
                 return line.split(":", 1)[1].strip() == "1"
     except OSError:
