@@ -25,6 +25,12 @@ def decode(raw: bytes | bytearray | memoryview, max_bytes: int = MAX_STRING_BYTE
     return bytes(raw[:max_bytes]).decode("utf-8", errors="backslashreplace")
 
 
+def whole_number(text: str, digits: int) -> int | None:
+    """``text`` as a number where it is 1 to ``digits`` ASCII digits, else None. (``str.isdigit``
+    alone also passes '²', which ``int`` refuses, and '١٢', which ``int`` reads as 12.)"""
+    return int(text) if 0 < len(text) <= digits and text.isascii() and text.isdigit() else None
+
+
 def read_text(path: Path, max_bytes: int = MAX_PROC_FILE_BYTES) -> str:
     """A small file's first ``max_bytes`` bytes, decoded as ``decode`` does; raises OSError only."""
     with open(path, "rb") as file:

@@ -66,6 +66,7 @@ def test_a_real_prometheus_client_endpoint_on_every_python():
         (HEAD + b"Content-Encoding: gzip\r\nContent-Length: 3\r\n\r\nabc", "gzip-encoded body"),
         (HEAD + b"Content-Length: -1\r\n\r\n", "bad Content-Length"),
         (HEAD + b"Content-Length: 3, 4\r\n\r\nabcd", "bad Content-Length"),
+        (HEAD + b"Content-Length: \xb2\r\n\r\nab", "bad Content-Length"),  # '\xb2' passed isdigit, then int() raised: a scraper error, not a failed scrape
         (HEAD + b"Bad Header\r\n\r\n", "malformed header line"),
         (HEAD + b"".join(b"X-%d: y\r\n" % n for n in range(200)) + b"\r\n", "more than 100 headers"),
         (HEAD + b"X: " + b"y" * 70000 + b"\r\n\r\n", "header block is over"),

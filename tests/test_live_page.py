@@ -6,12 +6,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import socket
 import threading
 
 import pytest
 from conftest import http_get, payloads_following, running_daemon
 from test_web import request
-from waiting import wait_until
+from waiting import PATIENCE, wait_until
 
 from exporter.apps.derive import AppState
 from exporter.backends.replay import ReplayBackend
@@ -90,9 +91,45 @@ def test_a_gpu_that_leaves_leaves_the_history_and_a_down_gpu_has_no_values(trace
 
 
 def test_parse_after_takes_only_a_plain_number() -> None:
-    assert parse_after("after=42") == 42 and parse_after("x=1&after=7") == 7
-    for query in ("", "after=", "after=-1", "after=1e9", "after=" + "9" * 40, "after=%31"):
-        assert parse_after(query) == 0
+    assert parse_after("after=42") == 42 and parse_after("x=1&after=7") == 7 and parse_after("after=3&after=x") == 3
+    assert parse_after("") == 0 and parse_after("x=1") == 0 and parse_after("after=" + "9" * 18) == 10**18 - 1
+    # '²' (byte 0xB2 of the request, read as Latin-1) passes str.isdigit and made int() raise; '١٢' int() reads as 12.
+    for query in ("after=", "after=-1", "after=1e9", "after=" + "9" * 19, "after=%31", "after=\xb2", "after=\u0661\u0662", "after=\uff11", "after= 1"):
+        assert parse_after(query) is None, query
+
+
+def test_a_bad_after_gets_400_saying_why_and_the_connection_serves_on(trace_paths) -> None:
+    # Before: '?after=\xb2' raised ValueError in the handler: HTTP 500.
+    clock = Clock()
+    poller = replay_poller(trace_paths, clock)
+    history = History(wall_clock=clock)
+    poller.subscribe(history.add)
+    server = page_server(poller, history, clock)
+    try:
+        clock.now += 1
+        poller.poll_once()
+        with socket.create_connection(("127.0.0.1", server.port), timeout=PATIENCE) as sock:
+            reader = sock.makefile("rb")
+            for target in (b"/api/live?after=\xb2", b"/api/live?after=\xd9\xa1", b"/api/live?after=-1", b"/api/live?after=" + b"1" * 19):
+                sock.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+                status, body = read_answer(reader)
+                assert status == b"HTTP/1.1 400 Bad Request", (target, status)
+                assert body == b"Bad query: 'after' must be a whole number of at most 18 digits 0-9.\n"
+            sock.sendall(b"GET /api/live?after=0 HTTP/1.1\r\nHost: x\r\n\r\n")
+            status, body = read_answer(reader)
+            assert status == b"HTTP/1.1 200 OK" and json.loads(body)["history"]["last"] == 1
+    finally:
+        server.close()
+
+
+def read_answer(reader) -> tuple[bytes, bytes]:
+    """One HTTP answer's status line and body (it has a Content-Length)."""
+    status = reader.readline().rstrip(b"\r\n")
+    length = 0
+    while (line := reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.partition(b":")
+        length = int(value) if name.lower() == b"content-length" else length
+    return status, reader.read(length)
 
 
 def page_server(poller: Poller, history: History, clock: Clock) -> WebServer:

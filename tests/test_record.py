@@ -190,5 +190,6 @@ def test_cli_record_all_gpus_needs_a_place_for_each(tmp_path, traces, monkeypatc
     monkeypatch.setitem(sys.modules, "pynvml", FakeNvml([traces["idle"]]))
     assert cli.main(["record", "-o", str(tmp_path / "one.json"), "--gpu", "all"]) == 2
     assert "--output must name them with {gpu}" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        cli.main(["record", "-o", str(tmp_path / "one.json"), "--gpu", "first"])
+    for choice in ("first", "\u00b2", "\u0661"):  # '\u00b2' passed isdigit and then int() raised; '\u0661' int() read as 1
+        with pytest.raises(SystemExit):
+            cli.main(["record", "-o", str(tmp_path / "one.json"), "--gpu", choice])

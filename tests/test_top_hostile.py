@@ -149,3 +149,12 @@ def test_the_largest_page_top_accepts_costs_memory_in_proportion_to_it() -> None
     assert peak < 2 * len(text), (peak, len(text))
     ours = "".join(line % number for number in range(1000))  # a thousand GPUs still read
     assert parse(ours + "other_metric 1\n", "x").gpus == []  # no gpueff_gpu_info: none shown, nothing refused
+
+
+def test_a_gpu_index_that_only_looks_like_a_number_is_ignored() -> None:
+    # Before: gpu="\u00b2" passed str.isdigit and int() raised ValueError out of parse (top ended
+    # with a traceback); gpu="\u0661" was read as GPU 1.
+    for index in ("\u00b2", "\u0661", "-1", "1" * 10):
+        page_text = GPU + f'gpueff_gpu_info{{gpu="{index}",uuid="GPU-b",model="H100",trace=""}} 1\ngpueff_job_gpu_info{{job_kind="ptree",job_id="j",gpu="{index}"}} 1\n'
+        exporter = parse(page_text, "x")
+        assert [gpu.uuid for gpu in exporter.gpus] == ["GPU-a"] and [job.gpus for job in exporter.jobs] == [()]

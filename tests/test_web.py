@@ -155,7 +155,7 @@ def test_listen_addresses(address, expected):
     assert parse_listen_address(address) == expected
 
 
-@pytest.mark.parametrize("address", ["9947", "host", "host:", "host:port", "host:70000", "host:-1", ""])
+@pytest.mark.parametrize("address", ["9947", "host", "host:", "host:port", "host:70000", "host:-1", "", "host:\u00b2", "host:\u0661", "host:+80"])
 def test_bad_listen_addresses(address):
     with pytest.raises(ListenAddressError, match="--web.listen-address"):
         parse_listen_address(address)

@@ -85,6 +85,7 @@ TLS = {"cert_file": "server.crt", "key_file": "server.key"}
     ({"http_server_config": {"http2": "no"}}, "'http_server_config.http2': expected true or false"),
     ({"basic_auth_users": {"alice": "plain-password"}}, "'basic_auth_users.alice': expected a bcrypt hash"),
     ({"basic_auth_users": {"a:b": "$2y$10$" + "a" * 53}}, "without ':'"),
+    ({"basic_auth_users": {"alice": "$2y$\u0661\u0660$" + "a" * 53}}, "'basic_auth_users.alice': expected a bcrypt hash"),  # Arabic-Indic digits matched \d
     ({"basic_auth_users": ["alice"]}, "'basic_auth_users': expected a mapping, got list"),
     (["tls_server_config"], "expected a mapping, got list"),
 ])

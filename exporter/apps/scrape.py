@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import TextIO, cast
 
 from exporter import __version__
+from exporter.untrusted import whole_number
 
 ACCEPT = "text/plain; version=0.0.4"
 CHUNK_BYTES = 64 * 1024
@@ -294,9 +295,9 @@ def _response(connection: _Connection, max_bytes: int, sink: Callable[[bytes], N
         connection.rest(max_bytes, sink)
         return None
     values = {item.strip() for item in length.split(",")}
-    if len(values) != 1 or not next(iter(values)).isdigit():
+    size = whole_number(values.pop(), 18) if len(values) == 1 else None
+    if size is None:
         raise ScrapeError(f"bad Content-Length {length[:40]!r}")
-    size = int(next(iter(values)))
     if size > max_bytes:
         raise ScrapeError(f"response of {size} bytes is over max_response_bytes ({max_bytes})")
     connection.exactly(size, sink, "body")

@@ -8,6 +8,7 @@ import sys
 from exporter import __version__, logs
 from exporter.commands.flags import Parser, add_collector_flags, add_common_flags, add_dcgm_flags, duration_flag
 from exporter.config.values import MIN_COLLECT_INTERVAL, parse_duration
+from exporter.untrusted import whole_number
 
 DEFAULT_LISTEN_ADDRESS = ":9947"
 
@@ -41,7 +42,7 @@ def daemon_parser() -> argparse.ArgumentParser:
 
 def gpu_choice(text: str) -> str:
     """--gpu: a GPU index or ``all``."""
-    if text != "all" and not text.isdigit():
+    if text != "all" and whole_number(text, 4) is None:
         raise argparse.ArgumentTypeError(f"expected a GPU index or all, got {text!r}")
     return text
 

@@ -15,6 +15,7 @@ from exporter import __version__
 from exporter.overview import GpuOverview, fleet, job_overviews, snapshot_overview
 from exporter.snapshot import Snapshot
 from exporter.taxonomy import CLASSES
+from exporter.untrusted import whole_number
 from exporter.web.history import SCALE, History, HistoryView
 
 CONTENT_TYPE = "application/json"
@@ -165,10 +166,14 @@ class LiveData:
             return made
 
 
-def parse_after(query: str) -> int:
-    """The ``after`` parameter of the page's poll (``after=123``); 0 where absent or not a small number."""
+AFTER_DIGITS = 18
+
+
+def parse_after(query: str) -> int | None:
+    """The ``after`` parameter of the page's poll (``after=123``, the first one where repeated); 0
+    where absent, None where it is not 1 to 18 ASCII digits (the server answers 400)."""
     for item in query.split("&"):
         name, _, value = item.partition("=")
-        if name == "after" and value.isdigit() and len(value) <= 18:
-            return int(value)
+        if name == "after":
+            return whole_number(value, AFTER_DIGITS)
     return 0

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from exporter.untrusted import whole_number
+
 MAX_HEAD_BYTES = 16 * 1024  # request line and header fields together
 MAX_HEADER_FIELDS = 100
 MAX_DISCARDED_BODY = 64 * 1024  # a longer request body gets 413 and the connection is closed
@@ -31,7 +33,7 @@ REASONS = {
 
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_VERSION = re.compile(r"HTTP/(\d)\.(\d)")
+_VERSION = re.compile(r"HTTP/([0-9])\.([0-9])")
 _BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
@@ -108,7 +110,7 @@ def _content_length(value: str | None) -> int:
     lengths = {length.strip() for length in value.split(",")}
     if len(lengths) != 1 or not all(length.isdigit() and length.isascii() for length in lengths):
         raise HttpError(400, "Bad Content-Length.")
-    text = lengths.pop()
-    if len(text) > 12 or int(text) > MAX_DISCARDED_BODY:
+    length = whole_number(lengths.pop(), 12)
+    if length is None or length > MAX_DISCARDED_BODY:
         raise HttpError(413, f"A request body is not accepted here (at most {MAX_DISCARDED_BODY} bytes are read and discarded).")
-    return int(text)
+    return length

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from exporter import __version__
 from exporter.exposition.text import CONTENT_TYPE
-from exporter.web.live import parse_after
+from exporter.untrusted import whole_number
+from exporter.web.live import AFTER_DIGITS, parse_after
 from exporter.web.loop import DEFAULT_LIMITS, Connection, EventLoop, Limits, Reply
 from exporter.web.page import LivePage, escape_html
 from exporter.web.request import REASONS, Request
@@ -52,10 +53,10 @@ class ListenAddressError(ValueError):
 def parse_listen_address(address: str) -> tuple[str, int]:
     """``host:port``, ``:port`` (all interfaces) or ``[::1]:port``."""
     host, separator, port_text = address.rpartition(":")
-    if not separator or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+    port = whole_number(port_text, 5)
+    if not separator or port is None or port > 65535:
         raise ListenAddressError(f"--web.listen-address {address!r}: expected host:port, :port or [ipv6]:port")
-    host = host.strip("[]")
-    return host, int(port_text)
+    return host.strip("[]"), port
 
 
 def listen(address: str, backlog: int) -> socket.socket:
@@ -162,7 +163,10 @@ class WebServer:
             return Reply(self._response(200, b"text/html; charset=utf-8", (self._landing,), request=request), close=not request.keep_alive)
         if self.page is not None:
             if path == "/api/live":
-                answer = self.page.live.answer(parse_after(request.query))
+                after = parse_after(request.query)
+                if after is None:
+                    return self._text(request, 400, f"Bad query: 'after' must be a whole number of at most {AFTER_DIGITS} digits 0-9.\n".encode())
+                answer = self.page.live.answer(after)
                 if answer is None:
                     return self._text(request, 503, b"no data yet: the first poll has not finished\n")
                 return Reply(self._response(200, _JSON, answer, extra=_NO_STORE, request=request), close=not request.keep_alive)

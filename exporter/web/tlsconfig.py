@@ -85,7 +85,7 @@ UNSUPPORTED = {
     "rate_limit": "not supported by this exporter; scrapes are served from a cached snapshot and cost almost nothing",
 }
 _TLS_KEYS = {"cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version", "max_version", "cipher_suites", "prefer_server_cipher_suites"}
-_BCRYPT_HASH = re.compile(r"\$2[aby]?\$(\d\d)\$[./A-Za-z0-9]{53}")
+_BCRYPT_HASH = re.compile(r"\$2[aby]?\$([0-9][0-9])\$[./A-Za-z0-9]{53}")
 _MAX_FILE_BYTES = 1024 * 1024
 _AUTH_CACHE_SIZE = 1024
 

@@ -17,6 +17,7 @@ from exporter.attribution.kubernetes.owners import PodOwner
 from exporter.attribution.slurm import SlurmJob
 from exporter.deadline import exchange_deadline
 from exporter.overview import AppFigures, GpuOverview, JobOverview
+from exporter.untrusted import whole_number
 
 MAX_BYTES = 16 * 1024 * 1024  # the largest node's page is under 1 MiB (docs/benchmarks.md)
 MAX_SAMPLES = 50_000  # gpueff_ samples: 84 a replayed GPU, about 200 a live one with its health readings
@@ -205,7 +206,7 @@ def parse(text: str, where: str) -> Exporter:
 
 
 def _index(text: str) -> int | None:
-    return int(text) if text.isdigit() and len(text) < 10 else None
+    return whole_number(text, 9)
 
 
 def _job_sample(job: _Job, name: str, labels: dict[str, str], value: float) -> None:
@@ -231,8 +232,8 @@ def _job_overview(key: tuple[str, str], job: _Job, gpus: list[GpuOverview]) -> J
 def _gpu_sample(gpu: _Gpu, name: str, labels: dict[str, str], value: float) -> None:
     if name == "gpueff_gpu_info":
         gpu.model, gpu.source = labels.get("model", ""), labels.get("trace", "")
-        index = labels.get("gpu", "")
-        gpu.index = int(index) if index.isdigit() and len(index) < 10 else gpu.index
+        index = _index(labels.get("gpu", ""))
+        gpu.index = gpu.index if index is None else index
     elif name == "gpueff_gpu_up":
         gpu.up = value == 1
     elif name == "gpueff_profiling_available":
