@@ -46,7 +46,7 @@ def test_list_maps_gpu_and_mig_uuids_to_containers(socket_dir: Path) -> None:
     with FakeKubelet(socket_dir / "kubelet.sock", PODS) as kubelet:
         client = PodResourcesClient(str(kubelet.socket_path), timeout=PATIENCE, max_message_bytes=1 << 20)
         try:
-            owners = gpu_owners(client.list(), PATTERNS)
+            owners, refused = gpu_owners(client.list(), PATTERNS)
         finally:
             client.close()
     assert owners == {
@@ -54,6 +54,7 @@ def test_list_maps_gpu_and_mig_uuids_to_containers(socket_dir: Path) -> None:
         MIG_A: (PodOwner("ml", "notebook", "jupyter"),),
         GPU_B: (PodOwner("web", "infer-a", "server"), PodOwner("web", "infer-b", "server")),
     }
+    assert refused.total == 0
     assert kubelet.calls == 1
 
 
@@ -150,6 +151,41 @@ def test_a_failed_call_keeps_the_last_assignment_for_three_intervals(socket_dir:
     assert len(warnings) == 2, warnings  # the failure (once, not per call) and the expiry
     assert "UNAVAILABLE" in warnings[0] and "kept for 3 refresh intervals" in warnings[0]
     assert any("works again" in record.getMessage() for record in caplog.records)
+
+
+def test_a_compromised_kubelets_names_and_crowds_are_left_out_and_counted(socket_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Names are checked against Kubernetes' own rules and a GPU keeps at most 64 containers, so what
+    an answer adds to every GPU series is bounded. Before, 1 MB names in a 6 MB answer made 551 MB
+    of /metrics."""
+    huge = "p" * (1 << 20)
+    hostile = [
+        pod("ml", huge, {"main": {"nvidia.com/gpu": [GPU_A]}}),  # a pod name past 253 characters
+        pod("n" * 64, "trainer-1", {"main": {"nvidia.com/gpu": [GPU_A]}}),  # a namespace past 63
+        pod("ml", "trainer-2", {"Main": {"nvidia.com/gpu": [GPU_A]}}),  # not a DNS-1123 label
+        pod("ml", "trainer-3", {"c\r\nx": {"nvidia.com/gpu": [GPU_A]}}),
+        pod("ml", "trainer-4", {"main": {"nvidia.com/gpu": ["GPU-" + "0" * 1000]}}),  # no UUID is that long
+        pod("ml", "big", {huge: {"example.com/fpga": ["fpga-0"]}}),  # no GPU: not looked at
+        *(pod("web", f"infer-{i:03d}", {"server": {"nvidia.com/gpu": [f"{GPU_B}::{i}"]}}) for i in range(100)),
+    ]
+    socket_path = socket_dir / "kubelet.sock"
+    attributor = Attributor()
+    caplog.set_level(logging.WARNING, logger="exporter.attribution.kubernetes")
+    with FakeKubelet(socket_path, [*PODS[:1], *hostile]):
+        try:
+            settings = _settings(socket_path, max_message_bytes=8 << 20)
+            owners = attributor.owners(settings, _samples(GPU_A, GPU_B), time.monotonic())
+            attributor._refresher.refresh()  # the same answer again: counted again, not logged again
+            health = attributor.health()
+        finally:
+            attributor.close()
+    assert owners[GPU_A].pods == (PodOwner("ml", "trainer-0", "main"),)
+    assert [owner.pod for owner in owners[GPU_B].pods] == [f"infer-{i:03d}" for i in range(64)]
+    assert health is not None and health.refused_total == 2 * (4 + 1 + 36)
+    warnings = [record.getMessage() for record in caplog.records]
+    assert len(warnings) == 3, warnings  # one per kind: a name, a device id, a crowded GPU
+    assert all(len(warning) < 600 for warning in warnings)
+    assert "pod name 'ppp" in warnings[0] and "(1048576 characters) is not a DNS-1123 subdomain of at most 253" in warnings[0]
+    assert "100 containers on one GPU (at most 64)" in warnings[2]
 
 
 @pytest.mark.slow

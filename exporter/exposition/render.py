@@ -363,6 +363,7 @@ _READERS: dict[str, Reader] = {
     "gpueff_last_collect_success_timestamp_seconds": _one(lambda snapshot, _stale: snapshot.last_success_wall),
     "gpueff_kubernetes_attribution_up": _attribution_row(lambda health: int(health.up)),
     "gpueff_kubernetes_attribution_errors_total": _attribution_row(lambda health: health.errors_total),
+    "gpueff_kubernetes_attribution_refused_total": _attribution_row(lambda health: health.refused_total),
     "gpueff_kubernetes_attribution_last_success_timestamp_seconds": _attribution_row(lambda health: health.last_success_wall),
     "process_cpu_seconds_total": _process_row(lambda process: process.cpu_seconds),
     "process_resident_memory_bytes": _process_row(lambda process: process.resident_bytes),

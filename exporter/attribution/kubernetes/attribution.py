@@ -52,6 +52,8 @@ class PodRefresher:
         self._last_success_wall: float | None = None
         self._up = False
         self._errors = 0
+        self._refused = 0  # containers and device ids left out of List answers (podresources.py)
+        self._refusals_logged: set[str] = set()  # kinds of refusal logged (each once)
         self._expired_logged = False
         self._problem: str | None = None  # the kind of the last logged problem; None while it works
         self._client: Any = None  # a PodResourcesClient once the socket exists
@@ -86,7 +88,7 @@ class PodRefresher:
 
     def health(self) -> AttributionHealth:
         with self._lock:
-            return AttributionHealth(self._up, self._errors, self._last_success_wall)
+            return AttributionHealth(self._up, self._errors, self._last_success_wall, self._refused)
 
     def refresh(self) -> None:
         """One List call; on failure the last good answer stays (see ``pods``)."""
@@ -107,12 +109,17 @@ class PodRefresher:
         except PodResourcesError as error:
             self._failed(f"call:{error.code}", "kubernetes: %s", error)
             return
-        pods = gpu_owners(response, settings.resource_names, self._dra_devices())
+        pods, refused = gpu_owners(response, settings.resource_names, self._dra_devices())
+        for kind, why in refused.first.items():
+            if kind not in self._refusals_logged:
+                self._refusals_logged.add(kind)
+                log.warning("kubernetes: left out of the kubelet's List answer: %s (%d such in this answer; counted in gpueff_kubernetes_attribution_refused_total, logged once)", why, refused.counts[kind])
         if settings.pod_label_keys:
             labels = self._pod_labels()
             pods = {uuid: tuple(dataclasses.replace(owner, labels=labels.get((owner.namespace, owner.pod), ())) for owner in owners) for uuid, owners in pods.items()}
         with self._lock:
             self._pods, self._success, self._last_success_wall, self._up = pods, self.clock(), self.wall_clock(), True
+            self._refused += refused.total
         self._expired_logged = False
         if self._problem is not None:
             log.info("kubernetes: pod attribution works again (%d GPU(s) assigned to pods)", len(pods))

@@ -43,3 +43,4 @@ class AttributionHealth:
     up: bool  # the last List call answered
     errors_total: int  # List calls that failed (or could not be made: no socket, no grpcio)
     last_success_wall: float | None  # Unix time of the last answer; None before the first
+    refused_total: int = 0  # containers and device ids left out of answers (names over Kubernetes' limits, ...)

@@ -22,17 +22,20 @@ from exporter.config.values import (
 
 POD_LABEL_MODES = ("every_series", "info_only")
 MAX_MESSAGE_BYTES = (1 << 31) - 1  # grpc.max_receive_message_length is a C int: larger overflows on every call
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+# Kubernetes' own name rules (RFC 1123): a label (namespaces, containers) at most 63 characters, a
+# subdomain (pods, nodes, DRA drivers) at most 253. Check the length first: the patterns backtrack.
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 def dra_drivers(value: Any) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(item, str) and len(item) <= 253 and _DNS_SUBDOMAIN.fullmatch(item) for item in value):
+    if not isinstance(value, list) or not all(isinstance(item, str) and len(item) <= 253 and DNS_SUBDOMAIN.fullmatch(item) for item in value):
         raise ValueError(f"expected a list of DRA driver names (DNS subdomains such as gpu.nvidia.com), got {shown(value)}")
     return tuple(value)
 
 
 def node_name(value: Any) -> str:
-    if not isinstance(value, str) or len(value) > 253 or (value and not _DNS_SUBDOMAIN.fullmatch(value)):
+    if not isinstance(value, str) or len(value) > 253 or (value and not DNS_SUBDOMAIN.fullmatch(value)):
         raise ValueError(f"expected a Kubernetes node name, got {shown(value)}")
     return value
 
