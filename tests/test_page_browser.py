@@ -216,6 +216,24 @@ def test_not_ready_is_not_green_and_without_javascript_the_page_says_so(tmp_path
         save(browser, "live-page-no-javascript.png", (DESKTOP[0], 200))
 
 
+def test_a_sort_in_the_address_that_names_an_objects_own_property_is_ignored(tmp_path: Path) -> None:
+    # Before: "__proto__" in SORTS was true through the prototype, so ?sort=__proto__ made every
+    # render throw: no cards, and a false "Lost contact with the exporter".
+    with running_daemon("--demo") as daemon, Browser(tmp_path / "profile", *DESKTOP) as browser:
+        for name in ("__proto__", "constructor", "toString", "hasOwnProperty"):
+            browser.navigate(f"{daemon.url}/?sort={name}")
+            browser.wait_for("window.gpueffPage && (gpueffPage.updates >= 1 || document.getElementById('status').classList.contains('error'))")
+            status = browser.evaluate("document.getElementById('status').textContent")
+            assert status.startswith("Updated "), (name, status)
+            assert browser.evaluate("[gpueffPage.sort, document.getElementById('sort').value]") == ["waste", "waste"], name
+            assert browser.evaluate("[...document.querySelectorAll('#gpus .gpu')].filter((card) => !card.hidden).length") == DEMO_GPUS, name
+        # A page that fails to show an answer says so, and does not blame the exporter (before, any
+        # TypeError, its own included, read "Lost contact ... no answer: it has stopped").
+        browser.evaluate("gpueffPage.sort = '__proto__'")
+        status = browser.wait_for("(s => s.startsWith('The exporter answered') && s)(document.getElementById('status').textContent)")
+        assert status.startswith("The exporter answered, but this page could not show it (") and "Lost contact" not in status
+
+
 def test_names_from_outside_are_text_and_an_apps_throughput_shows_on_its_gpu(tmp_path: Path, trace_paths) -> None:
     trace = json.loads(trace_paths["matmul_8192"].read_text())
     trace["workload"] = HOSTILE

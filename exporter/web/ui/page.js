@@ -26,10 +26,14 @@
     power: descending("power_watts"),
     index: () => 0,
   };
+  // A key from outside (the address, the exporter's answer) is looked up as an own property only:
+  // "__proto__" or "constructor" is in every object through its prototype.
+  const own = (object, key) => (Object.prototype.hasOwnProperty.call(object, key) ? object[key] : undefined);
+  const sortNamed = (name) => (own(SORTS, name) ? name : "waste");
   const params = new URLSearchParams(location.search);
   const state = {
     after: 0, capacity: 600, classes: {}, times: [], series: new Map(), cards: new Map(), updates: 0, error: null,
-    sort: params.get("sort") in SORTS ? params.get("sort") : "waste",
+    sort: sortNamed(params.get("sort")),
     only: params.get("only") || "", // a class name, "flagged", or "" for every GPU
     order: [], // the GPUs' uuids in the order shown
     jobsOf: new Map(), // GPU index -> the multi-GPU jobs it is part of (docs/jobs.md)
@@ -97,8 +101,9 @@
       held.utilization.push(...series.utilization.slice(skip).map(ratio));
       held.sm_active.push(...series.sm_active.slice(skip).map(ratio));
     }
+    const sent = new Set(Object.keys(history.gpus)); // a Set, not "in": a uuid could be "__proto__"
     for (const [uuid, held] of state.series) {
-      if (!(uuid in history.gpus)) {
+      if (!sent.has(uuid)) {
         held.utilization.push(...times.map(() => null));
         held.sm_active.push(...times.map(() => null));
       }
@@ -238,7 +243,7 @@
       " · ", element("span", "key sm", "SM activity"), " ", element("b", null, percent(gpu.sm_active)),
       " · efficiency ", element("b", null, fixed(gpu.efficiency, 2)),
     );
-    const described = state.classes[gpu.bottleneck];
+    const described = own(state.classes, gpu.bottleneck);
     held.tryLine.textContent = gpu.up && described ? "What to try: " + described.what_to_try : gpu.up ? "" : "Not read in the last poll.";
     setMeter(held.tensor, gpu.tensor_flops, gpu.peak_tensor_flops, "FLOP/s");
     setMeter(held.dram, gpu.dram_bytes_per_second, gpu.peak_dram_bytes_per_second, "B/s");
@@ -254,7 +259,7 @@
       return line;
     }));
     held.flags.replaceChildren(...gpu.flags.map((flag) => {
-      const chip = element("span", "flag" + (flag === "no_profiling" ? " info" : ""), FLAG_LABELS[flag] || flag);
+      const chip = element("span", "flag" + (flag === "no_profiling" ? " info" : ""), own(FLAG_LABELS, flag) || flag);
       chip.title = flag;
       return chip;
     }));
@@ -352,7 +357,7 @@
     const chips = [chip("all " + fleet.gpus, "", "all", "Show every GPU")];
     if (flagged.length) chips.push(chip("flagged " + flagged.length, "flagged", "class-underfilled", "Show only the GPUs busy but not working"));
     for (const [name, count] of Object.entries(fleet.classes).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))) {
-      chips.push(chip(name + " " + count, name, "class-" + name, state.classes[name] ? state.classes[name].meaning : ""));
+      chips.push(chip(name + " " + count, name, "class-" + name, own(state.classes, name) ? state.classes[name].meaning : ""));
     }
     if (state.only && !chips.some((button) => button.dataset.only === state.only)) chips.push(chip(state.only + " 0", state.only, "class-unknown", ""));
     byId("classes").replaceChildren(...chips);
@@ -445,6 +450,7 @@
 
   async function poll() {
     let delay = 2000;
+    let data = null;
     try {
       const response = await fetch("api/live?after=" + state.after, { cache: "no-store", credentials: "same-origin" });
       if (response.status === 503) {
@@ -452,9 +458,7 @@
       } else if (!response.ok) {
         throw new Error("it answered HTTP " + response.status + " " + (await response.text()).trim().slice(0, 200));
       } else {
-        const data = await response.json();
-        apply(data);
-        delay = Math.min(5000, Math.max(1000, data.collect_interval_seconds * 1000));
+        data = await response.json();
       }
     } catch (error) {
       // fetch() rejects with a TypeError when nothing answers (the exporter stopped, or the network is down).
@@ -465,13 +469,22 @@
       return;
     }
     state.lostAt = null;
+    if (data) {
+      try {
+        apply(data);
+        delay = Math.min(5000, Math.max(1000, data.collect_interval_seconds * 1000));
+      } catch (error) { // the exporter answered: a failure to show it is this page's, not lost contact
+        state.error = String(error.message || error);
+        setStatus("error", "The exporter answered, but this page could not show it (" + state.error + "); retrying every " + delay / 1000 + " s.");
+      }
+    }
     setTimeout(poll, delay);
   }
 
   const select = byId("sort");
   select.value = state.sort;
   select.addEventListener("change", () => {
-    state.sort = select.value in SORTS ? select.value : "waste";
+    state.sort = sortNamed(select.value);
     remember();
     if (state.last) render(state.last);
   });
