@@ -7,7 +7,13 @@ Each behaviour of DCGM used here is encoded in tests/fakes/dcgm with the DCGM so
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import signal
+import socket
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 from conftest import DCGM_FAKE, running_daemon
@@ -17,6 +23,7 @@ from waiting import PATIENCE
 from exporter.backends.auto import AutoBackend
 from exporter.backends.base import BackendUnavailable
 from exporter.backends.dcgm.backend import DcgmBackend
+from exporter.backends.dcgm.discover import listener_refusal, socket_refusal
 from exporter.backends.nvml.backend import NvmlBackend
 from exporter.trace import load_trace
 
@@ -120,9 +127,23 @@ def test_two_xids_within_one_poll_count_as_two(dcgm_engine):
 # ---- 2. a running host engine first -----------------------------------------------------------------
 
 
-def test_a_running_host_engine_on_its_unix_socket_is_used_and_no_embedded_engine_starts(dcgm_engine, tmp_path, trace_paths, caplog):
-    socket = tmp_path / "nv-hostengine"
-    socket.touch()
+@pytest.fixture
+def short_dir():
+    """A folder under /tmp short enough for a unix socket's path (107 bytes at most)."""
+    path = Path(tempfile.mkdtemp(prefix="he", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def unix_socket(path: Path) -> socket.socket:
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    return listener
+
+
+def test_a_running_host_engine_on_its_unix_socket_is_used_and_no_embedded_engine_starts(dcgm_engine, short_dir, trace_paths, caplog):
+    socket = short_dir / "nv-hostengine"
+    unix_socket(socket).close()  # the socket file stays
     dcgm_engine.serve(str(socket))
     dcgm = backend(host=None, discover=True, environ={}, socket_path=str(socket))
     auto = AutoBackend(lambda: dcgm, lambda: NvmlBackend(nvml=FakeNvml([FakeGpu(load_trace(trace_paths["idle"]), gpm=True)])), probe_timeout=PATIENCE)
@@ -133,6 +154,103 @@ def test_a_running_host_engine_on_its_unix_socket_is_used_and_no_embedded_engine
         assert f"using the running nv-hostengine at unix:{socket} instead of starting an embedded host engine" in caplog.text
     finally:
         auto.close()
+
+
+OTHER_UID = 12345  # a user other than root and the exporter's
+
+
+def planted(kind: str, folder: Path) -> Path:
+    """A host engine's socket (or what passes for one) that another user could have put there."""
+    path = folder / "nv-hostengine"
+    if kind == "a regular file":
+        path.touch()
+    elif kind == "a symbolic link":
+        unix_socket(folder / "elsewhere").close()
+        path.symlink_to(folder / "elsewhere")
+    else:
+        unix_socket(path).close()
+    if kind == "another user's socket":
+        os.chown(path, OTHER_UID, OTHER_UID)
+    elif kind == "a folder anyone can write to":
+        folder.chmod(0o777)
+    elif kind == "another user's folder":
+        os.chown(folder, OTHER_UID, OTHER_UID)
+    return path
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="another user's socket is made with chown")
+@pytest.mark.parametrize(("kind", "why"), [
+    ("a regular file", "not a socket"),
+    ("a symbolic link", "a symbolic link, not a socket"),
+    ("another user's socket", f"owned by uid {OTHER_UID}, not root"),
+    ("a folder anyone can write to", "writable by others without the sticky bit"),
+    ("another user's folder", f"is owned by uid {OTHER_UID}, not root"),
+])
+def test_a_unix_socket_another_user_could_have_planted_is_not_trusted(dcgm_engine, short_dir, caplog, kind, why):
+    # Before: any file at /tmp/nv-hostengine (os.path.exists) made the exporter take every GPU's
+    # readings from whatever answered there.
+    path = planted(kind, short_dir)
+    dcgm_engine.serve(str(path))
+    dcgm = backend(host=None, discover=True, environ={}, socket_path=str(path))
+    with caplog.at_level(logging.INFO):
+        dcgm.start()
+    dcgm.close()
+    assert dcgm.host is None and len(dcgm_engine.CONTROL.embedded) == 1
+    warning = next(record.getMessage() for record in caplog.records if record.levelno == logging.WARNING)
+    assert f"not using unix:{path} (nv-hostengine's default unix socket) as the host engine: " in warning and why in warning
+    assert "Pass --dcgm.host" in warning
+
+
+def test_a_root_socket_in_a_sticky_folder_anyone_writes_to_is_trusted(short_dir):
+    path = planted("root's socket", short_dir)
+    short_dir.chmod(0o1777)  # like /tmp: no one else can rename or remove root's socket
+    assert socket_refusal(str(path)) is None
+
+
+def listen_as(uid: int) -> tuple[int, int]:
+    """A child process of user ``uid`` listening on 127.0.0.1; its port, and its pid (it ends when killed)."""
+    ready_read, ready_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: only system calls, then _exit
+        try:
+            os.setuid(uid)
+            listener = socket.socket()
+            listener.bind(("127.0.0.1", 0))
+            listener.listen()
+            os.write(ready_write, str(listener.getsockname()[1]).encode())
+            while True:
+                time.sleep(60)
+        finally:
+            os._exit(1)
+    os.close(ready_write)
+    port = int(os.read(ready_read, 16) or b"0")
+    os.close(ready_read)
+    return port, pid
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="another user's listener needs setuid")
+def test_a_port_another_user_listens_on_is_not_trusted(dcgm_engine, short_dir, monkeypatch, caplog):
+    # Before: whatever answered on localhost:5555 was taken for nv-hostengine; any user may listen there.
+    port, stranger = listen_as(OTHER_UID)
+    mine = socket.socket(socket.AF_INET6)
+    mine.bind(("::1", 0))
+    mine.listen()
+    try:
+        assert port
+        assert listener_refusal(port) == f"a socket listening there is owned by uid {OTHER_UID}, not root"
+        assert listener_refusal(mine.getsockname()[1]) is None
+        monkeypatch.setattr("exporter.backends.dcgm.discover.DEFAULT_PORT", port)  # the stranger holds "5555"
+        dcgm_engine.serve(f"localhost:{port}")
+        dcgm = backend(host=None, discover=True, environ={}, socket_path=str(short_dir / "none"))
+        with caplog.at_level(logging.WARNING):
+            dcgm.start()
+        dcgm.close()
+        assert dcgm.host is None and len(dcgm_engine.CONTROL.embedded) == 1
+        assert f"not using localhost:{port} (nv-hostengine's default port) as the host engine: a socket listening there is owned by uid {OTHER_UID}" in caplog.text
+    finally:
+        mine.close()
+        os.kill(stranger, signal.SIGKILL)
+        os.waitpid(stranger, 0)
 
 
 def test_a_host_engine_the_environment_names_is_used_and_one_that_does_not_answer_starts_no_embedded_engine(dcgm_engine, tmp_path):
