@@ -158,3 +158,47 @@ def test_a_gpu_index_that_only_looks_like_a_number_is_ignored() -> None:
         page_text = GPU + f'gpueff_gpu_info{{gpu="{index}",uuid="GPU-b",model="H100",trace=""}} 1\ngpueff_job_gpu_info{{job_kind="ptree",job_id="j",gpu="{index}"}} 1\n'
         exporter = parse(page_text, "x")
         assert [gpu.uuid for gpu in exporter.gpus] == ["GPU-a"] and [job.gpus for job in exporter.jobs] == [()]
+
+
+CJK_NAMESPACE = "研究" * 20  # 40 characters, 80 columns
+
+
+def cjk_page(gpus: int) -> str:
+    lines = []
+    for index in range(gpus):
+        labels = f'gpu="{index}",uuid="GPU-{index}"'
+        lines += [f'gpueff_gpu_info{{{labels},model="H100",trace=""}} 1', f"gpueff_gpu_up{{{labels}}} 1"]
+        lines.append(f'gpueff_gpu_pod_info{{{labels},namespace="{CJK_NAMESPACE}",pod="e\u0301\U0001f600\u202etrain-{index}",container="c"}} 1')
+    return "\n".join(lines) + "\n"
+
+
+def test_wide_characters_are_measured_by_the_columns_they_take() -> None:
+    from exporter.commands.top.table import display_width, visible_width, whose
+
+    assert [display_width(text) for text in ("abc", "研究", "e\u0301", "\U0001f600", "\uff41", "a\u200bb")] == [3, 4, 1, 2, 2, 2]
+    exporter = parse(cjk_page(3), "x")
+    for width in (80, 100, 112, 160):
+        lines = render(Frame(("x",), exporter.gpus, time.time()), width, None, True).lines
+        assert max(visible_width(line) for line in lines) <= width, width
+        rows = [line for line in lines if line.startswith("  0 ")]
+        assert len(rows) == 1 and "研究" in rows[0] and "…" in rows[0], (width, rows)
+    assert whose(exporter.gpus[0]) == CJK_NAMESPACE + "/e\u0301\U0001f600?train-0"  # a right-to-left override shown as '?'
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed: tests/run.sh installs it (apt-get install tmux)")
+def test_wide_characters_in_a_pod_name_keep_every_row_on_one_line_and_the_header_on_screen() -> None:
+    # Before: widths were len(), so a cell of 22 CJK characters took 44 columns: at 112 columns each
+    # row wrapped onto a second line and the rows pushed the title and the table head off the top.
+    with raw_server(page(cjk_page(8))) as url:
+        python = " ".join([sys.executable, "-m", "exporter", "top", "--url", url, "--interval", "1h"])
+        terminal = Tmux([f"cd {ROOT} &&", python], width=112, height=16)
+        try:
+            screen = terminal.wait_for(r"(?m)^ +7 ")
+            lines = screen.splitlines()
+            assert lines[0].startswith("gpu-efficiency-exporter top"), screen
+            head = next(number for number, line in enumerate(lines) if line.startswith("GPU UTIL"))
+            rows = lines[head + 1 : head + 9]
+            assert [row.split()[0] for row in rows] == [str(index) for index in range(8)], screen
+            assert all("研究" in row and "…" in row for row in rows), screen
+        finally:
+            terminal.close()

@@ -1,13 +1,15 @@
 """One frame of ``top``: a fleet line, a table row per GPU in the chosen order, and what to try for
 each class shown (the flagged GPUs' first), fitted to the terminal's width (80 columns and up) and,
 in a live terminal, its height (the rows scroll); or the help screen. Colours are ANSI escapes, only
-where asked for. Pure: text in, lines out."""
+where asked for. Widths are the columns a terminal gives the text (``display_width``: a CJK
+character takes two), never its length. Pure: text in, lines out."""
 
 from __future__ import annotations
 
 import re
 import textwrap
 import time
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -93,28 +95,59 @@ class _Painter:
 
 
 _ESCAPES = re.compile(r"\x1b\[[0-9;]*m")
-_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# C0 and C1 controls, and the invisible format characters that reorder or hide text (bidi overrides
+# and isolates, zero-width ones, the BOM; Unicode category Cf, U+00AD aside: terminals show it).
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]")
 
 
 def printable(text: str) -> str:
-    """Text from outside (GPU, trace and app names, URLs, errors) with control characters shown as
-    '?': an escape sequence in a name must not drive the terminal."""
+    """Text from outside (GPU, trace and app names, URLs, errors) with control and format characters
+    shown as '?': an escape sequence in a name must not drive the terminal, nor a bidi override
+    reorder a row."""
     return _CONTROLS.sub("?", text)
 
 
+def _char_width(char: str) -> int:
+    if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me", "Cf"):
+        return 0  # a combining mark or a format character (printable has shown the harmful ones as '?')
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+
+def display_width(text: str) -> int:
+    """The columns a terminal gives ``text`` (printable's output, no escapes): East Asian wide and
+    fullwidth characters (CJK, most emoji) two, combining marks none, the rest one."""
+    return len(text) if text.isascii() else sum(_char_width(char) for char in text)
+
+
 def visible_width(line: str) -> int:
-    return len(_ESCAPES.sub("", line))
+    """The columns a line with colour escapes takes."""
+    return display_width(_ESCAPES.sub("", line))
 
 
 def _fit(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+    """``text`` in at most ``width`` columns: cut with '…' where it is wider."""
+    if display_width(text) <= width:
+        return text
+    kept, used = [], 0
+    for char in text:
+        used += _char_width(char)
+        if used > width - 1:
+            break
+        kept.append(char)
+    return "".join(kept) + "…" if width > 0 else ""
+
+
+def _pad(text: str, width: int) -> str:
+    """``text`` cut to ``width`` columns and padded to exactly that many (what ``f"{text:<{width}}"`` does by length)."""
+    fitted = _fit(text, width)
+    return fitted + " " * (width - display_width(fitted))
 
 
 def _wrap_parts(parts: list[str], width: int) -> list[str]:
     """Parts joined with ' · ', onto as many lines as the width needs, never split inside a part."""
     lines = [parts[0]]
     for part in parts[1:]:
-        if len(lines[-1]) + 3 + len(part) <= width:
+        if display_width(lines[-1]) + 3 + display_width(part) <= width:
             lines[-1] += " · " + part
         else:
             lines.append(part)
@@ -262,19 +295,18 @@ def render(frame: Frame, width: int, height: int | None, colour: bool, view: Vie
         cells = f"{gpu.index:>3} {_percent(gpu.utilization):>4} {_percent(gpu.sm_active):>4} "
         efficiency = _ratio(gpu.efficiency)
         style = "" if gpu.efficiency is None else RED if gpu.efficiency < 0.3 else YELLOW if gpu.efficiency < 0.7 else GREEN
-        row = cells + paint(f"{efficiency:>4}", style) + " " + paint(f"{_fit(SHORT_CLASSES.get(name, name), 11):<11}", CLASS_COLOURS.get(name, DIM))
+        row = cells + paint(f"{efficiency:>4}", style) + " " + paint(_pad(SHORT_CLASSES.get(name, name), 11), CLASS_COLOURS.get(name, DIM))
         row += f" {waste_text(frame.waste.get(gpu.uuid)):>5} {_scaled(gpu.tensor_flops, 1e12):>7}"
         if not narrow_whose:
             row += f" {_scaled(gpu.dram_bytes_per_second, 1e12, 2):>5}"
         row += f" {_scaled(gpu.power_watts, 1.0, 0) + 'W' if gpu.power_watts is not None else '–':>5}"
         if wide:
-            owner = _fit(whose(gpu) or printable(gpu.source or gpu.model), WHOSE_WIDE)
-            row += f" [{usage_bar(gpu)}] {owner:<{WHOSE_WIDE}}"
+            row += f" [{usage_bar(gpu)}] {_pad(whose(gpu) or printable(gpu.source or gpu.model), WHOSE_WIDE)}"
         elif narrow_whose:
-            row += f" {_fit(whose(gpu), WHOSE_NARROW):<{WHOSE_NARROW}}"
+            row += f" {_pad(whose(gpu), WHOSE_NARROW)}"
         flags = " ".join(flag_name(flag) for flag in gpu.flags)
         flag_style = YELLOW if gpu.flags == (NO_PROFILING_FLAG,) else RED
-        if flags and len(flags) <= width - visible_width(row) - 1:
+        if flags and display_width(flags) <= width - visible_width(row) - 1:
             row += " " + paint(flags, flag_style)
         rows.append(row.rstrip())
         if flags and flags not in row:  # too many to fit beside the figures: on their own line below, whole
