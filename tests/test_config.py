@@ -408,3 +408,32 @@ def test_the_largest_accepted_message_limit_works_with_grpc():
 
     limit = parse_config({"kubernetes": {"max_message_bytes": 2**31 - 1}}).kubernetes.max_message_bytes
     grpc.insecure_channel("unix:///nonexistent.sock", options=[("grpc.max_receive_message_length", limit)]).close()
+
+
+def test_every_problem_of_a_file_is_reported_at_once(tmp_path):
+    """A file with three mistakes names all three in one error, not the first alone, each by its key."""
+    path = write(tmp_path, "colect_interval: 1s\nmismatch:\n  high_utilization: 1.5\napps:\n  - {name: a, url: 'http://h/m', counter: c, unit: u, scrape_timeout: 2h}\n")
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    problems = raised.value.problems
+    assert len(problems) == 3 and all(problem.startswith(f"config file {path}: '") for problem in problems)
+    assert [problem.split(": ")[1] for problem in problems] == ["'colect_interval'", "'mismatch.high_utilization'", "'apps[0].scrape_timeout'"]
+    assert str(raised.value).startswith(f"config file {path}: 3 problems: ")
+
+
+@pytest.mark.parametrize(
+    ("text", "guess"),
+    [
+        ("colect_interval: 1s\n", "collect_interval"),
+        ("mismatch:\n  high_util: 0.5\n", "high_utilization"),
+        ("bottleneck:\n  compute: 0.5\n", "compute_pipe"),
+    ],
+)
+def test_an_unknown_key_suggests_the_nearest_known_one(tmp_path, text, guess):
+    _, message = load_error(tmp_path, text)
+    assert f"did you mean '{guess}'?" in message
+
+
+def test_an_unknown_key_far_from_every_known_one_gets_no_guess(tmp_path):
+    _, message = load_error(tmp_path, "zzzzzz: 1\n")
+    assert "did you mean" not in message and "known keys here:" in message

@@ -5,6 +5,7 @@ it and every error names the key path (``apps[0].url``). Unknown keys are reject
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Callable
 from dataclasses import field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -19,7 +20,26 @@ RESTART = "restart"  # read once at start: a reload that changes it logs that it
 
 
 class ConfigError(Exception):
-    """A configuration problem, already phrased for the user (names the file and the key)."""
+    """A configuration problem, already phrased for the user (names the file and the key). Loading
+    reports every problem of a file at once: ``problems`` holds each, the message all of them."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems if problems is not None else [message]
+
+
+def problems_error(problems: list[str]) -> ConfigError:
+    """One ConfigError for several problems, each named by its key path."""
+    if len(problems) == 1:
+        return ConfigError(problems[0], problems)
+    return ConfigError(f"{len(problems)} problems: " + "; ".join(problems), problems)
+
+
+def unknown_key(key_path: str, key: str, known: list[str]) -> str:
+    """The message for an unknown key: the nearest known one where a typo is likely, and the rest."""
+    guess = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    hint = f"did you mean '{guess[0]}'? " if guess else ""
+    return f"'{key_path}': unknown key ({hint}known keys here: {', '.join(sorted(known))})"
 
 
 class SettingError(ValueError):
@@ -55,56 +75,80 @@ _Section = TypeVar("_Section", bound="DataclassInstance")
 
 
 def load_section(cls: type[_Section], data: Any, path: str) -> _Section:
+    """``data`` loaded as ``cls``; every problem in it (not only the first) in one ConfigError."""
+    problems: list[str] = []
+    loaded = _load_section(cls, data, path, problems)
+    if problems:
+        raise problems_error(problems)
+    return loaded
+
+
+def _load_section(cls: type[_Section], data: Any, path: str, problems: list[str]) -> _Section:
+    """Loads what it can, appending each problem to ``problems``; a key in error keeps its default,
+    and the section's cross-key ``check()`` runs only where its own keys all loaded."""
     where = f"'{path}'" if path else "the top level"
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__}")
+        problems.append(f"{where}: expected a mapping, got {type(data).__name__}")
+        return cls()
     fields = {f.name: f for f in dataclasses.fields(cls)}
     values = {}
+    before = len(problems)
     for key, raw in data.items():
         key_path = f"{path}.{cut(str(key))}" if path else cut(str(key))
         spec = fields.get(key)
         if spec is None:
-            known = ", ".join(sorted(fields))
-            raise ConfigError(f"'{key_path}': unknown key (known keys here: {known})")
+            problems.append(unknown_key(key_path, cut(str(key)), list(fields)))
+            continue
         if "section" in spec.metadata:
-            values[key] = load_section(spec.metadata["section"], raw, key_path)
+            values[key] = _load_section(spec.metadata["section"], raw, key_path, problems)
             continue
         if "section_list" in spec.metadata:
-            values[key] = load_section_list(spec.metadata["section_list"], raw, key_path, spec.metadata["unique"], spec.metadata["most"])
+            values[key] = _load_section_list(spec.metadata["section_list"], raw, key_path, spec.metadata["unique"], spec.metadata["most"], problems)
             continue
         try:
             values[key] = spec.metadata["parse"](raw)
-        except ConfigError:
-            raise
+        except ConfigError as error:
+            problems.extend(error.problems)
         except ValueError as error:
-            raise ConfigError(f"'{key_path}': {error}") from None
+            problems.append(f"'{key_path}': {error}")
     loaded = cls(**values)
     check = getattr(loaded, "check", None)
-    if check is not None:
+    if check is not None and len(problems) == before:
         try:
             check()
         except SettingError as error:
-            raise ConfigError(f"'{path}.{error.key}': {error}" if path else f"'{error.key}': {error}") from None
+            problems.append(f"'{path}.{error.key}': {error}" if path else f"'{error.key}': {error}")
     return loaded
 
 
 def load_section_list(cls: type, data: Any, path: str, unique: str | None, most: int | None = None) -> tuple[Any, ...]:
+    problems: list[str] = []
+    items = _load_section_list(cls, data, path, unique, most, problems)
+    if problems:
+        raise problems_error(problems)
+    return items
+
+
+def _load_section_list(cls: type, data: Any, path: str, unique: str | None, most: int | None, problems: list[str]) -> tuple[Any, ...]:
     if data is None:
         return ()
     if not isinstance(data, list):
-        raise ConfigError(f"'{path}': expected a list, got {type(data).__name__}")
+        problems.append(f"'{path}': expected a list, got {type(data).__name__}")
+        return ()
     if most is not None and len(data) > most:
-        raise ConfigError(f"'{path}': at most {most} entries, got {len(data)}")
-    items: tuple[Any, ...] = tuple(load_section(cls, item, f"{path}[{index}]") for index, item in enumerate(data))
-    if unique is not None:
+        problems.append(f"'{path}': at most {most} entries, got {len(data)}")
+        return ()
+    before = len(problems)
+    items: tuple[Any, ...] = tuple(_load_section(cls, item, f"{path}[{index}]", problems) for index, item in enumerate(data))
+    if unique is not None and len(problems) == before:
         first: dict[Any, int] = {}
         for index, item in enumerate(items):
             value = getattr(item, unique)
             if value in first:
-                raise ConfigError(f"'{path}[{index}].{unique}': {shown(value)} is already used by {path}[{first[value]}]")
-            first[value] = index
+                problems.append(f"'{path}[{index}].{unique}': {shown(value)} is already used by {path}[{first[value]}]")
+            first.setdefault(value, index)
     return items
 
 

@@ -69,7 +69,7 @@ def load_config(path: str | Path | None) -> Config:
     try:
         return parse_config(data)
     except ConfigError as error:
-        raise ConfigError(f"config file {path}: {error}") from None
+        raise ConfigError(f"config file {path}: {error}", [f"config file {path}: {problem}" for problem in error.problems]) from None
 
 
 def config_reference() -> list[tuple[str, str, str, str]]:
