@@ -53,7 +53,8 @@ ENV PATH=/opt/exporter/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sb
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     NVIDIA_VISIBLE_DEVICES=all \
-    NVIDIA_DRIVER_CAPABILITIES=utility
+    NVIDIA_DRIVER_CAPABILITIES=utility \
+    GPU_EFFICIENCY_EXPORTER_REVISION=${REVISION}
 # A fixed numeric non-root user, so Kubernetes' runAsNonRoot can check it.
 USER 65532:65532
 EXPOSE 9947

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from exporter.config.engine import setting
-from exporter.config.values import cut, shown
+from exporter.config.values import boolean, cut, shown
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,3 +77,4 @@ class CollectorsConfig:
     """Which per-GPU metric families are exported (docs/collectors.md)."""
 
     disabled: tuple[str, ...] = setting((), collector_names, f"collectors not to export: {', '.join(COLLECTORS)} (the --collector.NAME and --no-collector.NAME flags override it)")
+    exporter_metrics: bool = setting(True, boolean, "export the daemon's own process_* series (CPU, memory, file descriptors); --web.disable-exporter-metrics turns them off")

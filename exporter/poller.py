@@ -274,7 +274,7 @@ class _ConfigParts:
 
 def poll_settings(config: Config) -> PollSettings:
     """What a snapshot's readers need of the config it was polled under."""
-    return PollSettings(config.collect_interval, config.effective_stale_after, config.kubernetes.pod_labels, config.price_per_gpu_hour, config.currency, config.collectors.disabled)
+    return PollSettings(config.collect_interval, config.effective_stale_after, config.kubernetes.pod_labels, config.price_per_gpu_hour, config.currency, config.collectors.disabled, config.collectors.exporter_metrics)
 
 
 def collect_settings(config: Config) -> CollectSettings:

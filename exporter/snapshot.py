@@ -33,6 +33,7 @@ class PollSettings:
     price_per_gpu_hour: float | None
     currency: str
     disabled_collectors: tuple[str, ...] = ()  # collectors.disabled: their series are not rendered
+    process_metrics: bool = True  # collectors.exporter_metrics: the daemon's own process_* series
 
 
 @dataclass(frozen=True)

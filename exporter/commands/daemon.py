@@ -27,7 +27,7 @@ from exporter.web.history import History
 from exporter.web.live import LiveData
 from exporter.web.page import LivePage
 from exporter.web.payload import Payloads
-from exporter.web.server import ListenAddressError, WebServer, parse_listen_address
+from exporter.web.server import ListenAddressError, WebServer, parse_listen_address, systemd_sockets
 
 if TYPE_CHECKING:
     from exporter.web.tlsconfig import WebConfig
@@ -76,7 +76,9 @@ def choose_backend(args: argparse.Namespace, config: Config) -> Backend:
 def run(args: argparse.Namespace) -> int:
     limit_malloc_arenas()
     try:
-        parse_listen_address(args.listen_address)
+        for address in args.listen_address:
+            parse_listen_address(address)
+        sockets = systemd_sockets(os.environ, os.getpid()) if getattr(args, "systemd_socket", False) else []
         config = effective_config(args)
         web_config = load_web_config_flag(args)
         if getattr(args, "wait_for_driver", False) and not (args.demo or args.replay):
@@ -107,16 +109,18 @@ def run(args: argparse.Namespace) -> int:
     poller.subscribe(payloads.publish)
     page = live_page(poller, note, args.telemetry_path, traces) if getattr(args, "web_ui", True) else None
     try:
-        server = WebServer(args.listen_address, payloads.payload, poller.is_ready, note, args.telemetry_path, web_config, page=page)
+        server = WebServer(args.listen_address, payloads.payload, poller.is_ready, note, args.telemetry_path, web_config, page=page, sockets=sockets)
     except (ListenAddressError, OSError) as error:
-        log.error("cannot listen on %s: %s", args.listen_address, error, extra=fields(address=args.listen_address))
+        where = "the systemd sockets" if sockets else ", ".join(args.listen_address)
+        log.error("cannot listen on %s: %s", where, error, extra=fields(address=where))
         backend.close()
         return 2
     log.log(level, "%s", announcement)  # only once the port is bound: a failed start says one line
     arriving = signals()  # before anything is served: a SIGTERM right after /-/ready must not kill by default action
     poller.start(devices)
     server.start()
-    url = served_url(args.listen_address, server.port, args.telemetry_path, web_config)
+    addresses = [f":{port}" for port in server.ports] if sockets else args.listen_address
+    url = " ".join(served_url(address, port, args.telemetry_path, web_config) for address, port in zip(addresses, server.ports))
     log.info("gpu-efficiency-exporter %s serving %s, collecting every %ss", __version__, url, config.collect_interval,
              extra=fields(version=__version__, backend=backend.name, gpus=len(devices), url=url, interval=f"{config.collect_interval:g}s"))
 

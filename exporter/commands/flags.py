@@ -49,19 +49,24 @@ def add_dcgm_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def add_collector_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--collector.disable-defaults", dest="collector_disable_defaults", action="store_true",
+                        help="start from no collector: only those named with --collector.NAME are exported (node_exporter's flag)")
     for name, collector in COLLECTORS.items():
         parser.add_argument(f"--collector.{name}", dest=f"collector_{name}", action=argparse.BooleanOptionalAction, default=None,
                             help=f"export {collector.help} (on by default; --no-collector.{name} drops them, over the config file's collectors.disabled)")
 
 
 def collectors_settings(args: argparse.Namespace, base: CollectorsConfig) -> CollectorsConfig:
-    """``base`` (the config file's ``collectors:`` section) with the ``--collector.*`` flags applied over it."""
-    disabled = set(base.disabled)
+    """``base`` (the config file's ``collectors:`` section) with the ``--collector.*`` flags and
+    ``--web.disable-exporter-metrics`` applied over it; with ``--collector.disable-defaults`` only the
+    collectors named by ``--collector.NAME`` stay."""
+    disabled = set(COLLECTORS) if getattr(args, "collector_disable_defaults", False) else set(base.disabled)
     for name in COLLECTORS:
         wanted = getattr(args, f"collector_{name}", None)
         if wanted is not None:
             (disabled.discard if wanted else disabled.add)(name)
-    return CollectorsConfig(disabled=tuple(sorted(disabled)))
+    exporter_metrics = base.exporter_metrics and not getattr(args, "disable_exporter_metrics", False)
+    return CollectorsConfig(disabled=tuple(sorted(disabled)), exporter_metrics=exporter_metrics)
 
 
 def dcgm_settings(args: argparse.Namespace, base: DcgmConfig) -> DcgmConfig:

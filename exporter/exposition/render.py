@@ -433,7 +433,8 @@ def render(snapshot: Snapshot, stale: bool = False) -> bytes:
     """The whole text but the snapshot's age, which a scrape appends (``age_tail``)."""
     itself = [("", snapshot)]
     lines = render_gpus(snapshot.gpus, snapshot, stale) + render_pods(snapshot.gpus, stale, snapshot) + render_sharing(snapshot.gpus, stale, snapshot)
-    lines += render_scope(EXPORTER, itself, snapshot, stale) + render_scope(PROCESS, itself, snapshot, stale) + render_scope(ATTRIBUTION, itself, snapshot, stale)
+    lines += render_scope(EXPORTER, itself, snapshot, stale) + render_scope(PROCESS, itself if snapshot.settings.process_metrics else [], snapshot, stale)
+    lines += render_scope(ATTRIBUTION, itself, snapshot, stale)
     lines += render_scope(APP, [(labels(("app",), (app.name,)), app) for app in snapshot.apps], snapshot, stale)
     lines += render_scope(JOB, [] if stale else [(labels(SCOPE_LABELS[JOB], (job.kind, job.name)), job) for job in snapshot.jobs], snapshot, stale)
     return ("\n".join(lines) + "\n").encode()

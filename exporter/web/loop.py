@@ -155,8 +155,8 @@ def fd_budget() -> int:
 
 
 class EventLoop:
-    def __init__(self, listener: socket.socket, handler: Handler, limits: Limits, clock: Callable[[], float] = time.monotonic) -> None:
-        self.listener = listener
+    def __init__(self, listeners: Sequence[socket.socket], handler: Handler, limits: Limits, clock: Callable[[], float] = time.monotonic) -> None:
+        self.listeners = tuple(listeners)  # every listen address is served by this one loop
         self.handler = handler
         self.limits = limits
         self.clock = clock
@@ -164,8 +164,9 @@ class EventLoop:
         self.connections: dict[int, Connection] = {}
         self.limit_log = LimitLog(limits.log_interval, clock)
         self.selector = selectors.DefaultSelector()
-        listener.setblocking(False)
-        self.selector.register(listener, selectors.EVENT_READ, None)
+        for listener in self.listeners:
+            listener.setblocking(False)
+            self.selector.register(listener, selectors.EVENT_READ, listener)
         self._wake_reader, self._wake_writer = socket.socketpair()
         self._wake_reader.setblocking(False)
         self._wake_writer.setblocking(False)
@@ -246,15 +247,16 @@ class EventLoop:
     def _shutdown(self) -> None:
         for connection in list(self.connections.values()):
             self._close(connection)
-        for closing in (self.selector, self.listener, self._wake_reader, self._wake_writer):
+        closings: tuple[selectors.BaseSelector | socket.socket, ...] = (self.selector, *self.listeners, self._wake_reader, self._wake_writer)
+        for closing in closings:
             try:
                 closing.close()
             except OSError:
                 pass
 
     def _on_event(self, data: object, now: float) -> None:
-        if data is None:
-            self._accept(now)
+        if isinstance(data, socket.socket):
+            self._accept(data, now)
         elif data is self:
             try:
                 while self._wake_reader.recv(4096):
@@ -285,13 +287,13 @@ class EventLoop:
 
     # --- accepting -------------------------------------------------------------------------------
 
-    def _accept(self, now: float) -> None:
+    def _accept(self, listener: socket.socket, now: float) -> None:
         for _ in range(_ACCEPT_BATCH):
             if len(self.connections) >= self.max_connections and not self._evict(f"the connection limit ({self.max_connections})"):
                 self._pause_accepting(now, f"http: {self.max_connections} connections open and none can be closed to make room; pausing accepting for {self.limits.accept_backoff:g} s")
                 return
             try:
-                sock, peer = self.listener.accept()
+                sock, peer = listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as error:
@@ -322,7 +324,8 @@ class EventLoop:
     def _pause_accepting(self, now: float, message: str) -> None:
         self.limit_log.warning("accept-paused", message)
         if not self._accept_resume:
-            self.selector.unregister(self.listener)
+            for listener in self.listeners:
+                self.selector.unregister(listener)
         self._accept_resume = now + self.limits.accept_backoff
         self._note_deadline(self._accept_resume)
 
@@ -681,7 +684,8 @@ class EventLoop:
             self.limit_log.warning("write timeout", f"http: closed {expired[WRITE]} connection(s) whose client did not take its response within {self.limits.write_timeout:g} s")
         if self._accept_resume and now >= self._accept_resume:
             self._accept_resume = 0.0
-            self.selector.register(self.listener, selectors.EVENT_READ, None)
+            for listener in self.listeners:
+                self.selector.register(listener, selectors.EVENT_READ, listener)
         self._next_check = min((c.deadline for c in self.connections.values()), default=math.inf)
         if self._accept_resume:
             self._next_check = min(self._next_check, self._accept_resume)

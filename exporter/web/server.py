@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from exporter import __version__
@@ -59,6 +59,26 @@ def parse_listen_address(address: str) -> tuple[str, int]:
     return host.strip("[]"), port
 
 
+SYSTEMD_FIRST_FD = 3  # sd_listen_fds(3): passed sockets start at file descriptor 3
+
+
+def systemd_sockets(environ: Mapping[str, str], pid: int) -> list[socket.socket]:
+    """The listening sockets systemd passed by socket activation (LISTEN_PID, LISTEN_FDS), for
+    --web.systemd-socket; a ListenAddressError says what is missing."""
+    if environ.get("LISTEN_PID", "") != str(pid):
+        raise ListenAddressError(f"--web.systemd-socket: no sockets were passed to this process (LISTEN_PID is {environ.get('LISTEN_PID', 'unset')!r}, this process is {pid}): start it from a systemd .socket unit")
+    count = environ.get("LISTEN_FDS", "")
+    if not (count.isascii() and count.isdigit()) or not 1 <= int(count) <= 64:
+        raise ListenAddressError(f"--web.systemd-socket: LISTEN_FDS is {count!r}, expected the number of sockets passed (1 to 64)")
+    sockets = []
+    for fd in range(SYSTEMD_FIRST_FD, SYSTEMD_FIRST_FD + int(count)):
+        sock = socket.socket(fileno=fd)
+        if sock.type != socket.SOCK_STREAM or sock.family not in (socket.AF_INET, socket.AF_INET6, socket.AF_UNIX):
+            raise ListenAddressError(f"--web.systemd-socket: file descriptor {fd} is not a stream socket (ListenStream= in the .socket unit)")
+        sockets.append(sock)
+    return sockets
+
+
 def listen(address: str, backlog: int) -> socket.socket:
     host, port = parse_listen_address(address)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -74,9 +94,10 @@ def listen(address: str, backlog: int) -> socket.socket:
 
 
 class WebServer:
-    """Serves in a background thread; ``close`` stops it."""
+    """Serves every listen address (or the ``sockets`` given, from systemd) in one background
+    thread; ``close`` stops it."""
 
-    def __init__(self, address: str, metrics: Callable[[bool], Payload | None], ready: Callable[[], bool], landing_note: str, telemetry_path: str = "/metrics", web_config: WebConfig | None = None, limits: Limits = DEFAULT_LIMITS, page: LivePage | None = None) -> None:
+    def __init__(self, address: str | Sequence[str], metrics: Callable[[bool], Payload | None], ready: Callable[[], bool], landing_note: str, telemetry_path: str = "/metrics", web_config: WebConfig | None = None, limits: Limits = DEFAULT_LIMITS, page: LivePage | None = None, sockets: Sequence[socket.socket] = ()) -> None:
         self.metrics = metrics
         self.ready = ready
         self.telemetry_path = telemetry_path
@@ -86,8 +107,17 @@ class WebServer:
         self._date = b""
         self._login: LoginGuard | None = None
         self.set_web_config(web_config)
-        self._loop = EventLoop(listen(address, limits.listen_backlog), self, limits)
-        self.port = self._loop.listener.getsockname()[1]
+        listeners = list(sockets)
+        try:
+            for each in () if sockets else [address] if isinstance(address, str) else address:
+                listeners.append(listen(each, limits.listen_backlog))
+        except OSError:
+            for opened in listeners:
+                opened.close()
+            raise
+        self._loop = EventLoop(listeners, self, limits)
+        self.ports = [listener.getsockname()[1] if listener.family != socket.AF_UNIX else 0 for listener in listeners]
+        self.port = self.ports[0]
 
     def start(self) -> None:
         self._loop.start()
