@@ -26,8 +26,8 @@ from harness import ROOT, daemon, trace_files
 sys.path.insert(0, str(ROOT))
 
 from exporter.backends.replay import ReplayBackend  # noqa: E402
-from exporter.config.file import Config  # noqa: E402
 from exporter.poller import Poller  # noqa: E402
+from exporter.settings import Config  # noqa: E402
 from exporter.trace import load_trace  # noqa: E402
 from exporter.web.history import DEFAULT_CAPACITY, History  # noqa: E402
 from exporter.web.live import LiveData  # noqa: E402

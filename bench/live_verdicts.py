@@ -19,8 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from exporter.backends.nvml.backend import NvmlBackend  # noqa: E402
-from exporter.config.file import Config  # noqa: E402
 from exporter.poller import Poller  # noqa: E402
+from exporter.settings import Config  # noqa: E402
 
 
 def main() -> int:

@@ -146,8 +146,8 @@ def record(nvml: Any, interval: float, polls: int, slow_every: int = 4) -> Recor
     clock is moved on by its slow interval."""
     from exporter.backends.base import CollectSettings
     from exporter.backends.nvml.backend import NvmlBackend
-    from exporter.config.file import load_config
     from exporter.poller import collect_settings
+    from exporter.settings import load_config
 
     proxy = RecordingNvml(nvml)
     skew = 0.0

@@ -28,9 +28,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 from fakes.nvml import H100_CALL_COSTS, FakeClock, FakeNvml  # noqa: E402 (needs the path above)
 
 from exporter.backends.nvml.backend import NvmlBackend  # noqa: E402
-from exporter.config.file import load_config  # noqa: E402
 from exporter.poller import Poller  # noqa: E402
 from exporter.sample import GpuSample  # noqa: E402
+from exporter.settings import load_config  # noqa: E402
 from exporter.trace import load_trace  # noqa: E402
 from exporter.web.payload import Payloads  # noqa: E402
 

@@ -33,8 +33,8 @@ def child(tree: str, gpus: int, interval: float, polls: int, scrape_every: float
     from fakes.nvml import FakeClock, FakeNvml
 
     from exporter.backends.nvml.backend import NvmlBackend
-    from exporter.config.file import load_config
     from exporter.poller import Poller
+    from exporter.settings import load_config
     from exporter.trace import load_trace, planted_trace_paths
     from exporter.web.history import History
     from exporter.web.payload import Payloads

@@ -39,7 +39,6 @@ def main() -> int:
 
     print(f"RSS after import exporter.commands.daemon: {rss_mb():.1f} MB")
     from exporter.backends.nvml.backend import NvmlBackend
-    from exporter.config.file import Config
     from exporter.pipeline.derive import derive
 
     backend = NvmlBackend()
@@ -49,14 +48,13 @@ def main() -> int:
     time.sleep(10)
     idle_cpu = time.process_time() - cpu_started
     print(f"CPU with NVML open, no polls (Xid thread + baseline): {idle_cpu / (time.monotonic() - idle_started) * 60:.4f} s/min")
-    config = Config()
     profiler = cProfile.Profile()
     cpu_started, wall_started = time.process_time(), time.monotonic()
     for _ in range(args.polls):
         tick = time.monotonic()
         profiler.enable()
         for sample in backend.collect():
-            derive(sample, config)
+            derive(sample)
         profiler.disable()
         time.sleep(max(0.0, args.interval - (time.monotonic() - tick)))
     cpu = time.process_time() - cpu_started

@@ -39,9 +39,9 @@ sys.path.insert(0, str(ROOT))
 from harness import daemon, live_threads_cpu_ns, percentile, polls_served, replay_daemon_command, trace_files  # noqa: E402
 
 from exporter.backends.replay import ReplayBackend  # noqa: E402
-from exporter.config.file import Config  # noqa: E402
 from exporter.exposition.render import render  # noqa: E402
 from exporter.poller import Poller  # noqa: E402
+from exporter.settings import Config  # noqa: E402
 from exporter.trace import load_trace  # noqa: E402
 from exporter.web.payload import GzipBody  # noqa: E402
 

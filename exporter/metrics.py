@@ -3,7 +3,7 @@
 A row says what Prometheus sees (name, type, unit, labels, HELP) and where each value comes from:
 the reading it renders (a path on a GpuState, e.g. ``sample.profiling.sm_active``), and that
 reading's sources (the GPM metric id and scale, the DCGM field id(s) and scale, the trace key) and
-the backends that give it. ``backends/nvml/gpm_metrics.py``, ``backends/dcgm/fields.py``, the trace format's keys,
+the backends that give it. ``gpm_metrics.py``, ``backends/dcgm/fields.py``, the trace format's keys,
 the exposition's families and the metrics reference (docs/metrics.md) all follow this table, and
 tests/test_metrics.py fails when any of them drifts from it.
 

@@ -17,7 +17,6 @@ from exporter.apps.monitor import AppMonitor
 from exporter.attribution.jobs import JobResolver, memberships
 from exporter.attribution.kubernetes.attribution import Attributor
 from exporter.backends.base import Backend, CollectSettings
-from exporter.config.file import Config
 from exporter.config.values import MAX_DURATION
 from exporter.logs import fields, one_line
 from exporter.peaks import DERIVED_FROM_DEVICE, peak_for, unknown_model_note
@@ -26,6 +25,7 @@ from exporter.pipeline.split import Sharing
 from exporter.pipeline.tracker import Trackers
 from exporter.sample import DeviceInfo, GpuSample, down_sample
 from exporter.selfstats import ProcessStats, read_process_stats
+from exporter.settings import Config
 from exporter.snapshot import GpuState, PollSettings, Snapshot
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ class Poller:
         self._subscribers: list[Callable[[Snapshot], None]] = []
         self._process: tuple[float, ProcessStats | None] | None = None  # (when read, what)
         self._config_parts = _ConfigParts(config)
-        self.apps = AppMonitor(config.apps, clock)  # scrapes apps on their own threads
+        self.apps = AppMonitor(config.apps_settings, clock)  # scrapes apps on their own threads
         self._sharing: Sharing | None = None
         self._jobs = JobResolver(Path(config.proc_root))  # which job holds each GPU (pipeline/peers.py)
         self.backend.configure(collect_settings(config))
@@ -93,7 +93,7 @@ class Poller:
         self.config = config
         self._models_seen.clear()  # new peaks: say again which models still have none
         self.backend.configure(collect_settings(config))
-        self.apps.configure(config.apps)
+        self.apps.configure(config.apps_settings)
         self._wake.set()  # the wait is re-timed with the new collect_interval (no poll is forced)
 
     def start(self, devices: list[DeviceInfo]) -> None:
@@ -228,7 +228,7 @@ class Poller:
         states = []
         for sample in samples:
             uuid = sample.device.uuid
-            derived, totals, split = self._trackers.of(uuid).advance(sample, config, sharing, identities)
+            derived, totals, split = self._trackers.of(uuid).advance(sample, parts.tracker_settings, sharing, identities)
             states.append(GpuState(sample, derived, totals, owners.get(uuid), split))
         self._trackers.forget({sample.device.uuid for sample in samples})
         judgement = self._judge_jobs(samples, states, parts.proc_root)
@@ -248,7 +248,7 @@ class Poller:
             collect_duration_sum_seconds=self._duration_sum,
             errors_total=self._own_errors + self.backend.errors_total,
             last_success_wall=self._last_success,
-            apps=self.apps.update(samples, self.clock(), config, owners),
+            apps=self.apps.update(samples, self.clock(), owners),
             attribution=self.attributor.health(),
             process=self._process_stats(),
             jobs=judgement.jobs,
@@ -264,12 +264,13 @@ class Poller:
 class _ConfigParts:
     """What each poll needs made from its config, made once per config (a reload brings a new one)."""
 
-    __slots__ = ("config", "poll_settings", "proc_root")
+    __slots__ = ("config", "poll_settings", "proc_root", "tracker_settings")
 
     def __init__(self, config: Config) -> None:
         self.config = config
         self.poll_settings = poll_settings(config)
         self.proc_root = Path(config.proc_root)
+        self.tracker_settings = config.tracker_settings
 
 
 def poll_settings(config: Config) -> PollSettings:

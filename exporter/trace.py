@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from exporter.backends.nvml.gpm_metrics import GPM_METRICS, to_sample_unit
 from exporter.config.values import shown
+from exporter.gpm_metrics import GPM_METRICS, to_sample_unit
 from exporter.metrics import COUNTER, READINGS
 from exporter.sample import DeviceInfo, GpuSample, Health, Profiling
 from exporter.untrusted import read_file

@@ -12,13 +12,13 @@ from conftest import ROOT
 
 from exporter.apps import patterns
 from exporter.config.engine import ConfigError
-from exporter.config.file import parse_config
+from exporter.settings import parse_config
 
 SELECT = textwrap.dedent("""
     import logging, sys
     sys.path.insert(0, "tests")
     from exporter.apps.derive import select_gpus
-    from exporter.config.file import parse_config
+    from exporter.settings import parse_config
     from exporter.sample import DeviceInfo, GpuProcess, GpuSample
     logging.basicConfig(level=logging.WARNING, stream=sys.stdout, format="%(levelname)s %(message)s")
     app = parse_config({"apps": [{"name": "a", "url": "http://127.0.0.1:1/metrics", "counter": "c_total", "unit": "u", "process": sys.argv[1]}]}).apps[0]

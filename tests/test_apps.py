@@ -19,13 +19,13 @@ from exporter.apps.counters import CounterIncrease
 from exporter.apps.derive import gpu_figures, select_gpus
 from exporter.apps.monitor import AppTracker, Scraper
 from exporter.apps.scrape import ScrapeError, escaped, fetch, read_counter
-from exporter.apps.settings import AppConfig
+from exporter.apps.settings import AppConfig, AppsSettings
 from exporter.attribution.kubernetes.owners import GpuOwners, PodOwner
 from exporter.backends.replay import ReplayBackend
 from exporter.config.engine import ConfigError
-from exporter.config.file import Config, load_config, parse_config
 from exporter.poller import Poller
 from exporter.sample import DeviceInfo, GpuProcess, GpuSample
+from exporter.settings import load_config, parse_config
 from exporter.trace import load_trace
 
 
@@ -422,14 +422,14 @@ def test_an_app_that_stays_down_keeps_no_per_gpu_memory_per_poll():
     app = app_config("http://127.0.0.1:1/metrics", gpus=list(range(64)))
     tracker, scraper = AppTracker(app), Scraper(app)  # never scraped: the app stays down
     samples = [_sample(index) for index in range(64)]
-    config = Config()
+    settings = AppsSettings()
     tracemalloc.start()
     try:
         for poll in range(200):
-            tracker.update(scraper, samples, float(poll), config)
+            tracker.update(scraper, samples, float(poll), settings)
         before = tracemalloc.get_traced_memory()[0]
         for poll in range(200, 1200):
-            tracker.update(scraper, samples, float(poll), config)
+            tracker.update(scraper, samples, float(poll), settings)
         grown = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()

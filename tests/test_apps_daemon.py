@@ -15,10 +15,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from waiting import PATIENCE, wait_until
 
 from exporter.apps.monitor import AppMonitor
+from exporter.apps.settings import AppsSettings
 from exporter.backends.replay import ReplayBackend
-from exporter.config.file import parse_config
 from exporter.exposition.render import render
 from exporter.poller import Poller
+from exporter.settings import parse_config
 from exporter.trace import load_trace
 
 H200_PEAK_BF16 = 989.4e12
@@ -170,14 +171,14 @@ def test_the_gpu_poll_never_waits_for_a_slow_app(trace_paths):
 
 
 def test_reload_keeps_unchanged_apps_and_restarts_changed_ones():
-    first = parse_config({"apps": [app_entry("http://127.0.0.1:9/metrics"), {**app_entry("http://127.0.0.1:10/metrics"), "name": "tgi"}]}).apps
+    first = parse_config({"apps": [app_entry("http://127.0.0.1:9/metrics"), {**app_entry("http://127.0.0.1:10/metrics"), "name": "tgi"}]}).apps_settings
     monitor = AppMonitor(first)
     llm, tgi = monitor.scrapers
-    changed = parse_config({"apps": [app_entry("http://127.0.0.1:9/metrics"), {**app_entry("http://127.0.0.1:11/metrics"), "name": "tgi"}, {**app_entry("http://127.0.0.1:12/metrics"), "name": "new"}]}).apps
+    changed = parse_config({"apps": [app_entry("http://127.0.0.1:9/metrics"), {**app_entry("http://127.0.0.1:11/metrics"), "name": "tgi"}, {**app_entry("http://127.0.0.1:12/metrics"), "name": "new"}]}).apps_settings
     monitor.configure(changed)
     kept, restarted, added = monitor.scrapers
     assert kept is llm and restarted is not tgi and restarted.app.url.endswith(":11/metrics") and added.app.name == "new"
-    monitor.configure(())
+    monitor.configure(AppsSettings())
     assert monitor.scrapers == ()
 
 

@@ -16,9 +16,9 @@ from waiting import PATIENCE
 
 from exporter.apps.scrape import MAX_SERIES, ScrapeError, fetch, read_counter
 from exporter.backends.replay import ReplayBackend
-from exporter.config.file import parse_config
 from exporter.exposition.render import render
 from exporter.poller import Poller
+from exporter.settings import parse_config
 from exporter.trace import load_trace
 
 BODY = b"# TYPE x counter\nx_total 7\n"

@@ -18,9 +18,9 @@ from exporter.collectors import ALWAYS, COLLECTORS
 from exporter.commands.cli import daemon_parser
 from exporter.commands.daemon import effective_config
 from exporter.config.engine import ConfigError
-from exporter.config.file import parse_config
 from exporter.exposition.render import render
 from exporter.metrics import BY_NAME, GPU
+from exporter.settings import parse_config
 from exporter.trace import load_trace
 
 

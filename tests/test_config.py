@@ -14,15 +14,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from waiting import PATIENCE
 
+from exporter.apps.settings import AppsSettings
 from exporter.backends.base import CollectSettings
 from exporter.backends.dcgm.backend import DcgmBackend
 from exporter.backends.dcgm.settings import DcgmConfig
 from exporter.backends.nvml.backend import NvmlBackend
 from exporter.commands.flags import dcgm_settings
 from exporter.config.engine import RESTART, ConfigError, restart_only_changes
-from exporter.config.file import Config, config_reference, load_config, parse_config
 from exporter.config.values import parse_duration
 from exporter.peaks import PeakOverride
+from exporter.pipeline.derive import DeriveSettings
+from exporter.pipeline.tracker import TrackerSettings
+from exporter.settings import Config, config_reference, load_config, parse_config
 from exporter.taxonomy import MismatchThresholds
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -128,6 +131,19 @@ def test_stale_after_defaults_to_three_intervals_plus_two_seconds(tmp_path, inte
 def test_explicit_stale_after_wins(tmp_path):
     config = load_config(write(tmp_path, "collect_interval: 10s\nstale_after: 1s\n"))
     assert config.effective_stale_after == 1.0
+
+
+def test_each_feature_is_handed_its_own_part_of_the_file():
+    config = parse_config({
+        "collect_interval": "2s", "price_per_gpu_hour": 3.5, "peaks": {"NVIDIA H200": {"dram_tbps": 4.0}}, "mismatch": {"low_efficiency_ratio": 0.2},
+        "bottleneck": {"host_utilization": 0.4}, "apps": [{"name": "llm", "url": "http://127.0.0.1:1/metrics", "counter": "x_total", "unit": "tokens"}],
+    })  # fmt: skip
+    derive = config.derive_settings
+    assert (derive.peaks, derive.mismatch, derive.bottleneck) == (config.peaks, config.mismatch, config.bottleneck)
+    assert derive.mismatch.low_efficiency_ratio == 0.2 and derive.bottleneck.host_utilization == 0.4
+    assert config.tracker_settings == TrackerSettings(stale_after=8.0, price_per_gpu_hour=3.5, derive=derive)
+    assert config.apps_settings == AppsSettings(config.apps, config.peaks, 3.5)
+    assert Config().derive_settings == DeriveSettings() and Config().apps_settings == AppsSettings()
 
 
 @pytest.mark.parametrize(

@@ -13,10 +13,10 @@ import pytest
 from test_corpus import EXPERT_LABEL, TRACES, Clock, replayed
 
 from exporter.backends.replay import ReplayBackend
-from exporter.config.file import Config
 from exporter.peaks import BUILTIN_PEAKS
 from exporter.pipeline.derive import PIPES
 from exporter.poller import Poller
+from exporter.settings import Config
 from exporter.trace import load_trace
 
 # The H200 device run of issue 34 (recorded 2026-11-28, the jobs' own counts in each trace's truth)

@@ -280,11 +280,11 @@ def test_looking_for_a_running_host_engine_can_be_turned_off_in_the_dcgm_section
     from exporter.backends.dcgm.settings import DcgmConfig
     from exporter.commands.check import parser
     from exporter.commands.flags import dcgm_settings
-    from exporter.config.file import parse_config
+    from exporter.settings import parse_config
 
     config = parse_config({"dcgm": {"discover": False}})
     assert config.dcgm.discover is False and DcgmConfig().discover is True
-    assert live_backend("dcgm", config).discover is False
+    assert live_backend("dcgm", config.dcgm, config.collect_interval, config.slow_collect_interval).discover is False
     assert dcgm_settings(parser().parse_args(["--dcgm.no-discover"]), DcgmConfig()).discover is False
     assert dcgm_settings(parser().parse_args([]), DcgmConfig()).discover is True
 

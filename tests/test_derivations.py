@@ -8,9 +8,8 @@ import statistics
 
 import pytest
 
-from exporter.config.file import Config
 from exporter.peaks import PeakOverride
-from exporter.pipeline.derive import BOTTLENECK_CLASSES, MISMATCH_RULES, derive
+from exporter.pipeline.derive import BOTTLENECK_CLASSES, DEFAULTS, MISMATCH_RULES, DeriveSettings, derive
 from exporter.pipeline.totals import Growth, Totals, integrate
 from exporter.sample import DeviceInfo, GpuSample, Profiling, down_sample
 from exporter.taxonomy import BottleneckThresholds, MismatchThresholds
@@ -44,7 +43,7 @@ def test_the_six_traces_cover_the_expected_workloads(trace_paths):
 
 @pytest.mark.parametrize(("workload", "expected"), sorted(EXPECTED_CLASS.items()))
 def test_bottleneck_class_of_every_recorded_workload(trace_paths, workload, expected):
-    classes = [derive(sample, Config()).bottleneck for sample in steady_samples(trace_paths[workload])]
+    classes = [derive(sample).bottleneck for sample in steady_samples(trace_paths[workload])]
     assert classes == [expected] * len(classes)
     assert expected in BOTTLENECK_CLASSES
 
@@ -53,34 +52,34 @@ def test_bottleneck_class_of_every_recorded_workload(trace_paths, workload, expe
 def test_mismatch_fires_only_for_one_thread_on_one_sm(trace_paths, workload):
     firing = workload == "spin_1sm"
     for sample in steady_samples(trace_paths[workload]):
-        rules = derive(sample, Config()).mismatch
+        rules = derive(sample).mismatch
         assert set(rules) == set(MISMATCH_RULES)
         assert rules == {"high_util_low_sm": firing, "low_efficiency": firing, "high_util_low_work": firing}
 
 
 def test_efficiency_of_one_thread_on_one_sm_is_one_sm_of_132(trace_paths):
     for sample in steady_samples(trace_paths["spin_1sm"]):
-        assert derive(sample, Config()).efficiency == pytest.approx(1 / 132, rel=0.02)
+        assert derive(sample).efficiency == pytest.approx(1 / 132, rel=0.02)
 
 
 def test_efficiency_is_absent_when_utilization_is_zero(trace_paths):
     for sample in steady_samples(trace_paths["idle"]):
         assert sample.gpu_utilization == 0
-        assert derive(sample, Config()).efficiency is None
+        assert derive(sample).efficiency is None
 
 
 def test_efficiency_of_the_big_workloads_is_high(trace_paths):
     for workload in ("copy_2GB", "matmul_8192", "matmul_8192_duty50"):
         for sample in steady_samples(trace_paths[workload]):
-            assert derive(sample, Config()).efficiency > 0.85, workload
+            assert derive(sample).efficiency > 0.85, workload
 
 
 def test_efficiency_is_clamped_to_one():
-    assert derive(synthetic(0.5, sm_active=0.9), Config()).efficiency == 1.0
+    assert derive(synthetic(0.5, sm_active=0.9)).efficiency == 1.0
 
 
-def median_estimate(samples: list[GpuSample], attribute: str, config: Config = Config()) -> float:
-    return statistics.median(getattr(derive(sample, config), attribute) for sample in samples)
+def median_estimate(samples: list[GpuSample], attribute: str, settings: DeriveSettings = DEFAULTS) -> float:
+    return statistics.median(getattr(derive(sample, settings), attribute) for sample in samples)
 
 
 def test_tensor_busy_flops_bound_the_measured_matmul_from_above_and_closely(trace_paths):
@@ -112,14 +111,14 @@ def test_dram_bandwidth_estimate_within_3_percent_of_the_measured_copy(trace_pat
 
 def test_flop_per_joule_is_flops_over_power(trace_paths):
     for sample in steady_samples(trace_paths["matmul_8192"]):
-        derived = derive(sample, Config())
+        derived = derive(sample)
         assert derived.busy_flop_per_joule == pytest.approx(derived.busy_flops / sample.power_watts)
 
 
 def test_no_estimates_for_an_unknown_model(trace_paths):
     unknown = dataclasses.replace(H200, name="NVIDIA Imaginary X1")
     for sample in steady_samples(trace_paths["matmul_8192"], unknown):
-        derived = derive(sample, Config())
+        derived = derive(sample)
         assert derived.peak is None
         assert derived.busy_flops is None and derived.dram_bytes_per_second is None and derived.busy_flop_per_joule is None
         assert derived.bottleneck == "compute"  # the class needs no peak
@@ -127,7 +126,7 @@ def test_no_estimates_for_an_unknown_model(trace_paths):
 
 def test_estimates_for_an_unknown_model_with_a_peaks_override(trace_paths):
     unknown = dataclasses.replace(H200, name="NVIDIA Imaginary X1")
-    config = Config(peaks={"NVIDIA Imaginary X1": PeakOverride(tensor_tflops=989.4, dram_tbps=4.8)})
+    config = DeriveSettings(peaks={"NVIDIA Imaginary X1": PeakOverride(tensor_tflops=989.4, dram_tbps=4.8)})
     flops = median_estimate(steady_samples(trace_paths["matmul_8192"], unknown), "busy_flops", config)
     # a config figure has no derived clock basis: it is taken at the max clock (1980), the built-in one at 1830
     assert flops == pytest.approx(median_estimate(steady_samples(trace_paths["matmul_8192"]), "busy_flops") * 1830 / 1980, rel=1e-3)
@@ -136,37 +135,37 @@ def test_estimates_for_an_unknown_model_with_a_peaks_override(trace_paths):
 
 
 def test_a_peaks_override_replaces_only_the_given_figures(trace_paths):
-    config = Config(peaks={"NVIDIA H200": PeakOverride(dram_tbps=2.4)})
+    config = DeriveSettings(peaks={"NVIDIA H200": PeakOverride(dram_tbps=2.4)})
     sample = steady_samples(trace_paths["copy_2GB"])[0]
-    derived, default = derive(sample, config), derive(sample, Config())
+    derived, default = derive(sample, config), derive(sample)
     assert derived.dram_bytes_per_second == pytest.approx(default.dram_bytes_per_second / 2)
     assert derived.peak.tensor_flops == default.peak.tensor_flops == 989.4e12
 
 
 def test_no_flops_estimate_without_a_clock_reading():
-    assert derive(synthetic(1.0, sm_clock=None, sm_active=0.9, tensor_active=0.9, tensor_hmma_active=0.9), Config()).busy_flops is None
+    assert derive(synthetic(1.0, sm_clock=None, sm_active=0.9, tensor_active=0.9, tensor_hmma_active=0.9)).busy_flops is None
 
 
 def test_mismatch_thresholds_from_the_config_change_the_outcome(trace_paths):
-    relaxed = Config(mismatch=MismatchThresholds(high_utilization=0.8, low_sm_active=0.005, low_work_activity=0.0, low_efficiency_utilization=0.5, low_efficiency_ratio=0.005))
+    relaxed = DeriveSettings(mismatch=MismatchThresholds(high_utilization=0.8, low_sm_active=0.005, low_work_activity=0.0, low_efficiency_utilization=0.5, low_efficiency_ratio=0.005))
     for sample in steady_samples(trace_paths["spin_1sm"]):
         assert derive(sample, relaxed).mismatch == {"high_util_low_sm": False, "low_efficiency": False, "high_util_low_work": False}
-    strict = Config(mismatch=MismatchThresholds(low_efficiency_ratio=0.99))
+    strict = DeriveSettings(mismatch=MismatchThresholds(low_efficiency_ratio=0.99))
     for sample in steady_samples(trace_paths["matmul_8192"]):  # efficiency ~0.96
         assert derive(sample, strict).mismatch == {"high_util_low_sm": False, "low_efficiency": True, "high_util_low_work": False}
 
 
 def test_bottleneck_thresholds_from_the_config_change_the_outcome(trace_paths):
     duty50 = steady_samples(trace_paths["matmul_8192_duty50"])
-    lower_host = Config(bottleneck=BottleneckThresholds(host_utilization=0.4))
+    lower_host = DeriveSettings(bottleneck=BottleneckThresholds(host_utilization=0.4))
     assert {derive(s, lower_host).bottleneck for s in duty50} == {"underfilled"}  # busy enough, tensor 0.44 < 0.5
-    fewer_sms = Config(bottleneck=BottleneckThresholds(host_utilization=0.4, underfilled_sm_active=0.4))
+    fewer_sms = DeriveSettings(bottleneck=BottleneckThresholds(host_utilization=0.4, underfilled_sm_active=0.4))
     assert {derive(s, fewer_sms).bottleneck for s in duty50} == {"compute"}  # tensor 0.44 >= compute_pipe 0.2
-    higher_pipe = Config(bottleneck=BottleneckThresholds(host_utilization=0.4, underfilled_sm_active=0.4, compute_pipe=0.5))
+    higher_pipe = DeriveSettings(bottleneck=BottleneckThresholds(host_utilization=0.4, underfilled_sm_active=0.4, compute_pipe=0.5))
     assert {derive(s, higher_pipe).bottleneck for s in duty50} == {"mixed"}
-    lower_host = Config(bottleneck=BottleneckThresholds(host_utilization=0.1))  # tiny_kernels: busy 0.14-0.28, SM 0.0003
+    lower_host = DeriveSettings(bottleneck=BottleneckThresholds(host_utilization=0.1))  # tiny_kernels: busy 0.14-0.28, SM 0.0003
     assert {derive(s, lower_host).bottleneck for s in steady_samples(trace_paths["tiny_kernels"])} == {"underfilled"}
-    higher_idle = Config(bottleneck=BottleneckThresholds(idle_utilization=0.3))  # idle needs no kernel at all, whatever the threshold
+    higher_idle = DeriveSettings(bottleneck=BottleneckThresholds(idle_utilization=0.3))  # idle needs no kernel at all, whatever the threshold
     assert {derive(s, higher_idle).bottleneck for s in steady_samples(trace_paths["tiny_kernels"])} == {"host"}
 
 
@@ -174,7 +173,7 @@ def test_latency_bound():
     """Every SM holds one warp (SM activity fooled), occupancy 1/64, pipes and DRAM idle."""
     sample = synthetic(1.0, sm_active=0.9996, sm_occupancy=0.0156, tensor_active=0.0, fp32_active=0.0, fp16_active=0.0,
                        fp64_active=0.0, integer_active=0.0, dram_active=0.0)
-    derived = derive(sample, Config())
+    derived = derive(sample)
     assert derived.bottleneck == "latency"
     assert derived.mismatch == {"high_util_low_sm": False, "low_efficiency": False, "high_util_low_work": True}  # busy, nothing near any roof
 
@@ -183,12 +182,12 @@ def test_communication_bound():
     nvlink_peak = 450e9
     sample = synthetic(1.0, sm_active=0.1, sm_occupancy=0.02, tensor_active=0.0, dram_active=0.05,
                        nvlink_tx_bytes_per_second=0.4 * nvlink_peak, nvlink_rx_bytes_per_second=0.1 * nvlink_peak)
-    assert derive(sample, Config()).bottleneck == "communication"
+    assert derive(sample).bottleneck == "communication"
 
 
 def test_pcie_traffic_counts_as_communication_too():
     sample = synthetic(1.0, sm_active=0.1, dram_active=0.0, pcie_rx_bytes_per_second=0.5 * 64e9)
-    assert derive(sample, Config()).bottleneck == "communication"
+    assert derive(sample).bottleneck == "communication"
 
 
 def test_below_its_roof_a_link_is_the_work_where_it_is_the_busiest_unit():
@@ -197,7 +196,7 @@ def test_below_its_roof_a_link_is_the_work_where_it_is_the_busiest_unit():
     busier than the link, the few SMs are the story: underfilled."""
     def judged(link: float, sm_active: float = 0.1, **readings: float) -> str:
         sample = synthetic(1.0, sm_active=sm_active, dram_active=readings.pop("dram_active", 0.0), nvlink_tx_bytes_per_second=link * 450e9, **readings)
-        return derive(sample, Config()).bottleneck
+        return derive(sample).bottleneck
 
     assert judged(0.12) == "communication" and judged(0.05) == "underfilled"
     assert judged(0.12, sm_active=0.3, fp32_active=0.2) == "underfilled" and judged(0.12, dram_active=0.15) == "underfilled"
@@ -205,13 +204,13 @@ def test_below_its_roof_a_link_is_the_work_where_it_is_the_busiest_unit():
 
 def test_link_traffic_of_an_unknown_model_cannot_be_judged():
     unknown = dataclasses.replace(synthetic(1.0, sm_active=0.1, nvlink_tx_bytes_per_second=400e9), device=dataclasses.replace(H200, name="NVIDIA Imaginary X1"))
-    assert derive(unknown, Config()).bottleneck == "underfilled"
+    assert derive(unknown).bottleneck == "underfilled"
 
 
 def test_mixed_is_fed_and_active_with_no_unit_near_its_roof():
     """Neither a pipe nor DRAM does meaningful work (on-chip memory, issue, synchronisation)."""
     sample = synthetic(1.0, sm_active=0.9, sm_occupancy=0.3, tensor_active=0.1, fp32_active=0.15, dram_active=0.05)
-    assert derive(sample, Config()).bottleneck == "mixed"
+    assert derive(sample).bottleneck == "mixed"
 
 
 def test_a_job_that_moves_bytes_below_the_dram_roof_is_memory_latency_and_at_it_memory():
@@ -219,7 +218,7 @@ def test_a_job_that_moves_bytes_below_the_dram_roof_is_memory_latency_and_at_it_
     without filling its bandwidth (memory_latency); at 0.7 they fill it (memory); at 0.05 memory is
     not where they wait (mixed)."""
     def streaming(dram: float) -> str:
-        return derive(synthetic(1.0, graphics_active=1.0, sm_active=0.9, sm_occupancy=0.5, tensor_active=0.0, fp32_active=0.08, dram_active=dram), Config()).bottleneck
+        return derive(synthetic(1.0, graphics_active=1.0, sm_active=0.9, sm_occupancy=0.5, tensor_active=0.0, fp32_active=0.08, dram_active=dram)).bottleneck
 
     assert (streaming(0.5), streaming(0.7), streaming(0.05)) == ("memory_latency", "memory", "mixed")
 
@@ -227,48 +226,48 @@ def test_a_job_that_moves_bytes_below_the_dram_roof_is_memory_latency_and_at_it_
 def test_large_batch_training_is_compute_though_dram_is_busier_than_the_tensor_pipe():
     """The H100 Llama step: SM 0.88, occupancy 0.44, tensor 0.33, DRAM 0.47 (far from its ~0.8 roof)."""
     sample = synthetic(0.97, graphics_active=0.97, sm_active=0.88, sm_occupancy=0.44, tensor_active=0.33, fp32_active=0.02, dram_active=0.47)
-    assert derive(sample, Config()).bottleneck == "compute"
+    assert derive(sample).bottleneck == "compute"
 
 
 def test_memory_beats_compute_when_dram_is_busier():
     sample = synthetic(1.0, sm_active=0.95, tensor_active=0.6, dram_active=0.8)
-    assert derive(sample, Config()).bottleneck == "memory"
+    assert derive(sample).bottleneck == "memory"
 
 
 def test_unknown_when_busy_without_profiling():
     sample = synthetic(0.95)
-    derived = derive(sample, Config())
+    derived = derive(sample)
     assert derived.bottleneck == "unknown"
     assert derived.efficiency is None and derived.mismatch == {} and derived.busy_flops is None
 
 
 def test_without_profiling_the_coarse_classes_still_work():
-    assert derive(synthetic(0.03), Config()).bottleneck == "host"  # an engine had work: a starved job, not an idle GPU
-    assert derive(synthetic(0.5), Config()).bottleneck == "host"
+    assert derive(synthetic(0.03)).bottleneck == "host"  # an engine had work: a starved job, not an idle GPU
+    assert derive(synthetic(0.5)).bottleneck == "host"
 
 
 def test_idle_only_where_a_window_says_no_kernel_ran():
     """Utilization's whole-percent driver samples read 0 beside short kernels: only SM activity (or
     the engine's) of exactly 0 says no kernel ran."""
-    assert derive(synthetic(0.0), Config()).bottleneck == "unknown"
-    assert derive(synthetic(0.0, sm_active=0.0), Config()).bottleneck == "idle"
-    assert derive(synthetic(None, graphics_active=0.0), Config()).bottleneck == "idle"
-    assert derive(synthetic(0.0, sm_active=0.0001), Config()).bottleneck == "host"
+    assert derive(synthetic(0.0)).bottleneck == "unknown"
+    assert derive(synthetic(0.0, sm_active=0.0)).bottleneck == "idle"
+    assert derive(synthetic(None, graphics_active=0.0)).bottleneck == "idle"
+    assert derive(synthetic(0.0, sm_active=0.0001)).bottleneck == "host"
 
 
 def test_unknown_without_any_busy_figure():
-    assert derive(synthetic(None), Config()).bottleneck == "unknown"
+    assert derive(synthetic(None)).bottleneck == "unknown"
 
 
 def test_mig_like_sample_uses_graphics_activity_as_busy():
     """A MIG slice has no coarse utilization; GR-engine activity stands in."""
     sample = synthetic(None, graphics_active=0.95, sm_active=0.93, sm_occupancy=0.14, tensor_active=0.9, dram_active=0.17)
-    derived = derive(sample, Config())
+    derived = derive(sample)
     assert derived.busy == 0.95
     assert derived.efficiency == pytest.approx(0.93 / 0.95)
     assert derived.bottleneck == "compute"
     spinning = synthetic(None, graphics_active=1.0, sm_active=0.0076, sm_occupancy=0.0001, tensor_active=0.0, dram_active=0.0)
-    derived = derive(spinning, Config())
+    derived = derive(spinning)
     assert derived.bottleneck == "underfilled"
     assert derived.mismatch == {"high_util_low_sm": True, "low_efficiency": True, "high_util_low_work": True}
 
@@ -278,9 +277,8 @@ def test_mig_like_sample_uses_graphics_activity_as_busy():
 
 def integrate_all(samples: list[GpuSample], max_gap: float = 10.0, price: float | None = None) -> Totals:
     totals = Totals()
-    config = Config(price_per_gpu_hour=price)
     for sample in samples:
-        totals, _ = integrate(totals, sample, derive(sample, config) if sample.up else None, max_gap, price)
+        totals, _ = integrate(totals, sample, derive(sample) if sample.up else None, max_gap, price)
     return totals
 
 
@@ -342,9 +340,9 @@ def test_time_going_backwards_is_not_integrated():
 
 def test_integrate_returns_the_new_totals_and_what_they_grew_by():
     first, second = (synthetic(1.0, sm_active=0.25).replace(timestamp=t) for t in (0.0, 2.0))
-    start, growth = integrate(Totals(), first, derive(first, Config()), 10.0)
+    start, growth = integrate(Totals(), first, derive(first), 10.0)
     assert growth == Growth() and start.last_timestamp == 0.0
-    after, growth = integrate(start, second, derive(second, Config()), 10.0)
+    after, growth = integrate(start, second, derive(second), 10.0)
     assert start == Totals(last_timestamp=0.0)  # the totals given are not changed
     assert growth == Growth(busy_seconds=2.0, sm_active_seconds=0.5, busy_idle_sm_seconds=1.5)
     assert (after.busy_seconds, after.sm_active_seconds, after.busy_idle_sm_seconds, after.last_timestamp) == (2.0, 0.5, 1.5, 2.0)
@@ -361,23 +359,23 @@ def test_a_peaks_override_matches_the_model_name_as_the_built_in_table_does(trac
     """Model names match case-insensitively and without surrounding blanks, for overrides too."""
     sample = steady_samples(trace_paths["copy_2GB"])[0]
     for written in ("nvidia h200", " NVIDIA H200 ", "NVIDIA H200"):
-        derived = derive(sample, Config(peaks={written: PeakOverride(dram_tbps=2.4)}))
+        derived = derive(sample, DeriveSettings(peaks={written: PeakOverride(dram_tbps=2.4)}))
         assert derived.peak.dram_bytes_per_second == 2.4e12, written
 
 
 def test_the_integer_pipe_alone_is_no_compute():
     """A random embedding gather on an H100: INTEGER_UTIL 0.57 is address arithmetic, DRAM 0.51, no float math."""
     gather = synthetic(0.99, graphics_active=0.99, sm_active=0.94, sm_occupancy=0.52, tensor_active=0.0, fp32_active=0.012, integer_active=0.57, dram_active=0.51)
-    assert derive(gather, Config()).bottleneck == "memory_latency"  # below the DRAM roof: H200 moves the same bytes/s at 0.38
+    assert derive(gather).bottleneck == "memory_latency"  # below the DRAM roof: H200 moves the same bytes/s at 0.38
     no_dram = synthetic(0.99, graphics_active=0.99, sm_active=0.94, sm_occupancy=0.52, tensor_active=0.0, fp32_active=0.01, integer_active=0.9, dram_active=0.05)
-    assert derive(no_dram, Config()).bottleneck == "mixed"
+    assert derive(no_dram).bottleneck == "mixed"
 
 
 def test_each_pipe_is_counted_at_its_own_rate_and_clock():
     """H200, 132 SMs at 1485 MHz: HMMA 4096 FLOP/clk/SM, IMMA 8192, DMMA and FP32 256 (the data sheet's
     989.4 / 1978.9 quoted at 1830 MHz, 66.9 at 1980)."""
     sample = synthetic(1.0, sm_clock=1485, sm_active=0.9, tensor_active=0.6, tensor_hmma_active=0.1, tensor_dfma_active=0.3, tensor_imma_active=0.2, fp32_active=0.4)
-    derived = derive(sample, Config())
+    derived = derive(sample)
     per_sm_clock = 132 * 1485e6
     assert derived.pipe_busy.hmma_bf16_equivalent == pytest.approx(0.1 * 4096 * per_sm_clock, rel=1e-3)
     assert derived.pipe_busy.dmma_fp64 == pytest.approx(0.3 * 256 * per_sm_clock, rel=1e-3)
@@ -391,7 +389,7 @@ def test_each_pipe_is_counted_at_its_own_rate_and_clock():
 
 def test_no_tensor_estimate_without_the_sub_pipe_split():
     """DCGM's single pass reads the any-tensor activity only: it cannot say FP64 from BF16, so no figure."""
-    derived = derive(synthetic(1.0, sm_active=0.95, tensor_active=0.95), Config())
+    derived = derive(synthetic(1.0, sm_active=0.95, tensor_active=0.95))
     assert derived.pipe_busy.hmma_bf16_equivalent is None and derived.pipe_busy.dmma_fp64 is None and derived.busy_flops is None
     assert derived.bottleneck == "compute"
 
@@ -400,7 +398,7 @@ def test_a_mig_device_is_counted_at_its_share_of_the_gpus_rate():
     """A 3g.71gb instance of an H200 (60 of 132 SMs): its busy FLOP/s at 60 x 4096 FLOP per clock."""
     mig = dataclasses.replace(H200, name="NVIDIA H200 MIG 3g.71gb", uuid="MIG-h200-3g", sm_count=60)
     sample = dataclasses.replace(synthetic(1.0, sm_clock=1500, sm_active=0.9, tensor_active=0.5, tensor_hmma_active=0.5, dram_active=0.3), device=mig)
-    derived = derive(sample, Config())
+    derived = derive(sample)
     assert derived.pipe_busy.hmma_bf16_equivalent == pytest.approx(0.5 * 60 * 4096 * 1500e6, rel=1e-3)
     assert derived.dram_bytes_per_second is None  # its memory slices' bandwidth is not derived from the name
 
@@ -411,38 +409,38 @@ def test_busy_with_nothing_near_any_roof_is_flagged_though_sm_activity_is_high()
     neither SM rule can fire, the third does; its weights live in L2, which no counter sees: mixed."""
     lstm = synthetic(0.99, graphics_active=0.997, sm_active=0.60, sm_occupancy=0.14, tensor_active=0.002, tensor_hmma_active=0.002,
                      fp32_active=0.033, fp16_active=0.0, fp64_active=0.0, integer_active=0.15, dram_active=0.001)
-    derived = derive(lstm, Config())
+    derived = derive(lstm)
     assert derived.mismatch == {"high_util_low_sm": False, "low_efficiency": False, "high_util_low_work": True}
     assert derived.bottleneck == "mixed"
-    working = derive(dataclasses.replace(lstm, profiling=dataclasses.replace(lstm.profiling, fp32_active=0.12)), Config())
+    working = derive(dataclasses.replace(lstm, profiling=dataclasses.replace(lstm.profiling, fp32_active=0.12)))
     assert working.mismatch["high_util_low_work"] is False  # a math pipe at a tenth of its roof is work
 
 
 def test_a_point_estimate_only_where_the_pipe_carrying_the_work_is_busy_a_quarter_of_the_active_cycles():
     """Both readings are shares of cycles: the same test on every card. A GEMM's tensor pipe at 0.9 of
     0.95 active: the busy figure is the estimate; a skinny GEMV's at 0.03 of 0.8: withheld."""
-    gemm = derive(synthetic(1.0, sm_active=0.95, tensor_active=0.9, tensor_hmma_active=0.9, fp32_active=0.0), Config())
+    gemm = derive(synthetic(1.0, sm_active=0.95, tensor_active=0.9, tensor_hmma_active=0.9, fp32_active=0.0))
     assert gemm.estimated_flops == gemm.busy_flops and gemm.busy_flops
-    skinny = derive(synthetic(1.0, sm_active=0.8, tensor_active=0.03, tensor_hmma_active=0.03, fp32_active=0.0, dram_active=0.8), Config())
+    skinny = derive(synthetic(1.0, sm_active=0.8, tensor_active=0.03, tensor_hmma_active=0.03, fp32_active=0.0, dram_active=0.8))
     assert skinny.busy_flops and skinny.estimated_flops is None
     # the pipe carrying most busy FLOP decides: FP32 at 0.3 of 0.9 active beside a tensor trickle
-    fp32_conv = derive(synthetic(1.0, sm_active=0.9, tensor_active=0.003, tensor_hmma_active=0.003, fp32_active=0.3), Config())
+    fp32_conv = derive(synthetic(1.0, sm_active=0.9, tensor_active=0.003, tensor_hmma_active=0.003, fp32_active=0.3))
     assert fp32_conv.estimated_flops == fp32_conv.busy_flops
     # a tensor pipe at 0.2 carries more busy FLOP than FP32 at 0.3: it decides, and withholds
-    assert derive(synthetic(1.0, sm_active=0.9, tensor_active=0.2, tensor_hmma_active=0.2, fp32_active=0.3), Config()).estimated_flops is None
-    assert derive(synthetic(1.0, sm_active=0.0, tensor_active=0.0, tensor_hmma_active=0.0), Config()).estimated_flops is None
+    assert derive(synthetic(1.0, sm_active=0.9, tensor_active=0.2, tensor_hmma_active=0.2, fp32_active=0.3)).estimated_flops is None
+    assert derive(synthetic(1.0, sm_active=0.0, tensor_active=0.0, tensor_hmma_active=0.0)).estimated_flops is None
 
 
 def test_int8_is_estimated_at_the_mma_sync_rate_and_only_where_that_rate_is_measured():
-    int8 = derive(synthetic(1.0, sm_active=0.95, tensor_active=0.74, tensor_imma_active=0.74), Config())
+    int8 = derive(synthetic(1.0, sm_active=0.95, tensor_active=0.74, tensor_imma_active=0.74))
     assert int8.estimated_int8_ops == pytest.approx(int8.pipe_busy.imma_int8 * 2 / 3)  # Hopper: 2/3 of the wgmma figure
     assert int8.estimated_flops is None  # INT8 ops are not FLOP
     blackwell = dataclasses.replace(synthetic(1.0, sm_active=0.95, tensor_active=0.74, tensor_imma_active=0.74), device=dataclasses.replace(H200, name="NVIDIA B200", sm_count=148))
-    assert derive(blackwell, Config()).pipe_busy.imma_int8 and derive(blackwell, Config()).estimated_int8_ops is None
+    assert derive(blackwell).pipe_busy.imma_int8 and derive(blackwell).estimated_int8_ops is None
     ampere = dataclasses.replace(synthetic(1.0, sm_active=0.95, tensor_active=0.74, tensor_imma_active=0.74), device=dataclasses.replace(H200, name="NVIDIA A100-SXM4-80GB", sm_count=108))
-    assert derive(ampere, Config()).estimated_int8_ops == pytest.approx(derive(ampere, Config()).pipe_busy.imma_int8)  # the data sheet quotes mma.sync
+    assert derive(ampere).estimated_int8_ops == pytest.approx(derive(ampere).pipe_busy.imma_int8)  # the data sheet quotes mma.sync
 
 
 def test_no_point_estimate_while_the_counters_are_implausible():
-    derived = derive(synthetic(1.0, sm_active=0.95, tensor_active=0.9, tensor_hmma_active=0.9, sm_occupancy=0.0001, graphics_active=0.01), Config())
+    derived = derive(synthetic(1.0, sm_active=0.95, tensor_active=0.9, tensor_hmma_active=0.9, sm_occupancy=0.0001, graphics_active=0.01))
     assert derived.counters_implausible and derived.estimated_flops is None

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from waiting import PATIENCE
 
-from exporter.config.file import Config, parse_config
+from exporter.settings import Config, parse_config
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"

@@ -18,8 +18,8 @@ from exporter.attribution.kubernetes.attribution import Attributor
 from exporter.attribution.kubernetes.dra import device_uuids
 from exporter.attribution.kubernetes.owners import PodOwner
 from exporter.config.engine import ConfigError
-from exporter.config.file import parse_config
 from exporter.sample import DeviceInfo, GpuSample
+from exporter.settings import parse_config
 
 DRIVER = "gpu.nvidia.com"
 NODE = "gpu-node-1"

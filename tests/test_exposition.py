@@ -16,13 +16,13 @@ from waiting import PATIENCE
 
 from exporter.backends.base import Backend
 from exporter.backends.replay import ReplayBackend
-from exporter.config.file import Config
 from exporter.exposition.render import render
 from exporter.exposition.text import CONTENT_TYPE, number
 from exporter.metrics import METRICS
 from exporter.pipeline.derive import BOTTLENECK_CLASSES
 from exporter.poller import Poller, Snapshot
 from exporter.sample import DeviceInfo, GpuSample, Profiling, down_sample
+from exporter.settings import Config
 from exporter.trace import load_trace
 from exporter.web import payload as payload_module
 from exporter.web.payload import GzipBody, Payloads

@@ -36,8 +36,8 @@ from fakes.nvml import FakeNvml  # noqa: E402
 from waiting import PATIENCE  # noqa: E402
 
 from exporter.backends.nvml.backend import NvmlBackend  # noqa: E402
-from exporter.config.file import Config  # noqa: E402
 from exporter.poller import Poller  # noqa: E402
+from exporter.settings import Config  # noqa: E402
 from exporter.trace import load_trace  # noqa: E402
 from exporter.web.server import WebServer  # noqa: E402
 

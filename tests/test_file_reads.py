@@ -16,7 +16,7 @@ from tls_certs import make_pki
 from waiting import PATIENCE
 
 from exporter.config.engine import ConfigError
-from exporter.config.file import load_config
+from exporter.settings import load_config
 from exporter.trace import TraceError, load_trace
 from exporter.web.tlsconfig import WebConfigError, load_web_config
 

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 from exporter.backends.replay import ReplayBackend
-from exporter.config.file import Config
 from exporter.poller import Poller
 from exporter.selfstats import ProcessStats
+from exporter.settings import Config
 from exporter.trace import demo_trace_paths, load_trace
 from exporter.web.payload import Payloads
 

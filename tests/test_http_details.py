@@ -15,7 +15,7 @@ from waiting import PATIENCE
 
 from exporter.apps.monitor import Scraper
 from exporter.apps.scrape import ScrapeError, fetch, read_counter
-from exporter.config.file import parse_config
+from exporter.settings import parse_config
 from exporter.web.payload import Payload
 from exporter.web.server import WebServer
 

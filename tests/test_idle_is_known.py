@@ -12,8 +12,8 @@ import pytest
 from fakes.nvml import FakeClock, FakeNvml
 
 from exporter.backends.nvml.backend import NvmlBackend
-from exporter.config.file import Config
 from exporter.poller import Poller
+from exporter.settings import Config
 from exporter.snapshot import GpuState
 from exporter.trace import Trace, load_trace
 

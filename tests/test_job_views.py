@@ -9,10 +9,10 @@ import json
 from exporter.backends.replay import ReplayBackend
 from exporter.commands.top.scrape import parse
 from exporter.commands.top.table import Frame, render
-from exporter.config.file import Config
 from exporter.exposition.render import render as metrics_text
 from exporter.overview import job_overviews, snapshot_overview
 from exporter.poller import Poller
+from exporter.settings import Config
 from exporter.trace import load_trace
 from exporter.web.history import History
 from exporter.web.live import LiveData

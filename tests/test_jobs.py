@@ -101,8 +101,8 @@ def test_a_torchrun_job_on_live_gpus_is_judged_together(proc: Path, trace_paths)
     judges the two GPUs as one job: the rank that spins while its peer computes waits on it."""
     from fakes.nvml import FakeGpu, started_backend
 
-    from exporter.config.file import Config
     from exporter.poller import Poller
+    from exporter.settings import Config
     from exporter.trace import load_trace
 
     waiting = FakeGpu(load_trace(trace_paths["spin_1sm"]), processes=[(201, 2**30, "python")])

@@ -9,8 +9,8 @@ import pytest
 from exporter.attribution.cgroup import owner_of_cgroup_line, process_owner
 from exporter.attribution.kubernetes.attribution import Attributor
 from exporter.attribution.kubernetes.owners import ProcessOwner
-from exporter.config.file import parse_config
 from exporter.sample import DeviceInfo, GpuProcess, GpuSample
+from exporter.settings import parse_config
 
 UID = "0c3e2b1a-7f64-4d2b-9a51-3c2d1e0f9a8b"
 CID = "4f1a" * 16

@@ -12,7 +12,7 @@ from helm_render import pod_spec, render
 from kube_schemas import documents, validate_all
 
 from exporter.commands.cli import daemon_parser
-from exporter.config.file import parse_config
+from exporter.settings import parse_config
 
 pytestmark = pytest.mark.e2e  # the Kubernetes schemas
 

@@ -14,9 +14,9 @@ from fakes.kubelet import FakeKubelet, pod
 from fakes.nvml import FakeClock, FakeGpu, FakeNvml
 
 from exporter.backends.nvml.backend import NvmlBackend
-from exporter.config.file import parse_config
 from exporter.exposition.render import render
 from exporter.poller import Poller
+from exporter.settings import parse_config
 from exporter.trace import load_trace
 
 PARENT = "GPU-0a0a0a0a-1111-2222-3333-444444444444"

@@ -16,9 +16,9 @@ from waiting import PATIENCE, wait_until
 
 from exporter.apps.derive import AppState
 from exporter.backends.replay import ReplayBackend
-from exporter.config.file import Config
 from exporter.overview import snapshot_overview
 from exporter.poller import Poller
+from exporter.settings import Config
 from exporter.taxonomy import CLASSES
 from exporter.trace import load_trace
 from exporter.web.history import History

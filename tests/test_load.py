@@ -30,8 +30,8 @@ from waiting import PATIENCE
 
 from exporter.attribution.kubernetes.attribution import PodRefresher
 from exporter.backends.nvml.backend import NvmlBackend
-from exporter.config.file import parse_config
 from exporter.poller import Poller
+from exporter.settings import parse_config
 from exporter.trace import load_trace
 
 pytestmark = pytest.mark.slow  # concurrent scrapers, soaks

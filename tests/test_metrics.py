@@ -24,7 +24,6 @@ from exporter.backends.dcgm.bindings import load_bindings
 from exporter.backends.dcgm.fields import FIELDS
 from exporter.backends.nvml.backend import NvmlBackend
 from exporter.backends.replay import ReplayBackend
-from exporter.config.file import Config
 from exporter.metrics import BY_NAME, DCGM, METRICS, NVML, PROFILING_FIELDS, READINGS, REPLAY, SUMMARY, Reading
 from exporter.pipeline.derive import derive
 from exporter.pipeline.peers import JobGpu, JobState, LinkTraffic
@@ -33,6 +32,7 @@ from exporter.pipeline.totals import Totals
 from exporter.poller import poll_settings
 from exporter.sample import DeviceInfo, GpuSample, Health, PeerLink, Profiling
 from exporter.selfstats import read_process_stats
+from exporter.settings import Config
 from exporter.snapshot import GpuState, Snapshot
 from exporter.trace import HEALTH_KEYS, Trace, load_trace
 
@@ -87,7 +87,7 @@ def full_snapshot() -> Snapshot:
     totals = Totals(busy_seconds=1.0, sm_active_seconds=0.5, busy_idle_sm_seconds=0.5, busy_idle_sm_cost=0.01, peer_wait_seconds=0.25)
     owners = GpuOwners(pods=(PodOwner("ns", "pod", "main"),), processes=((ProcessOwner("uid", "cid"), 1),))
     sharing = GpuSharing(holders=((Holder("slurm_job", "42"), HolderTotals(1.0, 0.5, 0.5, 10.0)),), jobs=(SlurmJob("42", user_id="1000"),))
-    states = tuple(GpuState(s, derive(s, config), totals, owners, sharing) for s in (sample, dataclasses.replace(sample, device=mig)))
+    states = tuple(GpuState(s, derive(s, config.derive_settings), totals, owners, sharing) for s in (sample, dataclasses.replace(sample, device=mig)))
     app = AppState(name="llm", unit="tokens", up=True, gpus=(device,), units_total=1.0, throughput=1.0, requests_per_second=1.0, units_per_joule=1.0,
                    units_per_sm_active_second=1.0, flops_per_second=1e14, model_flops_utilization=0.1, cost_per_million_units=1.0, scrape_duration_seconds=0.01)
     return Snapshot(sequence=1, gpus=states, taken_monotonic=10.0, settings=poll_settings(config), backend_name="nvml", replayed=False, polls_total=1,

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from exporter.backends.replay import ReplayBackend
-from exporter.config.file import Config
-from exporter.pipeline.derive import step
+from exporter.pipeline.derive import DeriveSettings, step
 from exporter.pipeline.smoothing import Smoothing, weighted_mean
 from exporter.sample import GpuSample
 from exporter.taxonomy import Activity, BottleneckThresholds, classes_within_margin, classify
@@ -123,7 +122,7 @@ def verdicts(samples: tuple[GpuSample, ...], noise: Noise | None = None) -> list
     state, out = Smoothing(), []
     for number, sample in enumerate(samples):
         settled = state.settled
-        derived, following = step(noisy(sample, *noise(number)) if noise else sample, Config(), state)
+        derived, following = step(noisy(sample, *noise(number)) if noise else sample, DeriveSettings(), state)
         state = following or Smoothing()
         out.append(Verdict(derived.bottleneck, settled, within_noise(Activity(*map(weighted_mean, state.products, state.weights)))))
     return out

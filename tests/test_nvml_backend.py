@@ -16,10 +16,10 @@ from waiting import PATIENCE
 
 from exporter.backends.base import BackendUnavailable
 from exporter.backends.nvml.backend import REINIT_BACKOFF, NvmlBackend, cores_per_sm
-from exporter.config.file import Config, load_config
 from exporter.logs import record_fields
 from exporter.metrics import MIB
 from exporter.poller import Poller
+from exporter.settings import Config, load_config
 from exporter.trace import load_trace, parse_trace
 from exporter.web.server import WebServer
 

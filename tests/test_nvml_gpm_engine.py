@@ -11,9 +11,9 @@ import pytest
 from fakes.nvml import FakeGpu
 from fakes.nvml import started_backend as started
 
-from exporter.config.file import load_config
 from exporter.exposition.render import render
 from exporter.poller import Poller
+from exporter.settings import load_config
 from exporter.trace import load_trace
 
 ENGINE = "GRAPHICS_UTIL"

@@ -12,12 +12,12 @@ from fakes.nvml import started_backend as started
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.backends.nvml.health import FAST, HEALTH_CALLS, ONCE, SLOW
-from exporter.config.file import Config
 from exporter.exposition.render import render
 from exporter.pipeline.derive import derive
 from exporter.pipeline.totals import Totals
 from exporter.poller import poll_settings
 from exporter.sample import Health
+from exporter.settings import Config
 from exporter.snapshot import GpuState, Snapshot
 from exporter.trace import load_trace
 
@@ -230,7 +230,7 @@ def test_each_links_data_crc_count_comes_from_its_own_call_and_its_active_links_
     backend.close()
     assert sample.health.nvlink_crc_data_errors == 186
     config = Config()
-    snapshot = Snapshot(sequence=1, gpus=(GpuState(sample, derive(sample, config), Totals()),), taken_monotonic=sample.timestamp, settings=poll_settings(config), backend_name="nvml",
+    snapshot = Snapshot(sequence=1, gpus=(GpuState(sample, derive(sample, config.derive_settings), Totals()),), taken_monotonic=sample.timestamp, settings=poll_settings(config), backend_name="nvml",
                         replayed=False, polls_total=1, collect_duration_sum_seconds=0.01, errors_total=0, last_success_wall=1.7e9)
     (family,) = (each for each in text_string_to_metric_families(render(snapshot).decode()) if each.name == "gpueff_nvlink_link_errors")
     crc_data = {each.labels["link"]: each.value for each in family.samples if each.labels["type"] == "crc_data"}
@@ -252,7 +252,7 @@ def test_exposition_of_the_health_readings(trace):
     sample = backend.collect()[0]
     backend.close()
     config = Config()
-    snapshot = Snapshot(sequence=1, gpus=(GpuState(sample, derive(sample, config), Totals()),), taken_monotonic=sample.timestamp, settings=poll_settings(config), backend_name="nvml",
+    snapshot = Snapshot(sequence=1, gpus=(GpuState(sample, derive(sample, config.derive_settings), Totals()),), taken_monotonic=sample.timestamp, settings=poll_settings(config), backend_name="nvml",
                         replayed=False, polls_total=1, collect_duration_sum_seconds=0.01, errors_total=0, last_success_wall=1.7e9)
     families = {family.name: family for family in text_string_to_metric_families(render(snapshot).decode())}
     values = {(sample.name, tuple(sorted((k, v) for k, v in sample.labels.items() if k not in {"gpu", "uuid"}))): sample.value for family in families.values() for sample in family.samples}

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from waiting import PATIENCE
 
-from exporter.config.file import parse_config
 from exporter.peaks import (
     BUILTIN_PEAKS,
     OVERRIDE_FIELDS,
@@ -22,6 +21,7 @@ from exporter.peaks import (
     unknown_model_note,
 )
 from exporter.sample import DeviceInfo
+from exporter.settings import parse_config
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = (ROOT / "docs" / "peaks.md").read_text(encoding="utf-8")

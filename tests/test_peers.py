@@ -11,12 +11,12 @@ import pytest
 
 from exporter.attribution.jobs import JobKey
 from exporter.backends.replay import ReplayBackend
-from exporter.config.file import Config
 from exporter.exposition.render import render
 from exporter.pipeline.derive import derive
 from exporter.pipeline.peers import PEER_WAIT, judge
 from exporter.poller import Poller
 from exporter.sample import DeviceInfo, GpuSample, Profiling
+from exporter.settings import Config
 from exporter.trace import load_trace
 
 GB = 1e9
@@ -35,12 +35,12 @@ ALL_REDUCE = {"sm_active": 0.17, "sm_occupancy": 0.05, "tensor_active": 0.0, "dr
 
 
 def judged(samples: list[GpuSample], membership: dict[str, list[JobKey]]):
-    return judge([(sample, derive(sample, Config())) for sample in samples], membership, {"7": "torchrun"})
+    return judge([(sample, derive(sample)) for sample in samples], membership, {"7": "torchrun"})
 
 
 def test_a_rank_waiting_for_a_slower_peer_is_peer_wait_and_names_the_straggler() -> None:
     waiting, working = gpu(0, 0.99, **WAITING), gpu(1, 0.99, **WORKING)
-    assert derive(waiting, Config()).bottleneck == "underfilled"  # alone it looks like too little parallelism
+    assert derive(waiting).bottleneck == "underfilled"  # alone it looks like too little parallelism
     job = JobKey("process_group", "7")
     result = judged([waiting, working], {"GPU-0": [job], "GPU-1": [job]})
     assert result.classes == {"GPU-0": PEER_WAIT}
@@ -83,7 +83,7 @@ def test_a_spinning_rank_that_reads_latency_alone_waits_too() -> None:
     """Many NCCL channels can keep over half the SMs holding a warp each while they spin: latency alone."""
     job = JobKey("pod", "uid")
     spinning = {"sm_active": 0.6, "sm_occupancy": 0.03, "tensor_active": 0.05, "dram_active": 0.02}
-    assert derive(gpu(0, 0.99, **spinning), Config()).bottleneck == "latency"
+    assert derive(gpu(0, 0.99, **spinning)).bottleneck == "latency"
     result = judged([gpu(0, 0.99, **spinning), gpu(1, 0.99, **WORKING)], {"GPU-0": [job], "GPU-1": [job]})
     assert result.classes == {"GPU-0": PEER_WAIT} and result.lost["GPU-0"] == pytest.approx(0.39 - 0.09)
 
@@ -116,7 +116,7 @@ def test_a_gpu_shared_by_two_jobs_counts_in_both() -> None:
 def test_a_down_gpu_counts_among_the_jobs_gpus_but_is_not_judged() -> None:
     job = JobKey("pod", "uid")
     down = dataclasses.replace(gpu(1, 0.99, **WORKING), up=False)
-    result = judge([(gpu(0, 0.99, **WAITING), derive(gpu(0, 0.99, **WAITING), Config())), (down, None)], {"GPU-0": [job], "GPU-1": [job]}, {})
+    result = judge([(gpu(0, 0.99, **WAITING), derive(gpu(0, 0.99, **WAITING))), (down, None)], {"GPU-0": [job], "GPU-1": [job]}, {})
     assert result.classes == {} and len(result.jobs[0].gpus) == 2
 
 

@@ -15,8 +15,8 @@ from fakes.kubelet import FakeKubelet, pod
 
 from exporter.attribution.kubernetes.podlabels import label_name, pod_labels
 from exporter.config.engine import ConfigError
-from exporter.config.file import parse_config
 from exporter.metrics import METRICS, SCOPE_LABELS
+from exporter.settings import parse_config
 
 NODE = "gpu-node-1"
 

@@ -18,8 +18,8 @@ from exporter.attribution.kubernetes.attribution import Attributor
 from exporter.attribution.kubernetes.owners import AttributionHealth, PodOwner
 from exporter.attribution.kubernetes.podresources import PodResourcesClient, PodResourcesError, gpu_owners
 from exporter.attribution.kubernetes.settings import KubernetesConfig
-from exporter.config.file import parse_config
 from exporter.sample import DeviceInfo, GpuSample
+from exporter.settings import parse_config
 
 GPU_A = "GPU-11111111-2222-3333-4444-555555555555"
 GPU_B = "GPU-66666666-7777-8888-9999-000000000000"

@@ -12,8 +12,8 @@ from conftest import payloads_following
 from waiting import PATIENCE, wait_until
 
 from exporter.backends.replay import ReplayBackend
-from exporter.config.file import Config
 from exporter.poller import GIL_SWITCH_INTERVAL, Poller
+from exporter.settings import Config
 from exporter.taxonomy import MismatchThresholds
 from exporter.trace import load_trace
 

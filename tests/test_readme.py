@@ -6,7 +6,7 @@ docs/configuration.md every config key; CI runs the README's test command."""
 import re
 from pathlib import Path
 
-from exporter.config.file import config_reference
+from exporter.settings import config_reference
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")

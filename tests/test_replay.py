@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from exporter.backends.replay import ReplayBackend
-from exporter.config.file import Config
 from exporter.poller import Poller
+from exporter.settings import Config
 from exporter.trace import load_trace
 
 

@@ -216,7 +216,7 @@ def test_live_path_with_the_nvml_backend_on_a_fake_driver(trace_paths, monkeypat
     from exporter.commands.selftest import workloads
     from exporter.commands.selftest.checks import check_readings, exit_code
     from exporter.commands.selftest.command import from_gpu, selftest_parser
-    from exporter.config.file import Config
+    from exporter.pipeline.derive import DeriveSettings
 
     monkeypatch.setitem(sys.modules, "pynvml", FakeNvml([load_trace(trace_paths["spin_1sm"])]))
     monkeypatch.setattr(workloads, "load_engine", lambda gpu, prefer: CpuEngine())
@@ -224,7 +224,7 @@ def test_live_path_with_the_nvml_backend_on_a_fake_driver(trace_paths, monkeypat
     header, readings = from_gpu(args, args.workload)
     assert header[0] == "GPU: NVIDIA H200 (132 SMs), driver 580.159.04"
     assert header[1].startswith("Source: live run, workloads on cpu stand-in")
-    results = check_readings(readings, Config())
+    results = check_readings(readings, DeriveSettings())
     assert [(r.workload, r.check, r.passed) for r in results] == [
         ("spin_1sm", "bottleneck class", True),
         ("spin_1sm", "class stability", True),

@@ -13,9 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.attribution.kubernetes.owners import GpuOwners, PodOwner
 from exporter.backends.nvml.backend import NvmlBackend
-from exporter.config.file import parse_config
 from exporter.exposition.render import render
 from exporter.poller import Poller
+from exporter.settings import parse_config
 from exporter.trace import load_trace
 
 SLURM_V2 = "0::/system.slice/slurmstepd.scope/job_{job}/step_0/user/task_0\n"

@@ -14,8 +14,8 @@ from waiting import PATIENCE, wait_until
 
 from exporter.apps.monitor import AppMonitor
 from exporter.backends.replay import ReplayBackend
-from exporter.config.file import Config, parse_config
 from exporter.poller import Poller
+from exporter.settings import Config, parse_config
 from exporter.trace import load_trace
 
 
@@ -86,7 +86,7 @@ def test_reloads_that_replace_apps_leave_no_scraper_threads_behind():
         stop.wait(PATIENCE)
 
     with raw_serving(hang) as url:
-        configs = [parse_config({"apps": [{"name": name, "url": url, "counter": "x_total", "unit": "tokens", "scrape_interval": "60s", "scrape_timeout": "60s"}]}).apps for name in ("a", "b")]
+        configs = [parse_config({"apps": [{"name": name, "url": url, "counter": "x_total", "unit": "tokens", "scrape_interval": "60s", "scrape_timeout": "60s"}]}).apps_settings for name in ("a", "b")]
         monitor = AppMonitor(configs[0])
         monitor.start()
         try:

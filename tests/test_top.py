@@ -25,10 +25,10 @@ from exporter.commands.top.scrape import ScrapeError, metrics_url, parse
 from exporter.commands.top.table import Frame, render, usage_bar, visible_width
 from exporter.commands.top.view import View, WasteWindow
 from exporter.commands.top.view import keys as view_keys
-from exporter.config.file import Config
 from exporter.exposition.render import render as render_metrics
 from exporter.overview import GpuOverview, snapshot_overview
 from exporter.poller import Poller
+from exporter.settings import Config
 from exporter.trace import demo_trace_paths, load_trace
 
 pytestmark = pytest.mark.usefixtures("restore_logging")  # main() installs its own log handler

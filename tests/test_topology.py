@@ -7,11 +7,11 @@ import pynvml
 from fakes.nvml import NVSWITCH, FakeGpu, FakeNvml, started_backend
 
 from exporter.backends.nvml.backend import NvmlBackend
-from exporter.config.file import Config
 from exporter.exposition.render import render
 from exporter.pipeline.derive import derive
 from exporter.pipeline.totals import Totals
 from exporter.poller import poll_settings
+from exporter.settings import Config
 from exporter.snapshot import GpuState, Snapshot
 from exporter.trace import load_trace
 
@@ -36,7 +36,7 @@ def test_direct_links_a_switch_fabric_and_pcie_paths(trace_paths) -> None:
     assert found[4][0] == (0, "host_bridge", "none", 0)
     samples = backend.collect()
     config = Config()
-    snapshot = Snapshot(sequence=1, gpus=tuple(GpuState(s, derive(s, config), Totals()) for s in samples), taken_monotonic=0.0, settings=poll_settings(config),
+    snapshot = Snapshot(sequence=1, gpus=tuple(GpuState(s, derive(s, config.derive_settings), Totals()) for s in samples), taken_monotonic=0.0, settings=poll_settings(config),
                         backend_name="nvml", replayed=False, polls_total=1, collect_duration_sum_seconds=0.0, errors_total=0, last_success_wall=None)
     text = render(snapshot).decode()
     uuid0, uuid1 = samples[0].device.uuid, samples[1].device.uuid

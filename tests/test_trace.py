@@ -11,9 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exporter.backends.nvml.gpm_metrics import GPM_METRICS
 from exporter.backends.replay import ReplayBackend
-from exporter.config.file import Config
+from exporter.gpm_metrics import GPM_METRICS
 from exporter.pipeline.derive import derive
 from exporter.sample import DeviceInfo
 from exporter.trace import (
@@ -302,10 +301,10 @@ def test_any_corruption_of_a_trace_is_a_trace_error_or_a_usable_trace(tmp_path, 
     device = backend.start()[0]
     for record in trace.samples:
         sample = sample_from_record(device, record, 0.0, trace.interval_s)
-        derive(sample, Config())
+        derive(sample)
     for now[0] in (0.0, 1.0, 2.5, 1000.3):  # polls over several loops of the recording
         for sample in backend.collect():
-            derive(sample, Config())
+            derive(sample)
 
 
 def test_warm_up_samples_are_kept_but_not_looped(tmp_path):

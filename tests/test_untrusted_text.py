@@ -19,9 +19,9 @@ from exporter.attribution.kubernetes.owners import ProcessOwner
 from exporter.backends.base import binding_text, text
 from exporter.backends.nvml.backend import NvmlBackend
 from exporter.backends.nvml.gpm import profiling_admin_only
-from exporter.config.file import parse_config
 from exporter.exposition.render import render
 from exporter.poller import Poller
+from exporter.settings import parse_config
 from exporter.trace import load_trace
 from exporter.untrusted import MAX_PROC_FILE_BYTES, decode, read_text
 

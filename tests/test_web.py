@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from waiting import PATIENCE
 
 from exporter.backends.replay import ReplayBackend
-from exporter.config.file import Config
 from exporter.exposition.text import CONTENT_TYPE
 from exporter.poller import Poller
+from exporter.settings import Config
 from exporter.trace import load_trace
 from exporter.web.payload import Payload
 from exporter.web.request import REASONS, HttpError, head_end, parse_head

@@ -1,16 +1,36 @@
 """The package's import graph, as docs/architecture.md counts it: rooms (modules with code), arrows
-(imports between them, type-only ones included), floors (the longest chain of arrows) and cycles.
+(imports between them, type-only ones included), floors (the longest chain of arrows), cycles, and
+the arrows that run back up: from a room of one layer (LAYERS) to a room of a layer above it.
 
     python tools/import_graph.py [TREE]    # TREE: a checkout (default: this one)
+
+It prints the layers, bottom first, with their rooms, then every cycle and every arrow back up, and
+exits 1 where there is one of either (or a room in no layer).
 """
 
 from __future__ import annotations
 
 import ast
 import sys
+from collections import Counter
 from pathlib import Path
 
 GENERATED = {"podresources_pb2.py"}
+
+# docs/architecture.md's layers, bottom first: a room may import rooms of its own layer and of the
+# layers below, never one above. A name stands for that module or package and everything in it; the
+# longest name that covers a room gives its layer.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("engine", ("exporter", "exporter.config", "exporter.untrusted", "exporter.logs", "exporter.deadline")),
+    ("ground", ("exporter.metrics", "exporter.sample", "exporter.gpm_metrics", "exporter.peaks", "exporter.taxonomy", "exporter.collectors", "exporter.trace", "exporter.selfstats")),
+    ("sources", ("exporter.backends", "exporter.attribution")),
+    ("pipeline", ("exporter.pipeline", "exporter.apps")),
+    ("published", ("exporter.snapshot", "exporter.overview", "exporter.exposition")),
+    ("web", ("exporter.web",)),
+    ("settings", ("exporter.settings",)),
+    ("poller", ("exporter.poller",)),
+    ("commands", ("exporter.commands", "exporter.__main__")),
+)
 
 
 def modules(root: Path) -> dict[str, Path]:
@@ -49,6 +69,18 @@ def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     return found
 
 
+def layer_of(name: str) -> int | None:
+    """The index in LAYERS of the room ``name`` (None: in none). The package itself ("exporter",
+    its version) covers only itself."""
+    covering = [(len(entry), index) for index, (_, entries) in enumerate(LAYERS) for entry in entries if name == entry or "." in entry and name.startswith(entry + ".")]
+    return max(covering)[1] if covering else None
+
+
+def upward(arrows: dict[str, set[str]]) -> list[str]:
+    """Every arrow from a room to a room of a higher layer, as "room -> room"."""
+    return sorted(f"{name} -> {target}" for name, targets in arrows.items() for target in targets if (layer_of(target) or 0) > (layer_of(name) or 0))
+
+
 def main(argv: list[str]) -> int:
     root = Path(argv[0]) if argv else Path(__file__).resolve().parent.parent
     known = modules(root)
@@ -66,12 +98,21 @@ def main(argv: list[str]) -> int:
         return floors[name]
 
     height = max(floor(name, ()) for name in sorted(rooms))
-    print(f"rooms {len(rooms)}, arrows {sum(len(each) for each in arrows.values())}, floors {height}, cycles {len(cycles)}")
+    back_up = upward(arrows)
+    homeless = sorted(name for name in rooms if layer_of(name) is None)
+    print(f"rooms {len(rooms)}, arrows {sum(len(each) for each in arrows.values())}, floors {height}, cycles {len(cycles)}, upward {len(back_up)}")
+    for index, (layer, _) in enumerate(LAYERS):
+        units = Counter(".".join(name.split(".")[:2]).removeprefix("exporter.") for name in rooms if layer_of(name) == index)
+        print(f"  layer {index} {layer}: " + ", ".join(f"{unit} ({count})" if count > 1 else unit for unit, count in sorted(units.items())))
     for cycle in cycles:
         print("cycle:", " -> ".join(cycle))
+    for arrow in back_up:
+        print("upward:", arrow)
+    for name in homeless:
+        print("in no layer:", name)
     largest = sorted(((len(known[name].read_text().splitlines()), name) for name in rooms), reverse=True)[:3]
     print("largest:", ", ".join(f"{name} ({lines} lines)" for lines, name in largest))
-    return 1 if cycles else 0
+    return 1 if cycles or back_up or homeless else 0
 
 
 if __name__ == "__main__":

@@ -19,9 +19,8 @@ from dataclasses import dataclass
 from exporter.apps.counters import MAX_UNITS_PER_SECOND, CounterIncrease
 from exporter.apps.derive import AppState, GpuFigures, Means, derive_app, gpu_figures
 from exporter.apps.scrape import Abort, ScrapeError, Series, fetch, read_counter
-from exporter.apps.settings import AppConfig
+from exporter.apps.settings import AppConfig, AppsSettings
 from exporter.attribution.kubernetes.owners import GpuOwners
-from exporter.config.file import Config
 from exporter.logs import fields
 from exporter.sample import GpuSample
 
@@ -163,8 +162,8 @@ class AppTracker:
         self._last_good: float | None = None
         self._state = AppState(app.name, app.unit, up=False)
 
-    def update(self, scraper: Scraper, samples: Sequence[GpuSample], now: float, config: Config, owners: Mapping[str, GpuOwners] | None = None) -> AppState:
-        figures = gpu_figures(self.app, samples, now, config.peaks, owners)
+    def update(self, scraper: Scraper, samples: Sequence[GpuSample], now: float, settings: AppsSettings, owners: Mapping[str, GpuOwners] | None = None) -> AppState:
+        figures = gpu_figures(self.app, samples, now, settings.peaks, owners)
         if self._window and self._window[-1].gpus == figures.gpus:
             # The same GPUs as the poll before: share its tuple, so an app that stays down (whose
             # window fills to WINDOW_POLLS) holds one tuple of devices, not one per poll.
@@ -173,7 +172,7 @@ class AppTracker:
         reading = scraper.latest
         if reading is not None and reading.sequence != self._seen:
             self._seen = reading.sequence
-            self._state = self._take(reading, config)
+            self._state = self._take(reading, settings.price_per_gpu_hour)
         if self._state.up and reading is not None and now - reading.finished > self.stale_after:
             # The scraper has not finished a scrape for too long (a hung name lookup, a bug): the
             # last figures are not live any more.
@@ -185,7 +184,7 @@ class AppTracker:
         """Seconds after a reading by which the next one must have come."""
         return 2 * self.app.scrape_interval + self.app.scrape_timeout
 
-    def _take(self, reading: Reading, config: Config) -> AppState:
+    def _take(self, reading: Reading, default_price: float | None) -> AppState:
         app = self.app
         if reading.units is None:
             return AppState(app.name, app.unit, up=False, scrape_duration_seconds=reading.duration)
@@ -207,7 +206,7 @@ class AppTracker:
         elapsed = reading.timestamp - previous
         if requests_increase is not None and requests_primed:
             state = dataclasses.replace(state, requests_per_second=requests_increase / elapsed)
-        price = app.price_per_gpu_hour if app.price_per_gpu_hour is not None else config.price_per_gpu_hour
+        price = app.price_per_gpu_hour if app.price_per_gpu_hour is not None else default_price
         return derive_app(app, state, increase / elapsed, Means.of(window), price)
 
     def _figures_until(self, end: float, start: float | None) -> list[GpuFigures]:
@@ -224,20 +223,21 @@ class AppTracker:
 
 
 class AppMonitor:
-    """All configured apps: their scraper threads and trackers. ``configure`` takes a reloaded list."""
+    """All configured apps: their scraper threads and trackers. ``configure`` takes a reloaded config."""
 
-    def __init__(self, apps: Sequence[AppConfig], clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, settings: AppsSettings, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self._apps: tuple[tuple[Scraper, AppTracker], ...] = ()
         self._retiring: list[Scraper] = []  # stopped, their threads not yet seen to end
         self._started = False
-        self.configure(apps)
+        self.configure(settings)
 
-    def configure(self, apps: Sequence[AppConfig]) -> None:
+    def configure(self, settings: AppsSettings) -> None:
         """Keep the apps whose config is unchanged (with their counters); restart the others."""
+        self._settings = settings
         old = {scraper.app.name: (scraper, tracker) for scraper, tracker in self._apps}
         current = []
-        for app in apps:
+        for app in settings.apps:
             kept = old.get(app.name)
             if kept is not None and kept[0].app == app:
                 del old[app.name]
@@ -271,6 +271,7 @@ class AppMonitor:
         for scraper in (*self.scrapers, *self._retiring):
             scraper.join(RETIRE_WAIT)
 
-    def update(self, samples: Sequence[GpuSample], now: float, config: Config, owners: Mapping[str, GpuOwners] | None = None) -> tuple[AppState, ...]:
+    def update(self, samples: Sequence[GpuSample], now: float, owners: Mapping[str, GpuOwners] | None = None) -> tuple[AppState, ...]:
         """Called by the poller after each poll, with the GPUs' pod owners; never waits on the network."""
-        return tuple(tracker.update(scraper, samples, now, config, owners) for scraper, tracker in self._apps)
+        settings = self._settings
+        return tuple(tracker.update(scraper, samples, now, settings, owners) for scraper, tracker in self._apps)

@@ -17,6 +17,8 @@ import logging
 import re
 from typing import Any
 
+from exporter.config.values import shown
+
 log = logging.getLogger(__name__)
 
 MATCH_TIMEOUT = 0.005  # seconds; an ordinary pattern takes microseconds against a path
@@ -38,6 +40,17 @@ def check(pattern: str) -> None:
         _regex().compile(pattern)
     except (re.error, _regex().error) as error:
         raise ValueError(f"not a valid regular expression ({error})") from None
+
+
+def regex(value: Any) -> str:
+    """A config value that is a pattern of this module (the regex module's syntax, which is re's)."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"expected a regular expression, got {shown(value)}")
+    try:
+        check(value)
+    except ValueError as error:
+        raise ValueError(f"{error}: {shown(value)}") from None
+    return value
 
 
 class NamePattern:

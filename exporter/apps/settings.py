@@ -1,9 +1,11 @@
-"""The ``apps:`` config section: one entry per application whose throughput is joined with its GPUs."""
+"""The ``apps:`` config section: one entry per application whose throughput is joined with its GPUs;
+and AppsSettings, what the join takes of the config."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from exporter.apps.patterns import regex
 from exporter.config.engine import SettingError, setting
 from exporter.config.values import (
     MIN_COLLECT_INTERVAL,
@@ -18,11 +20,10 @@ from exporter.config.values import (
     one_of,
     optional,
     positive_scientific,
-    regex,
     unit_name,
     whole_number,
 )
-from exporter.peaks import PRECISION_PEAKS
+from exporter.peaks import PRECISION_PEAKS, PeakOverride
 
 DEFAULT_SCRAPE_TIMEOUT = 2.0
 MAX_RESPONSE_BYTES = 1 << 30  # the scrape streams in bounded memory; this only bounds its reading time
@@ -61,3 +62,14 @@ class AppConfig:
             raise SettingError(chosen[1], f"give only one of gpus, process and pod, not {' and '.join(chosen)}")
         if self.scrape_timeout > self.scrape_interval:
             raise SettingError("scrape_timeout", f"must not exceed scrape_interval ({format_duration(self.scrape_interval)}), got {format_duration(self.scrape_timeout)}")
+
+
+@dataclass(frozen=True)
+class AppsSettings:
+    """What the apps' join takes of the config: the ``apps:`` list, and what their figures take
+    from the rest of it (the ``peaks:`` over the built-in table, the GPU-hour price where an app
+    names none)."""
+
+    apps: tuple[AppConfig, ...] = ()
+    peaks: dict[str, PeakOverride] = field(default_factory=dict)
+    price_per_gpu_hour: float | None = None

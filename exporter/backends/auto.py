@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 from exporter.backends.base import Backend, BackendUnavailable, CollectSettings
 from exporter.backends.dcgm.bindings import bindings_folder
+from exporter.backends.dcgm.settings import DcgmConfig
 from exporter.backends.nvml.backend import NvmlBackend
-from exporter.config.file import Config
 from exporter.sample import DeviceInfo, GpuSample
 
 if TYPE_CHECKING:
@@ -110,20 +110,20 @@ class AutoBackend(Backend):
             self._chosen.close()
 
 
-def live_backend(kind: str, config: Config) -> Backend:
-    """The backend for ``--backend dcgm`` or ``--backend auto``, from the config (flags applied)."""
+def live_backend(kind: str, dcgm: DcgmConfig, collect_interval: float, slow_interval: float) -> Backend:
+    """The backend for ``--backend dcgm`` or ``--backend auto``, from the ``dcgm:`` section and the
+    intervals it starts with (flags applied)."""
 
     def make_dcgm() -> DcgmBackend:
         from exporter.backends.dcgm.backend import DcgmBackend  # its modules cost 1 MB of RSS: only where DCGM is tried
 
-        dcgm = config.dcgm
-        return DcgmBackend(dcgm.bindings_path, dcgm.host, config.collect_interval, config.slow_collect_interval, multi_pass=dcgm.multi_pass, pause_file=dcgm.pause_file, discover=dcgm.discover)
+        return DcgmBackend(dcgm.bindings_path, dcgm.host, collect_interval, slow_interval, multi_pass=dcgm.multi_pass, pause_file=dcgm.pause_file, discover=dcgm.discover)
 
     def probe_dcgm() -> DcgmBackend:
-        if not (config.dcgm.pause_file and config.dcgm.host):  # start() refuses that pair before it looks for bindings
-            bindings_folder(config.dcgm.bindings_path)  # no bindings: the same refusal start() gives, without importing DCGM's backend
+        if not (dcgm.pause_file and dcgm.host):  # start() refuses that pair before it looks for bindings
+            bindings_folder(dcgm.bindings_path)  # no bindings: the same refusal start() gives, without importing DCGM's backend
         return make_dcgm()
 
     if kind == "dcgm":
         return make_dcgm()
-    return AutoBackend(probe_dcgm, lambda: NvmlBackend(slow_interval=config.slow_collect_interval), profiling_probe_timeout(config.collect_interval))
+    return AutoBackend(probe_dcgm, lambda: NvmlBackend(slow_interval=slow_interval), profiling_probe_timeout(collect_interval))

@@ -19,10 +19,10 @@ from exporter.backends.base import Backend, BackendUnavailable
 from exporter.backends.waiting import WaitingBackend
 from exporter.commands.flags import collectors_settings, dcgm_settings
 from exporter.config.engine import ConfigError, restart_only_changes
-from exporter.config.file import Config, load_config
 from exporter.logs import fields, one_line
 from exporter.poller import Poller
 from exporter.selfstats import limit_malloc_arenas, release_freed_memory
+from exporter.settings import Config, load_config
 from exporter.web.history import History
 from exporter.web.live import LiveData
 from exporter.web.page import LivePage
@@ -57,7 +57,7 @@ def choose_backend(args: argparse.Namespace, config: Config) -> Backend:
     if kind in ("auto", "dcgm") and not (args.demo or args.replay):
         from exporter.backends.auto import live_backend
 
-        return live_backend(kind, config)
+        return live_backend(kind, config.dcgm, config.collect_interval, config.slow_collect_interval)
     if args.demo or args.replay:
         from exporter.backends.replay import ReplayBackend
         from exporter.trace import TraceError, demo_trace_paths, load_trace  # with json: only for --demo and --replay

@@ -180,19 +180,6 @@ def gpu_selectors(value: Any) -> tuple[int | str, ...]:
     return tuple(value)
 
 
-def regex(value: Any) -> str:
-    """A pattern for exporter.apps.patterns (the regex module's syntax, which is re's)."""
-    from exporter.apps.patterns import check
-
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"expected a regular expression, got {shown(value)}")
-    try:
-        check(value)
-    except ValueError as error:
-        raise ValueError(f"{error}: {shown(value)}") from None
-    return value
-
-
 def positive_scientific(value: Any) -> float:
     """A number above 0; also ``1.6e10``, which YAML 1.1 (PyYAML) reads as a string."""
     if isinstance(value, str) and re.fullmatch(r"\d+(\.\d*)?[eE][-+]?\d+", value.strip()):

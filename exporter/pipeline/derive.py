@@ -15,11 +15,10 @@ time-weighted mean of recent windows, with hysteresis (exporter/pipeline/smoothi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import TYPE_CHECKING
 
-from exporter.peaks import Peak, peak_for
+from exporter.peaks import Peak, PeakOverride, peak_for
 from exporter.pipeline.smoothing import Smoothing
 from exporter.sample import GpuSample
 from exporter.taxonomy import (
@@ -27,16 +26,27 @@ from exporter.taxonomy import (
     CLASS_NAMES,
     MATH_PIPE_READINGS,
     Activity,
+    BottleneckThresholds,
     MismatchThresholds,
     classify,
     implausible_checks,
 )
 
-if TYPE_CHECKING:
-    from exporter.config.file import Config
-
 BOTTLENECK_CLASSES = CLASS_NAMES
 MISMATCH_RULES = ("high_util_low_sm", "low_efficiency", "high_util_low_work")
+
+
+@dataclass(frozen=True, slots=True)
+class DeriveSettings:
+    """What the derivation takes of the config: the ``peaks:`` over the built-in table and the
+    ``mismatch:`` and ``bottleneck:`` thresholds."""
+
+    peaks: dict[str, PeakOverride] = field(default_factory=dict)
+    mismatch: MismatchThresholds = MismatchThresholds()
+    bottleneck: BottleneckThresholds = BottleneckThresholds()
+
+
+DEFAULTS = DeriveSettings()
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,31 +279,31 @@ def dram_bandwidth(sample: GpuSample, peak: Peak | None) -> float | None:
     return dram * peak.dram_bytes_per_second
 
 
-def derive(sample: GpuSample, config: Config) -> Derived:
+def derive(sample: GpuSample, settings: DeriveSettings = DEFAULTS) -> Derived:
     """Everything derived from one up sample, this window judged alone."""
-    return step(sample, config, None)[0]
+    return step(sample, settings, None)[0]
 
 
-def step(sample: GpuSample, config: Config, state: Smoothing | None) -> tuple[Derived, Smoothing | None]:
+def step(sample: GpuSample, settings: DeriveSettings, state: Smoothing | None) -> tuple[Derived, Smoothing | None]:
     """Everything derived from one up sample, and the GPU's next state. With ``state`` (the GPU's
     Smoothing after its previous sample) the clock and power are window means and the class is
     smoothed; with None, this window is judged alone. Pure: ``state`` is not changed."""
-    peak = peak_for(sample.device.name, config.peaks, sample.device)
+    peak = peak_for(sample.device.name, settings.peaks, sample.device)
     window = activity(sample, peak)
     busy, sm_active = window.busy, window.sm_active
     readings = {name: value for name, value in zip(ACTIVITY_READINGS, _activities(sample.profiling), strict=True) if value is not None}
     implausible = implausible_checks(readings, sample.gpu_utilization, window.link)
     flagged = any(implausible.values())
     ratio = efficiency(busy, sm_active)
-    rules = mismatch(busy, sm_active, ratio, config.mismatch, busiest_unit(sample, window.link))
+    rules = mismatch(busy, sm_active, ratio, settings.mismatch, busiest_unit(sample, window.link))
     if flagged:
         rules = dict.fromkeys(rules, False)
-    window_class = "unknown" if flagged else classify(window, config.bottleneck)
+    window_class = "unknown" if flagged else classify(window, settings.bottleneck)
     clock, power = sample.sm_clock_mhz, sample.power_watts
     reported, following = window_class, None
     if state is not None:
         clock, power = state.window_mean(sample, "sm_clock_mhz"), state.window_mean(sample, "power_watts")
-        reported, following = state.judge(sample, window, flagged, config.bottleneck)
+        reported, following = state.judge(sample, window, flagged, settings.bottleneck)
     pipe_busy, share = pipe_figures(sample, clock, peak)
     floating = [value for name in FLOATING_PIPES if (value := getattr(pipe_busy, name)) is not None]
     total = sum(floating) if floating else None

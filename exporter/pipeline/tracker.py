@@ -9,14 +9,23 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 
 from exporter.attribution.holders import ProcessIdentity
-from exporter.config.file import Config
-from exporter.pipeline.derive import Derived, step
+from exporter.pipeline.derive import DEFAULTS, Derived, DeriveSettings, step
 from exporter.pipeline.smoothing import Smoothing
 from exporter.pipeline.split import GpuLedger, GpuSharing, Sharing
 from exporter.pipeline.totals import Totals, integrate
 from exporter.sample import GpuSample
 
 START = Smoothing()
+
+
+@dataclass(frozen=True, slots=True)
+class TrackerSettings:
+    """What a tracker takes of the config: the derivation's settings, the longest gap between two
+    samples still counted in the time totals (the staleness), and the price of a GPU-hour."""
+
+    stale_after: float
+    price_per_gpu_hour: float | None = None
+    derive: DeriveSettings = DEFAULTS
 
 
 @dataclass(slots=True)
@@ -27,16 +36,16 @@ class GpuTracker:
     totals: Totals = field(default_factory=Totals)
     ledger: GpuLedger | None = None  # while the fair split is on
 
-    def advance(self, sample: GpuSample, config: Config, sharing: Sharing | None, identities: Mapping[int, ProcessIdentity]) -> tuple[Derived | None, Totals, GpuSharing | None]:
+    def advance(self, sample: GpuSample, settings: TrackerSettings, sharing: Sharing | None, identities: Mapping[int, ProcessIdentity]) -> tuple[Derived | None, Totals, GpuSharing | None]:
         """Derive, integrate and (with ``sharing``) split one sample; the state moves on by one poll."""
         derived: Derived | None = None
         if sample.up:
-            derived, following = step(sample, config, self.smoothing)
+            derived, following = step(sample, settings.derive, self.smoothing)
             self.smoothing = following or START
         else:
             self.smoothing = START  # a GPU that comes back starts its windows afresh
-        max_gap = config.effective_stale_after
-        self.totals, growth = integrate(self.totals, sample, derived, max_gap, config.price_per_gpu_hour)
+        max_gap = settings.stale_after
+        self.totals, growth = integrate(self.totals, sample, derived, max_gap, settings.price_per_gpu_hour)
         split = None
         if sharing is None:
             self.ledger = None

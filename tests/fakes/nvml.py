@@ -33,7 +33,7 @@ from typing import Any
 
 import pynvml as _real
 
-from exporter.backends.nvml.gpm_metrics import GPM_METRICS, GpmMetric
+from exporter.gpm_metrics import GPM_METRICS, GpmMetric
 from exporter.trace import Trace
 
 

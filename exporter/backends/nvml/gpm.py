@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from exporter.backends.nvml.gpm_metrics import GPM_METRICS, GpmMetric, to_sample_unit
+from exporter.gpm_metrics import GPM_METRICS, GpmMetric, to_sample_unit
 from exporter.logs import gpu_fields
 from exporter.sample import DeviceInfo, Profiling
 from exporter.untrusted import read_lines

@@ -17,8 +17,7 @@ from exporter.commands.selftest.expectations import (
     THROUGHPUT_BANDS,
     Expectation,
 )
-from exporter.config.file import Config
-from exporter.pipeline.derive import MISMATCH_RULES, Derived, step
+from exporter.pipeline.derive import MISMATCH_RULES, Derived, DeriveSettings, step
 from exporter.pipeline.smoothing import Smoothing
 from exporter.sample import GpuSample
 
@@ -44,10 +43,10 @@ class CheckResult:
     passed: bool
 
 
-def check_readings(readings: Iterable[Reading], config: Config) -> list[CheckResult]:
+def check_readings(readings: Iterable[Reading], settings: DeriveSettings) -> list[CheckResult]:
     results: list[CheckResult] = []
     for reading in readings:
-        results.extend(check_reading(reading, config))
+        results.extend(check_reading(reading, settings))
     return results
 
 
@@ -56,7 +55,7 @@ def exit_code(results: list[CheckResult]) -> int:
     return 0 if results and all(result.passed for result in results) else 1
 
 
-def check_reading(reading: Reading, config: Config) -> list[CheckResult]:
+def check_reading(reading: Reading, settings: DeriveSettings) -> list[CheckResult]:
     name = reading.workload
     expectation = EXPECTATIONS.get(name)
     if expectation is None:
@@ -66,7 +65,7 @@ def check_reading(reading: Reading, config: Config) -> list[CheckResult]:
     samples = [sample for sample in reading.samples if sample.up]
     if not samples:
         return [CheckResult(name, "readings", "at least one sample while it ran", "none", False)]
-    derived = smoothed_readings(samples, config)
+    derived = smoothed_readings(samples, settings)
     results = [_check_class(expectation, derived), _check_stability(expectation, derived), _check_mismatch(expectation, derived)]
     if expectation.one_sm:
         results.append(_check_one_sm(expectation, samples))
@@ -76,12 +75,12 @@ def check_reading(reading: Reading, config: Config) -> list[CheckResult]:
 
 
 
-def smoothed_readings(samples: list[GpuSample], config: Config) -> list[Derived]:
+def smoothed_readings(samples: list[GpuSample], settings: DeriveSettings) -> list[Derived]:
     """What the daemon derives from consecutive up samples: window-mean clock, smoothed class with hysteresis."""
     state: Smoothing | None = Smoothing()
     derived = []
     for sample in samples:
-        readings, state = step(sample, config, state)
+        readings, state = step(sample, settings, state)
         derived.append(readings)
     return derived
 

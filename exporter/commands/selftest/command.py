@@ -18,8 +18,8 @@ from exporter.commands.selftest.checks import Reading, check_readings, exit_code
 from exporter.commands.selftest.expectations import EXPECTATIONS
 from exporter.commands.selftest.table import render
 from exporter.config.engine import ConfigError
-from exporter.config.file import Config, load_config
 from exporter.sample import DeviceInfo
+from exporter.settings import Config, load_config
 from exporter.trace import Trace, TraceError, load_trace, sample_from_record
 
 log = logging.getLogger("exporter.commands.selftest")
@@ -104,6 +104,6 @@ def main(argv: list[str]) -> int:
     except (SelftestUnavailable, BackendUnavailable) as error:
         log.error("selftest cannot run: %s. Without a GPU, `selftest --replay FILE...` checks recorded traces (such as exporter/traces/h200/*.json)", error)
         return 2
-    results = check_readings(readings, config)
+    results = check_readings(readings, config.derive_settings)
     sys.stdout.write(render(results, lines, markdown=args.markdown))
     return exit_code(results)

@@ -1,7 +1,6 @@
-"""The GPM metrics the NVML backend reads, taken from the catalogue (exporter/metrics.py):
-NVML_GPM_METRIC_<name>, its id, the Profiling field it fills and its unit scale.
-
-The trace format (gpu-trace/1) stores the same names with NVML's own units (percent, MiB/s).
+"""The GPM metrics, taken from the catalogue (exporter/metrics.py): NVML_GPM_METRIC_<name>, its id,
+the Profiling field it fills and its unit scale. The NVML backend asks for them (backends/nvml/gpm.py);
+the trace format (gpu-trace/1) stores the same names with NVML's own units (percent, MiB/s).
 """
 
 from __future__ import annotations

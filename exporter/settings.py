@@ -1,5 +1,7 @@
 """The configuration file: its top-level keys, each feature's section (defined beside the feature),
-loading with errors that name the file and the key, and the reference of every key."""
+loading with errors that name the file and the key, the reference of every key, and what each
+feature is handed of it. It sits above the features it lists (config/ is the engine they all use);
+only the poller and the commands import it."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from exporter.apps.settings import AppConfig
+from exporter.apps.settings import AppConfig, AppsSettings
 from exporter.attribution.kubernetes.settings import KubernetesConfig
 from exporter.backends.base import SLOW_INTERVAL
 from exporter.backends.dcgm.settings import DcgmConfig
@@ -23,7 +25,9 @@ from exporter.config.values import (
 )
 from exporter.config.yaml_safe import read_yaml
 from exporter.peaks import PeakOverride, peak_overrides
+from exporter.pipeline.derive import DeriveSettings
 from exporter.pipeline.settings import SharingConfig
+from exporter.pipeline.tracker import TrackerSettings
 from exporter.taxonomy import BottleneckThresholds, MismatchThresholds
 
 # The DCGM backend watches its fields at the intervals it started with (a watch cannot change
@@ -55,6 +59,21 @@ class Config:
     @property
     def effective_stale_after(self) -> float:
         return self.stale_after if self.stale_after is not None else 3 * self.collect_interval + 2.0
+
+    @property
+    def derive_settings(self) -> DeriveSettings:
+        """What the derivation of one sample takes: the peaks, the mismatch and bottleneck thresholds."""
+        return DeriveSettings(self.peaks, self.mismatch, self.bottleneck)
+
+    @property
+    def tracker_settings(self) -> TrackerSettings:
+        """What a GPU's tracker takes: the derivation's settings, the staleness and the price."""
+        return TrackerSettings(self.effective_stale_after, self.price_per_gpu_hour, self.derive_settings)
+
+    @property
+    def apps_settings(self) -> AppsSettings:
+        """What the apps' join takes: the apps, the peaks and the default price of a GPU-hour."""
+        return AppsSettings(self.apps, self.peaks, self.price_per_gpu_hour)
 
 
 def parse_config(data: Any) -> Config:
