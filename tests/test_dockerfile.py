@@ -107,7 +107,7 @@ def test_entrypoint_is_the_installed_daemon_with_valid_flags() -> None:
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert 'gpu-efficiency-exporter = "exporter.commands.cli:main"' in pyproject
     args = daemon_parser().parse_args(json.loads(steps["CMD"]))
-    assert args.listen_address == ":9947"
+    assert args.listen_address == [":9947"]
 
 
 def test_the_build_context_builds_the_package_with_the_kubernetes_code(tmp_path: Path) -> None:

@@ -59,7 +59,7 @@ def test_daemonset_security_scheduling_probes_and_socket() -> None:
     assert env == {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "utility"}
     args = daemon_parser().parse_args(container["args"])
     assert args.wait_for_driver
-    assert args.listen_address == ":9947" and container["ports"][0]["containerPort"] == 9947
+    assert args.listen_address == [":9947"] and container["ports"][0]["containerPort"] == 9947
     # The config file the args name is the ConfigMap's key, mounted where the args say.
     config_map = load("configmap.yaml")
     assert Path(args.config).parent.as_posix() == mounts["config"]["mountPath"]

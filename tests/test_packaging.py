@@ -135,4 +135,4 @@ def test_systemd_unit_settings_the_daemon_relies_on() -> None:
     from exporter.commands.cli import daemon_parser
 
     args = daemon_parser().parse_args(settings["ExecStart"][0].split()[1:-1])
-    assert args.wait_for_driver and args.listen_address == ":9947"
+    assert args.wait_for_driver and args.listen_address == [":9947"]
