@@ -344,7 +344,7 @@ def test_integrate_returns_the_new_totals_and_what_they_grew_by():
     assert growth == Growth() and start.last_timestamp == 0.0
     after, growth = integrate(start, second, derive(second), 10.0)
     assert start == Totals(last_timestamp=0.0)  # the totals given are not changed
-    assert growth == Growth(busy_seconds=2.0, sm_active_seconds=0.5, busy_idle_sm_seconds=1.5)
+    assert growth == Growth(busy_seconds=2.0, sm_active_seconds=0.5, busy_idle_sm_seconds=1.5, state="busy_not_working", elapsed=2.0)
     assert (after.busy_seconds, after.sm_active_seconds, after.busy_idle_sm_seconds, after.last_timestamp) == (2.0, 0.5, 1.5, 2.0)
 
 

@@ -242,7 +242,8 @@ def test_no_series_for_readings_that_are_none():
     text = render(snapshot).decode()
     promtool_check(text)
     names = {s.name for s in series(text) if s.name not in SELF_METRICS}
-    assert names == {"gpueff_gpu_up", "gpueff_gpu_info", "gpueff_profiling_available", "gpueff_bottleneck"}
+    # The state ledger is a fact from the first poll: no window observed yet, in any state.
+    assert names == {"gpueff_gpu_up", "gpueff_gpu_info", "gpueff_profiling_available", "gpueff_bottleneck", "gpueff_gpu_state_seconds_total", "gpueff_gpu_state_cost_total"}
     assert "gpueff_profiling_available{gpu=\"0\",uuid=\"GPU-bare\"} 0" in text  # a real fact: profiling is not read
     assert 'class="unknown"} 1' in text
 

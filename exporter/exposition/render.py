@@ -36,6 +36,7 @@ from exporter.metrics import (
 from exporter.pipeline.derive import BOTTLENECK_CLASSES, MISMATCH_RULES
 from exporter.pipeline.peers import JobState
 from exporter.pipeline.split import HolderTotals
+from exporter.pipeline.states import HELD_STATES, STATE_INDEX, STATES
 from exporter.selfstats import ProcessStats
 from exporter.snapshot import GpuState, Snapshot
 from exporter.taxonomy import CLASSES, COUNTER_CHECKS
@@ -150,6 +151,14 @@ def _peak_info(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]:
     return () if peak is None else (((peak.origin,), 1.0),)
 
 
+def _states(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]:
+    return list(zip(((name,) for name in STATES), state.totals.state_seconds, strict=True))
+
+
+def _state_joules(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]:
+    return list(zip(((name,) for name in STATES), state.totals.state_joules, strict=True)) if state.sample.energy_joules is not None else ()
+
+
 def _by_label(metric: Metric) -> Labelled:
     """A row with one reading per value of its own label (gpueff_ecc_errors_total{type})."""
     readings = [((reading.label,), _path(reading.path, metric.scale)) for reading in metric.readings]
@@ -180,6 +189,8 @@ _SPECIAL: dict[str, Single | Labelled] = {
     "gpueff_sm_active_seconds_total": _when(_has_sm_active, _path("totals.sm_active_seconds")),
     "gpueff_busy_idle_sm_seconds_total": _when(lambda state: _has_sm_active(state) and _has_busy(state), _path("totals.busy_idle_sm_seconds")),
     "gpueff_peer_wait_seconds_total": _when(lambda state: state.totals.peer_wait_seconds > 0, _path("totals.peer_wait_seconds")),
+    "gpueff_gpu_state_seconds_total": _states,
+    "gpueff_gpu_state_joules_total": _state_joules,
 }
 
 
@@ -200,8 +211,9 @@ def _gpu_row(metric: Metric) -> _GpuRow:
     return _GpuRow(metric.name, (), single, None, metric.when_down)  # type: ignore[arg-type]
 
 
-# gpu_up is rendered from the snapshot's freshness and the cost from the config's price, below.
-_GPU_ROWS = tuple(_gpu_row(metric) for metric in METRICS if metric.scope == GPU and metric.name not in {"gpueff_gpu_up", "gpueff_busy_idle_sm_cost_total"})
+# gpu_up is rendered from the snapshot's freshness and the costs from the config's price, below.
+_COST_ROWS = ("gpueff_busy_idle_sm_cost_total", "gpueff_gpu_state_cost_total")
+_GPU_ROWS = tuple(_gpu_row(metric) for metric in METRICS if metric.scope == GPU and metric.name not in {"gpueff_gpu_up", *_COST_ROWS})
 _GPU_LABELS = ("gpu", "uuid")
 _POD_LABELS = BY_NAME["gpueff_gpu_pod_info"].labels
 
@@ -253,6 +265,9 @@ def render_gpus(states: tuple[GpuState, ...], snapshot: Snapshot, stale: bool) -
         currency = labels(("currency",), (snapshot.settings.currency,))
         cost = [f"gpueff_busy_idle_sm_cost_total{{{label},{currency}}} {number(state.totals.busy_idle_sm_cost)}" for state, label, up in zip(states, base, live) if up and _has_sm_active(state)]
         lines += family("gpueff_busy_idle_sm_cost_total", cost)
+        by_state = [f"gpueff_gpu_state_cost_total{{{label},{own_labels(('state',), (name,))},{currency}}} {number(value)}"
+                    for state, label, up in zip(states, base, live) if up for name, value in zip(STATES, state.totals.state_cost, strict=True)]
+        lines += family("gpueff_gpu_state_cost_total", by_state)
     return lines
 
 
@@ -276,6 +291,23 @@ def _holder_row(value: Callable[[HolderTotals], float], exported: Callable[[GpuS
         return [((holder.kind, holder.name), value(totals)) for holder, totals in state.sharing.holders] if exported(state) else ()
 
     return series
+
+
+def _holder_states(value: Callable[[HolderTotals], tuple[float, ...]], exported: Callable[[GpuState], bool]) -> Reader:
+    """A holder's share of one GPU's counter by state, for the states a holder's time can be in."""
+
+    def series(state: GpuState, _snapshot: Snapshot, _stale: bool) -> Series:
+        assert state.sharing is not None
+        if not exported(state):
+            return ()
+        return [((holder.kind, holder.name, name), value(totals)[STATE_INDEX[name]]) for holder, totals in state.sharing.holders for name in HELD_STATES]
+
+    return series
+
+
+def _holder_costs(state: GpuState, snapshot: Snapshot, stale: bool) -> Series:
+    currency = snapshot.settings.currency
+    return [(own + (currency,), value) for own, value in _holder_state_cost(state, snapshot, stale)] if snapshot.settings.price_per_gpu_hour is not None else ()
 
 
 def _app_row(value: Callable[[AppState], float | None]) -> Reader:
@@ -320,6 +352,7 @@ def _job_links(job: JobState, _snapshot: Snapshot, _stale: bool) -> Series:
     return [(names, value) for names, value in pairs if value is not None]
 
 
+_holder_state_cost = _holder_states(lambda t: t.state_cost, lambda _state: True)
 _CLASS_INFO: Series = [((each.name, each.meaning, each.what_to_try), 1) for each in CLASSES]  # the same every poll
 
 _READERS: dict[str, Reader] = {
@@ -331,6 +364,9 @@ _READERS: dict[str, Reader] = {
     "gpueff_holder_sm_active_seconds_total": _holder_row(lambda t: t.sm_active_seconds, _has_sm_active),
     "gpueff_holder_busy_idle_sm_seconds_total": _holder_row(lambda t: t.busy_idle_sm_seconds, lambda s: _has_sm_active(s) and _has_busy(s)),
     "gpueff_holder_energy_joules_total": _holder_row(lambda t: t.energy_joules, lambda s: s.sample.energy_joules is not None),
+    "gpueff_holder_state_seconds_total": _holder_states(lambda t: t.state_seconds, lambda _state: True),
+    "gpueff_holder_state_joules_total": _holder_states(lambda t: t.state_joules, lambda s: s.sample.energy_joules is not None),
+    "gpueff_holder_state_cost_total": _holder_costs,
     "gpueff_gpu_job_info": lambda state, _snapshot, _stale: [((job.job_id, job.user_id), 1) for job in state.sharing.jobs],
     # Jobs of two or more GPUs (pipeline/peers.py): none are rendered from a stale snapshot.
     "gpueff_job_gpus": lambda job, _snapshot, _stale: [((), len(job.gpus))],

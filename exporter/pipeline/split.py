@@ -3,7 +3,8 @@
 Each poll, every holder's weight is the sum of its processes' NVML per-process ``smUtil`` samples
 taken since the previous poll: the time its kernels occupied the GPU. The GPU's increments of busy
 time, SM-active time and busy-but-idle time over the same window are split in proportion to those
-weights, so the holders' counters add up to the GPU's own counters exactly. Energy is split the
+weights, so the holders' counters add up to the GPU's own counters exactly; so is each window's
+time in its state (pipeline/states.py), but for free time, which no one holds. Energy is split the
 same way, window by window, in proportion to the polled power; where no holder ran in a window, its
 energy goes to ``unattributed``. The method and its limits are in docs/sharing.md.
 """
@@ -16,6 +17,8 @@ from pathlib import Path
 
 from exporter.attribution.holders import UNATTRIBUTED, Holder, HolderResolver, ProcessIdentity
 from exporter.attribution.slurm import SlurmJob
+from exporter.pipeline.energy import EnergySplit
+from exporter.pipeline.states import FREE, HELD_IDLE, NO_TIME, UNKNOWN, plus
 from exporter.pipeline.totals import Growth
 from exporter.sample import GpuSample
 
@@ -23,12 +26,14 @@ FORGET_AFTER_SECONDS = 300.0  # a holder not seen on a GPU for this long has its
 MAX_HOLDERS_PER_GPU = 64  # beyond this many holders on one GPU, new ones are counted as unattributed
 
 
-def window_shares(sample: GpuSample, identities: Mapping[int, ProcessIdentity]) -> dict[Holder, float]:
+def window_shares(sample: GpuSample, identities: Mapping[int, ProcessIdentity], state: str | None = None) -> dict[Holder, float]:
     """Each holder's share (summing to 1) of the GPU's busy time in this poll's window.
 
     Where NVML gave per-process samples, shares follow their summed ``sm``. Without samples (none
     in the window, or the call unsupported, as on MIG devices) a GPU whose processes all belong to
-    one holder is that holder's; otherwise the window is ``unattributed``.
+    one holder is that holder's; a window in ``state`` held_idle (no kernel ran) is shared equally
+    by the holders present, each of which holds the GPU through it; otherwise the window is
+    ``unattributed``.
     """
     weights: dict[Holder, float] = {}
     for entry in sample.process_utilization or ():
@@ -39,8 +44,8 @@ def window_shares(sample: GpuSample, identities: Mapping[int, ProcessIdentity]) 
     if total > 0:
         return {holder: weight / total for holder, weight in weights.items()}
     present = {identities[process.pid].holder for process in sample.processes or () if process.pid in identities}
-    if len(present) == 1:
-        return {present.pop(): 1.0}
+    if len(present) == 1 or (present and state == HELD_IDLE):
+        return dict.fromkeys(present, 1 / len(present))
     return {UNATTRIBUTED: 1.0}
 
 
@@ -53,6 +58,9 @@ class HolderTotals:
     busy_idle_sm_seconds: float = 0.0
     energy_joules: float = 0.0
     last_seen: float = 0.0
+    state_seconds: tuple[float, ...] = NO_TIME  # in STATES order; free stays 0 (no one holds a free GPU)
+    state_cost: tuple[float, ...] = NO_TIME
+    state_joules: tuple[float, ...] = NO_TIME  # free: the unattributed holder's energy of windows no one held
 
 
 @dataclass(slots=True)
@@ -61,8 +69,7 @@ class GpuLedger:
 
     holders: dict[Holder, HolderTotals] = field(default_factory=dict)
     last_timestamp: float | None = None
-    last_energy: float | None = None
-    pending_energy: dict[Holder, float] = field(default_factory=dict)  # power x time since the energy counter last moved
+    energy: EnergySplit[tuple[Holder, str]] = field(default_factory=EnergySplit)  # by holder and the state it held the GPU in
 
     def add(self, sample: GpuSample, shares: Mapping[Holder, float], delta: Growth, max_gap: float) -> dict[Holder, HolderTotals]:
         shares = _capped(shares, self.holders)
@@ -70,7 +77,8 @@ class GpuLedger:
         previous, self.last_timestamp = self.last_timestamp, (now if sample.up else None)
         if not sample.up:
             return self.holders
-        nothing = delta.busy_seconds == delta.sm_active_seconds == delta.busy_idle_sm_seconds == 0
+        held = delta.state if delta.state != FREE else None  # the state the holders held the GPU in; None: no one held it
+        nothing = delta.busy_seconds == delta.sm_active_seconds == delta.busy_idle_sm_seconds == 0 and held is None
         for holder, share in shares.items():
             if nothing and holder not in self.holders:
                 continue  # no series for a holder until something is attributed to it
@@ -79,33 +87,20 @@ class GpuLedger:
             totals.busy_seconds += share * delta.busy_seconds
             totals.sm_active_seconds += share * delta.sm_active_seconds
             totals.busy_idle_sm_seconds += share * delta.busy_idle_sm_seconds
+            if held is not None:
+                totals.state_seconds = plus(totals.state_seconds, held, share * delta.elapsed)
+                totals.state_cost = plus(totals.state_cost, held, share * delta.cost)
         if previous is not None and 0 < now - previous <= max_gap and sample.power_watts is not None:
             window_energy = sample.power_watts * (now - previous)
             for holder, share in shares.items():
-                self.pending_energy[holder] = self.pending_energy.get(holder, 0.0) + share * window_energy
-        self._settle_energy(sample.energy_joules, now)
+                self.energy.accrue((holder, delta.state or UNKNOWN), share * window_energy)
+        for (holder, state), joules in self.energy.settle(sample.energy_joules, (UNATTRIBUTED, UNKNOWN)).items():
+            totals = self.holders.setdefault(holder, HolderTotals(last_seen=now))
+            totals.energy_joules += joules
+            totals.state_joules = plus(totals.state_joules, state, joules)
         for holder in [holder for holder, totals in self.holders.items() if now - totals.last_seen > FORGET_AFTER_SECONDS]:
             del self.holders[holder]
         return self.holders
-
-    def _settle_energy(self, energy: float | None, now: float) -> None:
-        """Split each advance of the GPU's energy counter over the holders by the power-weighted
-        time they held it since the previous advance (the counter is read at the slow cadence)."""
-        if energy is None:
-            return
-        last, self.last_energy = self.last_energy, energy
-        if last is None or energy < last:  # the first reading, or the driver's counter restarted
-            self.pending_energy.clear()
-            return
-        if energy == last:
-            return
-        pending = self.pending_energy
-        total = sum(pending.values())
-        parts = {holder: weight / total for holder, weight in pending.items()} if total > 0 else {UNATTRIBUTED: 1.0}
-        for holder, part in parts.items():
-            totals = self.holders.setdefault(holder, HolderTotals(last_seen=now))
-            totals.energy_joules += part * (energy - last)
-        pending.clear()
 
 
 def _capped(shares: Mapping[Holder, float], known: Mapping[Holder, HolderTotals]) -> dict[Holder, float]:
@@ -151,7 +146,7 @@ class Sharing:
     @staticmethod
     def split(ledger: GpuLedger, sample: GpuSample, identities: Mapping[int, ProcessIdentity], delta: Growth, max_gap: float) -> GpuSharing:
         """Add this poll's growth to the GPU's ledger, shared among its holders; what they hold now."""
-        holders = ledger.add(sample, window_shares(sample, identities), delta, max_gap)
+        holders = ledger.add(sample, window_shares(sample, identities, delta.state), delta, max_gap)
         jobs = {identities[p.pid].job for p in sample.processes or () if p.pid in identities and identities[p.pid].job is not None}
         copies = tuple(sorted((holder, replace(totals)) for holder, totals in holders.items()))
         return GpuSharing(copies, tuple(sorted({SlurmJob(job.job_id, user_id=job.user_id) for job in jobs if job is not None})))

@@ -1,12 +1,14 @@
-"""The time totals behind the busy and busy-but-idle counters: each GPU's ratios integrated over
-the time between its consecutive up samples. ``integrate`` returns the new totals and what they
-grew by (the fair split divides that among the GPU's holders)."""
+"""The time totals behind the busy, busy-but-idle and state counters: each GPU's ratios integrated
+over the time between its consecutive up samples, and each such window's time in its state
+(pipeline/states.py). ``integrate`` returns the new totals and what they grew by (the fair split
+divides that among the GPU's holders)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from exporter.pipeline.states import NO_TIME, plus, window_state
 from exporter.sample import GpuSample
 
 if TYPE_CHECKING:
@@ -23,6 +25,9 @@ class Totals:
     busy_idle_sm_cost: float = 0.0  # the same in money, at the price in force at the time
     last_timestamp: float | None = None
     peer_wait_seconds: float = 0.0  # seconds lost waiting on a slower GPU of the job (pipeline/peers.py)
+    state_seconds: tuple[float, ...] = NO_TIME  # observed time per state, in STATES order: they add up to every window integrated
+    state_cost: tuple[float, ...] = NO_TIME  # the same in money, at the price in force at the time
+    state_joules: tuple[float, ...] = NO_TIME  # the energy counter's advances split by state (pipeline/tracker.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +37,9 @@ class Growth:
     busy_seconds: float = 0.0
     sm_active_seconds: float = 0.0
     busy_idle_sm_seconds: float = 0.0
+    state: str | None = None  # the window's state; None where no window was integrated
+    elapsed: float = 0.0  # the window's length, seconds
+    cost: float = 0.0  # the window's time at the price in force (0 without a price)
 
 
 NO_GROWTH = Growth()
@@ -56,15 +64,20 @@ def integrate(totals: Totals, sample: GpuSample, derived: Derived | None, max_ga
         wasted = max(0.0, derived.busy - sm_active) * elapsed
         if price_per_gpu_hour is not None:
             cost = wasted * price_per_gpu_hour / 3600
-    grown = Totals(
+    state = window_state(sample, derived)
+    window_cost = elapsed * price_per_gpu_hour / 3600 if price_per_gpu_hour is not None else 0.0
+    grown = replace(
+        totals,
         busy_seconds=totals.busy_seconds + busy,
         sm_active_seconds=totals.sm_active_seconds + active,
         busy_idle_sm_seconds=totals.busy_idle_sm_seconds + wasted,
         busy_idle_sm_cost=totals.busy_idle_sm_cost + cost,
         last_timestamp=sample.timestamp,
-        peer_wait_seconds=totals.peer_wait_seconds,
+        state_seconds=plus(totals.state_seconds, state, elapsed),
+        state_cost=plus(totals.state_cost, state, window_cost),
     )
-    return grown, Growth(grown.busy_seconds - totals.busy_seconds, grown.sm_active_seconds - totals.sm_active_seconds, grown.busy_idle_sm_seconds - totals.busy_idle_sm_seconds)
+    growth = Growth(grown.busy_seconds - totals.busy_seconds, grown.sm_active_seconds - totals.sm_active_seconds, grown.busy_idle_sm_seconds - totals.busy_idle_sm_seconds, state, elapsed, window_cost)
+    return grown, growth
 
 
 def _at(totals: Totals, timestamp: float | None) -> Totals:

@@ -1,7 +1,8 @@
 """Everything the daemon keeps across polls for one GPU, in one place: its smoothing (window-mean
-clock and power, the steady class), its time totals and, while the fair split is on, its ledger of
-holders. One ``forget`` drops all of it when the GPU is gone (a MIG device re-created under a new
-UUID, a GPU that falls off the bus), so nothing grows with the GPUs ever seen."""
+clock and power, the steady class), its time totals with the split of its energy by state and,
+while the fair split is on, its ledger of holders. One ``forget`` drops all of it when the GPU is
+gone (a MIG device re-created under a new UUID, a GPU that falls off the bus), so nothing grows
+with the GPUs ever seen."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from dataclasses import dataclass, field, replace
 
 from exporter.attribution.holders import ProcessIdentity
 from exporter.pipeline.derive import DEFAULTS, Derived, DeriveSettings, step
+from exporter.pipeline.energy import EnergySplit
 from exporter.pipeline.smoothing import Smoothing
 from exporter.pipeline.split import GpuLedger, GpuSharing, Sharing
-from exporter.pipeline.totals import Totals, integrate
+from exporter.pipeline.states import UNKNOWN, plus
+from exporter.pipeline.totals import Growth, Totals, integrate
 from exporter.sample import GpuSample
 
 START = Smoothing()
@@ -35,6 +38,7 @@ class GpuTracker:
     smoothing: Smoothing = START
     totals: Totals = field(default_factory=Totals)
     ledger: GpuLedger | None = None  # while the fair split is on
+    energy: EnergySplit[str] = field(default_factory=EnergySplit)  # the energy counter's advances by state
 
     def advance(self, sample: GpuSample, settings: TrackerSettings, sharing: Sharing | None, identities: Mapping[int, ProcessIdentity]) -> tuple[Derived | None, Totals, GpuSharing | None]:
         """Derive, integrate and (with ``sharing``) split one sample; the state moves on by one poll."""
@@ -46,6 +50,7 @@ class GpuTracker:
             self.smoothing = START  # a GPU that comes back starts its windows afresh
         max_gap = settings.stale_after
         self.totals, growth = integrate(self.totals, sample, derived, max_gap, settings.price_per_gpu_hour)
+        self._split_energy(sample, growth)
         split = None
         if sharing is None:
             self.ledger = None
@@ -54,6 +59,19 @@ class GpuTracker:
                 self.ledger = GpuLedger()
             split = sharing.split(self.ledger, sample, identities, growth, max_gap)
         return derived, self.totals, split
+
+    def _split_energy(self, sample: GpuSample, growth: Growth) -> None:
+        """Weigh the window's state by power x time, and split any advance of the energy counter by
+        those weights: the states' joules add up to the counter's advances since the start (an
+        advance over time no window observed goes to unknown)."""
+        if growth.state is not None and sample.power_watts is not None:
+            self.energy.accrue(growth.state, sample.power_watts * growth.elapsed)
+        settled = self.energy.settle(sample.energy_joules if sample.up else None, UNKNOWN)
+        if settled:
+            joules = self.totals.state_joules
+            for state, part in settled.items():
+                joules = plus(joules, state, part)
+            self.totals = replace(self.totals, state_joules=joules)
 
     def add_peer_wait(self, seconds: float) -> Totals:
         """Count time this GPU lost waiting on a slower GPU of its job (judged across GPUs after
