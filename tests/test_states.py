@@ -28,8 +28,8 @@ from exporter.pipeline.states import (
 from exporter.pipeline.totals import Totals, integrate
 from exporter.pipeline.tracker import GpuTracker, TrackerSettings
 from exporter.poller import Poller
-from exporter.settings import Config
 from exporter.sample import DeviceInfo, GpuProcess, GpuSample, Profiling
+from exporter.settings import Config
 from exporter.trace import demo_trace_paths, load_trace
 
 H200 = DeviceInfo(index=0, uuid="GPU-states", name="NVIDIA H200", sm_count=132, max_sm_clock_mhz=1980)
