@@ -79,3 +79,40 @@ def current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+OTHER_UID = 12345  # a user other than root and the one recording
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="another user's link and folder are made with chown")
+def test_a_symlinked_folder_on_the_outputs_path_is_refused_and_the_file_behind_it_untouched(tmp_path, one_gpu, capsys) -> None:
+    # Before: the name's own lstat passed (a regular file), and the temporary file and the rename
+    # went through the link: root's record replaced a root-owned 0600 file in another folder.
+    victim_folder, shared = tmp_path / "victimdir", tmp_path / "shared"
+    victim_folder.mkdir()
+    (victim_folder / "job1.json").write_text("root's file\n")
+    (victim_folder / "job1.json").chmod(0o600)
+    shared.mkdir()
+    shared.chmod(0o1777)
+    (shared / "traces").symlink_to(victim_folder)
+    os.lchown(shared / "traces", OTHER_UID, OTHER_UID)
+    for output in (shared / "traces" / "job1.json", shared / "traces" / "new" / ".." / "job1.json"):
+        assert record_to(output) == 2
+        assert f"cannot write the trace to {output}: {shared / 'traces'} is a symbolic link, which record does not follow" in capsys.readouterr().err
+    assert (victim_folder / "job1.json").read_text() == "root's file\n" and sorted(os.listdir(victim_folder)) == ["job1.json"]
+    relative = os.path.relpath(shared / "traces" / "job1.json")
+    assert record_to(relative) == 2 and "traces is a symbolic link" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="another user's folder is made with chown")
+@pytest.mark.parametrize(("mode", "refused"), [(0o777, True), (0o775, True), (0o1777, False), (0o755, False)])
+def test_a_folder_another_user_shares_with_others_is_refused(tmp_path, one_gpu, capsys, mode, refused) -> None:
+    folder = tmp_path / "theirs"
+    folder.mkdir()
+    os.chown(folder, OTHER_UID, OTHER_UID)
+    folder.chmod(mode)
+    assert record_to(folder / "out.json") == (2 if refused else 0)
+    if refused:
+        assert f"the folder {folder} is owned by uid {OTHER_UID} and writable by others without the sticky bit" in capsys.readouterr().err
+    else:
+        assert load_trace(folder / "out.json").samples

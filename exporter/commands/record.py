@@ -8,8 +8,8 @@ import errno
 import json
 import logging
 import os
+import secrets
 import stat
-import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -84,12 +84,46 @@ def format_trace(trace: dict[str, Any]) -> str:
     return json.dumps(head, indent=1)[:-2] + ',\n "samples": [\n  ' + ",\n  ".join(lines) + "\n ]\n}\n"
 
 
-def writable_output(path: str) -> None:
-    """Raise OSError where ``path`` is there and is not a regular file: a symlink (planted by another
-    user in a shared folder, it would make the writer overwrite its target), a FIFO, a device or a
-    directory. Checked before recording (no recording is lost to it) and again when writing."""
+def _checked_folder(descriptor: int, name: str) -> None:
+    """Raise OSError where the folder open at ``descriptor`` belongs to another user who shares it
+    with others (group- or other-writable without the sticky bit): a folder no one here controls."""
+    info = os.fstat(descriptor)
+    if info.st_uid not in (0, os.geteuid()) and info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not info.st_mode & stat.S_ISVTX:
+        raise OSError(errno.EPERM, f"the folder {name} is owned by uid {info.st_uid} and writable by others without the sticky bit: record into a folder of your own")
+
+
+def output_folder(path: str) -> tuple[int, str]:
+    """A descriptor of the folder ``path`` names a file in, and the file's name there. The folder
+    is opened one component at a time, each relative to the last one opened and never through a
+    symbolic link (``O_NOFOLLOW``), so a link planted anywhere on the path (a shared folder's
+    ``traces`` pointing elsewhere) is refused, and renaming folders meanwhile changes nothing."""
+    folder, name = os.path.split(path)
+    if not name or name in (".", ".."):
+        raise OSError(errno.EISDIR, "it names a folder, not a file")
+    walked = "/" if os.path.isabs(path) else "."
+    descriptor = os.open(walked, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        info = os.lstat(path)
+        _checked_folder(descriptor, walked)
+        for part in (part for part in folder.split("/") if part not in ("", ".")):
+            walked = os.path.join(walked, part)
+            try:
+                inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=descriptor)
+            except OSError as error:
+                if error.errno in (errno.ELOOP, errno.ENOTDIR) and stat.S_ISLNK(os.lstat(part, dir_fd=descriptor).st_mode):
+                    raise OSError(error.errno, f"{walked} is a symbolic link, which record does not follow: name the real folder") from None
+                raise OSError(error.errno, f"{walked}: {error.strerror}") from None
+            os.close(descriptor)
+            descriptor = inner
+            _checked_folder(descriptor, walked)
+        return descriptor, name
+    except BaseException:
+        os.close(descriptor)
+        raise
+
+
+def _writable_in(descriptor: int, name: str) -> None:
+    try:
+        info = os.lstat(name, dir_fd=descriptor)
     except FileNotFoundError:
         return
     if stat.S_ISLNK(info.st_mode):
@@ -98,25 +132,45 @@ def writable_output(path: str) -> None:
         raise OSError(errno.EEXIST, "it is there and is not a regular file")
 
 
-def write_output(path: str, text: str) -> None:
-    """``text`` into ``path`` without ever writing through a link: into a new file in the same folder
-    (created exclusively, never opened through a name someone else made), then renamed over
-    ``path``. The rename replaces the name, not what a link there points to, and leaves any other
-    hard link of the old file as it was."""
-    writable_output(path)
-    folder = os.path.dirname(path) or "."
-    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".partial")
+def writable_output(path: str) -> None:
+    """Raise OSError where ``path`` cannot be written safely: a symbolic link on its folder's path
+    or in its place (planted by another user in a shared folder, it would make the writer replace
+    a file elsewhere), a FIFO, a device or a directory there, a folder as ``_checked_folder``
+    refuses. Checked before recording (no recording is lost to it) and again when writing."""
+    descriptor, name = output_folder(path)
     try:
-        mask = os.umask(0)
-        os.umask(mask)
-        os.fchmod(descriptor, 0o666 & ~mask)  # as an ordinary open() would have made it
-        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-            file.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+        _writable_in(descriptor, name)
+    finally:
+        os.close(descriptor)
+
+
+def write_output(path: str, text: str) -> None:
+    """``text`` into ``path`` without ever writing through a link: into a new file in the folder
+    ``output_folder`` opened (created exclusively, never opened through a name someone else made,
+    mode 0666 less the umask), then renamed over the name in that same folder. The rename replaces
+    the name, not what a link there points to, and leaves any other hard link of the old file as it was."""
+    writable_output(path)
+    folder, name = output_folder(path)
+    try:
+        for _ in range(100):
+            temporary = f".{name}.{secrets.token_hex(6)}.partial"
+            try:
+                descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=folder)
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise OSError(errno.EEXIST, "no temporary name was free next to it")
+        try:
+            with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+                file.write(text)
+            os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary, dir_fd=folder)
+            raise
+    finally:
+        os.close(folder)
 
 
 def record(args: argparse.Namespace) -> int:
