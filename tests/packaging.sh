@@ -13,7 +13,7 @@ work=$(mktemp -d)
 daemon=""
 cleanup() { [ -z "$daemon" ] || kill "$daemon" 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
-"$build_python" -m build --no-isolation --wheel --outdir "$work/dist" . >"$work/build.log" 2>&1 \
+"$(dirname "$build_python")/pyproject-build" --no-isolation --wheel --outdir "$work/dist" . >"$work/build.log" 2>&1 \
     || { tail -20 "$work/build.log" >&2; exit 1; }
 wheel=$(ls "$work"/dist/*.whl)
 export PIPX_HOME="$work/pipx" PIPX_BIN_DIR="$work/bin" PIPX_MAN_DIR="$work/man"

@@ -30,7 +30,11 @@ def dists(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     source = tmp_path_factory.mktemp("source") / "tree"
     # A copy of the tree, so the build's own build/ and *.egg-info stay out of the checkout.
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", ".venv*", ".python-*", ".image*", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis"))
-    result = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--sdist", "--wheel", "--outdir", str(out), str(source)], capture_output=True, text=True, timeout=300)
+    # As docs/install.md says, run in the checkout after the quick start's `pip install .` left build/
+    # there (which `python3 -m build` would import in place of the build package).
+    (source / "build" / "lib").mkdir(parents=True)
+    pyproject_build = Path(sys.executable).parent / "pyproject-build"
+    result = subprocess.run([str(pyproject_build), "--no-isolation", "--sdist", "--wheel", "--outdir", str(out), "."], cwd=source, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     (wheel,) = out.glob("*.whl")
     (sdist,) = out.glob("*.tar.gz")
@@ -57,6 +61,23 @@ def test_wheel_metadata_entry_point_and_data(dists: dict[str, Path]) -> None:
     shipped = {str(path.relative_to(ROOT)) for folder in ("traces", "web/ui") for path in (ROOT / "exporter" / folder).rglob("*") if path.is_file()}
     assert shipped - names == set(), "files under exporter/traces and exporter/web/ui (--demo's traces, the live page) missing from the wheel"
     assert not any(name.startswith("tests/") for name in names)
+
+
+def test_the_index_page_has_the_project_urls_and_no_relative_link(dists: dict[str, Path]) -> None:
+    """On the package index the README stands away from the repository: every link and the picture
+    point at the repository at this version's tag."""
+    from exporter import __version__
+
+    with zipfile.ZipFile(dists["wheel"]) as wheel:
+        metadata = Parser().parsestr(wheel.read(f"gpu_efficiency_exporter-{__version__}.dist-info/METADATA").decode())
+    urls = dict(url.split(", ", 1) for url in metadata.get_all("Project-URL"))
+    assert {"Homepage", "Documentation", "Source", "Issues", "Changelog"} <= set(urls)
+    description = metadata.get_payload()
+    targets = re.findall(r"\]\(([^)\s]+)\)", description)
+    assert len(targets) >= 30 and metadata["Description-Content-Type"].startswith("text/markdown")
+    assert [target for target in targets if not target.startswith(("https://", "#"))] == []
+    assert f"https://raw.githubusercontent.com/gpu-efficiency-exporter/gpu-efficiency-exporter/v{__version__}/docs/images/live-page.png" in targets
+    assert f"https://github.com/gpu-efficiency-exporter/gpu-efficiency-exporter/blob/v{__version__}/docs/metrics.md" in targets
 
 
 def test_wheel_and_sdist_carry_the_licence_and_the_third_party_notices(dists: dict[str, Path]) -> None:
