@@ -21,7 +21,7 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends python3-pip \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml README.md LICENSE NOTICE ./
+COPY pyproject.toml setup.py README.md LICENSE NOTICE ./
 COPY exporter ./exporter
 COPY deploy/image/constraints.txt ./
 RUN python3 -m pip wheel --no-cache-dir --disable-pip-version-check \
