@@ -11,7 +11,7 @@ import pytest
 import yaml
 from tls_certs import make_pki
 
-from exporter.web.tlsconfig import BasicAuth, WebConfigError, load_web_config, parse_web_config
+from exporter.web.tlsconfig import CIPHER_SUITES, BasicAuth, WebConfigError, load_web_config, parse_web_config
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +60,9 @@ TLS = {"cert_file": "server.crt", "key_file": "server.key"}
 
 
 @pytest.mark.parametrize(("data", "expected"), [
-    ({"tls_config": {}}, "'tls_config': unknown key (known keys here: basic_auth_users, http_server_config, tls_server_config)"),
+    ({"tls_config": {}}, "'tls_config': unknown key (did you mean 'tls_server_config'? known keys here: basic_auth_users, http_server_config, tls_server_config)"),
+    ({"tls_server_config": {"min_version": "TLS12"}}, "'tls_server_config.cert_file': missing"),  # any key given turns TLS on
+    ({"tls_server_config": {"prefer_server_cipher_suites": True}}, "'tls_server_config.cert_file': missing"),
     ({"tls_server_config": {**TLS, "certfile": "x"}}, "'tls_server_config.certfile': unknown key"),
     ({"tls_server_config": {**TLS, "client_allowed_sans": ["a"]}}, "'tls_server_config.client_allowed_sans': not supported"),
     ({"tls_server_config": {**TLS, "curve_preferences": ["X25519"]}}, "'tls_server_config.curve_preferences': not supported"),
@@ -95,6 +97,18 @@ def test_bad_values_are_rejected_naming_file_and_key(pki, data, expected):
         load_web_config(path)
     message = str(error.value)
     assert message.startswith(f"web config file {path}: ") and expected in message
+
+
+def test_every_problem_is_named_at_once_with_its_key(pki):
+    path = write(pki.folder, "tls_server_config: {cert_file: server.crt, key_file: server.key, min_version: TLS1.2, cipher_suites: [TLS_INVENTED]}\nhttp_server_config: {http2: maybe}\nrate_limit: {}\n")
+    with pytest.raises(WebConfigError) as error:
+        load_web_config(path)
+    assert str(error.value) == (
+        f"web config file {path}: 4 problems: 'tls_server_config.min_version': 'TLS1.2' is not one of TLS10, TLS11, TLS12, TLS13; "
+        "'tls_server_config.cipher_suites[0]': 'TLS_INVENTED' is not one of " + ", ".join(CIPHER_SUITES) + "; "
+        "'http_server_config.http2': expected true or false, got 'maybe'; "
+        "'rate_limit': not supported by this exporter; scrapes are served from a cached snapshot and cost almost nothing"
+    )
 
 
 def test_file_level_errors(tmp_path):

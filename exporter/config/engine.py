@@ -1,6 +1,7 @@
 """The schema engine: a config section is a frozen dataclass whose fields say their default, their
 parser, one line of documentation and what a reload does with them; loading walks the YAML against
-it and every error names the key path (``apps[0].url``). Unknown keys are rejected."""
+it and every error names the key path (``apps[0].url``). Unknown keys are rejected; a section's
+``REFUSED`` (key -> why) names keys of a format it knowingly does not take, and says why."""
 
 from __future__ import annotations
 
@@ -48,6 +49,15 @@ class SettingError(ValueError):
     def __init__(self, key: str, reason: str) -> None:
         super().__init__(reason)
         self.key = key
+
+
+class PartError(ValueError):
+    """Raised by a parser: a problem in one part of the value, named by its path under the key
+    (``[2]`` for a list's item, ``.alice`` for a mapping's entry)."""
+
+    def __init__(self, part: str, reason: str) -> None:
+        super().__init__(reason)
+        self.part = part
 
 
 def setting(default: Any, parse: Callable[[Any], Any], doc: str, reload: str = APPLIED) -> Any:
@@ -99,7 +109,8 @@ def _load_section(cls: type[_Section], data: Any, path: str, problems: list[str]
         key_path = f"{path}.{cut(str(key))}" if path else cut(str(key))
         spec = fields.get(key)
         if spec is None:
-            problems.append(unknown_key(key_path, cut(str(key)), list(fields)))
+            refused = getattr(cls, "REFUSED", {}).get(key)
+            problems.append(f"'{key_path}': {refused}" if refused is not None else unknown_key(key_path, cut(str(key)), list(fields)))
             continue
         if "section" in spec.metadata:
             values[key] = _load_section(spec.metadata["section"], raw, key_path, problems)
@@ -111,6 +122,8 @@ def _load_section(cls: type[_Section], data: Any, path: str, problems: list[str]
             values[key] = spec.metadata["parse"](raw)
         except ConfigError as error:
             problems.extend(error.problems)
+        except PartError as error:
+            problems.append(f"'{key_path}{error.part}': {error}")
         except ValueError as error:
             problems.append(f"'{key_path}': {error}")
     loaded = cls(**values)

@@ -14,10 +14,11 @@ The file looks like the one every official Prometheus exporter takes::
     basic_auth_users:
       prometheus: $2y$10$...           # bcrypt hash, e.g. from: htpasswd -nBC 10 user | cut -d: -f2
 
-Everything is validated when the file is loaded (at start and on SIGHUP): unknown keys, bad values,
-unreadable certificates and malformed hashes raise ``WebConfigError`` naming the file and the key.
-Keys of the toolkit format that this exporter cannot honour with Python's ``ssl`` module are
-rejected with the reason rather than silently ignored.
+Everything is validated when the file is loaded (at start and on SIGHUP), by the config engine
+(exporter/config/engine.py) like the config file: unknown keys, bad values, unreadable certificates
+and malformed hashes raise ``WebConfigError`` naming the file and each key in error. Keys of the
+toolkit format that this exporter cannot honour with Python's ``ssl`` module are rejected with the
+reason rather than silently ignored (a section's ``REFUSED``).
 """
 
 from __future__ import annotations
@@ -29,11 +30,13 @@ import re
 import secrets
 import stat
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from exporter.config.values import shown
+from exporter.config.engine import ConfigError, PartError, SettingError, load_section, section, setting
+from exporter.config.values import boolean, cut, shown
 from exporter.config.yaml_safe import read_yaml
 
 if TYPE_CHECKING:
@@ -76,15 +79,6 @@ HEADERS: dict[str, tuple[str, ...] | None] = {
     "X-XSS-Protection": None,
     "Strict-Transport-Security": None,
 }
-UNSUPPORTED = {
-    "tls_server_config.cert": "inline certificates are not supported here; put it in a file and use cert_file",
-    "tls_server_config.key": "inline keys are not supported here; put it in a file and use key_file",
-    "tls_server_config.client_ca": "inline client CAs are not supported here; put them in a file and use client_ca_file",
-    "tls_server_config.client_allowed_sans": "not supported by this exporter; issue client certificates from a CA of their own and set client_ca_file",
-    "tls_server_config.curve_preferences": "not supported by this exporter (Python's ssl module takes a single curve); leave it out to use OpenSSL's defaults",
-    "rate_limit": "not supported by this exporter; scrapes are served from a cached snapshot and cost almost nothing",
-}
-_TLS_KEYS = {"cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version", "max_version", "cipher_suites", "prefer_server_cipher_suites"}
 _BCRYPT_HASH = re.compile(r"\$2[aby]?\$([0-9][0-9])\$[./A-Za-z0-9]{53}")
 _MAX_FILE_BYTES = 1024 * 1024
 _AUTH_CACHE_SIZE = 1024
@@ -258,112 +252,163 @@ class WebConfig:
         return " and ".join(lost) or None
 
 
-def _mapping(value: Any, where: str) -> dict:
+def _text(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"expected a non-empty string, got {shown(value)}")
+    return value
+
+
+def _choice(choices: Iterable[str]) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        text = _text(value)
+        if text not in choices:
+            raise ValueError(f"{shown(text)} is not one of {', '.join(choices)}")
+        return text
+
+    return parse
+
+
+def _client_auth_type(value: Any) -> str:
+    if value in UNVERIFIED_CLIENT_AUTH:
+        raise ValueError(f"{value} (a client certificate that is not verified) is not supported by this exporter; use VerifyClientCertIfGiven or RequireAndVerifyClientCert with client_ca_file")
+    return _choice(CLIENT_AUTH_TYPES)(value)
+
+
+def _cipher_suites(value: Any) -> tuple[str, ...]:
+    if not value:
+        return ()
+    if not isinstance(value, list):
+        raise ValueError(f"expected a list of cipher suite names, got {shown(value)}")
+    known = _choice(CIPHER_SUITES)
+    for number, name in enumerate(value):
+        try:
+            known(name)
+        except ValueError as error:
+            raise PartError(f"[{number}]", str(error)) from None
+    return tuple(value)
+
+
+def _mapping(value: Any) -> dict:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise WebConfigError(f"{where}: expected a mapping, got {type(value).__name__}")
+        raise ValueError(f"expected a mapping, got {type(value).__name__}")
     return value
 
 
-def _string(value: Any, where: str, choices: Any = None) -> str:
-    if not isinstance(value, str) or not value:
-        raise WebConfigError(f"{where}: expected a non-empty string, got {shown(value)}")
-    if choices is not None and value not in choices:
-        raise WebConfigError(f"{where}: {shown(value)} is not one of {', '.join(choices)}")
-    return value
-
-
-def _check_keys(data: dict, known: set[str], prefix: str, where: str) -> None:
-    for key in data:
-        dotted = f"{prefix}{key}"
-        if dotted in UNSUPPORTED:
-            raise WebConfigError(f"{where}: '{dotted}': {UNSUPPORTED[dotted]}")
-        if key not in known:
-            raise WebConfigError(f"{where}: '{dotted}': unknown key (known keys here: {', '.join(sorted(known))})")
-
-
-def _tls(data: dict, base: Path, where: str) -> TlsServerConfig | None:
-    _check_keys(data, _TLS_KEYS, "tls_server_config.", where)
-    if not data:
-        return None
-
-    def key(name: str) -> str:
-        return f"{where}: 'tls_server_config.{name}'"
-
-    def path(name: str) -> Path:
-        return base / _string(data[name], key(name))
-
-    auth = data.get("client_auth_type", "NoClientCert")
-    if auth in UNVERIFIED_CLIENT_AUTH:
-        raise WebConfigError(f"{key('client_auth_type')}: {auth} (a client certificate that is not verified) is not supported by this exporter; use VerifyClientCertIfGiven or RequireAndVerifyClientCert with client_ca_file")
-    auth = _string(auth, key("client_auth_type"), CLIENT_AUTH_TYPES)
-    for name in ("cert_file", "key_file"):
-        if name not in data:
-            raise WebConfigError(f"{key(name)}: missing (tls_server_config needs both cert_file and key_file)")
-    client_ca = path("client_ca_file") if "client_ca_file" in data else None
-    if client_ca is not None and auth == "NoClientCert":
-        raise WebConfigError(f"{key('client_ca_file')}: set, but client_auth_type is NoClientCert: set client_auth_type to RequireAndVerifyClientCert (or VerifyClientCertIfGiven)")
-    if client_ca is None and auth != "NoClientCert":
-        raise WebConfigError(f"{key('client_auth_type')}: {auth} needs client_ca_file, the CA that signs the client certificates")
-    versions = {name: _string(data.get(name, default), key(name), TLS_VERSIONS) for name, default in (("min_version", "TLS12"), ("max_version", "TLS13"))}
-    order = list(TLS_VERSIONS)
-    if order.index(versions["min_version"]) > order.index(versions["max_version"]):
-        raise WebConfigError(f"{key('min_version')}: {versions['min_version']} is above max_version {versions['max_version']}")
-    ciphers = data.get("cipher_suites") or []
-    if not isinstance(ciphers, list):
-        raise WebConfigError(f"{key('cipher_suites')}: expected a list of cipher suite names, got {shown(ciphers)}")
-    for number, name in enumerate(ciphers):
-        _string(name, f"{where}: 'tls_server_config.cipher_suites[{number}]'", CIPHER_SUITES)
-    prefer = data.get("prefer_server_cipher_suites", True)
-    if not isinstance(prefer, bool):
-        raise WebConfigError(f"{key('prefer_server_cipher_suites')}: expected true or false, got {shown(prefer)}")
-    return TlsServerConfig(path("cert_file"), path("key_file"), auth, client_ca, versions["min_version"], versions["max_version"], tuple(ciphers), prefer)
-
-
-def _headers(data: dict, where: str) -> tuple[tuple[str, str], ...]:
-    _check_keys(data, {"http2", "headers"}, "http_server_config.", where)
-    # HTTP/2 is never served here (Prometheus scrapes over HTTP/1.1 by default); http2 is accepted for compatibility.
-    if not isinstance(data.get("http2", True), bool):
-        raise WebConfigError(f"{where}: 'http_server_config.http2': expected true or false, got {shown(data['http2'])}")
-    headers = _mapping(data.get("headers"), f"{where}: 'http_server_config.headers'")
+def _headers(value: Any) -> tuple[tuple[str, str], ...]:
     out = []
-    for name, value in headers.items():
-        key = f"{where}: 'http_server_config.headers.{name}'"
+    for name, given in _mapping(value).items():
+        part = f".{cut(str(name))}"
         if name not in HEADERS:
-            raise WebConfigError(f"{key}: not a header that can be set (allowed: {', '.join(HEADERS)})")
-        if value is None or value == "":
+            raise PartError(part, f"not a header that can be set (allowed: {', '.join(HEADERS)})")
+        if given is None or given == "":
             continue  # blank: unset, as in the toolkit
-        value = _string(value, key)
-        if any(character in value for character in "\r\n\0"):
-            raise WebConfigError(f"{key}: the value contains a line break or NUL")
+        try:
+            text = _text(given)
+        except ValueError as error:
+            raise PartError(part, str(error)) from None
+        if any(character in text for character in "\r\n\0"):
+            raise PartError(part, "the value contains a line break or NUL")
         allowed = HEADERS[name]
-        if allowed is not None and value.lower() not in allowed:
-            raise WebConfigError(f"{key}: {shown(value)} is not one of {', '.join(allowed)}")
-        out.append((name, value))
+        if allowed is not None and text.lower() not in allowed:
+            raise PartError(part, f"{shown(text)} is not one of {', '.join(allowed)}")
+        out.append((name, text))
     return tuple(out)
 
 
-def _users(data: dict, where: str) -> dict[str, bytes]:
+def _users(value: Any) -> dict[str, bytes]:
     users = {}
-    for user, hashed in data.items():
-        key = f"{where}: 'basic_auth_users.{user}'"
+    for user, hashed in _mapping(value).items():
+        part = f".{cut(str(user))}"
         if not isinstance(user, str) or not user or ":" in user:
-            raise WebConfigError(f"{key}: a user name must be a non-empty string without ':'")
+            raise PartError(part, "a user name must be a non-empty string without ':'")
         if not isinstance(hashed, str) or not _BCRYPT_HASH.fullmatch(hashed):
-            raise WebConfigError(f"{key}: expected a bcrypt hash such as $2y$10$... (htpasswd -nBC 10 user | cut -d: -f2 makes one), not a plain password")
+            raise PartError(part, "expected a bcrypt hash such as $2y$10$... (htpasswd -nBC 10 user | cut -d: -f2 makes one), not a plain password")
         users[user] = hashed.encode()
     return users
+
+
+@dataclass(frozen=True)
+class TlsSection:
+    """``tls_server_config:`` as written; a key left out is None. TLS is on where any key is given."""
+
+    REFUSED: ClassVar[dict[str, str]] = {
+        "cert": "inline certificates are not supported here; put it in a file and use cert_file",
+        "key": "inline keys are not supported here; put it in a file and use key_file",
+        "client_ca": "inline client CAs are not supported here; put them in a file and use client_ca_file",
+        "client_allowed_sans": "not supported by this exporter; issue client certificates from a CA of their own and set client_ca_file",
+        "curve_preferences": "not supported by this exporter (Python's ssl module takes a single curve); leave it out to use OpenSSL's defaults",
+    }
+    cert_file: str | None = setting(None, _text, "the server's certificate (PEM), relative to this file's folder")
+    key_file: str | None = setting(None, _text, "its private key (PEM), relative to this file's folder")
+    client_auth_type: str | None = setting(None, _client_auth_type, "NoClientCert (default), VerifyClientCertIfGiven or RequireAndVerifyClientCert")
+    client_ca_file: str | None = setting(None, _text, "the CA that signs the client certificates, relative to this file's folder")
+    min_version: str | None = setting(None, _choice(TLS_VERSIONS), "the oldest TLS version served (default TLS12)")
+    max_version: str | None = setting(None, _choice(TLS_VERSIONS), "the newest TLS version served (default TLS13)")
+    cipher_suites: tuple[str, ...] | None = setting(None, _cipher_suites, "the TLS 1.2 cipher suites, by Go's names (default: OpenSSL's)")
+    prefer_server_cipher_suites: bool | None = setting(None, boolean, "the server's order of cipher suites wins (default true)")
+
+    def check(self) -> None:
+        if all(getattr(self, spec.name) is None for spec in fields(self)):
+            return
+        for name in ("cert_file", "key_file"):
+            if getattr(self, name) is None:
+                raise SettingError(name, "missing (tls_server_config needs both cert_file and key_file)")
+        auth = self.client_auth_type or "NoClientCert"
+        if self.client_ca_file is not None and auth == "NoClientCert":
+            raise SettingError("client_ca_file", "set, but client_auth_type is NoClientCert: set client_auth_type to RequireAndVerifyClientCert (or VerifyClientCertIfGiven)")
+        if self.client_ca_file is None and auth != "NoClientCert":
+            raise SettingError("client_auth_type", f"{auth} needs client_ca_file, the CA that signs the client certificates")
+        low, high = self.min_version or "TLS12", self.max_version or "TLS13"
+        order = list(TLS_VERSIONS)
+        if order.index(low) > order.index(high):
+            raise SettingError("min_version", f"{low} is above max_version {high}")
+
+    def server_config(self, base: Path) -> TlsServerConfig | None:
+        """The TLS to serve (None: none), its files relative to ``base``."""
+        if self.cert_file is None or self.key_file is None:
+            return None
+        return TlsServerConfig(
+            base / self.cert_file,
+            base / self.key_file,
+            self.client_auth_type or "NoClientCert",
+            base / self.client_ca_file if self.client_ca_file is not None else None,
+            self.min_version or "TLS12",
+            self.max_version or "TLS13",
+            self.cipher_suites or (),
+            self.prefer_server_cipher_suites is not False,
+        )
+
+
+@dataclass(frozen=True)
+class HttpSection:
+    """``http_server_config:``."""
+
+    # HTTP/2 is never served here (Prometheus scrapes over HTTP/1.1 by default); http2 is accepted for compatibility.
+    http2: bool = setting(True, boolean, "accepted for compatibility; HTTP/2 is never served here")
+    headers: tuple[tuple[str, str], ...] = setting((), _headers, f"response headers to set ({', '.join(HEADERS)}); a blank value sets none")
+
+
+@dataclass(frozen=True)
+class WebConfigFile:
+    """The ``--web.config.file`` as written (the exporter-toolkit format)."""
+
+    REFUSED: ClassVar[dict[str, str]] = {"rate_limit": "not supported by this exporter; scrapes are served from a cached snapshot and cost almost nothing"}
+    tls_server_config: TlsSection = section(TlsSection, "TLS (none unless a key is given)")
+    http_server_config: HttpSection = section(HttpSection, "HTTP response headers")
+    basic_auth_users: dict[str, bytes] = setting({}, _users, "user name -> bcrypt hash of the password")
 
 
 def parse_web_config(data: Any, path: str, base: Path) -> WebConfig:
     """Validate decoded YAML; ``base`` is the folder that relative file names are relative to."""
     where = f"web config file {path}"
-    data = _mapping(data, where)
-    _check_keys(data, {"tls_server_config", "http_server_config", "basic_auth_users"}, "", where)
-    tls = _tls(_mapping(data.get("tls_server_config"), f"{where}: 'tls_server_config'"), base, where)
-    headers = _headers(_mapping(data.get("http_server_config"), f"{where}: 'http_server_config'"), where)
-    users = _users(_mapping(data.get("basic_auth_users"), f"{where}: 'basic_auth_users'"), where)
+    try:
+        written = load_section(WebConfigFile, data, "")
+    except ConfigError as error:
+        raise WebConfigError(f"{where}: {error}") from None
+    tls = written.tls_server_config.server_config(base)
+    users = written.basic_auth_users
     context = None
     if tls is not None:
         for name in ("cert_file", "key_file", "client_ca_file"):
@@ -375,7 +420,7 @@ def parse_web_config(data: Any, path: str, base: Path) -> WebConfig:
             context = tls.context()
         except OSError as error:  # ssl.SSLError is an OSError
             raise WebConfigError(f"{where}: 'tls_server_config': cannot use the certificate, key or client CA ({tls.cert_file}, {tls.key_file}, {tls.client_ca_file}): {error}") from None
-    return WebConfig(path, tls, headers, users, context, BasicAuth(users) if users else None)
+    return WebConfig(path, tls, written.http_server_config.headers, users, context, BasicAuth(users) if users else None)
 
 
 def _unusable(file: Path) -> str | None:
