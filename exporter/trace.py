@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from exporter.config.values import shown
+from exporter.config.values import cut, shown
 from exporter.gpm_metrics import GPM_METRICS, to_sample_unit
 from exporter.metrics import COUNTER, READINGS
 from exporter.sample import DeviceInfo, GpuSample, Health, Profiling
@@ -56,7 +56,11 @@ MAX_NVLINK_LINKS = 64  # NVML_NVLINK_MAX_LINKS is 18 on Hopper, 36 on Blackwell
 _GPU_REQUIRED = {"name": str, "driver": str, "max_sm_clock_mhz": float, "power_limit_mw": float, "sm_count": int}
 _GPU_OPTIONAL = {"uuid": str, "pci_bus_id": str}
 _TOP_KEYS = {"format", "gpu", "workload", "job", "description", "truth", "interval_s", "samples", "warmup_samples"}
-MAX_JOB_NAME = 128  # a job name becomes a label value (gpueff_job_*)
+# Every string a trace holds is bounded: a name becomes a label value on every series of the GPU
+# (workload in a UUID-less GPU's uuid, gpu.name in model, the job in gpueff_job_*).
+MAX_NAME_CHARS = 128  # workload, job, gpu.name, gpu.driver, gpu.uuid, gpu.pci_bus_id (NVML's are under 96)
+MAX_DESCRIPTION_CHARS = 4096
+MAX_TRUTH_KEY_CHARS = 64
 
 
 class TraceError(Exception):
@@ -197,7 +201,7 @@ def _check_health(health: Any, where: str) -> None:
     for key, value in health.items():
         kind = HEALTH_KEYS.get(key)
         if kind is None:
-            raise TraceError(f"{where}: unknown key {key!r} (known: {', '.join(sorted(HEALTH_KEYS))})")
+            raise TraceError(f"{where}: unknown key {shown(key)} (known: {', '.join(sorted(HEALTH_KEYS))})")
         if kind == "bool":
             if not isinstance(value, bool):
                 raise TraceError(f"{where}.{key}: expected true or false, got {shown(value)}")
@@ -236,9 +240,11 @@ def _check_counters_rise(samples: list[dict[str, Any]], path: str) -> None:
                 last[key] = value
 
 
-def _check_text(value: str, where: str) -> None:
-    """JSON's ``\\ud800`` decodes to a lone UTF-16 surrogate, which no page or log line can encode:
-    refused here, at start, rather than failing every poll of the replay."""
+def _check_text(value: str, where: str, limit: int = MAX_NAME_CHARS) -> None:
+    """At most ``limit`` characters, and text: JSON's ``\\ud800`` decodes to a lone UTF-16 surrogate,
+    which no page or log line can encode: refused here, at start, rather than failing every poll of the replay."""
+    if len(value) > limit:
+        raise TraceError(f"{where}: at most {limit} characters, got {len(value)} ({shown(value)})")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as error:
@@ -250,10 +256,10 @@ def parse_trace(data: Any, path: str) -> Trace:
     if not isinstance(data, dict):
         raise TraceError(f"trace {path}: expected a JSON object at the top level, got {type(data).__name__}")
     if data.get("format") != FORMAT:
-        raise TraceError(f"trace {path}: 'format' must be {FORMAT!r}, got {data.get('format')!r}")
+        raise TraceError(f"trace {path}: 'format' must be {FORMAT!r}, got {shown(data.get('format'))}")
     unknown = set(data) - _TOP_KEYS
     if unknown:
-        raise TraceError(f"trace {path}: unknown top-level key(s) {sorted(unknown)} (known: {sorted(_TOP_KEYS)})")
+        raise TraceError(f"trace {path}: unknown top-level key(s) {shown(sorted(map(str, unknown)))} (known: {sorted(_TOP_KEYS)})")
     for key in ("gpu", "workload", "interval_s", "samples"):
         if key not in data:
             raise TraceError(f"trace {path}: missing key '{key}'")
@@ -265,19 +271,19 @@ def parse_trace(data: Any, path: str) -> Trace:
             raise TraceError(f"trace {path}: missing key 'gpu.{key}'")
         if kind is str:
             if not isinstance(gpu[key], str) or not gpu[key]:
-                raise TraceError(f"trace {path}: 'gpu.{key}' must be a non-empty string, got {gpu[key]!r}")
+                raise TraceError(f"trace {path}: 'gpu.{key}' must be a non-empty string, got {shown(gpu[key])}")
         else:
             _check_number(gpu[key], f"trace {path}: 'gpu.{key}'", integer=kind is int)
             if gpu[key] == 0:
                 raise TraceError(f"trace {path}: 'gpu.{key}' must be above 0")
     for key in set(gpu) - set(_GPU_REQUIRED):
         if key not in _GPU_OPTIONAL or not isinstance(gpu[key], str):
-            raise TraceError(f"trace {path}: 'gpu.{key}' is not a known key (known: {sorted({**_GPU_REQUIRED, **_GPU_OPTIONAL})}) or not a string")
+            raise TraceError(f"trace {path}: 'gpu.{cut(str(key))}' is not a known key (known: {sorted({**_GPU_REQUIRED, **_GPU_OPTIONAL})}) or not a string")
     if not isinstance(data["workload"], str) or not data["workload"]:
         raise TraceError(f"trace {path}: 'workload' must be a non-empty string")
     job = data.get("job", "")
-    if not isinstance(job, str) or len(job) > MAX_JOB_NAME or not job.isprintable():
-        raise TraceError(f"trace {path}: 'job' must be a printable string of at most {MAX_JOB_NAME} characters, got {shown(job)}")
+    if not isinstance(job, str) or len(job) > MAX_NAME_CHARS or not job.isprintable():
+        raise TraceError(f"trace {path}: 'job' must be a printable string of at most {MAX_NAME_CHARS} characters, got {shown(job)}")
     description = data.get("description", "")
     if not isinstance(description, str):
         raise TraceError(f"trace {path}: 'description' must be a string")
@@ -285,12 +291,12 @@ def parse_trace(data: Any, path: str) -> Trace:
         if isinstance(value, str):
             _check_text(value, f"trace {path}: 'gpu.{key}'")
     _check_text(data["workload"], f"trace {path}: 'workload'")
-    _check_text(description, f"trace {path}: 'description'")
+    _check_text(description, f"trace {path}: 'description'", MAX_DESCRIPTION_CHARS)
     truth = data.get("truth", {})
     if not isinstance(truth, dict):
         raise TraceError(f"trace {path}: 'truth' must be an object")
     for key, value in truth.items():
-        _check_text(key, f"trace {path}: a key of 'truth'")
+        _check_text(key, f"trace {path}: a key of 'truth'", MAX_TRUTH_KEY_CHARS)
         _check_number(value, f"trace {path}: 'truth.{key}'")
     interval = data["interval_s"]
     _check_number(interval, f"trace {path}: 'interval_s'")
@@ -317,12 +323,12 @@ def parse_trace(data: Any, path: str) -> Trace:
                 _check_health(value, f"{where}.health")
                 continue
             if key not in NVML_KEYS and key not in GPM_KEYS and key not in WINDOW_KEYS:
-                raise TraceError(f"{where}: unknown key {key!r}")
+                raise TraceError(f"{where}: unknown key {shown(key)}")
             _check_number(value, f"{where}.{key}", integer=key == "throttle", allow_null=True, maximum=100.0 if key in PERCENT_KEYS else sys.float_info.max)
     _check_counters_rise(samples, path)
     warmup = data.get("warmup_samples", 0)
     if isinstance(warmup, bool) or not isinstance(warmup, int) or not 0 <= warmup < len(samples):
-        raise TraceError(f"trace {path}: 'warmup_samples' must be a whole number from 0 to {len(samples) - 1} (fewer than the samples), got {warmup!r}")
+        raise TraceError(f"trace {path}: 'warmup_samples' must be a whole number from 0 to {len(samples) - 1} (fewer than the samples), got {shown(warmup)}")
     return Trace(path, gpu, data["workload"], description, truth, float(interval), samples, warmup, job)
 
 

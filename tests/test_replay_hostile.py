@@ -45,6 +45,36 @@ def test_a_lone_surrogate_in_a_trace_string_is_refused_at_start(tmp_path, change
     assert done.returncode == 2 and "lone UTF-16 surrogate" in done.stderr  # refused at start, not 503 on every poll
 
 
+GPU = trace_object()["gpu"]
+
+
+@pytest.mark.parametrize(("change", "where", "limit"), [
+    ({"workload": "w" * (1 << 20)}, "'workload'", 128),
+    ({"gpu": {**GPU, "name": "n" * 129}}, "'gpu.name'", 128),
+    ({"gpu": {**GPU, "driver": "5" * 129}}, "'gpu.driver'", 128),
+    ({"gpu": {**GPU, "uuid": "GPU-" + "0" * 125}}, "'gpu.uuid'", 128),
+    ({"gpu": {**GPU, "pci_bus_id": "0" * 129}}, "'gpu.pci_bus_id'", 128),
+    ({"job": "j" * 129}, "'job'", 128),
+    ({"description": "d" * 4097}, "'description'", 4096),
+    ({"truth": {"t" * 65: 1.0}}, "a key of 'truth'", 64),
+])
+def test_every_string_of_a_trace_is_bounded_and_the_error_names_the_key_and_the_file(tmp_path, change, where, limit) -> None:
+    # Before: a 1 MiB workload loaded, and as part of the uuid of a UUID-less GPU it made 113 MB of /metrics.
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps(trace_object(**change)))
+    with pytest.raises(TraceError, match=rf"trace .*long\.json: {where}") as raised:
+        load_trace(path)
+    assert f"at most {limit} characters" in str(raised.value) and len(str(raised.value)) < 600
+
+
+def test_an_error_quotes_at_most_a_bounded_part_of_what_it_refuses(tmp_path) -> None:
+    huge = "k" * (1 << 20)
+    for change in ({huge: 1}, {"format": huge}, {"warmup_samples": huge}, {"gpu": {**GPU, huge: "x"}}, {"samples": [{"t": 0.5, huge: 1}]}, {"samples": [{"t": 0.5, "health": {huge: 1}}]}):
+        with pytest.raises(TraceError) as raised:
+            parse_trace({**trace_object(), **change}, "t.json")
+        assert "t.json" in str(raised.value) and len(str(raised.value)) < 2000, str(raised.value)[:300]
+
+
 def test_escape_and_bell_in_a_workload_name_never_reach_the_log_raw(tmp_path) -> None:
     record = logging.LogRecord("exporter", logging.INFO, __file__, 1, "replaying %s", ("\x1b]2;T\x07\x1b[2J\x9b",), None)
     line = LogfmtFormatter().format(record)
