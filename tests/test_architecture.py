@@ -31,6 +31,7 @@ NEVER = {
     "exporter.exposition": ("exporter.backends", "exporter.web", "exporter.settings", "exporter.poller", "exporter.commands"),
     "exporter.web": ("exporter.backends", "exporter.settings", "exporter.poller", "exporter.commands"),
     "exporter.config": PRODUCT,
+    "exporter.httpserver": PRODUCT,  # the generic HTTP server: the product's web sits on it
 }
 
 

@@ -16,9 +16,9 @@ from tls_certs import make_pki
 from waiting import PATIENCE
 
 from exporter.config.engine import ConfigError
+from exporter.httpserver.tlsconfig import WebConfigError, load_web_config
 from exporter.settings import load_config
 from exporter.trace import TraceError, load_trace
-from exporter.web.tlsconfig import WebConfigError, load_web_config
 
 SPARSE = 256 * 1024 * 1024  # no disk, but read whole it is 256 MB of memory
 

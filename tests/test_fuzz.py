@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from exporter.apps.scrape import ScrapeError, fetch, read_counter
 from exporter.config.engine import ConfigError
+from exporter.httpserver.tlsconfig import WebConfigError, load_web_config, parse_web_config
 from exporter.settings import config_reference, load_config, parse_config
 from exporter.trace import TraceError, load_trace, parse_trace
-from exporter.web.tlsconfig import WebConfigError, load_web_config, parse_web_config
 
 pytestmark = pytest.mark.slow  # property-based fuzzing
 

@@ -17,7 +17,7 @@ from kube_schemas import documents, validate_all
 from tls_certs import make_pki
 
 from exporter.commands.cli import daemon_parser
-from exporter.web.tlsconfig import load_web_config
+from exporter.httpserver.tlsconfig import load_web_config
 
 pytestmark = pytest.mark.e2e  # real Helm
 

@@ -16,11 +16,11 @@ from waiting import PATIENCE
 
 from exporter.backends.replay import ReplayBackend
 from exporter.exposition.text import CONTENT_TYPE
+from exporter.httpserver.request import REASONS, HttpError, head_end, parse_head
 from exporter.poller import Poller
 from exporter.settings import Config
 from exporter.trace import load_trace
 from exporter.web.payload import Payload
-from exporter.web.request import REASONS, HttpError, head_end, parse_head
 from exporter.web.server import ListenAddressError, WebServer, parse_listen_address
 
 

@@ -20,7 +20,7 @@ import pytest
 from conftest import ROOT, http_get, running_daemon
 from waiting import PATIENCE, wait_until
 
-from exporter.web.loop import Limits
+from exporter.httpserver.loop import Limits
 from exporter.web.payload import Payload
 from exporter.web.server import WebServer
 
@@ -138,7 +138,7 @@ import logging, os, resource, sys
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
 from exporter.web.payload import Payload
 from exporter.web.server import WebServer
-from exporter.web.loop import Limits
+from exporter.httpserver.loop import Limits
 web = WebServer("127.0.0.1:0", lambda gzip: Payload((b"m 1\n",), None), lambda: True, "", limits=Limits(accept_backoff=0.2, max_connections=400))
 web.start()
 hog = []
@@ -219,7 +219,7 @@ def test_a_tls_handshake_that_never_finishes_is_closed_at_the_header_deadline(tm
 
     from tls_certs import make_pki
 
-    from exporter.web.tlsconfig import parse_web_config
+    from exporter.httpserver.tlsconfig import parse_web_config
 
     pki = make_pki(tmp_path)
     config = parse_web_config({"tls_server_config": {"cert_file": "server.crt", "key_file": "server.key"}}, "web.yml", pki.folder)
@@ -359,7 +359,7 @@ def test_kept_alive_scrapes_are_answered_while_a_tls_handshake_is_being_computed
 
     from tls_certs import make_pki
 
-    from exporter.web.tlsconfig import load_web_config
+    from exporter.httpserver.tlsconfig import load_web_config
 
     pki = make_pki(tmp_path)
     web = tmp_path / "web.yml"
@@ -410,7 +410,7 @@ def test_tls_clients_that_do_not_read_pin_no_copy_of_the_page(tmp_path):
 
     from tls_certs import make_pki
 
-    from exporter.web.tlsconfig import load_web_config
+    from exporter.httpserver.tlsconfig import load_web_config
 
     pki = make_pki(tmp_path)
     web = tmp_path / "web.yml"

@@ -14,7 +14,7 @@ from pathlib import Path
 import bcrypt
 import pytest
 
-from exporter.web.login import (
+from exporter.httpserver.login import (
     ALLOWED,
     BUSY,
     FAILED_LOGIN_BURST,
@@ -25,9 +25,9 @@ from exporter.web.login import (
     LoginGuard,
     client_key,
 )
+from exporter.httpserver.tlsconfig import BasicAuth, parse_web_config
 from exporter.web.payload import Payload
 from exporter.web.server import WebServer
-from exporter.web.tlsconfig import BasicAuth, parse_web_config
 
 
 def basic(user: str, password: str) -> str:
@@ -169,7 +169,7 @@ def test_ipv4_clients_of_a_dual_stack_listener_are_throttled_one_address_each(mo
     """On ``[::]`` IPv4 peers arrive as ``::ffff:a.b.c.d``; taken as IPv6 they all fell in ``::/64``,
     so one address failing locked every IPv4 client out."""
     assert client_key("::ffff:10.0.0.5") == "10.0.0.5" and client_key("::ffff:10.0.0.6") == "10.0.0.6"
-    monkeypatch.setattr("exporter.web.login.FAILED_LOGIN_DELAY", 0.0)
+    monkeypatch.setattr("exporter.httpserver.login.FAILED_LOGIN_DELAY", 0.0)
     config = parse_web_config({"basic_auth_users": {"prometheus": bcrypt.hashpw(b"right", bcrypt.gensalt(4)).decode()}}, "web.yml", Path("."))
     web = WebServer("[::]:0", lambda gzip: Payload((b"m 1\n",), None), lambda: True, "login", web_config=config)
     web.start()
@@ -238,7 +238,7 @@ def test_with_users_of_mixed_costs_every_failure_takes_as_long_as_the_costliest(
     same bcrypt work (one check per configured cost, tests/test_webconfig.py), so a costly user's
     wrong password, a cheap one's and an unknown user's take as long as each other however busy the
     machine: compared with each other, measured in turn in the same run, never with a figure."""
-    monkeypatch.setattr("exporter.web.login.FAILED_LOGIN_DELAY", 0.05)
-    monkeypatch.setattr("exporter.web.login.FAILED_LOGIN_BURST", 100)  # 15 tries from one address: none throttled
+    monkeypatch.setattr("exporter.httpserver.login.FAILED_LOGIN_DELAY", 0.05)
+    monkeypatch.setattr("exporter.httpserver.login.FAILED_LOGIN_BURST", 100)  # 15 tries from one address: none throttled
     fastest = fastest_wrong_password({"cheap": 4, "costly": 12}, ("cheap", "nobody", "costly"), rounds=5)
     assert max(fastest.values()) / min(fastest.values()) < 2, fastest

@@ -30,7 +30,7 @@ from exporter.web.payload import Payloads
 from exporter.web.server import ListenAddressError, WebServer, parse_listen_address, systemd_sockets
 
 if TYPE_CHECKING:
-    from exporter.web.tlsconfig import WebConfig
+    from exporter.httpserver.tlsconfig import WebConfig
 
 log = logging.getLogger("exporter")
 STOP_TIMEOUT = 2.0  # seconds each for the poller and the backend to stop before the daemon exits anyway
@@ -208,7 +208,7 @@ def load_web_config_flag(args: argparse.Namespace) -> WebConfig | None:
     """The --web.config.file, loaded and logged; a problem is a StartupError naming file and key."""
     if not args.web_config_file:
         return None
-    from exporter.web.tlsconfig import WebConfigError, load_web_config
+    from exporter.httpserver.tlsconfig import WebConfigError, load_web_config
 
     try:
         web_config = load_web_config(args.web_config_file)

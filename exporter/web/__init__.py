@@ -1,2 +1,3 @@
-"""Serving: the HTTP server and its event loop, request parsing, --web.config.file (TLS, basic auth,
-headers), login throttling and the response bodies. A scrape reads the last snapshot; it never touches a GPU."""
+"""Serving the product over the HTTP server of exporter/httpserver/: /metrics and the landing page,
+the response bodies made from each snapshot, the live page and its history. A scrape reads the
+last snapshot; it never touches a GPU."""

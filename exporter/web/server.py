@@ -1,6 +1,6 @@
 """The HTTP side: /metrics (the prepared exposition), a landing page, /-/healthy and /-/ready.
 
-Connections, time limits and TLS are the event loop's (``exporter.web.loop``); this module answers
+Connections, time limits and TLS are the event loop's (``exporter.httpserver.loop``); this module answers
 requests. Every answer goes out in one write: a head built from pieces prepared per web config,
 followed by the body's chunks as they are (the exposition's cached text is never copied).
 """
@@ -14,17 +14,17 @@ from typing import TYPE_CHECKING, Protocol
 
 from exporter import __version__
 from exporter.exposition.text import CONTENT_TYPE
+from exporter.httpserver.loop import DEFAULT_LIMITS, Connection, EventLoop, Limits, Reply
+from exporter.httpserver.request import REASONS, Request
 from exporter.untrusted import whole_number
 from exporter.web.live import AFTER_DIGITS, parse_after
-from exporter.web.loop import DEFAULT_LIMITS, Connection, EventLoop, Limits, Reply
 from exporter.web.page import LivePage, escape_html
-from exporter.web.request import REASONS, Request
 
 if TYPE_CHECKING:
     import ssl
 
-    from exporter.web.login import LoginGuard
-    from exporter.web.tlsconfig import WebConfig
+    from exporter.httpserver.login import LoginGuard
+    from exporter.httpserver.tlsconfig import WebConfig
 
 
 
@@ -154,10 +154,10 @@ class WebServer:
         if auth is None:
             return self._route(request)
         if self._login is None:
-            from exporter.web.login import LoginGuard
+            from exporter.httpserver.login import LoginGuard
 
             self._login = LoginGuard()
-        from exporter.web.login import ALLOWED, BUSY, FAILED_LOGIN_DELAY, MISSING, THROTTLED
+        from exporter.httpserver.login import ALLOWED, BUSY, FAILED_LOGIN_DELAY, MISSING, THROTTLED
 
         received = time.monotonic()
 

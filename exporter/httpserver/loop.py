@@ -41,13 +41,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from exporter.httpserver.request import MAX_HEAD_BYTES, HttpError, Request, head_end, parse_head
 from exporter.logs import one_line
-from exporter.web.request import MAX_HEAD_BYTES, HttpError, Request, head_end, parse_head
 
 if TYPE_CHECKING:
     import ssl
 
-log = logging.getLogger("exporter.web.server")
+log = logging.getLogger("exporter.web.server")  # the serving log's source, as the server's lines have always said
 
 FD_RESERVE = 64  # file descriptors left to everything else (NVML, logs, app scrapes, the kubelet socket)
 _RECV_BYTES = 65536

@@ -26,8 +26,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from exporter.web.loop import LimitLog
-from exporter.web.tlsconfig import BasicAuth
+from exporter.httpserver.loop import LimitLog
+from exporter.httpserver.tlsconfig import BasicAuth
 
 FAILED_LOGIN_BURST = 10
 FAILED_LOGIN_REFILL = 5.0  # seconds for a client to earn back one failed login
