@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from fakes.kube_api import FakeApiServer
+from waiting import PATIENCE
 
 from exporter.attribution.cgroup import owner_of_cgroup_line, process_owner
 from exporter.attribution.holders import Holder, identify
@@ -52,7 +53,7 @@ def test_a_cgroup_named_after_another_slurm_job_is_not_that_job(path: str, job: 
     assert job_of_cgroup_line(f"0::{path}") == job
 
 
-def api(server: FakeApiServer, timeout: float = 1.0) -> ApiServer:
+def api(server: FakeApiServer, timeout: float = PATIENCE) -> ApiServer:
     return ApiServer("127.0.0.1", server.port, server.service_account, timeout, 16 * 1024 * 1024)
 
 
@@ -68,15 +69,18 @@ def test_an_api_server_that_trickles_its_answer_is_cut_off_at_the_timeout(tmp_pa
         handler.send_response(200)
         handler.send_header("Content-Length", "100000")
         handler.end_headers()
-        for _ in range(60):  # a byte every 50 ms: each read well within the timeout, the answer never whole
-            handler.wfile.write(b" ")
-            handler.wfile.flush()
+        for _ in range(4000):  # a byte every 50 ms: each read well within the timeout, the answer never whole
+            try:
+                handler.wfile.write(b" ")
+                handler.wfile.flush()
+            except OSError:
+                return  # the client hung up: what it should do
             time.sleep(0.05)
 
-    # Before: the 1 s timeout bounded each read, so the call lasted as long as the server chose (3 s
+    # Before: the 1 s timeout bounded each read, so the call lasted as long as the server chose (200 s
     # here, forever for a server that keeps going) and then failed as an incomplete read.
     with FakeApiServer(tmp_path, {"/api/v1/pods": trickle}) as server, pytest.raises(ApiError, match=r"no whole answer within 1 s"):
-        api(server).get("/api/v1/pods")
+        api(server, timeout=1.0).get("/api/v1/pods")
 
 
 # Every separator str.splitlines knows besides "\n"; the kernel refuses "\n" in a cgroup name, not these.

@@ -106,7 +106,7 @@ def test_one_deadline_covers_the_whole_exchange(what):
         "status line": dribble(head + BODY, 0.2, stop),
         "headers": lambda connection: (connection.sendall(head[:20]), dribble(head[20:] + BODY, 0.2, stop)(connection)),
         "body": lambda connection: (connection.sendall(head), dribble(BODY * 5, 0.2, stop)(connection)),
-        "hang": lambda connection: stop.wait(30),
+        "hang": lambda connection: stop.wait(PATIENCE),
     }[what]
     try:
         with raw_serving(answer) as url, pytest.raises(ScrapeError, match=r"no complete answer within scrape_timeout \(1s\)"):

@@ -168,17 +168,21 @@ def test_a_real_prometheus_records_mig_labels_per_pod_copies_and_hostname_from_r
                 deadline = time.monotonic() + PATIENCE
                 mig_series: list[dict] = []
                 shared: list[dict] = []
-                while time.monotonic() < deadline and (len(mig_series) < 2 or len(shared) < 2):
+                groups: list[dict] = []
+
+                def evaluated() -> bool:  # every rule of both groups evaluated once: its health is no longer "unknown"
+                    return len(groups) == 2 and all(rule["health"] != "unknown" for group in groups for rule in group["rules"])
+
+                while time.monotonic() < deadline and (len(mig_series) < 2 or len(shared) < 2 or not evaluated()):
                     assert prometheus.poll() is None, (tmp_path / "prometheus.log").read_text()[-2000:]
                     with contextlib.suppress(OSError, KeyError, ValueError, AssertionError):
                         mig_series = prometheus_query(port, 'DCGM_FI_PROF_SM_ACTIVE{GPU_I_ID!=""}')
                         shared = prometheus_query(port, 'DCGM_FI_DEV_GPU_UTIL{uuid="GPU-replay-0-copy_2GB"}')
+                        groups = json.loads(http_get(f"http://127.0.0.1:{port}/api/v1/rules")[1])["data"]["groups"]
                     time.sleep(0.3)
-                status, body = http_get(f"http://127.0.0.1:{port}/api/v1/rules")
-                groups = json.loads(body)["data"]["groups"]
             finally:
                 prometheus.terminate()
-                prometheus.wait(10)
+                prometheus.wait(PATIENCE)
     finally:
         shutil.rmtree(socket_dir, ignore_errors=True)
     assert sorted((s["metric"]["UUID"], s["metric"]["GPU_I_ID"], s["metric"]["GPU_I_PROFILE"], s["metric"]["modelName"]) for s in mig_series) == [

@@ -92,7 +92,7 @@ def test_pod_labels_survive_the_servicemonitor_and_exporter_pod_labels_do_not(tm
                     time.sleep(0.3)
             finally:
                 prometheus.terminate()
-                prometheus.wait(10)
+                prometheus.wait(PATIENCE)
     finally:
         shutil.rmtree(socket_dir, ignore_errors=True)
     labels = {item["metric"]["uuid"]: item["metric"] for item in series}

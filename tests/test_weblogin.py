@@ -13,6 +13,7 @@ from pathlib import Path
 
 import bcrypt
 import pytest
+from waiting import PATIENCE
 
 from exporter.httpserver.login import (
     ALLOWED,
@@ -56,7 +57,7 @@ def test_a_client_gets_a_burst_of_failures_then_one_per_refill_and_a_success_giv
     def attempt(password: str, client: str = "10.0.0.1") -> str | None:
         verdict = guard.check(auth, basic("alice", password), client, done)
         if verdict is None:
-            assert finished.acquire(timeout=10)
+            assert finished.acquire(timeout=PATIENCE)
         return verdict
 
     assert guard.check(auth, None, "10.0.0.1", done) == MISSING
@@ -80,7 +81,7 @@ def server_with_users(users: dict[str, bytes]) -> WebServer:
 
 def get(port: int, authorization: str | None, connection: http.client.HTTPConnection | None = None) -> int:
     own = connection is None
-    connection = connection or http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection = connection or http.client.HTTPConnection("127.0.0.1", port, timeout=PATIENCE)
     try:
         connection.request("GET", "/metrics", headers={"Authorization": authorization} if authorization else {})
         response = connection.getresponse()
@@ -96,7 +97,7 @@ def test_scrapes_keep_answering_while_wrong_passwords_are_hammered(caplog):
     caplog.set_level(logging.WARNING, logger="exporter.web.server")
     web = server_with_users({"prometheus": bcrypt.hashpw(b"right-password", bcrypt.gensalt(10))})
     try:
-        scraper = http.client.HTTPConnection("127.0.0.1", web.port, timeout=30)
+        scraper = http.client.HTTPConnection("127.0.0.1", web.port, timeout=PATIENCE)
         assert get(web.port, basic("prometheus", "right-password"), scraper) == 200  # checked once, then cached
         stop = threading.Event()
         hammered: list[int] = []
@@ -109,13 +110,15 @@ def test_scrapes_keep_answering_while_wrong_passwords_are_hammered(caplog):
         for thread in attackers:
             thread.start()
         scrapes = []
-        deadline = time.monotonic() + 30
+        started = time.monotonic()
+        deadline = started + PATIENCE
         while (len(scrapes) < 100 or 429 not in hammered) and time.monotonic() < deadline:  # until the throttle bites
             scrapes.append(get(web.port, basic("prometheus", "right-password"), scraper))
             time.sleep(0.01)
         stop.set()
         for thread in attackers:
-            thread.join(30)
+            thread.join(PATIENCE)
+        lasted = time.monotonic() - started
         scraper.close()
         checkers = [thread for thread in threading.enumerate() if thread.name == "login-check"]
     finally:
@@ -124,7 +127,7 @@ def test_scrapes_keep_answering_while_wrong_passwords_are_hammered(caplog):
     assert hammered.count(401) <= FAILED_LOGIN_BURST + 2 and hammered.count(429) > 0  # the rest were refused without bcrypt
     assert len(checkers) == 1  # one bcrypt check at a time, never on the serving thread
     failed_lines = [record.getMessage() for record in caplog.records if "failed basic-auth login" in record.getMessage()]
-    assert 1 <= len(failed_lines) <= 2 and "'prometheus': wrong password" in failed_lines[0]  # rate-limited
+    assert 1 <= len(failed_lines) <= 2 + lasted / 60 and "'prometheus': wrong password" in failed_lines[0]  # rate-limited: a line a minute
     assert not any("guess-" in record.getMessage() for record in caplog.records)  # never a password
     assert any("logins get 429 without a check" in record.getMessage() for record in caplog.records)
 
@@ -148,16 +151,21 @@ def fastest_wrong_password(costs: dict[str, int], users: tuple[str, ...], rounds
 @pytest.mark.slow
 def test_unknown_users_and_wrong_passwords_of_cheap_and_costly_hashes_take_as_long():
     """Before: a cost-4 user's wrong password took ~1 ms, an unknown user ~250 ms (a decoy of the
-    highest cost). Now each failed check is answered after the same floor."""
-    fastest = fastest_wrong_password({"cheap": 4, "costly": 9}, ("cheap", "costly", "nobody"))
-    assert all(value >= FAILED_LOGIN_DELAY * 0.9 for value in fastest.values()), fastest  # the floor: a lower bound, which load only lengthens
-    assert max(fastest.values()) / min(fastest.values()) < 2, fastest
+    highest cost). Now each failed check is answered after the same floor. A busy machine only
+    lengthens a try, so rounds are tried until the fastest of each are within 2x (a retry budget)."""
+    fastest: dict[str, float] = {}
+    deadline = time.monotonic() + PATIENCE
+    while not fastest or max(fastest.values()) / min(fastest.values()) >= 2:
+        assert time.monotonic() < deadline, fastest
+        for user, took in fastest_wrong_password({"cheap": 4, "costly": 9}, ("cheap", "costly", "nobody")).items():
+            fastest[user] = min(fastest.get(user, took), took)
+        assert all(value >= FAILED_LOGIN_DELAY * 0.9 for value in fastest.values()), fastest  # the floor: a lower bound, which load only lengthens
 
 
 def get_from(source: str, port: int, authorization: str) -> int:
     """GET /metrics over a connection from the loopback address ``source`` (127.0.0.x)."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=30, source_address=(source, 0))
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    sock = socket.create_connection(("127.0.0.1", port), timeout=PATIENCE, source_address=(source, 0))
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=PATIENCE)
     connection.sock = sock
     try:
         return get(port, authorization, connection)
@@ -184,7 +192,10 @@ def test_ipv4_clients_of_a_dual_stack_listener_are_throttled_one_address_each(mo
 class SlowAuth(BasicAuth):
     """A bcrypt check that takes as long as a costly hash (20 ms more), without burning the CPU."""
 
+    checks = 0  # every SlowAuth check begun so far (all run on the one login-check thread)
+
     def verify(self, user: str, password: bytes) -> bool:
+        SlowAuth.checks += 1
         time.sleep(0.02)
         return super().verify(user, password)
 
@@ -207,19 +218,20 @@ def test_valid_logins_do_not_queue_behind_a_flood_of_wrong_passwords_from_many_a
                     busy_seen.set()
             time.sleep(0.005)
 
-    def login(client: str, auth: BasicAuth) -> tuple[str | None, bool, float]:
+    def login(client: str, auth: BasicAuth) -> tuple[str | None, bool, int]:
+        """The verdict, the outcome, and how many of the flood's checks began while it waited."""
         finished = threading.Event()
         outcome: list[bool] = []
-        started = time.monotonic()
+        began = SlowAuth.checks
         verdict = guard.check(auth, basic("prometheus", "right"), client, lambda ok: (outcome.append(ok), finished.set()))
         if verdict is None:
-            assert finished.wait(10)
-        return verdict, bool(outcome and outcome[0]), time.monotonic() - started
+            assert finished.wait(PATIENCE)
+        return verdict, bool(outcome and outcome[0]), SlowAuth.checks - began - 1
 
     flooder = threading.Thread(target=flood)
     flooder.start()
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + PATIENCE
         while len(failed) < 120 and time.monotonic() < deadline:  # every attacker has failed once (~3 s)
             time.sleep(0.05)
         assert busy_seen.is_set()
@@ -227,10 +239,12 @@ def test_valid_logins_do_not_queue_behind_a_flood_of_wrong_passwords_from_many_a
         results += [login("10.9.9.9", SlowAuth(hashed)) for _ in range(19)]  # rotations: a new hash, no cache
     finally:
         stop.set()
-        flooder.join(10)
+        flooder.join(PATIENCE)
         guard.close()
     assert [(verdict, ok) for verdict, ok, _ in results] == [(None, True)] * 20
-    assert max(took for _, _, took in results) < 2.0  # a check or two of 20 ms each, not the flood's queue
+    # Each waited for the check under way at most (or one just taken from its lane), never for the
+    # flood's queue of 16: counted in checks, so a busy machine cannot make it fail.
+    assert max(between for _, _, between in results) <= 1, results
 
 
 def test_with_users_of_mixed_costs_every_failure_takes_as_long_as_the_costliest(monkeypatch):
