@@ -7,7 +7,11 @@ bound is the same (docs/classes.md gives each class's physical argument, where t
 between cards, and the recorded jobs that show it):
 - a link (PCIe, NVLink) moving data at ``communication_link`` of its peak or more while most SMs
   have nothing to run is the limit, whatever the other readings say: checked first, so a transfer
-  the graphics engine does not see is never called idle.
+  the graphics engine does not see is never called idle. So is a link at its practical roof
+  (``communication_roof`` of ``link_roof``) while no math pipe is as near its own and DRAM is below
+  its roof band, whatever
+  the SM share: kernels that read or write host memory directly (zero-copy, UVA) fill every SM
+  with warps that wait on the link, and SM activity counts a waiting warp as active.
 - ``idle`` only where it is known that no kernel ran (SM activity, or the engine's, exactly 0 over a
   profiling window) and no engine was busy: a job that runs kernels rarely is starved (``host``) on
   every card, however fast the card makes its kernels. Utilization 0 with no such reading (no
@@ -65,6 +69,8 @@ class BottleneckThresholds:
     compute_pipe: float = setting(0.2, ratio, "compute: a math pipe (tensor, FP64, FP32, FP16; not the integer pipe) at least this active, with SM activity at least underfilled_sm_active")
     memory_latency_dram: float = setting(0.1, ratio, "memory_latency: DRAM at least this active, below memory_dram, on the memory side, with the SMs busy: the job waits on memory without filling its bandwidth")
     communication_link: float = setting(0.3, ratio, "communication: PCIe or NVLink at least this share of its peak while SM activity is below underfilled_sm_active (checked before every other rule)")
+    link_roof: float = setting(0.9, ratio, "a link's practical roof as a share of its per-direction peak (pinned copies and zero-copy kernels reach 0.85-0.94 of PCIe Gen5 x16's 64 GB/s)")
+    communication_roof: float = setting(0.8, ratio, "communication whatever the SM share: the busiest link direction at this nearness to its practical roof (link / link_roof) or more while no math pipe is that near its own (pipes / pipe_roof) and DRAM is below memory_dram: the warps the SMs hold wait on the link")
     transfer_link: float = setting(0.1, ratio, "communication below the link's roof: where most SMs are idle (else underfilled), PCIe or NVLink at least this share of its peak and above every math pipe's and DRAM's share: moving bytes is the GPU's main work (NCCL's point-to-point transfers run on few SMs by design)")
     underfilled_sm_active: float = setting(0.5, ratio, "underfilled: SM activity below this while the GPU is busy")
     latency_occupancy: float = setting(0.1, ratio, "latency: SM occupancy below this ...")
@@ -105,8 +111,8 @@ CLASSES: tuple[BottleneckClass, ...] = (
     ),
     BottleneckClass(
         "communication",
-        "PCIe or NVLink moves data near its peak, or is the unit nearest its roof, while most SMs have nothing to run: moving bytes is the GPU's work and the link is the limit",
-        "Overlap communication with compute, send fewer and larger messages (batch or compress transfers), keep data resident on the GPU, let NCCL use more channels (NCCL_MIN_NCHANNELS), use a faster path (NVLink, GPUDirect).",
+        "PCIe or NVLink moves data near its peak, or is the unit nearest its roof, while most SMs have nothing to run; or a link is at its practical roof with no math pipe or DRAM near theirs, whatever the SM share (kernels reading host memory directly keep every SM's warps waiting on the link): moving bytes is the GPU's work and the link is the limit",
+        "Move fewer bytes over the link: stage data through device memory in large batched copies instead of reading host memory from kernels (zero-copy, UVA), keep hot data resident on the GPU, batch or compress transfers, overlap them with compute, let NCCL use more channels (NCCL_MIN_NCHANNELS), use a faster path (NVLink, GPUDirect, C2C).",
     ),
     BottleneckClass(
         "peer_wait",
@@ -188,12 +194,25 @@ def host_bound(activity: Activity, busy: float, limits: BottleneckThresholds) ->
     return busy < limits.host_utilization and gap >= busy * (1.0 - roof_nearness(activity, limits))
 
 
+def link_at_roof(activity: Activity, limits: BottleneckThresholds) -> bool:
+    """The busiest link direction is at its practical roof, no math pipe is as near its own and DRAM
+    is below its roof band (``memory_dram``, the memory rule's): the time goes to moving bytes over
+    the link, however many SMs hold warps waiting on it. Each unit is weighed against its own
+    practical roof, so the test reads the same on every card."""
+    link = activity.link
+    if link is None or link < limits.communication_roof * limits.link_roof:
+        return False
+    return (activity.pipes or 0.0) < limits.communication_roof * limits.pipe_roof and (activity.dram or 0.0) < limits.memory_dram
+
+
 def classify(activity: Activity, limits: BottleneckThresholds) -> str:
     """The class of one (possibly smoothed) window; the rules are checked in order."""
     sm_active = activity.sm_active
     link = activity.link
     if link is not None and link >= limits.communication_link and (sm_active is None or sm_active < limits.underfilled_sm_active):
         return "communication"
+    if link_at_roof(activity, limits):
+        return "communication"  # zero-copy kernels, many-channel collectives: the SMs hold warps that wait on the link
     busy = activity.busy
     if busy is None:
         return "unknown"

@@ -202,6 +202,42 @@ def test_below_its_roof_a_link_is_the_work_where_it_is_the_busiest_unit():
     assert judged(0.12, sm_active=0.3, fp32_active=0.2) == "underfilled" and judged(0.12, dram_active=0.15) == "underfilled"
 
 
+def zero_copy(pcie_rx: float = 0.0, pcie_tx: float = 0.0, **readings: float) -> GpuSample:
+    """A kernel reading (rx) or writing (tx) pinned host memory directly, as issue 43 saw it live on an
+    H200: every SM holds warps (SM activity 0.99, occupancy 0.85) that wait on PCIe, DRAM and every pipe idle."""
+    profiling = {"sm_active": 0.99, "sm_occupancy": 0.85, "graphics_active": 0.99, "tensor_active": 0.0, "fp32_active": 0.02, "fp64_active": 0.0,
+                 "fp16_active": 0.0, "integer_active": 0.03, "dram_active": 0.01, **readings}
+    return synthetic(0.99, pcie_rx_bytes_per_second=pcie_rx, pcie_tx_bytes_per_second=pcie_tx, **profiling)
+
+
+@pytest.mark.parametrize(("rx", "tx"), [(56e9, 1e9), (1e9, 60e9)])
+def test_a_link_at_its_roof_is_communication_whatever_the_sm_share(rx, tx):
+    """Zero-copy reads (PCIe rx 56 GB/s of 64) or writes (tx 60): the link is the only unit near a roof,
+    and the warps are resident because they wait on it. Before, the communication rules asked for SM
+    activity below 0.5 and the GPU read mixed."""
+    derived = derive(zero_copy(rx, tx), Config())
+    assert derived.bottleneck == "communication"
+    assert not any(derived.mismatch.values())  # the link works near its roof: nothing is wasted
+
+
+def test_a_link_below_its_roof_with_busy_sms_is_not_called_communication():
+    """At half its practical roof the link is not what holds the warps (a gather, a latency-bound kernel)."""
+    assert derive(zero_copy(0.4 * 64e9), Config()).bottleneck == "mixed"
+
+
+@pytest.mark.parametrize(("readings", "expected"), [({"tensor_active": 0.8, "tensor_hmma_active": 0.8}, "compute"), ({"dram_active": 0.7}, "memory")])
+def test_a_link_at_its_roof_beside_a_pipe_or_dram_at_theirs_keeps_their_class(readings, expected):
+    """A GEMM or a copy at its own roof while the link is busy too: the GPU's own units are the limit."""
+    assert derive(zero_copy(56e9, **readings), Config()).bottleneck == expected
+
+
+def test_the_link_roof_is_each_units_share_of_its_own_practical_roof():
+    """0.8 of the link's practical roof (0.9 of its peak) is 0.72 of 64 GB/s: 46 GB/s on PCIe Gen5 x16,
+    23 on Gen4; the same nearness on every card and link."""
+    assert derive(zero_copy(0.73 * 64e9), Config()).bottleneck == "communication"
+    assert derive(zero_copy(0.71 * 64e9), Config()).bottleneck == "mixed"
+
+
 def test_link_traffic_of_an_unknown_model_cannot_be_judged():
     unknown = dataclasses.replace(synthetic(1.0, sm_active=0.1, nvlink_tx_bytes_per_second=400e9), device=dataclasses.replace(H200, name="NVIDIA Imaginary X1"))
     assert derive(unknown).bottleneck == "underfilled"
