@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 from corpus_fleet import GROUPS as FLEET_GROUPS  # noqa: E402  (tools/, the script's own folder)
 from corpus_fleet import capture_cuda_graph  # noqa: E402
 from corpus_issue34 import GROUPS as ISSUE34_GROUPS  # noqa: E402
+from corpus_issue43 import GROUPS as ISSUE43_GROUPS  # noqa: E402
 
 from exporter.commands.record import format_trace  # noqa: E402
 
@@ -391,7 +392,7 @@ def main() -> int:
     def record(name: str, description: str, step: Callable[[Work], None], truth_keys: tuple[str, ...], extra_truth: Callable[[], dict[str, float]] | None = None) -> None:
         record_while(name, description, step, args.out, args.duration, args.interval, truth_keys, extra_truth)
 
-    for group, fleet_members, fleet_run in (*FLEET_GROUPS, *ISSUE34_GROUPS):
+    for group, fleet_members, fleet_run in (*FLEET_GROUPS, *ISSUE34_GROUPS, *ISSUE43_GROUPS):
         groups.append((group, set(fleet_members), functools.partial(fleet_run, torch, record, wanted, say)))
     for name, members, run in groups:
         if only is not None and not members & only:
