@@ -19,7 +19,7 @@ KNOWN = import_graph.modules(ROOT)
 PRODUCT = (
     "exporter.metrics", "exporter.sample", "exporter.gpm_metrics", "exporter.peaks", "exporter.taxonomy", "exporter.collectors", "exporter.trace", "exporter.selfstats",
     "exporter.backends", "exporter.attribution", "exporter.pipeline", "exporter.apps", "exporter.snapshot", "exporter.overview", "exporter.exposition", "exporter.web",
-    "exporter.settings", "exporter.poller", "exporter.commands",
+    "exporter.otlp", "exporter.settings", "exporter.poller", "exporter.commands",
 )  # fmt: skip
 # A package never imports these (nor anything in them). The root Config (exporter.settings) sits
 # above the features: each is handed its own section, never the whole file.
@@ -30,6 +30,7 @@ NEVER = {
     "exporter.apps": ("exporter.backends", "exporter.pipeline", "exporter.exposition", "exporter.web", "exporter.settings", "exporter.poller", "exporter.commands"),
     "exporter.exposition": ("exporter.backends", "exporter.web", "exporter.settings", "exporter.poller", "exporter.commands"),
     "exporter.web": ("exporter.backends", "exporter.settings", "exporter.poller", "exporter.commands"),
+    "exporter.otlp": ("exporter.backends", "exporter.web", "exporter.settings", "exporter.poller", "exporter.commands"),
     "exporter.config": PRODUCT,
     "exporter.httpserver": PRODUCT,  # the generic HTTP server: the product's web sits on it
 }

@@ -11,7 +11,14 @@ from pathlib import Path
 
 from exporter import __version__, logs
 from exporter.commands.environment import arguments_from_environment
-from exporter.commands.flags import Parser, add_collector_flags, add_common_flags, add_dcgm_flags, duration_flag
+from exporter.commands.flags import (
+    Parser,
+    add_collector_flags,
+    add_common_flags,
+    add_dcgm_flags,
+    add_otlp_flags,
+    duration_flag,
+)
 from exporter.config.values import MIN_COLLECT_INTERVAL, parse_duration
 from exporter.untrusted import whole_number
 
@@ -80,6 +87,7 @@ def daemon_parser() -> argparse.ArgumentParser:
     parser.add_argument("--backend", choices=("auto", "nvml", "dcgm", "replay"), default="auto", help="where readings come from (default auto: DCGM where it answers with profiling fields, else NVML with GPM where the GPU has it; --replay and --demo imply replay): see docs/dcgm.md")
     add_dcgm_flags(parser)
     add_collector_flags(parser)
+    add_otlp_flags(parser)
     add_common_flags(parser)
     return parser
 

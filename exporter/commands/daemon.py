@@ -20,6 +20,7 @@ from exporter.backends.waiting import WaitingBackend
 from exporter.commands.flags import collectors_settings, dcgm_settings
 from exporter.config.engine import ConfigError, restart_only_changes
 from exporter.logs import fields, one_line
+from exporter.otlp.push import OtlpUnavailable
 from exporter.poller import Poller
 from exporter.selfstats import limit_malloc_arenas, release_freed_memory
 from exporter.settings import Config, load_config
@@ -31,6 +32,7 @@ from exporter.web.server import ListenAddressError, WebServer, parse_listen_addr
 
 if TYPE_CHECKING:
     from exporter.httpserver.tlsconfig import WebConfig
+    from exporter.otlp.push import OtlpPusher
 
 log = logging.getLogger("exporter")
 STOP_TIMEOUT = 2.0  # seconds each for the poller and the backend to stop before the daemon exits anyway
@@ -107,6 +109,14 @@ def run(args: argparse.Namespace) -> int:
     poller = Poller(backend, config)
     payloads = Payloads()
     poller.subscribe(payloads.publish)
+    try:
+        pusher = otlp_pusher(args)
+    except OtlpUnavailable as error:
+        log.error("%s", error)
+        backend.close()
+        return 2
+    if pusher is not None:
+        poller.subscribe(pusher.take)
     page = live_page(poller, note, args.telemetry_path, traces) if getattr(args, "web_ui", True) else None
     try:
         server = WebServer(args.listen_address, payloads.payload, poller.is_ready, note, args.telemetry_path, web_config, page=page, sockets=sockets)
@@ -129,6 +139,8 @@ def run(args: argparse.Namespace) -> int:
             log.info("stopping")
             server.close()
             poller.stop(STOP_TIMEOUT)
+            if pusher is not None:
+                pusher.close(STOP_TIMEOUT)
             # A backend call that hangs (a wedged driver) must not hold the exit: close on the side.
             closer = threading.Thread(target=backend.close, name="backend-close", daemon=True)
             closer.start()
@@ -139,6 +151,17 @@ def run(args: argparse.Namespace) -> int:
         except Exception as error:  # MemoryError, RecursionError, a bug: never the end of the daemon
             log.error("reload failed, keeping the running configuration and web config: %s", one_line(error))
     return 0
+
+
+def otlp_pusher(args: argparse.Namespace) -> OtlpPusher | None:
+    """The OTLP pusher --otlp.endpoint asks for, or None; OtlpUnavailable without the otlp extra."""
+    if not getattr(args, "otlp_endpoint", None):
+        return None
+    from exporter.otlp.push import OtlpPusher, OtlpSettings
+
+    pusher = OtlpPusher(OtlpSettings(args.otlp_endpoint, args.otlp_protocol, args.otlp_interval, args.otlp_timeout))
+    log.info("pushing over OTLP (%s) to %s every %gs", args.otlp_protocol, args.otlp_endpoint, args.otlp_interval, extra=fields(otlp=args.otlp_endpoint))
+    return pusher
 
 
 def served_url(listen_address: str, port: int, telemetry_path: str, web_config: WebConfig | None) -> str:

@@ -48,6 +48,34 @@ def add_dcgm_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dcgm.no-discover", dest="dcgm_no_discover", action="store_true", help="without --dcgm.host, start an embedded DCGM host engine at once instead of first looking for a running nv-hostengine: see docs/dcgm.md")
 
 
+def otlp_endpoint(text: str) -> str:
+    """--otlp.endpoint: an http(s) URL without credentials (headers go in OTEL_EXPORTER_OTLP_HEADERS)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 (raises on a port that is not a number)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{text[:200]!r} is not a URL: {error}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(f"expected an http:// or https:// URL of the OTLP receiver, got {text[:200]!r}")
+    if parts.username is not None or parts.password is not None:
+        raise argparse.ArgumentTypeError("credentials in the URL are not accepted (they would be logged): give them as headers in OTEL_EXPORTER_OTLP_HEADERS")
+    if any(ord(character) < 0x21 or ord(character) == 0x7F for character in text):
+        raise argparse.ArgumentTypeError("the URL contains white space or a control character")
+    return text
+
+
+def add_otlp_flags(parser: argparse.ArgumentParser) -> None:
+    """Pushing the series over OTLP as well (the otlp extra): docs/otlp.md."""
+    from exporter.otlp.push import PROTOCOLS
+
+    parser.add_argument("--otlp.endpoint", dest="otlp_endpoint", type=otlp_endpoint, metavar="URL", help="also push every series to this OTLP receiver (grpc: http://collector:4317; http/protobuf: http://collector:4318/v1/metrics); needs the otlp extra: see docs/otlp.md")
+    parser.add_argument("--otlp.protocol", dest="otlp_protocol", choices=PROTOCOLS, default="grpc", help="OTLP over grpc (default) or http/protobuf")
+    parser.add_argument("--otlp.interval", dest="otlp_interval", type=duration_flag(1.0), default=60.0, help="time between two pushes (default 60s, 1s to 1h)")
+    parser.add_argument("--otlp.timeout", dest="otlp_timeout", type=duration_flag(0.1, 60.0), default=10.0, help="how long one push may take (default 10s, at most 60s)")
+
+
 def add_collector_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--collector.disable-defaults", dest="collector_disable_defaults", action="store_true",
                         help="start from no collector: only those named with --collector.NAME are exported (node_exporter's flag)")

@@ -1,0 +1,1 @@
+"""Pushing the catalogue's series over OTLP (the optional ``otlp`` extra): docs/otlp.md."""
