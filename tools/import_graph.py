@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("sources", ("exporter.backends", "exporter.attribution")),
     ("pipeline", ("exporter.pipeline", "exporter.apps")),
     ("published", ("exporter.snapshot", "exporter.overview", "exporter.exposition")),
-    ("web", ("exporter.web",)),
+    ("web", ("exporter.web", "exporter.otlp")),  # the outlets: served (web) and pushed (otlp)
     ("settings", ("exporter.settings",)),
     ("poller", ("exporter.poller",)),
     ("commands", ("exporter.commands", "exporter.__main__")),
