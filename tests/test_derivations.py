@@ -215,27 +215,27 @@ def test_a_link_at_its_roof_is_communication_whatever_the_sm_share(rx, tx):
     """Zero-copy reads (PCIe rx 56 GB/s of 64) or writes (tx 60): the link is the only unit near a roof,
     and the warps are resident because they wait on it. Before, the communication rules asked for SM
     activity below 0.5 and the GPU read mixed."""
-    derived = derive(zero_copy(rx, tx), Config())
+    derived = derive(zero_copy(rx, tx))
     assert derived.bottleneck == "communication"
     assert not any(derived.mismatch.values())  # the link works near its roof: nothing is wasted
 
 
 def test_a_link_below_its_roof_with_busy_sms_is_not_called_communication():
     """At half its practical roof the link is not what holds the warps (a gather, a latency-bound kernel)."""
-    assert derive(zero_copy(0.4 * 64e9), Config()).bottleneck == "mixed"
+    assert derive(zero_copy(0.4 * 64e9)).bottleneck == "mixed"
 
 
 @pytest.mark.parametrize(("readings", "expected"), [({"tensor_active": 0.8, "tensor_hmma_active": 0.8}, "compute"), ({"dram_active": 0.7}, "memory")])
 def test_a_link_at_its_roof_beside_a_pipe_or_dram_at_theirs_keeps_their_class(readings, expected):
     """A GEMM or a copy at its own roof while the link is busy too: the GPU's own units are the limit."""
-    assert derive(zero_copy(56e9, **readings), Config()).bottleneck == expected
+    assert derive(zero_copy(56e9, **readings)).bottleneck == expected
 
 
 def test_the_link_roof_is_each_units_share_of_its_own_practical_roof():
     """0.8 of the link's practical roof (0.9 of its peak) is 0.72 of 64 GB/s: 46 GB/s on PCIe Gen5 x16,
     23 on Gen4; the same nearness on every card and link."""
-    assert derive(zero_copy(0.73 * 64e9), Config()).bottleneck == "communication"
-    assert derive(zero_copy(0.71 * 64e9), Config()).bottleneck == "mixed"
+    assert derive(zero_copy(0.73 * 64e9)).bottleneck == "communication"
+    assert derive(zero_copy(0.71 * 64e9)).bottleneck == "mixed"
 
 
 def test_link_traffic_of_an_unknown_model_cannot_be_judged():
