@@ -407,8 +407,11 @@ APP = "apps:\n  - name: llm\n    url: '{url}'\n    counter: tokens_total\n    un
         (APP.format(url="http://127.0.0.1:8000/métriques"), "apps[0].url", "a URL is ASCII: percent-encode"),
         (APP.format(url="http://" + "a" * 64 + ".example:8000/metrics"), "apps[0].url", "one over 63 characters"),
         (APP.format(url="http://a..b:8000/metrics"), "apps[0].url", "an empty part"),
+        # Credentials were accepted, never sent, and logged in clear with the URL.
+        (APP.format(url="http://user:pw@127.0.0.1:1/metrics"), "apps[0].url", "'http://<credentials>@127.0.0.1:1/metrics': credentials in an app's URL (user:password@) are refused"),
+        (APP.format(url="https://token@127.0.0.1:8443/metrics"), "apps[0].url", "credentials in an app's URL"),
     ],
-    ids=["grpc-overflow", "response-bytes", "hold-polls", "non-ascii-path", "long-host-label", "empty-host-label"],
+    ids=["grpc-overflow", "response-bytes", "hold-polls", "non-ascii-path", "long-host-label", "empty-host-label", "user-and-password", "user-only"],
 )
 def test_values_accepted_before_but_unusable_later_are_refused_at_load(tmp_path, text, key, reason):
     """Each of these loaded, then failed every kubelet call (grpc OverflowError) or every scrape
@@ -416,7 +419,7 @@ def test_values_accepted_before_but_unusable_later_are_refused_at_load(tmp_path,
     that can never act."""
     path, message = load_error(tmp_path, text)
     assert message.startswith(f"config file {path}: '{key}': ")
-    assert reason in message
+    assert reason in message and ":pw@" not in message and "token@" not in message
 
 
 def test_the_largest_accepted_message_limit_works_with_grpc():

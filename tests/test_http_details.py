@@ -61,6 +61,32 @@ def test_redirects_are_followed_a_few_times_to_the_same_scheme():
         read(url)
 
 
+def test_a_redirect_to_another_host_or_port_is_not_followed():
+    """Before: an app's 302 sent the scrape to any host and port (another loopback service of the node)."""
+    asked: list[str] = []
+
+    def other_service(handler) -> None:
+        asked.append(handler.path)
+        send(handler, BODY)
+
+    with serving(other_service) as other:
+        port = other.split(":")[2].split("/")[0]
+        for location in (f"http://127.0.0.1:{port}/metrics", f"http://localhost:{port}/metrics", f"//127.0.0.1:{port}/metrics"):
+            with serving(redirecting({"/metrics": location})) as url, pytest.raises(ScrapeError, match=r"only redirects to the same scheme, host and port are followed"):
+                read(url)
+        with serving(redirecting({"/metrics": f"http://user:secret@127.0.0.1:{port}/metrics"})) as url, pytest.raises(ScrapeError) as raised:
+            read(url)
+        assert "a redirect with credentials in its URL is not followed" in str(raised.value) and "secret" not in str(raised.value)
+    assert asked == []
+
+    def to_itself_in_full(handler) -> None:
+        host, port = handler.server.server_address[:2]
+        redirecting({"/metrics": f"HTTP://{host}:{port}/v2/metrics"})(handler)
+
+    with serving(to_itself_in_full) as url:  # the same origin, spelled out: followed
+        assert read(url) == {(): 7.0}
+
+
 def test_a_repeated_series_is_logged_once_and_its_last_value_used(caplog):
     """Before, the last value won silently: a page with two series of one name and labels."""
     body = b'x_total{a="1"} 5\nx_total{a="1"} 9\n'

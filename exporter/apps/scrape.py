@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import TextIO, cast
 
 from exporter import __version__
+from exporter.config.values import cut, without_credentials
 from exporter.untrusted import whole_number
 
 ACCEPT = "text/plain; version=0.0.4"
@@ -174,7 +175,8 @@ def fetch(url: str, timeout: float, max_bytes: int, names: Iterable[str], abort:
     """GET ``url``: the lines of the metric ``names`` in its body (``LineFilter``). The whole
     exchange, redirects included, must finish within ``timeout`` seconds; the answer carries that
     deadline on to ``read_counter``. ``abort`` lets another thread end it early. Up to
-    MAX_REDIRECTS redirects are followed, to the same scheme only (as Prometheus follows them)."""
+    MAX_REDIRECTS redirects are followed, to the same scheme, host and port only: an app's answer
+    never sends the scrape to another service of the node."""
     deadline = time.monotonic() + timeout
     for _ in range(MAX_REDIRECTS + 1):
         lines = LineFilter(names)
@@ -182,10 +184,22 @@ def fetch(url: str, timeout: float, max_bytes: int, names: Iterable[str], abort:
         if location is None:
             return lines.finish(deadline)
         target = urllib.parse.urljoin(url, location)
-        if urllib.parse.urlsplit(target).scheme != urllib.parse.urlsplit(url).scheme:
-            raise ScrapeError(f"redirected from {url} to {target[:200]}: only redirects to the same scheme are followed")
+        if "@" in urllib.parse.urlsplit(target).netloc:
+            raise ScrapeError(f"redirected from {url} to {cut(without_credentials(target))}: a redirect with credentials in its URL is not followed")
+        if _origin(target) != _origin(url):
+            raise ScrapeError(f"redirected from {url} to {cut(target)}: only redirects to the same scheme, host and port are followed (scrape the app's own URL)")
         url = target
     raise ScrapeError(f"more than {MAX_REDIRECTS} redirects")
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """The scheme, host and port a URL reaches (the scheme's default port where it names none)."""
+    parts = urllib.parse.urlsplit(url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        port = None  # a bad port: the same as no other origin
+    return parts.scheme.lower(), (parts.hostname or "").lower(), port
 
 
 def _exchange(url: str, deadline: float, timeout: float, max_bytes: int, sink: Callable[[bytes], None], abort: Abort | None) -> str | None:

@@ -124,29 +124,40 @@ def label_value(value: Any) -> str:
     return value
 
 
+_CREDENTIALS = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@")  # the userinfo of a URL's authority
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _UNIT = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
 
+def without_credentials(url: str) -> str:
+    """``url`` with any ``user:password@`` of its authority replaced, for a message or a log line."""
+    return _CREDENTIALS.sub(r"\1<credentials>@", url)
+
+
 def http_url(value: Any) -> str:
-    if not isinstance(value, str) or not re.fullmatch(r"https?://[^/\s]+(/\S*)?", value):
+    if not isinstance(value, str):
         raise ValueError(f"expected an http:// or https:// URL such as http://127.0.0.1:8000/metrics, got {shown(value)}")
+    quoted = shown(without_credentials(value))
+    if not re.fullmatch(r"https?://[^/\s]+(/\S*)?", value):
+        raise ValueError(f"expected an http:// or https:// URL such as http://127.0.0.1:8000/metrics, got {quoted}")
     parts = urllib.parse.urlsplit(value)
     if not parts.hostname:
-        raise ValueError(f"{shown(value)} names no host: expected a URL such as http://127.0.0.1:8000/metrics")
+        raise ValueError(f"{quoted} names no host: expected a URL such as http://127.0.0.1:8000/metrics")
+    if "@" in parts.netloc:
+        raise ValueError(f"{quoted}: credentials in an app's URL (user:password@) are refused: a scrape never sends them, and they would be logged with the URL; apps have no credentials setting, so scrape an endpoint that needs none")
     try:
         port = parts.port
     except ValueError as error:  # not a number, or out of range
-        raise ValueError(f"{shown(value)}: {error}") from None
+        raise ValueError(f"{quoted}: {error}") from None
     if port == 0:
-        raise ValueError(f"{shown(value)}: port 0 cannot be scraped")
+        raise ValueError(f"{quoted}: port 0 cannot be scraped")
     if not value.isascii() or not value.isprintable():
-        raise ValueError(f"{shown(value)}: a URL is ASCII: percent-encode other characters of the path (%C3%A9 for é) and give an international host name in its xn-- form")
+        raise ValueError(f"{quoted}: a URL is ASCII: percent-encode other characters of the path (%C3%A9 for é) and give an international host name in its xn-- form")
     try:
         parts.hostname.encode("idna")
     except UnicodeError:
-        raise ValueError(f"{shown(value)}: the host name has an empty part or one over 63 characters") from None
+        raise ValueError(f"{quoted}: the host name has an empty part or one over 63 characters") from None
     return value
 
 
