@@ -7,8 +7,9 @@ the backends that give it. ``gpm_metrics.py``, ``backends/dcgm/fields.py``, the 
 the exposition's families and the metrics reference (docs/metrics.md) all follow this table, and
 tests/test_metrics.py fails when any of them drifts from it.
 
-Adding a metric: one row here (plus, for a new profiling reading, one typed field in
-``sample.Profiling``, which the test checks), and its line in the metrics reference, docs/metrics.md.
+Adding a metric: one row here (a per-GPU row names its collector; plus, for a new profiling
+reading, one typed field in ``sample.Profiling``, which the test checks), and its line in the
+metrics reference, docs/metrics.md.
 This module is declarative: it imports nothing of the project's.
 """
 
@@ -76,6 +77,7 @@ class Metric:
     scale: float = 1.0  # the reading's unit -> the exported one (MHz -> Hz)
     backends: frozenset[str] = ALL  # the backends that can give it (for derived rows: where its inputs exist)
     when_down: bool = False  # a GPU row also rendered for a GPU that is down
+    collector: str = ""  # a GPU row's collector (exporter/collectors.py: --no-collector.NAME); "" for the GPU's identity, always exported, and for the other scopes
 
 
 def _r(path: str, **sources: object) -> tuple[Reading, ...]:
@@ -83,13 +85,13 @@ def _r(path: str, **sources: object) -> tuple[Reading, ...]:
 
 
 def _ratio(field: str, name: str, gpm: Gpm, dcgm: Dcgm, help_text: str) -> Metric:
-    """A profiling activity: a ratio 0..1 over the sample window, in sample.profiling.<field>."""
-    return Metric(name, GAUGE, "ratio", help_text, readings=_r(f"sample.profiling.{field}", gpm=gpm, dcgm=dcgm))
+    """A profiling activity: a ratio 0..1 over the sample window, in sample.profiling.<field>; collector profiling."""
+    return Metric(name, GAUGE, "ratio", help_text, readings=_r(f"sample.profiling.{field}", gpm=gpm, dcgm=dcgm), collector="profiling")
 
 
 def _rate(field: str, name: str, gpm: Gpm, dcgm: Dcgm, help_text: str) -> Metric:
-    """A profiling interconnect rate: bytes per second over the sample window."""
-    return Metric(name, GAUGE, "bytes_per_second", help_text, readings=_r(f"sample.profiling.{field}", gpm=gpm, dcgm=dcgm))
+    """A profiling interconnect rate: bytes per second over the sample window; collector profiling."""
+    return Metric(name, GAUGE, "bytes_per_second", help_text, readings=_r(f"sample.profiling.{field}", gpm=gpm, dcgm=dcgm), collector="profiling")
 
 
 NVML_ONLY = frozenset({NVML})
@@ -102,84 +104,84 @@ METRICS: tuple[Metric, ...] = (
     Metric("gpueff_gpu_up", GAUGE, "", "1 if the GPU was read in the last poll, 0 if it is lost, unreadable or the data is stale.", readings=_r("sample.up"), when_down=True),
     Metric("gpueff_gpu_info", GAUGE, "", "GPU identity: model, driver, PCI bus id, and the replayed trace (empty for a live GPU). Always 1.", labels=("model", "driver", "pci_bus_id", "trace"), readings=_r("sample.device"), when_down=True),
     Metric("gpueff_mig_device_info", GAUGE, "", "A MIG device, exported like a GPU under its own MIG uuid (gpu is its physical GPU's index): the physical GPU's uuid and the GPU instance id. Always 1.", labels=("parent_uuid", "gpu_instance"), readings=_r("sample.device"), backends=NOT_REPLAY, when_down=True),
-    Metric("gpueff_profiling_available", GAUGE, "", "1 if SM activity and the other profiling metrics (GPM or DCGM) are read on this GPU, 0 if not (pre-Hopper without DCGM, or profiling restricted to admin).", readings=_r("sample.profiling_available")),
-    Metric("gpueff_profiling_multiplexed", GAUGE, "", "DCGM before Hopper: 1 if the GPU's profiling counters are time-shared between metric groups (--dcgm.multi-pass, or another client of a shared host engine watching a rival metric group), so a profiling value can read 0 for an interval whose pass did not run; 0 if one pass holds everything read. Absent where profiling is not read through DCGM.", readings=_r("sample.profiling_multiplexed"), backends=DCGM_ONLY),
+    Metric("gpueff_profiling_available", GAUGE, "", "1 if SM activity and the other profiling metrics (GPM or DCGM) are read on this GPU, 0 if not (pre-Hopper without DCGM, or profiling restricted to admin).", readings=_r("sample.profiling_available"), collector="profiling"),
+    Metric("gpueff_profiling_multiplexed", GAUGE, "", "DCGM before Hopper: 1 if the GPU's profiling counters are time-shared between metric groups (--dcgm.multi-pass, or another client of a shared host engine watching a rival metric group), so a profiling value can read 0 for an interval whose pass did not run; 0 if one pass holds everything read. Absent where profiling is not read through DCGM.", readings=_r("sample.profiling_multiplexed"), backends=DCGM_ONLY, collector="profiling"),
     # ---- coarse device readings ----
     Metric("gpueff_gpu_utilization_ratio", GAUGE, "ratio", "Utilization over the poll window as nvidia-smi means it: the share of time any engine worked, copy engines included (one thread on one SM reads 1; not SM activity). The mean of the driver's own samples inside the window (nvmlDeviceGetSamples; on DCGM, field 203 sampled every 0.2 s); where they cannot be read (MIG devices, traces recorded before), the graphics engine's activity over the window (gpueff_graphics_engine_active_ratio, which misses copy-engine work), else NVML's latest sample. Efficiency, mismatch and waste use this figure.",
-           readings=_r("derived.busy")),
+           readings=_r("derived.busy"), collector="utilization"),
     Metric("gpueff_gpu_utilization_instant_ratio", GAUGE, "ratio", "NVML utilization as nvidia-smi shows it: the driver's latest ~200 ms sample at the poll, not a mean over the poll window (under a duty-cycled load it swings while the window's figure holds).",
-           readings=_r("sample.gpu_utilization", dcgm=Dcgm(203, "DCGM_FI_DEV_GPU_UTIL_RATIO DCGM_FI_DEV_GPU_UTIL", 0.01, FAST), trace=("util_gpu", 0.01))),
+           readings=_r("sample.gpu_utilization", dcgm=Dcgm(203, "DCGM_FI_DEV_GPU_UTIL_RATIO DCGM_FI_DEV_GPU_UTIL", 0.01, FAST), trace=("util_gpu", 0.01)), collector="utilization"),
     Metric("gpueff_memory_utilization_ratio", GAUGE, "ratio", "Coarse NVML memory utilization: share of time device memory was read or written.",
-           readings=_r("sample.memory_utilization", dcgm=Dcgm(204, "DCGM_FI_DEV_MEM_COPY_UTIL", 0.01, FAST), trace=("util_mem", 0.01))),
+           readings=_r("sample.memory_utilization", dcgm=Dcgm(204, "DCGM_FI_DEV_MEM_COPY_UTIL", 0.01, FAST), trace=("util_mem", 0.01)), collector="utilization"),
     Metric("gpueff_power_watts", GAUGE, "watts", "Power draw in watts at the poll: an instant reading, not a window mean (FLOP per joule uses the mean of the readings at both ends of the window).",
-           readings=_r("sample.power_watts", dcgm=Dcgm(155, "DCGM_FI_DEV_BOARD_POWER_WATTS DCGM_FI_DEV_POWER_USAGE", 1, FAST), trace=("power_mw", 0.001))),
+           readings=_r("sample.power_watts", dcgm=Dcgm(155, "DCGM_FI_DEV_BOARD_POWER_WATTS DCGM_FI_DEV_POWER_USAGE", 1, FAST), trace=("power_mw", 0.001)), collector="power"),
     Metric("gpueff_power_limit_watts", GAUGE, "watts", "Enforced power limit in watts (NVML and DCGM: read again at the slow cadence, so a limit changed at run time shows).",
-           readings=_r("sample.device.power_limit_watts", dcgm=Dcgm(164, "DCGM_FI_DEV_BOARD_POWER_LIMIT_ENFORCED_WATTS DCGM_FI_DEV_ENFORCED_POWER_LIMIT", 1, SLOW))),
+           readings=_r("sample.device.power_limit_watts", dcgm=Dcgm(164, "DCGM_FI_DEV_BOARD_POWER_LIMIT_ENFORCED_WATTS DCGM_FI_DEV_ENFORCED_POWER_LIMIT", 1, SLOW)), collector="power"),
     Metric("gpueff_energy_joules_total", COUNTER, "joules", "Energy consumed in joules (NVML counter since driver load; on replay, recorded power integrated over replay time). Read at the slow cadence.",
-           readings=_r("sample.energy_joules", dcgm=Dcgm(156, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 0.001, SLOW))),
+           readings=_r("sample.energy_joules", dcgm=Dcgm(156, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 0.001, SLOW)), collector="power"),
     Metric("gpueff_temperature_celsius", GAUGE, "celsius", "GPU core temperature in degrees Celsius.",
-           readings=_r("sample.temperature_celsius", dcgm=Dcgm(150, "DCGM_FI_DEV_GPU_TEMP_CELSIUS DCGM_FI_DEV_GPU_TEMP", 1, FAST), trace=("temp_c", 1))),
+           readings=_r("sample.temperature_celsius", dcgm=Dcgm(150, "DCGM_FI_DEV_GPU_TEMP_CELSIUS DCGM_FI_DEV_GPU_TEMP", 1, FAST), trace=("temp_c", 1)), collector="thermal"),
     Metric("gpueff_memory_temperature_celsius", GAUGE, "celsius", "GPU memory (HBM) temperature in degrees Celsius.",
-           readings=_r("sample.memory_temperature_celsius", dcgm=Dcgm(140, "DCGM_FI_DEV_MEMORY_TEMP_CELSIUS DCGM_FI_DEV_MEMORY_TEMP", 1, SLOW)), backends=NOT_REPLAY),
+           readings=_r("sample.memory_temperature_celsius", dcgm=Dcgm(140, "DCGM_FI_DEV_MEMORY_TEMP_CELSIUS DCGM_FI_DEV_MEMORY_TEMP", 1, SLOW)), backends=NOT_REPLAY, collector="thermal"),
     Metric("gpueff_sm_clock_hertz", GAUGE, "hertz", "SM clock in hertz at the poll: an instant reading, not a window mean (the busy FLOP/s use the mean of the readings at both ends of the window).", scale=1e6,
-           readings=_r("sample.sm_clock_mhz", dcgm=Dcgm(100, "DCGM_FI_DEV_SM_CLOCK", 1, FAST), trace=("sm_clock_mhz", 1))),
+           readings=_r("sample.sm_clock_mhz", dcgm=Dcgm(100, "DCGM_FI_DEV_SM_CLOCK", 1, FAST), trace=("sm_clock_mhz", 1)), collector="clocks"),
     Metric("gpueff_sm_clock_max_hertz", GAUGE, "hertz", "Maximum SM clock in hertz.", scale=1e6,
-           readings=_r("sample.device.max_sm_clock_mhz", dcgm=Dcgm(113, "DCGM_FI_DEV_MAX_SM_CLOCK", 1, STATIC))),
+           readings=_r("sample.device.max_sm_clock_mhz", dcgm=Dcgm(113, "DCGM_FI_DEV_MAX_SM_CLOCK", 1, STATIC)), collector="clocks"),
     Metric("gpueff_memory_clock_hertz", GAUGE, "hertz", "Current memory clock in hertz.", scale=1e6,
-           readings=_r("sample.memory_clock_mhz", dcgm=Dcgm(101, "DCGM_FI_DEV_MEM_CLOCK", 1, FAST), trace=("mem_clock_mhz", 1))),
+           readings=_r("sample.memory_clock_mhz", dcgm=Dcgm(101, "DCGM_FI_DEV_MEM_CLOCK", 1, FAST), trace=("mem_clock_mhz", 1)), collector="clocks"),
     Metric("gpueff_memory_clock_max_hertz", GAUGE, "hertz", "Maximum memory clock in hertz.", scale=1e6,
-           readings=_r("sample.device.max_memory_clock_mhz", dcgm=Dcgm(114, "DCGM_FI_DEV_MAX_MEM_CLOCK", 1, STATIC)), backends=NOT_REPLAY),
+           readings=_r("sample.device.max_memory_clock_mhz", dcgm=Dcgm(114, "DCGM_FI_DEV_MAX_MEM_CLOCK", 1, STATIC)), backends=NOT_REPLAY, collector="clocks"),
     Metric("gpueff_memory_used_bytes", GAUGE, "bytes", "Device memory in use, bytes.",
-           readings=_r("sample.memory_used_bytes", dcgm=Dcgm(252, "DCGM_FI_DEV_FB_USED", MIB, FAST), trace=("mem_used", 1))),
+           readings=_r("sample.memory_used_bytes", dcgm=Dcgm(252, "DCGM_FI_DEV_FB_USED", MIB, FAST), trace=("mem_used", 1)), collector="memory"),
     Metric("gpueff_memory_total_bytes", GAUGE, "bytes", "Device memory in all, bytes.",
-           readings=_r("sample.memory_total_bytes", dcgm=Dcgm(250, "DCGM_FI_DEV_FB_TOTAL", MIB, FAST), trace=("mem_total", 1))),
+           readings=_r("sample.memory_total_bytes", dcgm=Dcgm(250, "DCGM_FI_DEV_FB_TOTAL", MIB, FAST), trace=("mem_total", 1)), collector="memory"),
     Metric("gpueff_memory_reserved_bytes", GAUGE, "bytes", "Device memory reserved by the driver and firmware, bytes.",
-           readings=_r("sample.memory_reserved_bytes", dcgm=Dcgm(253, "DCGM_FI_DEV_FB_RESERVED", MIB, FAST)), backends=NOT_REPLAY),
+           readings=_r("sample.memory_reserved_bytes", dcgm=Dcgm(253, "DCGM_FI_DEV_FB_RESERVED", MIB, FAST)), backends=NOT_REPLAY, collector="memory"),
     Metric("gpueff_clock_event_active", GAUGE, "", "1 while this clock-event (throttle) reason holds the clocks down.", labels=("reason",),
-           readings=_r("sample.clock_event_reasons", dcgm=Dcgm(112, "DCGM_FI_DEV_CLOCKS_EVENT_REASONS DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", 1, FAST), trace=("throttle", 1))),
+           readings=_r("sample.clock_event_reasons", dcgm=Dcgm(112, "DCGM_FI_DEV_CLOCKS_EVENT_REASONS DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", 1, FAST), trace=("throttle", 1)), collector="clocks"),
     Metric("gpueff_ecc_errors_total", COUNTER, "", "ECC errors since driver load, by type (corrected, uncorrected).", labels=("type",), readings=(
         Reading("sample.ecc_corrected_errors", "corrected", dcgm=Dcgm(310, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", 1, SLOW)),
         Reading("sample.ecc_uncorrected_errors", "uncorrected", dcgm=Dcgm(311, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", 1, SLOW)),
-    )),
+    ), collector="errors"),
     Metric("gpueff_remapped_rows", GAUGE, "", "Memory rows remapped, by cause (correctable, uncorrectable).", labels=("cause",), readings=(
         Reading("sample.remapped_rows_correctable", "correctable", dcgm=Dcgm(394, "DCGM_FI_DEV_ROW_REMAP_CORRECTABLE_TOTAL DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", 1, SLOW)),
         Reading("sample.remapped_rows_uncorrectable", "uncorrectable", dcgm=Dcgm(393, "DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", 1, SLOW)),
-    )),
+    ), collector="errors"),
     Metric("gpueff_remapped_rows_pending", GAUGE, "", "1 if a row remap is pending (the GPU needs a reset).",
-           readings=_r("sample.remapped_rows_pending", dcgm=Dcgm(396, "DCGM_FI_DEV_ROW_REMAP_PENDING", 1, SLOW))),
+           readings=_r("sample.remapped_rows_pending", dcgm=Dcgm(396, "DCGM_FI_DEV_ROW_REMAP_PENDING", 1, SLOW)), collector="errors"),
     Metric("gpueff_remapped_rows_failure", GAUGE, "", "1 if a row remap has failed.",
-           readings=_r("sample.remapped_rows_failure", dcgm=Dcgm(395, "DCGM_FI_DEV_ROW_REMAP_FAILED DCGM_FI_DEV_ROW_REMAP_FAILURE", 1, SLOW))),
+           readings=_r("sample.remapped_rows_failure", dcgm=Dcgm(395, "DCGM_FI_DEV_ROW_REMAP_FAILED DCGM_FI_DEV_ROW_REMAP_FAILURE", 1, SLOW)), collector="errors"),
     Metric("gpueff_xid_errors_total", COUNTER, "", "Critical Xid errors seen since the daemon started, by Xid code.", labels=("xid",), backends=NOT_REPLAY,
-           readings=_r("sample.xid_errors", dcgm=Dcgm(230, "DCGM_FI_DEV_XID_ERROR DCGM_FI_DEV_XID_ERRORS", 1, EVENT))),
+           readings=_r("sample.xid_errors", dcgm=Dcgm(230, "DCGM_FI_DEV_XID_ERROR DCGM_FI_DEV_XID_ERRORS", 1, EVENT)), collector="errors"),
     Metric("gpueff_xid_last_code", GAUGE, "", "The code of the most recent critical Xid error since the daemon started, as the value and as the xid label (one series per GPU); absent before the first. dcgm-exporter's DCGM_FI_DEV_XID_ERRORS is recorded from it.",
-           labels=("xid",), backends=NOT_REPLAY, readings=_r("sample.last_xid")),
+           labels=("xid",), backends=NOT_REPLAY, readings=_r("sample.last_xid"), collector="errors"),
     # ---- health (docs/health.md; the DCGM fields: docs/dcgm.md, DCGM 4.6's dcgm_fields.h and
     # dcgm_fields.cpp): absent where the GPU, driver or DCGM does not give it ----
     Metric("gpueff_pcie_replay_errors_total", COUNTER, "", "PCIe link-level replays (retransmissions after a bad packet) since driver load. A steady rate means a marginal link: riser, slot or seating. Read at the slow cadence.",
-           readings=_r("sample.health.pcie_replay_errors", dcgm=Dcgm(202, "DCGM_FI_DEV_PCIE_REPLAY_TOTAL DCGM_FI_DEV_PCIE_REPLAY_COUNTER", 1, SLOW))),
+           readings=_r("sample.health.pcie_replay_errors", dcgm=Dcgm(202, "DCGM_FI_DEV_PCIE_REPLAY_TOTAL DCGM_FI_DEV_PCIE_REPLAY_COUNTER", 1, SLOW)), collector="pcie"),
     Metric("gpueff_pcie_link_generation", GAUGE, "", "Current PCIe link generation (1-6). Drops at idle to save power are normal; below the maximum under load means a degraded link. Read at the slow cadence.",
-           readings=_r("sample.health.pcie_link_generation", dcgm=Dcgm(237, "DCGM_FI_DEV_PCIE_LINK_GEN", 1, SLOW))),
+           readings=_r("sample.health.pcie_link_generation", dcgm=Dcgm(237, "DCGM_FI_DEV_PCIE_LINK_GEN", 1, SLOW)), collector="pcie"),
     Metric("gpueff_pcie_link_max_generation", GAUGE, "", "Highest PCIe link generation the GPU and its slot support together.",
-           readings=_r("sample.health.pcie_link_generation_max", dcgm=Dcgm(235, "DCGM_FI_DEV_PCIE_MAX_LINK_GEN", 1, SLOW))),
+           readings=_r("sample.health.pcie_link_generation_max", dcgm=Dcgm(235, "DCGM_FI_DEV_PCIE_MAX_LINK_GEN", 1, SLOW)), collector="pcie"),
     Metric("gpueff_pcie_link_width", GAUGE, "", "Current PCIe link width in lanes. Below the maximum means lanes failed to train (a seating or riser fault). Read at the slow cadence.",
-           readings=_r("sample.health.pcie_link_width", dcgm=Dcgm(238, "DCGM_FI_DEV_PCIE_LINK_WIDTH", 1, SLOW))),
+           readings=_r("sample.health.pcie_link_width", dcgm=Dcgm(238, "DCGM_FI_DEV_PCIE_LINK_WIDTH", 1, SLOW)), collector="pcie"),
     Metric("gpueff_pcie_link_max_width", GAUGE, "", "Widest PCIe link, in lanes, the GPU and its slot support together.",
-           readings=_r("sample.health.pcie_link_width_max", dcgm=Dcgm(236, "DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH", 1, SLOW))),
+           readings=_r("sample.health.pcie_link_width_max", dcgm=Dcgm(236, "DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH", 1, SLOW)), collector="pcie"),
     Metric("gpueff_nvlink_errors_total", COUNTER, "", "NVLink errors since driver load summed over the GPU's links, by type: crc_flit (flow-control CRC), crc_data (data CRC), replay (retransmissions), recovery (link retraining). Absent on GPUs without NVLink. Read at the slow cadence.",
            labels=("type",), readings=(
         Reading("sample.health.nvlink_crc_flit_errors", "crc_flit", dcgm=Dcgm(409, "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_TOTAL DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", 1, SLOW)),
         Reading("sample.health.nvlink_crc_data_errors", "crc_data", dcgm=Dcgm(419, "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_TOTAL DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", 1, SLOW)),
         Reading("sample.health.nvlink_replay_errors", "replay", dcgm=Dcgm(429, "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_TOTAL DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", 1, SLOW)),
         Reading("sample.health.nvlink_recovery_errors", "recovery", dcgm=Dcgm(439, "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_TOTAL DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", 1, SLOW)),
-    )),
+    ), collector="nvlink"),
     Metric("gpueff_nvlink_link_active", GAUGE, "", "1 if this NVLink link is up, 0 if it is down, for each link the GPU has (at most 36). Read at the slow cadence.", labels=("link",),
-           readings=_r("sample.health.nvlink_links_active")),
+           readings=_r("sample.health.nvlink_links_active"), collector="nvlink"),
     Metric("gpueff_nvlink_link_errors_total", COUNTER, "", "NVLink errors since driver load on each active link (at most 36), by type: crc_flit (flow-control CRC), crc_data (data CRC), replay, recovery. NVML: the data-link error fields, scopeId = the link, one call per GPU, and crc_data, which no field answers on Hopper, one nvmlDeviceGetNvLinkErrorCounter call per link; DCGM: its per-link fields (links 0-17). Read at the slow cadence.",
-           labels=("link", "type"), backends=NOT_REPLAY, readings=_r("sample.health.nvlink_link_errors")),
+           labels=("link", "type"), backends=NOT_REPLAY, readings=_r("sample.health.nvlink_link_errors"), collector="nvlink"),
     Metric("gpueff_gpu_peer_info", GAUGE, "", "How this GPU reaches each other GPU of the node, read once per device open: pcie_path is the nearest PCIe element both hang from (same_board, pcie_switch, pcie_switches, host_bridge, numa_node, system: across CPU sockets; unknown), nvlink is direct (NVLink links join them), switch (peer-to-peer over NVLink works with no direct link NVML names: an NVSwitch fabric) or none. Always 1.",
-           labels=("peer_gpu", "peer_uuid", "pcie_path", "nvlink"), backends=NVML_ONLY, readings=_r("sample.device.peers"), when_down=True),
+           labels=("peer_gpu", "peer_uuid", "pcie_path", "nvlink"), backends=NVML_ONLY, readings=_r("sample.device.peers"), when_down=True, collector="topology"),
     Metric("gpueff_gpu_peer_nvlinks", GAUGE, "", "Active NVLink links joining this GPU directly to the peer GPU (absent where none do: no NVLink, or an NVSwitch fabric between them).",
-           labels=("peer_gpu", "peer_uuid"), backends=NVML_ONLY, readings=_r("sample.device.peers"), when_down=True),
+           labels=("peer_gpu", "peer_uuid"), backends=NVML_ONLY, readings=_r("sample.device.peers"), when_down=True, collector="topology"),
     Metric("gpueff_clock_violation_seconds_total", COUNTER, "seconds", "Time the clocks were held below their target since driver load, by policy: power, thermal, sync_boost, board_limit, low_utilization, reliability (nvmlDeviceGetViolationStatus). Its rate is the share of time throttled. Read at the slow cadence.",
            labels=("reason",), readings=tuple(
                # DCGM stores NVML's NVML_FI_DEV_PERF_POLICY_* value unchanged: nanoseconds (docs/dcgm.md).
@@ -190,31 +192,31 @@ METRICS: tuple[Metric, ...] = (
                    ("board_limit", 243, "DCGM_FI_DEV_BOARD_LIMIT_VIOLATION"),
                    ("low_utilization", 244, "DCGM_FI_DEV_LOW_UTIL_VIOLATION"),
                    ("reliability", 245, "DCGM_FI_DEV_RELIABILITY_VIOLATION"),
-               ))),
+               )), collector="violations"),
     Metric("gpueff_retired_pages", GAUGE, "", "Device memory pages retired, by cause (single_bit: multiple correctable errors, double_bit: an uncorrectable error). Pre-Ampere GPUs only; newer ones remap rows (gpueff_remapped_rows).",
            labels=("cause",), readings=(
         Reading("sample.health.retired_pages_single_bit", "single_bit", dcgm=Dcgm(390, "DCGM_FI_DEV_PAGE_RETIRED_SBE_TOTAL DCGM_FI_DEV_RETIRED_SBE", 1, SLOW)),
         Reading("sample.health.retired_pages_double_bit", "double_bit", dcgm=Dcgm(391, "DCGM_FI_DEV_PAGE_RETIRED_DBE_TOTAL DCGM_FI_DEV_RETIRED_DBE", 1, SLOW)),
-    )),
+    ), collector="errors"),
     Metric("gpueff_retired_pages_pending", GAUGE, "", "1 if a page retirement waits for the next driver reload or GPU reset (pre-Ampere GPUs only).",
-           readings=_r("sample.health.retired_pages_pending", dcgm=Dcgm(392, "DCGM_FI_DEV_PAGE_RETIRED_PENDING DCGM_FI_DEV_RETIRED_PENDING", 1, SLOW))),
+           readings=_r("sample.health.retired_pages_pending", dcgm=Dcgm(392, "DCGM_FI_DEV_PAGE_RETIRED_PENDING DCGM_FI_DEV_RETIRED_PENDING", 1, SLOW)), collector="errors"),
     Metric("gpueff_performance_state", GAUGE, "", "Performance state: 0 (P0, fastest) to 15 (slowest).",
-           readings=_r("sample.health.performance_state", dcgm=Dcgm(190, "DCGM_FI_DEV_GPU_PSTATE DCGM_FI_DEV_PSTATE", 1, FAST))),
+           readings=_r("sample.health.performance_state", dcgm=Dcgm(190, "DCGM_FI_DEV_GPU_PSTATE DCGM_FI_DEV_PSTATE", 1, FAST)), collector="clocks"),
     Metric("gpueff_encoder_utilization_ratio", GAUGE, "ratio", "Share of the driver's sample period the video encoder (NVENC) was busy.",
-           readings=_r("sample.health.encoder_utilization", dcgm=Dcgm(206, "DCGM_FI_DEV_ENC_UTIL", 0.01, FAST))),
+           readings=_r("sample.health.encoder_utilization", dcgm=Dcgm(206, "DCGM_FI_DEV_ENC_UTIL", 0.01, FAST)), collector="video"),
     Metric("gpueff_decoder_utilization_ratio", GAUGE, "ratio", "Share of the driver's sample period the video decoder (NVDEC) was busy.",
-           readings=_r("sample.health.decoder_utilization", dcgm=Dcgm(207, "DCGM_FI_DEV_DEC_UTIL", 0.01, FAST))),
+           readings=_r("sample.health.decoder_utilization", dcgm=Dcgm(207, "DCGM_FI_DEV_DEC_UTIL", 0.01, FAST)), collector="video"),
     Metric("gpueff_fan_speed_ratio", GAUGE, "ratio", "Fan speed as a share of its maximum. Absent on passively cooled GPUs (most data-centre boards).",
-           readings=_r("sample.health.fan_speed", dcgm=Dcgm(191, "DCGM_FI_DEV_FAN_SPEED", 0.01, FAST))),
+           readings=_r("sample.health.fan_speed", dcgm=Dcgm(191, "DCGM_FI_DEV_FAN_SPEED", 0.01, FAST)), collector="fan"),
     Metric("gpueff_temperature_limit_celsius", GAUGE, "celsius", "Temperature limits in degrees Celsius, by threshold: slowdown (the clocks drop), shutdown, gpu_max and memory_max (the most the GPU core and memory should run at). Fixed while the driver runs: NVML reads them once per device open, DCGM watches them at the slow cadence.",
            labels=("threshold",), readings=tuple(Reading(f"sample.health.temperature_{name}_celsius", name, dcgm=Dcgm(field_id, names, 1, SLOW)) for name, field_id, names in (
                ("slowdown", 158, "DCGM_FI_DEV_GPU_TEMP_SLOWDOWN_CELSIUS DCGM_FI_DEV_SLOWDOWN_TEMP"),
                ("shutdown", 159, "DCGM_FI_DEV_GPU_TEMP_SHUTDOWN_CELSIUS DCGM_FI_DEV_SHUTDOWN_TEMP"),
                ("gpu_max", 152, "DCGM_FI_DEV_GPU_MAX_OP_TEMP_CELSIUS DCGM_FI_DEV_GPU_MAX_OP_TEMP"),
                ("memory_max", 151, "DCGM_FI_DEV_MEMORY_MAX_OP_TEMP_CELSIUS DCGM_FI_DEV_MEM_MAX_OP_TEMP"),
-           ))),
-    Metric("gpueff_compute_processes", GAUGE, "", "Compute processes running on the GPU.", readings=_r("sample.process_count"), backends=NVML_ONLY),
-    Metric("gpueff_compute_process_memory_bytes", GAUGE, "bytes", "Device memory used by the running compute processes, bytes.", readings=_r("sample.process_memory_bytes"), backends=NVML_ONLY),
+           )), collector="thermal"),
+    Metric("gpueff_compute_processes", GAUGE, "", "Compute processes running on the GPU.", readings=_r("sample.process_count"), backends=NVML_ONLY, collector="processes"),
+    Metric("gpueff_compute_process_memory_bytes", GAUGE, "bytes", "Device memory used by the running compute processes, bytes.", readings=_r("sample.process_memory_bytes"), backends=NVML_ONLY, collector="processes"),
     # ---- profiling (GPM on Hopper+, DCGM 1001-1016): ratios 0..1 and bytes per second over the window ----
     _ratio("sm_active", "gpueff_sm_active_ratio", Gpm("SM_UTIL", 2, 0.01), Dcgm(1002, "DCGM_FI_PROF_SM_UTIL_RATIO DCGM_FI_PROF_SM_ACTIVE", 1, PROFILING),
            "SM activity: average share of SMs with at least one warp resident (GPM SM_UTIL / DCGM SM_ACTIVE). The truth that coarse utilization is not."),
@@ -227,7 +229,7 @@ METRICS: tuple[Metric, ...] = (
            "NOT the poll window: the graphics/compute engine's activity (GPM GRAPHICS_UTIL) averaged over the last slow_collect_interval (default 30 s) up to the last slow round, "
            "read at the slow cadence because one read costs 1.5 ms of CPU (NVML backend, a GPU not in MIG mode). It lags a job's start or end by up to two slow intervals "
            "(one H200 scrape read 0.001 beside SM activity 0.86): read it beside nothing of the same scrape; the window's utilization is gpueff_gpu_utilization_ratio.",
-           readings=_r("sample.graphics_active_slow_window"), backends=NVML_ONLY),
+           readings=_r("sample.graphics_active_slow_window"), backends=NVML_ONLY, collector="profiling"),
     _ratio("tensor_active", "gpueff_tensor_active_ratio", Gpm("ANY_TENSOR_UTIL", 5, 0.01), Dcgm(1004, "DCGM_FI_PROF_TENSOR_UTIL_RATIO DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", 1, PROFILING),
            "Share of cycles any tensor pipe was active."),
     _ratio("tensor_hmma_active", "gpueff_tensor_hmma_active_ratio", Gpm("HMMA_TENSOR_UTIL", 7, 0.01), Dcgm(1014, "DCGM_FI_PROF_HMMA_UTIL_RATIO DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE", 1, PROFILING),
@@ -255,38 +257,38 @@ METRICS: tuple[Metric, ...] = (
     _rate("nvlink_rx_bytes_per_second", "gpueff_nvlink_rx_bytes_per_second", Gpm("NVLINK_TOTAL_RX_PER_SEC", 60, MIB), Dcgm(1012, "DCGM_FI_PROF_NVLINK_RX_BYTES", 1, PROFILING),
           "NVLink traffic received over all links, bytes per second over the last window."),
     # ---- derived (exporter/pipeline/derive.py, exporter/pipeline/totals.py) ----
-    Metric("gpueff_efficiency_ratio", GAUGE, "ratio", "SM activity / utilization over the same window, 0..1: how much of the 'busy' time the SMs really worked. Absent when utilization is 0.", readings=_r("derived.efficiency")),
-    Metric("gpueff_mismatch", GAUGE, "", "1 while the GPU is 'busy but not working' by this rule: high_util_low_sm (high utilization, low SM activity), low_efficiency (high enough utilization, low efficiency), high_util_low_work (high utilization while every math pipe, DRAM and link is below a tenth of its peak: busy, nothing near any roof, which SM activity misses when warps sit resident and issue nothing); thresholds under mismatch: in the config. Never 1 while gpueff_readings_implausible is.", labels=("rule",), readings=_r("derived.mismatch")),
-    Metric("gpueff_bottleneck", GAUGE, "", "Roofline-style bottleneck class, a state set: exactly one class is 1 per GPU. Judged from the last bottleneck.window of readings; a new class must win bottleneck.hold_polls polls in a row. What to try: gpueff_bottleneck_class_info.", labels=("class",), readings=_r("derived.bottleneck")),
-    Metric("gpueff_readings_implausible", GAUGE, "", "1 while this counter-health check finds the window's profiling readings physically impossible (docs/metrics.md says what each check means); the GPU's class is then unknown and it raises no mismatch or busy-but-idle time.", labels=("check",), readings=_r("derived.implausible")),
+    Metric("gpueff_efficiency_ratio", GAUGE, "ratio", "SM activity / utilization over the same window, 0..1: how much of the 'busy' time the SMs really worked. Absent when utilization is 0.", readings=_r("derived.efficiency"), collector="efficiency"),
+    Metric("gpueff_mismatch", GAUGE, "", "1 while the GPU is 'busy but not working' by this rule: high_util_low_sm (high utilization, low SM activity), low_efficiency (high enough utilization, low efficiency), high_util_low_work (high utilization while every math pipe, DRAM and link is below a tenth of its peak: busy, nothing near any roof, which SM activity misses when warps sit resident and issue nothing); thresholds under mismatch: in the config. Never 1 while gpueff_readings_implausible is.", labels=("rule",), readings=_r("derived.mismatch"), collector="efficiency"),
+    Metric("gpueff_bottleneck", GAUGE, "", "Roofline-style bottleneck class, a state set: exactly one class is 1 per GPU. Judged from the last bottleneck.window of readings; a new class must win bottleneck.hold_polls polls in a row. What to try: gpueff_bottleneck_class_info.", labels=("class",), readings=_r("derived.bottleneck"), collector="efficiency"),
+    Metric("gpueff_readings_implausible", GAUGE, "", "1 while this counter-health check finds the window's profiling readings physically impossible (docs/metrics.md says what each check means); the GPU's class is then unknown and it raises no mismatch or busy-but-idle time.", labels=("check",), readings=_r("derived.implausible"), collector="efficiency"),
     Metric("gpueff_pipe_busy_flops_per_second", GAUGE, "flops_per_second", "Tensor-busy and pipe-busy FLOP/s: each math pipe's active cycles at its full dense rate at the window's SM clock (activity x the data sheet's figure for this model x SM clock / the clock that figure is quoted at; docs/peaks.md derives each pipe's clock basis). An upper bound of the work done, not a count of it: the counters count busy pipe cycles, so padded tiles (batch-1 decode GEMVs read 5-9x their FLOP) and slower instruction paths (Hopper's mma.sync: INT8 1.5-1.65x, cuDNN convolutions ~1.3x) count as full work; large GEMMs and attention read 1.0-1.12x (measured bands: docs/peaks.md). pipe=hmma_bf16_equivalent is the HMMA tensor pipe at its BF16 rate (it runs FP16, BF16, TF32 and FP8 alike: TF32 work reads twice its FLOP, FP8 half); dmma_fp64 the FP64 tensor pipe; fp64, fp32, fp16 the non-tensor pipes. The work really done: an app's own count (gpueff_app_model_flops_utilization_ratio). Absent where the pipe's activity or this model's figure is unknown.",
-           labels=("pipe",), readings=tuple(Reading(f"derived.pipe_busy.{pipe}", pipe) for pipe in ("hmma_bf16_equivalent", "dmma_fp64", "fp64", "fp32", "fp16"))),
-    Metric("gpueff_pipe_busy_int8_ops_per_second", GAUGE, "ops_per_second", "Tensor-busy INT8 operations per second: IMMA pipe activity x this model's dense INT8 figure x SM clock / its clock basis. An upper bound: an INT8 GEMM on Hopper's older mma.sync path (torch._int_mm's cuBLASLt kernel) does 2/3 of it. Not FLOP: not in the FLOP totals.", readings=_r("derived.pipe_busy.imma_int8")),
-    Metric("gpueff_busy_flops_per_second", GAUGE, "flops_per_second", "All floating-point pipes' busy FLOP/s together (the sum of gpueff_pipe_busy_flops_per_second over its pipes; the HMMA part BF16-equivalent): an upper bound of the FLOP/s done.", readings=_r("derived.busy_flops")),
+           labels=("pipe",), readings=tuple(Reading(f"derived.pipe_busy.{pipe}", pipe) for pipe in ("hmma_bf16_equivalent", "dmma_fp64", "fp64", "fp32", "fp16")), collector="estimates"),
+    Metric("gpueff_pipe_busy_int8_ops_per_second", GAUGE, "ops_per_second", "Tensor-busy INT8 operations per second: IMMA pipe activity x this model's dense INT8 figure x SM clock / its clock basis. An upper bound: an INT8 GEMM on Hopper's older mma.sync path (torch._int_mm's cuBLASLt kernel) does 2/3 of it. Not FLOP: not in the FLOP totals.", readings=_r("derived.pipe_busy.imma_int8"), collector="estimates"),
+    Metric("gpueff_busy_flops_per_second", GAUGE, "flops_per_second", "All floating-point pipes' busy FLOP/s together (the sum of gpueff_pipe_busy_flops_per_second over its pipes; the HMMA part BF16-equivalent): an upper bound of the FLOP/s done.", readings=_r("derived.busy_flops"), collector="estimates"),
     Metric("gpueff_estimated_flops_per_second", GAUGE, "flops_per_second", "A point estimate of the FLOP/s done, beside the busy upper bound: gpueff_busy_flops_per_second where the pipe that carries most of it is busy for at least a quarter of the SMs' active cycles, so its kernels are bound by their math and a busy cycle does the pipe's rate (large GEMMs, attention, transformer training, FP32 convolutions: 0.95-1.17x the jobs' own counts). The HMMA pipe counts at the BF16 rate: TF32 work reads twice its FLOP, FP8 half. 0 where no floating-point pipe had a busy cycle (the bound holds the work to 0). Absent where that pipe is busy for less (skinny and batch-1 GEMMs, recurrent cells, cuDNN bf16 and TF32 convolutions, starved jobs: their busy cycles read 1.0-8.6x the work, so no point estimate), where no floating-point pipe or this model's figure is known, and while gpueff_readings_implausible is 1 (docs/peaks.md).",
-           readings=_r("derived.estimated_flops")),
+           readings=_r("derived.estimated_flops"), collector="estimates"),
     Metric("gpueff_estimated_int8_ops_per_second", GAUGE, "ops_per_second", "A point estimate of the INT8 tensor operations per second done: the IMMA pipe's busy cycles at the rate of the mma.sync path (2/3 of the data sheet's wgmma figure on Hopper, measured; the data sheet's rate before Hopper), where the IMMA pipe is busy for at least a quarter of the SMs' active cycles. The counters cannot tell the paths apart: an INT8 GEMM on Hopper's wgmma reads 2/3 of its work, never more. 0 where the IMMA pipe had no busy cycle. Absent where the pipe is busy for less, where the architecture's mma.sync rate is not measured (Blackwell, a model known only from the config), and while gpueff_readings_implausible is 1 (docs/peaks.md).",
-           readings=_r("derived.estimated_int8_ops")),
+           readings=_r("derived.estimated_int8_ops"), collector="estimates"),
     Metric("gpueff_pipe_peak_ratio", GAUGE, "ratio", "Each math pipe's active cycles as a share of what it can do at the maximum SM clock (activity x SM clock / max SM clock), 0..1; pipe is hmma_bf16_equivalent, dmma_fp64, imma_int8, fp64, fp32 or fp16. The HMMA share is the same at any precision it runs. Busy, not useful: padded tiles count (see gpueff_pipe_busy_flops_per_second).",
-           labels=("pipe",), readings=tuple(Reading(f"derived.peak_share.{pipe}", pipe) for pipe in ("hmma_bf16_equivalent", "dmma_fp64", "imma_int8", "fp64", "fp32", "fp16"))),
-    Metric("gpueff_estimated_dram_bytes_per_second", GAUGE, "bytes_per_second", "Estimated achieved DRAM bandwidth: DRAM activity x peak bandwidth. Absent for models without a known peak.", readings=_r("derived.dram_bytes_per_second")),
-    Metric("gpueff_busy_flop_per_joule", GAUGE, "flop_per_joule", "gpueff_busy_flops_per_second over the window's mean power: an upper bound of the FLOP done per joule.", readings=_r("derived.busy_flop_per_joule")),
-    Metric("gpueff_peak_tensor_flops_per_second", GAUGE, "flops_per_second", "Dense BF16 tensor (HMMA) FLOP/s of this model as its data sheet quotes it, at that figure's own clock basis (H100 SXM: 989.4 at ~1830 MHz; docs/peaks.md lists every pipe's figure and basis per model). A tensor pipe clocked above its basis does more (1.08x at 1980 MHz).", readings=_r("derived.peak.tensor_flops")),
-    Metric("gpueff_peak_dram_bytes_per_second", GAUGE, "bytes_per_second", "Peak DRAM bandwidth of this model, bytes per second.", readings=_r("derived.peak.dram_bytes_per_second")),
-    Metric("gpueff_peak_info", GAUGE, "", "Where this GPU's peak figures (the denominators of every FLOP/s and bandwidth estimate) come from: origin is data_sheet (NVIDIA's documents), derived (a table row NVIDIA gives no figures for, derived from its SMs, per-SM rates, boost clock and memory interface; docs/peaks.md shows each derivation), device (a model in no row, derived from what NVML reports on the GPU: SM count, max SM clock, compute capability, memory bus width, max memory clock) or config (the config's peaks: section set at least one figure). Absent for a model with no peaks. Always 1.", labels=("origin",), readings=_r("derived.peak.origin")),
-    Metric("gpueff_gpu_busy_seconds_total", COUNTER, "seconds", "Integral of utilization (gpueff_gpu_utilization_ratio) over time: seconds the GPU counted as busy.", readings=_r("totals.busy_seconds")),
-    Metric("gpueff_sm_active_seconds_total", COUNTER, "seconds", "Integral of SM activity over time: SM-active GPU-seconds.", readings=_r("totals.sm_active_seconds")),
-    Metric("gpueff_busy_idle_sm_seconds_total", COUNTER, "seconds", "Integral of max(0, utilization - SM activity) over windows whose counters are plausible: seconds the GPU looked busy while its SMs were not.", readings=_r("totals.busy_idle_sm_seconds")),
+           labels=("pipe",), readings=tuple(Reading(f"derived.peak_share.{pipe}", pipe) for pipe in ("hmma_bf16_equivalent", "dmma_fp64", "imma_int8", "fp64", "fp32", "fp16")), collector="estimates"),
+    Metric("gpueff_estimated_dram_bytes_per_second", GAUGE, "bytes_per_second", "Estimated achieved DRAM bandwidth: DRAM activity x peak bandwidth. Absent for models without a known peak.", readings=_r("derived.dram_bytes_per_second"), collector="estimates"),
+    Metric("gpueff_busy_flop_per_joule", GAUGE, "flop_per_joule", "gpueff_busy_flops_per_second over the window's mean power: an upper bound of the FLOP done per joule.", readings=_r("derived.busy_flop_per_joule"), collector="estimates"),
+    Metric("gpueff_peak_tensor_flops_per_second", GAUGE, "flops_per_second", "Dense BF16 tensor (HMMA) FLOP/s of this model as its data sheet quotes it, at that figure's own clock basis (H100 SXM: 989.4 at ~1830 MHz; docs/peaks.md lists every pipe's figure and basis per model). A tensor pipe clocked above its basis does more (1.08x at 1980 MHz).", readings=_r("derived.peak.tensor_flops"), collector="estimates"),
+    Metric("gpueff_peak_dram_bytes_per_second", GAUGE, "bytes_per_second", "Peak DRAM bandwidth of this model, bytes per second.", readings=_r("derived.peak.dram_bytes_per_second"), collector="estimates"),
+    Metric("gpueff_peak_info", GAUGE, "", "Where this GPU's peak figures (the denominators of every FLOP/s and bandwidth estimate) come from: origin is data_sheet (NVIDIA's documents), derived (a table row NVIDIA gives no figures for, derived from its SMs, per-SM rates, boost clock and memory interface; docs/peaks.md shows each derivation), device (a model in no row, derived from what NVML reports on the GPU: SM count, max SM clock, compute capability, memory bus width, max memory clock) or config (the config's peaks: section set at least one figure). Absent for a model with no peaks. Always 1.", labels=("origin",), readings=_r("derived.peak.origin"), collector="estimates"),
+    Metric("gpueff_gpu_busy_seconds_total", COUNTER, "seconds", "Integral of utilization (gpueff_gpu_utilization_ratio) over time: seconds the GPU counted as busy.", readings=_r("totals.busy_seconds"), collector="efficiency"),
+    Metric("gpueff_sm_active_seconds_total", COUNTER, "seconds", "Integral of SM activity over time: SM-active GPU-seconds.", readings=_r("totals.sm_active_seconds"), collector="efficiency"),
+    Metric("gpueff_busy_idle_sm_seconds_total", COUNTER, "seconds", "Integral of max(0, utilization - SM activity) over windows whose counters are plausible: seconds the GPU looked busy while its SMs were not.", readings=_r("totals.busy_idle_sm_seconds"), collector="efficiency"),
     Metric("gpueff_peer_wait_seconds_total", COUNTER, "seconds", "Seconds this GPU lost waiting on a slower GPU of its job while it read class peer_wait: its busy-but-idle share beyond the straggler's (gpueff_job_straggler), integrated over time. Absent until the GPU first waits.",
-           readings=_r("totals.peer_wait_seconds")),
-    Metric("gpueff_busy_idle_sm_cost_total", COUNTER, "", "What the busy-but-idle-SM seconds cost at price_per_gpu_hour, in the labelled currency.", labels=("currency",), readings=_r("totals.busy_idle_sm_cost")),
+           readings=_r("totals.peer_wait_seconds"), collector="efficiency"),
+    Metric("gpueff_busy_idle_sm_cost_total", COUNTER, "", "What the busy-but-idle-SM seconds cost at price_per_gpu_hour, in the labelled currency.", labels=("currency",), readings=_r("totals.busy_idle_sm_cost"), collector="efficiency"),
     # GPU time by state (exporter/pipeline/states.py): each observed window whole in one state, so a GPU's states add up to the time observed.
     Metric("gpueff_gpu_state_seconds_total", COUNTER, "seconds", "Observed time by state, each poll window whole in one: free (no kernel ran, no compute process), held_idle (no kernel ran, a compute process holds the GPU), host_starved (class host), busy_not_working (a gpueff_mismatch rule holds), working (the rest of the time a kernel ran), unknown (the readings cannot place the window). The states add up to the time observed: a gap longer than stale_after is not counted.",
-           labels=("state",), readings=_r("totals.state_seconds")),
+           labels=("state",), readings=_r("totals.state_seconds"), collector="efficiency"),
     Metric("gpueff_gpu_state_joules_total", COUNTER, "joules", "The energy counter's advances since the daemon started, split by state in proportion to power x time in each (an advance with no window observed since the previous one goes to unknown): the states add up to the advances.",
-           labels=("state",), readings=_r("totals.state_joules")),
+           labels=("state",), readings=_r("totals.state_joules"), collector="efficiency"),
     Metric("gpueff_gpu_state_cost_total", COUNTER, "", "gpueff_gpu_state_seconds_total at price_per_gpu_hour (the price in force at the time), in the labelled currency; only with a price set.",
-           labels=("state", "currency"), readings=_r("totals.state_cost")),
+           labels=("state", "currency"), readings=_r("totals.state_cost"), collector="efficiency"),
     # ---- Kubernetes attribution (docs/kubernetes.md) ----
     Metric("gpueff_gpu_pod_info", GAUGE, "", "The containers the kubelet assigned this GPU (or MIG instance) to, one series each (several under time-slicing). Always 1.", scope=POD, labels=("namespace", "pod", "container")),
     Metric("gpueff_pod_compute_processes", GAUGE, "", "Compute processes on this GPU by the pod UID and container id of their cgroup (needs hostPID).", scope=POD, labels=("pod_uid", "container_id")),

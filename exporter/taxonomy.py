@@ -85,59 +85,74 @@ class BottleneckClass:
     name: str
     meaning: str
     what_to_try: str
+    colour: str  # how top paints it: one of TERMINAL_COLOURS
+
+
+# The colours top paints a class in (ANSI's, or dim); the live page has its own palette (web/ui/page.css).
+TERMINAL_COLOURS = ("dim", "red", "green", "yellow", "blue", "magenta", "cyan")
 
 
 CLASSES: tuple[BottleneckClass, ...] = (
-    BottleneckClass("idle", "no kernel runs on the GPU and no engine is busy", "Nothing runs: release the GPU or give it work (look for jobs that hold a GPU they do not use)."),
+    BottleneckClass("idle", "no kernel runs on the GPU and no engine is busy", "Nothing runs: release the GPU or give it work (look for jobs that hold a GPU they do not use).", "dim"),
     BottleneckClass(
         "host",
         "the GPU has no work queued for a share of the time larger than its kernels could save, or only its copy engines work, well below the link's roof: it waits on the host (starved)",
         "Feed the GPU faster: more DataLoader workers, pinned memory and prefetch (pageable copies are staged by the CPU), fewer host syncs (.item(), .cpu()), CUDA graphs or torch.compile against launch overhead, larger batches.",
+        "yellow",
     ),
     BottleneckClass(
         "compute",
         "the SMs are busy and a meaningful share of their cycles go to a math pipe (tensor, FP64, FP32 or FP16): the GPU's own arithmetic is the limit",
         "Raise MFU: move FP32 math to tensor cores (TF32, bf16, FP8), fused kernels, flash attention, larger matmul tiles; then scale out.",
+        "green",
     ),
     BottleneckClass(
         "memory",
         "DRAM moves data at its practical roof, and DRAM is nearer its roof than any math pipe (the job's FLOP per byte is below the card's ridge point): bandwidth-bound",
         "Move fewer bytes: more work per byte read (larger batches per weight read), kernel fusion (torch.compile), quantized weights, KV cache or embedding tables, cached hot rows. A GPU with more bandwidth is faster here.",
+        "blue",
     ),
     BottleneckClass(
         "memory_latency",
         "the SMs are busy and wait on memory, yet DRAM moves well below its roof and no math pipe does meaningful work: latency-bound, too few bytes in flight (scattered rows, small dependent loads, short kernels)",
         "Keep more bytes in flight: fuse the small kernels (torch.compile), larger or vectorized and coalesced loads, sort or batch gather indices, more independent work per kernel (larger batches). A GPU with more bandwidth will not be faster here.",
+        "blue",
     ),
     BottleneckClass(
         "communication",
         "PCIe or NVLink moves data near its peak, or is the unit nearest its roof, while most SMs have nothing to run; or a link is at its practical roof with no math pipe or DRAM near theirs, whatever the SM share (kernels reading host memory directly keep every SM's warps waiting on the link): moving bytes is the GPU's work and the link is the limit",
         "Move fewer bytes over the link: stage data through device memory in large batched copies instead of reading host memory from kernels (zero-copy, UVA), keep hot data resident on the GPU, batch or compress transfers, overlap them with compute, let NCCL use more channels (NCCL_MIN_NCHANNELS), use a faster path (NVLink, GPUDirect, C2C).",
+        "cyan",
     ),
     BottleneckClass(
         "peer_wait",
         "the GPU is busy with nothing near a roof and idles (utilization - SM activity) clearly more than another GPU of its job: it waits inside collectives (NCCL) for that slower peer (judged across the job's GPUs, exporter/pipeline/peers.py)",
         "Speed up the GPU this one waits for (gpueff_job_straggler names it), not this one: even out the work per rank (uneven batches, pipeline stages or experts), feed that rank's host faster, check its clocks, power and links.",
+        "yellow",
     ),
     BottleneckClass(
         "underfilled",
         "the GPU is busy but most SMs have no block to run",
         "Give each kernel more parallel work (larger batches, more blocks), or share the GPU (MIG, MPS).",
+        "red",
     ),
     BottleneckClass(
         "latency",
         "SMs are active but hold too few warps to hide latency, and no unit is near its roof",
         "Raise occupancy (more threads and blocks, fewer registers per thread) or batch dependent work.",
+        "magenta",
     ),
     BottleneckClass(
         "mixed",
         "the GPU is fed and its SMs active, yet no unit the counters see is near its roof (on-chip memory, instruction issue or synchronisation)",
         "No single unit is the limit: profile a step with Nsight Compute to see which on-chip resource is.",
+        "cyan",
     ),
     BottleneckClass(
         "unknown",
         "the readings needed are missing, or the counters read something physically impossible (gpueff_readings_implausible)",
         "Enable profiling (GPM on Hopper and newer, or DCGM), or fix the counters that gpueff_readings_implausible names.",
+        "dim",
     ),
 )
 CLASS_NAMES = tuple(each.name for each in CLASSES)

@@ -35,6 +35,13 @@ def test_every_gpu_metric_is_in_exactly_one_collector_or_always_exported():
     assert set(listed) | ALWAYS == {metric.name for metric in BY_NAME.values() if metric.scope == GPU}
 
 
+def test_every_metric_row_names_a_known_collector_and_every_collector_has_metrics():
+    assert {"gpueff_gpu_up", "gpueff_gpu_info", "gpueff_mig_device_info"} == ALWAYS, "a per-GPU row without its collector"
+    assert {metric.name: metric.collector for metric in BY_NAME.values() if metric.collector not in COLLECTORS and metric.name not in ALWAYS and metric.scope == GPU} == {}
+    assert {metric.name for metric in BY_NAME.values() if metric.scope != GPU and metric.collector} == set(), "only per-GPU rows have collectors"
+    assert [name for name, collector in COLLECTORS.items() if not collector.metrics] == []
+
+
 def test_the_config_names_collectors_and_rejects_unknown_ones():
     assert parse_config({"collectors": {"disabled": ["nvlink", "fan", "nvlink"]}}).collectors.disabled == ("fan", "nvlink")
     with pytest.raises(ConfigError, match=r"collectors\.disabled.*unknown collector 'nvlinks'; the collectors are utilization, power"):

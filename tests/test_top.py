@@ -22,13 +22,22 @@ from waiting import PATIENCE
 from exporter.apps.derive import AppState
 from exporter.backends.replay import ReplayBackend
 from exporter.commands.top.scrape import ScrapeError, metrics_url, parse
-from exporter.commands.top.table import Frame, render, usage_bar, visible_width
+from exporter.commands.top.table import (
+    CLASS_COLOURS,
+    SHORT_CLASSES,
+    TERMINAL_ESCAPES,
+    Frame,
+    render,
+    usage_bar,
+    visible_width,
+)
 from exporter.commands.top.view import View, WasteWindow
 from exporter.commands.top.view import keys as view_keys
 from exporter.exposition.render import render as render_metrics
 from exporter.overview import GpuOverview, snapshot_overview
 from exporter.poller import Poller
 from exporter.settings import Config
+from exporter.taxonomy import CLASS_NAMES, CLASSES, TERMINAL_COLOURS
 from exporter.trace import demo_trace_paths, load_trace
 
 pytestmark = pytest.mark.usefixtures("restore_logging")  # main() installs its own log handler
@@ -99,6 +108,15 @@ def test_a_page_that_is_not_prometheus_text_is_a_clear_error() -> None:
     for bad in ("node:9947", "ftp://node/metrics", "http://user:secret@node:9947"):
         with pytest.raises(ScrapeError, match="--url"):
             metrics_url(bad)
+
+
+def test_every_class_is_painted_in_the_colour_its_row_names() -> None:
+    assert set(CLASS_COLOURS) == set(CLASS_NAMES) and set(TERMINAL_ESCAPES) == set(TERMINAL_COLOURS)
+    first = snapshot_overview(demo_snapshot(1), stale=False)[0]
+    for each in CLASSES:
+        assert each.colour in TERMINAL_COLOURS, each.name
+        lines = render(Frame(("test",), [dataclasses.replace(first, bottleneck=each.name)]), 100, None, colour=True).lines
+        assert any(TERMINAL_ESCAPES[each.colour] + SHORT_CLASSES.get(each.name, each.name) in line for line in lines), each.name
 
 
 def test_the_table_fits_80_columns_and_names_cannot_drive_the_terminal() -> None:

@@ -15,23 +15,12 @@ from dataclasses import dataclass, field
 
 from exporter.commands.top.view import View, ordered
 from exporter.overview import NO_PROFILING_FLAG, GpuOverview, JobOverview, fleet
-from exporter.taxonomy import WHAT_TO_TRY
+from exporter.taxonomy import CLASSES, WHAT_TO_TRY
 
 RESET = "\x1b[0m"
 BOLD, DIM, RED, GREEN, YELLOW, BLUE, MAGENTA, CYAN = "\x1b[1m", "\x1b[2m", "\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[34m", "\x1b[35m", "\x1b[36m"
-CLASS_COLOURS = {
-    "idle": DIM,
-    "host": YELLOW,
-    "compute": GREEN,
-    "memory": BLUE,
-    "memory_latency": BLUE,
-    "communication": CYAN,
-    "peer_wait": YELLOW,
-    "underfilled": RED,
-    "latency": MAGENTA,
-    "mixed": CYAN,
-    "unknown": DIM,
-}
+TERMINAL_ESCAPES = {"dim": DIM, "red": RED, "green": GREEN, "yellow": YELLOW, "blue": BLUE, "magenta": MAGENTA, "cyan": CYAN}  # taxonomy.TERMINAL_COLOURS
+CLASS_COLOURS = {each.name: TERMINAL_ESCAPES[each.colour] for each in CLASSES}  # each class's colour, from its row
 SHORT_CLASSES = {"communication": "comm", "memory_latency": "mem-latency"}  # the class column is 11 wide
 FLAG_NAMES = {"high_util_low_sm": "busy-SMs-idle", "low_efficiency": "low-eff", "high_util_low_work": "no-work", NO_PROFILING_FLAG: "no-profiling"}
 WIDE = 112  # from this width on, a bar shows utilization against SM activity, and whose the GPU is (or its workload's name)
