@@ -452,7 +452,7 @@ def fleet() -> dict[str, Any]:
         timeseries("Job class mix", "The selected jobs' GPUs per bottleneck class (peer_wait: waiting in collectives for a slower GPU of the job).",
                    [target(f"sum by (class) (gpueff_job_bottleneck_gpus{j})", "{{class}}")], "none", min_=0),
         row("Slurm jobs and other holders of shared GPUs (sharing.enabled: docs/sharing.md)"),
-        table("Holders: efficiency, waste, energy and cost", "Per holder of a GPU share (holder_kind slurm_job: the Slurm job id; pod: the pod UID; process: the program name) over the time range, from the exporter's fair split: efficiency (SM-active over busy GPU-seconds), busy GPU-hours, busy-but-idle GPU-hours, what that waste cost at its GPUs' price, and energy. Set the time range to a job's life for its totals. Empty without sharing.enabled.",
+        table("Holders: efficiency, waste, energy and cost", "Per holder of a GPU share (holder_kind slurm_job: the Slurm job id; pod: the pod UID; process: uid:program name; user: the rest of one uid's programs) over the time range, from the exporter's fair split: efficiency (SM-active over busy GPU-seconds), busy GPU-hours, busy-but-idle GPU-hours, what that waste cost at its GPUs' price, and energy. Set the time range to a job's life for its totals. Empty without sharing.enabled.",
               holder_targets(), "none", decimals=2,
               **WASTE_TABLE_FORMAT),
         timeseries("Least efficient holders", "The ten holders (jobs, pods, programs) with the lowest efficiency at each moment among those busy on the selected GPUs: SM-active over busy seconds of their share.",

@@ -306,7 +306,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("gpueff_kubernetes_attribution_refused_total", COUNTER, "", "Entries of kubelet pod-resources List answers left out: containers whose namespace, pod or container name breaks Kubernetes' limits (DNS-1123, 63 or 253 characters), device ids over 256 characters, containers past 64 on one GPU.", scope=ATTRIBUTION),
     Metric("gpueff_kubernetes_attribution_last_success_timestamp_seconds", GAUGE, "seconds", "Unix time of the last kubelet pod-resources List answer.", scope=ATTRIBUTION),
     # ---- jobs of two or more GPUs, judged together (exporter/pipeline/peers.py, docs/jobs.md) ----
-    Metric("gpueff_job_gpus", GAUGE, "", "GPUs held by the job on this node. job_kind: pod (job_id the pod UID), slurm_job (the Slurm job id), process_group (processes of one launcher on a bare host; job_id is the launcher's name and its GPUs, e.g. torchrun:0-3) or trace (a replayed recording).", scope=JOB),
+    Metric("gpueff_job_gpus", GAUGE, "", "GPUs held by the job on this node. job_kind: pod (job_id the pod UID), slurm_job (the Slurm job id), process_group (one user's processes of one launcher on a bare host; job_id is the uid, the launcher's name and its GPUs, e.g. 1000:torchrun:0-3) or trace (a replayed recording).", scope=JOB),
     Metric("gpueff_job_gpu_info", GAUGE, "", "The GPUs of each job, for joins with the GPU series. Always 1.", scope=JOB, labels=("gpu", "uuid")),
     Metric("gpueff_job_efficiency_ratio", GAUGE, "ratio", "The job's efficiency: SM activity summed over its GPUs over their summed utilization, 0..1.", scope=JOB),
     Metric("gpueff_job_bottleneck_gpus", GAUGE, "", "The job's GPUs per bottleneck class (gpueff_bottleneck, peer_wait included): the job's class mix.", scope=JOB, labels=("class",)),

@@ -248,7 +248,7 @@ class Poller:
             collect_duration_sum_seconds=self._duration_sum,
             errors_total=self._own_errors + self.backend.errors_total,
             last_success_wall=self._last_success,
-            apps=self.apps.update(samples, self.clock(), owners),
+            apps=self.apps.update(samples, self.clock(), owners, self._jobs.owners),
             attribution=self.attributor.health(),
             process=self._process_stats(),
             jobs=judgement.jobs,

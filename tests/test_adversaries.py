@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from fakes.kube_api import FakeApiServer
+from fakes.proc import status
 from waiting import PATIENCE
 
 from exporter.attribution.cgroup import owner_of_cgroup_line, process_owner
@@ -98,8 +99,9 @@ def test_a_cgroup_name_that_hides_a_forged_line_is_attributed_to_no_one(separato
         (tmp_path / str(pid)).mkdir()
         (tmp_path / str(pid) / "cgroup").write_bytes(f"{line}\n".encode())
         (tmp_path / str(pid) / "comm").write_bytes(b"python\n")
+        (tmp_path / str(pid) / "status").write_text(status("python", pid, 1, 1000))
         assert process_owner(pid, tmp_path) is None
-        assert identify(pid, "python", tmp_path).holder == Holder("process", "python")
+        assert identify(pid, "python", tmp_path).holder == Holder("process", "python", "1000")  # its own user's
     assert JobResolver(tmp_path).resolve(forged) == {}  # no pod, no Slurm job; no /proc/<pid>/stat, no launcher
 
 

@@ -18,14 +18,15 @@ SELECT = textwrap.dedent("""
     import logging, sys
     sys.path.insert(0, "tests")
     from exporter.apps.derive import select_gpus
+    from exporter.attribution.owner import Owner
     from exporter.settings import parse_config
     from exporter.sample import DeviceInfo, GpuProcess, GpuSample
     logging.basicConfig(level=logging.WARNING, stream=sys.stdout, format="%(levelname)s %(message)s")
-    app = parse_config({"apps": [{"name": "a", "url": "http://127.0.0.1:1/metrics", "counter": "c_total", "unit": "u", "process": sys.argv[1]}]}).apps[0]
+    app = parse_config({"apps": [{"name": "a", "url": "http://127.0.0.1:1/metrics", "counter": "c_total", "unit": "u", "process": sys.argv[1], "user": 0}]}).apps[0]
     evil = GpuSample(device=DeviceInfo(index=0, uuid="GPU-0", name="H200"), timestamp=0.0, processes=(GpuProcess(1, sys.argv[2]),))
     plain = GpuSample(device=DeviceInfo(index=1, uuid="GPU-1", name="H200"), timestamp=0.0, processes=(GpuProcess(2, sys.argv[3]),))
     for poll in range(3):
-        print("selected", [sample.device.index for sample in select_gpus(app, [evil, plain])])
+        print("selected", [sample.device.index for sample in select_gpus(app, [evil, plain], process_owners={1: Owner("user", "0"), 2: Owner("user", "0")})])
 """)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 import tracemalloc
@@ -21,6 +22,7 @@ from exporter.apps.monitor import AppTracker, Scraper
 from exporter.apps.scrape import ScrapeError, escaped, fetch, read_counter
 from exporter.apps.settings import AppConfig, AppsSettings
 from exporter.attribution.kubernetes.owners import GpuOwners, PodOwner
+from exporter.attribution.owner import Owner
 from exporter.backends.replay import ReplayBackend
 from exporter.config.engine import ConfigError
 from exporter.poller import Poller
@@ -270,14 +272,40 @@ def _sample(index: int, *names: str) -> GpuSample:
 
 def test_gpu_selection_by_index_uuid_process_or_all():
     samples = [_sample(0, "/usr/bin/python3"), _sample(1, "/opt/tritonserver/bin/tritonserver"), _sample(2), _sample(3, "VLLM::EngineCore")]
-    select = lambda **given: [s.device.index for s in select_gpus(app_config("http://127.0.0.1:1/metrics", **given), samples)]  # noqa: E731
+    owned = {pid: Owner("user", "998") for pid in range(1000, 1004)}
+    select = lambda **given: [s.device.index for s in select_gpus(app_config("http://127.0.0.1:1/metrics", **given), samples, process_owners=owned)]  # noqa: E731
     assert select() == [0, 1, 2, 3]
     assert select(gpus=[2, "GPU-0000"]) == [0, 2]
-    assert select(process="tritonserver$") == [1]
-    assert select(process="(?i)vllm") == [3]
+    assert select(process="tritonserver$", user=998) == [1]
+    assert select(process="(?i)vllm", user=998) == [3]
     assert select(gpus=[7]) == []
     no_processes = [GpuSample(device=s.device, timestamp=0.0) for s in samples]  # replay: processes unknown
-    assert select_gpus(app_config("http://127.0.0.1:1/metrics", process="python"), no_processes) == []
+    assert select_gpus(app_config("http://127.0.0.1:1/metrics", process="python", user=998), no_processes, process_owners=owned) == []
+
+
+def test_a_process_join_is_bound_to_its_user_not_to_a_name_anyone_picks():
+    """Before, any tenant's process named /home/tenant/tritonserver joined the app ``process:
+    tritonserver`` (its units per joule fell from 1.45 to 1.23): now only user 998's processes
+    outside pods and Slurm jobs do, and one whose owner cannot be read joins nothing."""
+    names = ["/opt/tritonserver/bin/tritonserver", "/home/tenant/tritonserver", "/opt/tritonserver/bin/tritonserver", "/opt/tritonserver/bin/tritonserver"]
+    samples = [GpuSample(device=DeviceInfo(index=n, uuid=f"GPU-{n}", name="NVIDIA H200"), timestamp=0.0, processes=(GpuProcess(10 + n, name),)) for n, name in enumerate(names)]
+    owners = {10: Owner("user", "998"), 11: Owner("user", "1001"), 12: Owner("pod", "uid-of-some-pod")}  # GPU 3's process: owner unknown
+    app = app_config("http://127.0.0.1:1/metrics", process="tritonserver", user=998)
+    assert [s.device.index for s in select_gpus(app, samples, process_owners=owners)] == [0]
+    assert select_gpus(app, samples) == []  # no owners known: nothing joins, never everything
+
+
+@pytest.mark.parametrize(("entry", "error"), [
+    ({"process": "tritonserver"}, "'apps[0].user': required with process"),
+    ({"user": 998}, "'apps[0].user': goes with process only"),
+    ({"process": "t", "user": -1}, "'apps[0].user': expected a Unix user id"),
+    ({"process": "t", "user": "998"}, "'apps[0].user': expected a Unix user id"),
+    ({"process": "t", "user": True}, "'apps[0].user': expected a Unix user id"),
+    ({"process": "t", "user": 4294967295}, "'apps[0].user': expected a Unix user id"),
+])
+def test_a_process_app_names_its_user(entry: dict, error: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(error)):
+        parse_config({"apps": [{**GOOD, "url": "http://127.0.0.1:1/metrics", **entry}]})
 
 
 def test_gpu_selection_by_kubernetes_pod():

@@ -226,8 +226,9 @@ def test_daemon_scrapes_a_real_app(tmp_path):
     assert 'gpueff_gpu_up{gpu="0"' in body and "gpueff_sm_active_ratio{" in body
 
 
-def test_process_pattern_follows_the_processes_nvml_lists(trace_paths):
+def test_process_pattern_follows_the_processes_nvml_lists(trace_paths, tmp_path):
     from fakes.nvml import FakeClock, FakeGpu, FakeNvml
+    from fakes.proc import process
 
     from exporter.backends.nvml.backend import NvmlBackend
     from exporter.sample import GpuProcess
@@ -247,7 +248,9 @@ def test_process_pattern_follows_the_processes_nvml_lists(trace_paths):
     try:
         app = App(vllm_like)
         with serving(app.respond) as url:
-            poller = Poller(backend, parse_config({"apps": [app_entry(url, process=r"python3?$")]}), clock=clock)
+            for pid, uid in ((4242, 998), (4243, 998), (77, 1001)):
+                process(tmp_path, pid, "python3", uid=uid)
+            poller = Poller(backend, parse_config({"apps": [app_entry(url, process=r"python3?$", user=998)], "proc_root": str(tmp_path)}), clock=clock)
             poller.apps.scrapers[0].scrape_once()
             snapshot = poller.poll_once()
             assert snapshot.gpus[2].sample.processes == (GpuProcess(77, "/opt/tritonserver/bin/tritonserver"), GpuProcess(4243, "/usr/bin/python3"))
@@ -255,5 +258,33 @@ def test_process_pattern_follows_the_processes_nvml_lists(trace_paths):
             fake.gpus[0].processes = []  # the process on GPU 0 exited
             clock.advance(1.0)
             assert [device.index for device in poller.poll_once().apps[0].gpus] == [2]
+    finally:
+        backend.close()
+
+
+def test_a_tenants_process_named_like_the_app_does_not_join_it(trace_paths, tmp_path):
+    """Before, a process any tenant named /home/tenant/tritonserver joined the app ``process:
+    tritonserver`` with its GPU (units per joule 1.45 -> 1.23): the join is bound to the app's user."""
+    from fakes.nvml import FakeClock, FakeGpu, FakeNvml
+    from fakes.proc import process
+
+    from exporter.backends.nvml.backend import NvmlBackend
+
+    process(tmp_path, 77, "tritonserver", uid=998)
+    process(tmp_path, 78, "tritonserver", uid=1001)
+    clock = FakeClock()
+    fake = FakeNvml([FakeGpu(load_trace(trace_paths["matmul_8192"]), processes=[(77, 1 << 30, "/opt/tritonserver/bin/tritonserver")]),
+                     FakeGpu(load_trace(trace_paths["copy_2GB"]), processes=[(78, 1 << 30, "/home/tenant/tritonserver")])], clock=clock)
+    backend = NvmlBackend(nvml=fake, clock=clock)
+    backend.start()
+    try:
+        app = App(vllm_like)
+        with serving(app.respond) as url:
+            poller = Poller(backend, parse_config({"apps": [app_entry(url, process="tritonserver", user=998)], "proc_root": str(tmp_path)}), clock=clock)
+            assert [device.index for device in poller.poll_once().apps[0].gpus] == [0]
+            process(tmp_path, 79, "tritonserver", uid=998)  # the app's user starts a second server there: it joins
+            fake.gpus[1].processes = [(79, 1 << 30, "/home/tenant/tritonserver")]
+            clock.advance(1.0)
+            assert [device.index for device in poller.poll_once().apps[0].gpus] == [0, 1]
     finally:
         backend.close()

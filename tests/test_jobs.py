@@ -6,19 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fakes.proc import process
 
 from exporter.attribution.jobs import JobKey, JobResolver, gpu_ranges, job_label, memberships, parse_stat
 from exporter.sample import DeviceInfo, GpuProcess, GpuSample
 
 POD_UID = "0f4b8c8e-1111-2222-3333-444455556666"
-
-
-def process(root: Path, pid: int, name: str, parent: int, session: int, cgroup: str = "0::/user.slice/user-1000.slice/session-3.scope") -> None:
-    folder = root / str(pid)
-    folder.mkdir()
-    (folder / "stat").write_bytes(f"{pid} ({name}) S {parent} {pid} {session} 34816 {pid} 4194560 0 0 0 0 5 3 0 0 20 0 1 0\n".encode())
-    (folder / "cgroup").write_text(cgroup + "\n")
-    (folder / "comm").write_text(name + "\n")
 
 
 def on(index: int, *pids: int) -> GpuSample:
@@ -44,10 +37,10 @@ def proc(tmp_path: Path) -> Path:
 def test_ranks_of_one_launcher_are_one_job_and_hand_started_programs_are_not(proc: Path) -> None:
     resolver = JobResolver(proc)
     found = memberships([on(0, 201), on(1, 202), on(2, 300), on(3, 301), on(4, 400)], resolver)
-    assert found["GPU-0"] == found["GPU-1"] == [JobKey("process_group", "200")]
-    assert found["GPU-2"] == [JobKey("process_group", "300")] and found["GPU-3"] == [JobKey("process_group", "301")]
-    assert found["GPU-4"] == [JobKey("process_group", "400")]
-    assert job_label(JobKey("process_group", "200"), [1, 0], resolver.launcher_names) == "torchrun:0-1"
+    assert found["GPU-0"] == found["GPU-1"] == [JobKey("process_group", "1000:200")]
+    assert found["GPU-2"] == [JobKey("process_group", "1000:300")] and found["GPU-3"] == [JobKey("process_group", "1000:301")]
+    assert found["GPU-4"] == [JobKey("process_group", "1000:400")]
+    assert job_label(JobKey("process_group", "1000:200"), [1, 0], resolver.launcher_names) == "1000:torchrun:0-1"
 
 
 def test_pods_and_slurm_jobs_come_from_cgroups(proc: Path) -> None:
@@ -57,12 +50,26 @@ def test_pods_and_slurm_jobs_come_from_cgroups(proc: Path) -> None:
 
 def test_a_parent_that_holds_a_gpu_is_in_the_job_and_its_launcher_is_above(proc: Path) -> None:
     found = memberships([on(0, 700), on(1, 701)], JobResolver(proc))
-    assert found["GPU-0"] == found["GPU-1"] == [JobKey("process_group", "700")]  # the shell above is no launcher: the topmost rank is
+    assert found["GPU-0"] == found["GPU-1"] == [JobKey("process_group", "1000:700")]  # the shell above is no launcher: the topmost rank is
 
 
-def test_a_gpu_shared_by_two_jobs_is_in_both_and_unknown_pids_in_none(proc: Path) -> None:
-    found = memberships([on(0, 201, 600), on(1, 99999)], JobResolver(proc))
-    assert found == {"GPU-0": [JobKey("process_group", "200"), JobKey("slurm_job", "4242")]}
+def test_a_gpu_of_one_users_two_jobs_is_in_both(proc: Path) -> None:
+    found = memberships([on(0, 201, 300), on(1, 202), on(2, 301)], JobResolver(proc))
+    assert found["GPU-0"] == [JobKey("process_group", "1000:200"), JobKey("process_group", "1000:300")]
+
+
+def test_a_gpu_of_two_owners_or_of_an_unknown_one_is_in_no_job(proc: Path) -> None:
+    """Owners never cross: a user's rank beside a Slurm job's, or beside a PID that cannot be read
+    (gone, another PID namespace: anyone's), puts the GPU in neither's job."""
+    found = memberships([on(0, 201, 600), on(1, 202, 99999), on(2, 99999), on(3, 500, 600)], JobResolver(proc))
+    assert found == {}
+
+
+def test_a_process_whose_user_cannot_be_read_is_in_no_job(proc: Path) -> None:
+    for text in ("", "Uid:\t1000\t1000\n", "Uid:\t1000\t1000\t1000\t1000\nUid:\t0\t0\t0\t0\n", "Uid:\t\u0661\t1\t1\t1\n"):
+        (proc / "202" / "status").write_text(text)
+        resolver = JobResolver(proc)
+        assert memberships([on(0, 202)], resolver) == {} and resolver.owners == {}
 
 
 def test_a_replayed_gpu_carries_its_recorded_job() -> None:
@@ -74,7 +81,7 @@ def test_pids_are_read_once_while_seen_and_forgotten_after(proc: Path) -> None:
     resolver = JobResolver(proc)
     memberships([on(0, 201)], resolver)
     (proc / "201" / "stat").write_text("garbage")
-    assert memberships([on(0, 201)], resolver)["GPU-0"] == [JobKey("process_group", "200")]  # cached
+    assert memberships([on(0, 201)], resolver)["GPU-0"] == [JobKey("process_group", "1000:200")]  # cached
     memberships([on(0)], resolver)
     assert memberships([on(0, 201)], resolver) == {}  # read again: unparseable now, so no job
     assert resolver.launcher_names == {}
@@ -115,4 +122,4 @@ def test_a_torchrun_job_on_live_gpus_is_judged_together(proc: Path, trace_paths)
         snapshot = poller.poll_once()
     assert [state.derived.bottleneck for state in snapshot.gpus] == ["peer_wait", "compute", "underfilled"]
     (job,) = snapshot.jobs
-    assert (job.kind, job.name, [gpu.index for gpu in job.gpus], job.straggler.index) == ("process_group", "torchrun:0-1", [0, 1], 1)
+    assert (job.kind, job.name, [gpu.index for gpu in job.gpus], job.straggler.index) == ("process_group", "1000:torchrun:0-1", [0, 1], 1)

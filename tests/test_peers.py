@@ -103,14 +103,24 @@ def test_two_jobs_on_one_node_do_not_wait_on_each_other() -> None:
     assert [(state.name, [each.index for each in state.gpus]) for state in result.jobs] == [("1", [0, 1]), ("2", [2, 3])]
 
 
-def test_a_gpu_shared_by_two_jobs_counts_in_both() -> None:
-    a, b = JobKey("pod", "a"), JobKey("pod", "b")
+def test_a_gpu_shared_by_one_users_two_jobs_counts_in_both() -> None:
+    """Only one owner's jobs share a GPU here: attribution/jobs.py keeps a GPU of two owners out of every job."""
+    a, b = JobKey("process_group", "1000:7"), JobKey("process_group", "1000:8")
     samples = [gpu(0, 0.99, **WORKING), gpu(1, 0.99, **WAITING), gpu(2, 0.99, **WAITING)]
-    result = judged(samples, {"GPU-0": [a], "GPU-1": [a, b], "GPU-2": [b]})
+    result = judge([(sample, derive(sample, Config())) for sample in samples], {"GPU-0": [a], "GPU-1": [a, b], "GPU-2": [b]}, {"1000:7": "1000:torchrun", "1000:8": "1000:sh"})
     assert result.classes == {"GPU-1": PEER_WAIT}  # job a's GPU 0 works while GPU 1 waits; nothing in b works
     by_name = {state.name: state for state in result.jobs}
-    assert by_name["a"].straggler is not None and by_name["a"].straggler.index == 0
-    assert by_name["b"].straggler is None and dict(by_name["b"].classes) == {PEER_WAIT: 1, "underfilled": 1}
+    assert by_name["1000:torchrun:0-1"].straggler is not None and by_name["1000:torchrun:0-1"].straggler.index == 0
+    assert by_name["1000:sh:1-2"].straggler is None and dict(by_name["1000:sh:1-2"].classes) == {PEER_WAIT: 1, "underfilled": 1}
+
+
+def test_one_users_two_groups_of_one_name_on_the_same_gpus_are_one_job() -> None:
+    """Two ``sh`` scripts of one user, each with a rank on GPUs 0 and 1: one job, its series once."""
+    a, b = JobKey("process_group", "1000:7"), JobKey("process_group", "1000:9")
+    samples = [gpu(0, 0.99, **WAITING), gpu(1, 0.99, **WORKING)]
+    result = judge([(sample, derive(sample, Config())) for sample in samples], {"GPU-0": [a, b], "GPU-1": [a, b]}, {"1000:7": "1000:sh", "1000:9": "1000:sh"})
+    assert [(state.name, [each.index for each in state.gpus]) for state in result.jobs] == [("1000:sh:0-1", [0, 1])]
+    assert result.classes == {"GPU-0": PEER_WAIT}
 
 
 def test_a_down_gpu_counts_among_the_jobs_gpus_but_is_not_judged() -> None:

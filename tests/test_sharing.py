@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from exporter.attribution.holders import UNATTRIBUTED, Holder, ProcessIdentity
-from exporter.pipeline.split import FORGET_AFTER_SECONDS, MAX_HOLDERS_PER_GPU, GpuLedger, window_shares
+from exporter.pipeline.split import (
+    FORGET_AFTER_SECONDS,
+    MAX_HOLDERS_PER_GPU,
+    MAX_NAMES_PER_USER,
+    GpuLedger,
+    window_shares,
+)
 from exporter.pipeline.totals import Growth
 from exporter.sample import DeviceInfo, GpuProcess, GpuSample, ProcessUtilization
 
@@ -95,9 +101,32 @@ def test_down_sample_splits_nothing_and_gone_holders_are_forgotten() -> None:
 
 def test_holders_beyond_the_cap_are_unattributed_and_the_total_is_kept() -> None:
     ledger = GpuLedger()
-    many = {Holder("process", f"p{n}"): 1 / (MAX_HOLDERS_PER_GPU + 10) for n in range(MAX_HOLDERS_PER_GPU + 10)}
+    many = {Holder("pod", f"p{n}"): 1 / (MAX_HOLDERS_PER_GPU + 10) for n in range(MAX_HOLDERS_PER_GPU + 10)}
     holders = ledger.add(sample(0), many, Growth(busy_seconds=1.0), MAX_GAP)
     assert len(holders) == MAX_HOLDERS_PER_GPU and UNATTRIBUTED in holders
     assert sum(t.busy_seconds for t in holders.values()) == pytest.approx(1.0)
-    holders = ledger.add(sample(1), {Holder("process", "late"): 1.0}, Growth(busy_seconds=1.0), MAX_GAP)
-    assert Holder("process", "late") not in holders and holders[UNATTRIBUTED].busy_seconds == pytest.approx(1.0 + 11 / (MAX_HOLDERS_PER_GPU + 10))
+    holders = ledger.add(sample(1), {Holder("pod", "late"): 1.0}, Growth(busy_seconds=1.0), MAX_GAP)
+    assert Holder("pod", "late") not in holders and holders[UNATTRIBUTED].busy_seconds == pytest.approx(1.0 + 11 / (MAX_HOLDERS_PER_GPU + 10))
+
+
+def test_one_users_churn_of_names_fills_only_its_own_holders() -> None:
+    """A new (pid, name) every 0.25 s: 70 names of user 1001 in 17.5 s, each kept 5 minutes. Before,
+    they took all 64 slots and a later tenant's time went to unattributed; now the user's names
+    beyond MAX_NAMES_PER_USER share its own ``user`` holder and the later tenant gets its own."""
+    ledger = GpuLedger()
+    for n in range(70):
+        ledger.add(sample(n * 0.25), {Holder("process", f"churn{n}", "1001"): 1.0}, Growth(busy_seconds=0.25), MAX_GAP)
+    late = Holder("process", "python3", "1002")
+    holders = ledger.add(sample(18.0), {late: 0.6, Holder("process", "churn70", "1001"): 0.4}, Growth(busy_seconds=1.0), MAX_GAP)
+    assert holders[late].busy_seconds == pytest.approx(0.6) and UNATTRIBUTED not in holders
+    churner = {holder for holder in holders if holder.user == "1001"}
+    assert len(churner) == MAX_NAMES_PER_USER + 1 and Holder("user", "", "1001") in churner
+    assert holders[Holder("user", "", "1001")].busy_seconds == pytest.approx((70 - MAX_NAMES_PER_USER) * 0.25 + 0.4)
+    assert sum(t.busy_seconds for t in holders.values()) == pytest.approx(70 * 0.25 + 1.0)
+
+
+def test_two_users_programs_of_one_name_are_two_holders() -> None:
+    a, b = Holder("process", "python3", "1001"), Holder("process", "python3", "1002")
+    ids = {1: ProcessIdentity(a), 2: ProcessIdentity(b)}
+    assert window_shares(sample(1, ((1, 0.3), (2, 0.1)), pids=(1, 2)), ids) == pytest.approx({a: 0.75, b: 0.25})
+    assert (a.label, b.label) == ("1001:python3", "1002:python3")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pynvml
 import pytest
 from fakes.nvml import FakeClock, FakeGpu, FakeNvml
+from fakes.proc import process
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.attribution.kubernetes.owners import GpuOwners, PodOwner
@@ -22,12 +23,10 @@ SLURM_V2 = "0::/system.slice/slurmstepd.scope/job_{job}/step_0/user/task_0\n"
 SLURM_V1 = "11:devices:/slurm/uid_1000/job_{job}/step_batch/task_0\n10:memory:/slurm/uid_1000/job_{job}/step_batch/task_0\n"
 
 
-def fake_proc(root: Path, processes: dict[int, tuple[str, str]]) -> Path:
-    """pid -> (cgroup file text, comm)."""
+def fake_proc(root: Path, processes: dict[int, tuple[str, str]], uid: int = 1000) -> Path:
+    """pid -> (cgroup file text, comm); every process of user ``uid``."""
     for pid, (cgroup, comm) in processes.items():
-        (root / str(pid)).mkdir(parents=True)
-        (root / str(pid) / "cgroup").write_text(cgroup)
-        (root / str(pid) / "comm").write_text(comm + "\n")
+        process(root, pid, comm, cgroup=cgroup.rstrip("\n"), uid=uid)
     return root
 
 
@@ -79,7 +78,8 @@ def test_plain_processes_are_held_by_name_and_an_idle_gpu_makes_no_call(trace_pa
     idle_gpu = FakeGpu(load_trace(trace_paths["idle"]))
     values, fake, _ = run(trace_paths, proc, [busy_gpu, idle_gpu])
     busy = holder_values(values, "gpueff_holder_busy_seconds_total")
-    assert busy[("process", "duty70")] / sum(busy.values()) == pytest.approx(0.7, abs=0.02)  # duty30's first sample comes a poll later
+    assert busy[("process", "1000:duty70")] / sum(busy.values()) == pytest.approx(0.7, abs=0.02)  # duty30's first sample comes a poll later
+    assert set(holder_values(values, "gpueff_holder_state_seconds_total")) == set(busy)  # one holder label for every holder series
     assert set(holder_values(values, "gpueff_holder_energy_joules_total", gpu="1")) == {("unattributed", "")}  # idle power: nobody's
     assert fake.device_calls["nvmlDeviceGetProcessUtilization", 1] == 0
     assert "gpueff_gpu_job_info" not in values

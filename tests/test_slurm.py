@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fakes.proc import status
 
 from exporter.attribution.cgroup import read_cgroup
 from exporter.attribution.holders import UNATTRIBUTED, Holder, HolderResolver, identify
@@ -41,15 +42,17 @@ def test_a_directory_called_job_outside_slurm_is_not_a_job() -> None:
     assert job_of_cgroup_line("0::/myslurm/job_5") is None
 
 
-def _proc(root: Path, pid: int, cgroup: str | None, comm: str | None = None) -> None:
+def _proc(root: Path, pid: int, cgroup: str | None, comm: str | None = None, uid: int | None = 1000) -> None:
     (root / str(pid)).mkdir(parents=True)
     if cgroup is not None:
         (root / str(pid) / "cgroup").write_text(cgroup)
     if comm is not None:
         (root / str(pid) / "comm").write_text(comm + "\n")
+    if uid is not None:
+        (root / str(pid) / "status").write_text(status(comm or "", pid, 1, uid))
 
 
-def test_holders_pod_first_then_slurm_job_then_process_name(tmp_path: Path) -> None:
+def test_holders_pod_first_then_slurm_job_then_the_users_program(tmp_path: Path) -> None:
     _proc(tmp_path, 10, (CGROUPS / "v2-task.cgroup").read_text(), "python3")
     _proc(tmp_path, 11, (CGROUPS / "v1-task.cgroup").read_text(), "python3")
     _proc(tmp_path, 12, f"0::/kubepods/besteffort/pod{POD_UID}/" + "ab" * 32 + "\n", "python3")
@@ -58,12 +61,19 @@ def test_holders_pod_first_then_slurm_job_then_process_name(tmp_path: Path) -> N
     assert identify(10, "", tmp_path).job == SlurmJob("777", "3")
     assert identify(11, "", tmp_path).holder == Holder("slurm_job", "4242")
     assert identify(12, "", tmp_path).holder == Holder("pod", POD_UID)
-    assert identify(13, "/usr/bin/python3", tmp_path).holder == Holder("process", "trainer")
+    assert identify(13, "/usr/bin/python3", tmp_path).holder == Holder("process", "trainer", "1000")
+    assert identify(13, "", tmp_path).holder.label == "1000:trainer"
 
 
-def test_unreadable_process_falls_back_to_nvml_name_then_unattributed(tmp_path: Path) -> None:
-    assert identify(99, "/opt/conda/bin/python3.12", tmp_path).holder == Holder("process", "python3.12")
-    assert identify(99, "", tmp_path).holder == UNATTRIBUTED
+def test_a_process_of_no_known_user_is_unattributed_and_an_unnamed_one_its_users(tmp_path: Path) -> None:
+    """Without its owner, a name is anyone's: no holder is made from it."""
+    assert identify(99, "/opt/conda/bin/python3.12", tmp_path).holder == UNATTRIBUTED
+    _proc(tmp_path, 98, "0::/\n", uid=None)
+    assert identify(98, "/opt/conda/bin/python3.12", tmp_path).holder == UNATTRIBUTED
+    _proc(tmp_path, 97, "0::/\n")  # no comm: NVML's name, still its user's
+    assert identify(97, "/opt/conda/bin/python3.12", tmp_path).holder == Holder("process", "python3.12", "1000")
+    assert identify(97, "", tmp_path).holder == Holder("user", "", "1000")
+    assert Holder("user", "", "1000").label == "1000"
 
 
 def test_resolver_reads_each_pid_once_and_forgets_gone_ones(tmp_path: Path) -> None:
@@ -73,4 +83,4 @@ def test_resolver_reads_each_pid_once_and_forgets_gone_ones(tmp_path: Path) -> N
     (tmp_path / "20" / "cgroup").write_text("0::/\n")  # a re-read would find no job
     assert resolver.resolve([(20, ""), (20, "")])[20].holder == Holder("slurm_job", "778")
     resolver.resolve([])
-    assert resolver.resolve([(20, "")])[20].holder == UNATTRIBUTED
+    assert resolver.resolve([(20, "")])[20].holder == Holder("user", "", "1000")  # read again: in no job now, and nameless

@@ -4,6 +4,7 @@ with such bytes leaves every GPU published."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pynvml
 import pytest
 from fakes.nvml import FakeClock, FakeGpu, FakeNvml
+from fakes.proc import status
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.attribution.cgroup import process_owner
@@ -34,6 +36,7 @@ def write_process(root: Path, pid: int, cgroup: bytes, comm: bytes) -> None:
     (root / str(pid)).mkdir(parents=True)
     (root / str(pid) / "cgroup").write_bytes(cgroup)
     (root / str(pid) / "comm").write_bytes(comm + b"\n")
+    (root / str(pid) / "status").write_text(status("x", pid, 1, 1000))
 
 
 def test_decode_keeps_bad_bytes_distinct_and_bounds_the_length() -> None:
@@ -54,7 +57,7 @@ def test_holder_of_a_process_with_a_non_utf8_name_and_cgroup(tmp_path: Path) -> 
     write_process(tmp_path, 10, b"0::/user.slice/\xff\xfe.scope\n", HOSTILE)
     write_process(tmp_path, 11, b"0::/system.slice/slurmstepd.scope/job_77/step_0/user/\xc3task_0\n", b"x")
     write_process(tmp_path, 12, f"0::/kubepods.slice/kubepods-pod{UID.replace('-', '_')}.slice/\xff/cri-containerd-{CID}.scope\n".encode("latin-1"), b"x")
-    assert identify(10, "", tmp_path).holder == Holder("process", "\\xff\\xfejob")
+    assert identify(10, "", tmp_path).holder == Holder("process", "\\xff\\xfejob", "1000")
     assert identify(11, "", tmp_path).holder == Holder("slurm_job", "77")
     assert identify(12, "", tmp_path).holder == Holder("pod", UID)
 
@@ -124,4 +127,4 @@ def test_a_real_process_named_with_non_utf8_bytes_leaves_every_gpu_published(tra
     assert [s.value for s in families["gpueff_gpu_up"].samples] == [1.0, 1.0]
     assert poller.is_ready()
     holders = {(s.labels["holder_kind"], s.labels["holder"]) for s in families["gpueff_holder_busy_seconds"].samples}
-    assert ("process", "\\xff\\xfejob") in holders
+    assert ("process", f"{os.getuid()}:\\xff\\xfejob") in holders

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from exporter.apps.patterns import name_pattern
 from exporter.apps.settings import AppConfig
 from exporter.attribution.kubernetes.owners import GpuOwners
+from exporter.attribution.owner import Owner
 from exporter.peaks import PeakOverride, peak_for, precision_peak
 from exporter.sample import DeviceInfo, GpuSample
 
@@ -47,15 +48,18 @@ class AppState:
     scrape_errors_total: int = 0
 
 
-def select_gpus(app: AppConfig, samples: Sequence[GpuSample], owners: Mapping[str, GpuOwners] | None = None) -> list[GpuSample]:
-    """The app's GPUs: by process name pattern, by Kubernetes pod, by index or UUID, or all of them."""
+def select_gpus(app: AppConfig, samples: Sequence[GpuSample], owners: Mapping[str, GpuOwners] | None = None, process_owners: Mapping[int, Owner] | None = None) -> list[GpuSample]:
+    """The app's GPUs: by process name pattern among the processes of its user, by Kubernetes pod,
+    by index or UUID, or all of them. ``process_owners``: pid -> owner (attribution/owner.py); a
+    process of another owner, or of none known, never joins the app whatever it is named."""
     if app.pod is not None:
         pattern = name_pattern(app.pod, "namespace/pod")
         held = owners or {}
         return [sample for sample in samples if sample.device.uuid in held and any(pattern.search(f"{owner.namespace}/{owner.pod}") for owner in held[sample.device.uuid].pods)]
     if app.process is not None:
         pattern = name_pattern(app.process, "process name")
-        return [sample for sample in samples if sample.processes and any(pattern.search(process.name) for process in sample.processes)]
+        user, known = Owner("user", str(app.user)), process_owners or {}
+        return [sample for sample in samples if any(known.get(process.pid) == user and pattern.search(process.name) for process in sample.processes or ())]
     if app.gpus is None:
         return list(samples)
     wanted = set(app.gpus)  # a set: a list of every GPU's index on a 256-GPU node is not 256 x 256 comparisons
@@ -68,8 +72,8 @@ def _sum(values: list[float | None]) -> float | None:
     return sum(values)  # type: ignore[arg-type]
 
 
-def gpu_figures(app: AppConfig, samples: Sequence[GpuSample], timestamp: float, peaks: dict[str, PeakOverride], owners: Mapping[str, GpuOwners] | None = None) -> GpuFigures:
-    selected = select_gpus(app, samples, owners)
+def gpu_figures(app: AppConfig, samples: Sequence[GpuSample], timestamp: float, peaks: dict[str, PeakOverride], owners: Mapping[str, GpuOwners] | None = None, process_owners: Mapping[int, Owner] | None = None) -> GpuFigures:
+    selected = select_gpus(app, samples, owners, process_owners)
     peak_values = []
     for sample in selected:
         peak = peak_for(sample.device.name, peaks, sample.device)

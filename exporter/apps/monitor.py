@@ -21,6 +21,7 @@ from exporter.apps.derive import AppState, GpuFigures, Means, derive_app, gpu_fi
 from exporter.apps.scrape import Abort, ScrapeError, Series, fetch, read_counter
 from exporter.apps.settings import AppConfig, AppsSettings
 from exporter.attribution.kubernetes.owners import GpuOwners
+from exporter.attribution.owner import Owner
 from exporter.logs import fields
 from exporter.sample import GpuSample
 
@@ -162,8 +163,8 @@ class AppTracker:
         self._last_good: float | None = None
         self._state = AppState(app.name, app.unit, up=False)
 
-    def update(self, scraper: Scraper, samples: Sequence[GpuSample], now: float, settings: AppsSettings, owners: Mapping[str, GpuOwners] | None = None) -> AppState:
-        figures = gpu_figures(self.app, samples, now, settings.peaks, owners)
+    def update(self, scraper: Scraper, samples: Sequence[GpuSample], now: float, settings: AppsSettings, owners: Mapping[str, GpuOwners] | None = None, process_owners: Mapping[int, Owner] | None = None) -> AppState:
+        figures = gpu_figures(self.app, samples, now, settings.peaks, owners, process_owners)
         if self._window and self._window[-1].gpus == figures.gpus:
             # The same GPUs as the poll before: share its tuple, so an app that stays down (whose
             # window fills to WINDOW_POLLS) holds one tuple of devices, not one per poll.
@@ -271,7 +272,8 @@ class AppMonitor:
         for scraper in (*self.scrapers, *self._retiring):
             scraper.join(RETIRE_WAIT)
 
-    def update(self, samples: Sequence[GpuSample], now: float, owners: Mapping[str, GpuOwners] | None = None) -> tuple[AppState, ...]:
-        """Called by the poller after each poll, with the GPUs' pod owners; never waits on the network."""
+    def update(self, samples: Sequence[GpuSample], now: float, owners: Mapping[str, GpuOwners] | None = None, process_owners: Mapping[int, Owner] | None = None) -> tuple[AppState, ...]:
+        """Called by the poller after each poll, with the GPUs' pod owners and the owner of each GPU
+        process (attribution/owner.py); never waits on the network."""
         settings = self._settings
-        return tuple(tracker.update(scraper, samples, now, settings, owners) for scraper, tracker in self._apps)
+        return tuple(tracker.update(scraper, samples, now, settings, owners, process_owners) for scraper, tracker in self._apps)

@@ -21,6 +21,7 @@ from exporter.config.values import (
     optional,
     positive_scientific,
     unit_name,
+    unix_user_id,
     whole_number,
 )
 from exporter.peaks import PRECISION_PEAKS, PeakOverride
@@ -40,7 +41,8 @@ class AppConfig:
     requests_counter: str | None = setting(None, optional(metric_name), "a counter of requests served, for gpueff_app_requests_per_second")
     labels: dict[str, str] = setting({}, label_matchers, "sum only the series with these exact label values")
     gpus: tuple[int | str, ...] | None = setting(None, optional(gpu_selectors), "the GPUs it runs on, by index or UUID (default: all, unless process is given)")
-    process: str | None = setting(None, optional(regex), "or: the GPUs where a process whose NVML name matches this regular expression runs")
+    process: str | None = setting(None, optional(regex), "or: the GPUs where a process of user (below) whose NVML name matches this regular expression runs")
+    user: int | None = setting(None, optional(unix_user_id), "with process (and required with it): the Unix user id its process runs as (id -u NAME); another user's process of that name, or one in a pod or Slurm job, never joins the app")
     pod: str | None = setting(None, optional(regex), "or: the GPUs whose Kubernetes pod, as namespace/pod, matches this regular expression (needs kubernetes.enabled)")
     flops_per_unit: float | None = setting(None, optional(positive_scientific), "FLOP per unit of work, for gpueff_app_model_flops_utilization_ratio")
     precision: str = setting("bf16", one_of(tuple(PRECISION_PEAKS)), "the precision its math runs in: its model FLOPs utilization divides by the GPUs' dense peak at it (bf16, fp16, fp8, tf32, int8, fp64, fp32)")
@@ -60,6 +62,10 @@ class AppConfig:
         chosen = [key for key in ("gpus", "process", "pod") if getattr(self, key) is not None]
         if len(chosen) > 1:
             raise SettingError(chosen[1], f"give only one of gpus, process and pod, not {' and '.join(chosen)}")
+        if self.process is not None and self.user is None:
+            raise SettingError("user", "required with process: the Unix user id (id -u NAME) the process runs as, so that no other user's process of a matching name joins the app")
+        if self.user is not None and self.process is None:
+            raise SettingError("user", "goes with process only (it says whose process the pattern matches)")
         if self.scrape_timeout > self.scrape_interval:
             raise SettingError("scrape_timeout", f"must not exceed scrape_interval ({format_duration(self.scrape_interval)}), got {format_duration(self.scrape_timeout)}")
 

@@ -1,13 +1,18 @@
-"""Who holds a GPU process: a Kubernetes pod, a Slurm job, or (neither) the process's name.
+"""Who holds a GPU process: a Kubernetes pod, a Slurm job, or (neither) one Unix user's program.
 
 A holder is what the fair split of a shared GPU is reported per (docs/sharing.md). It is never a
-PID, so the number of series stays bounded by the pods, jobs and program names on a node:
+PID, so the number of series stays bounded by the pods, jobs, users and program names on a node,
+and it is always one owner's (attribution/owner.py): no process joins another tenant's holder.
 
 - ``pod``: the pod UID from the process's cgroup (join with kube-state-metrics' ``kube_pod_info``
   on ``uid`` for names);
 - ``slurm_job``: the Slurm job id from the process's cgroup;
-- ``process``: the process's name (``/proc/<pid>/comm``, else NVML's name without its directory);
-  processes with the same name on one GPU are one holder.
+- ``process``: one user's program, ``<uid>:<name>`` (the name from ``/proc/<pid>/comm``, else
+  NVML's name without its directory); one user's processes with the same name on one GPU are one
+  holder, two users' never are;
+- ``user``: ``<uid>``, the user's processes that have no name, and those of its names beyond the
+  first few on a GPU (pipeline/split.py), so that one user's many names fill only its own holder;
+- ``unattributed``: processes whose owner cannot be read (gone, or another PID namespace).
 
 The exporter must see the host's PIDs (hostPID on Kubernetes) for NVML's PIDs to be found here.
 """
@@ -19,20 +24,29 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from exporter.attribution.cgroup import owner_of_cgroup, read_cgroup
+from exporter.attribution.cgroup import read_cgroup
+from exporter.attribution.owner import owner_of
 from exporter.attribution.slurm import SlurmJob, job_of_lines
 from exporter.logs import fields
 from exporter.untrusted import read_text
 
 log = logging.getLogger(__name__)
 
-HOLDER_KINDS = ("pod", "slurm_job", "process", "unattributed")
+HOLDER_KINDS = ("pod", "slurm_job", "process", "user", "unattributed")
 
 
 @dataclass(frozen=True, slots=True, order=True)
 class Holder:
     kind: str  # one of HOLDER_KINDS
-    name: str  # "" for unattributed
+    name: str  # the pod UID, the Slurm job id, the program's name; "" for user and unattributed
+    user: str = ""  # the uid of a process or user holder
+
+    @property
+    def label(self) -> str:
+        """The exported ``holder`` label."""
+        if self.kind == "process":
+            return f"{self.user}:{self.name}"
+        return self.user if self.kind == "user" else self.name
 
 
 UNATTRIBUTED = Holder("unattributed", "")
@@ -45,20 +59,21 @@ class ProcessIdentity:
 
 
 def identify(pid: int, nvml_name: str, proc_root: Path) -> ProcessIdentity:
-    """The holder of one process, from its cgroup and name; unattributed where neither is readable.
-    Both files are bytes the process's owner chose (untrusted.py)."""
+    """The holder of one process, from its owner and name; unattributed where its owner cannot be
+    read. Every file is bytes the process's owner chose (untrusted.py)."""
     lines = read_cgroup(pid, proc_root) or []
-    owner = owner_of_cgroup(lines)
-    if owner is not None:
-        return ProcessIdentity(Holder("pod", owner.pod_uid))
-    job = job_of_lines(lines)
-    if job is not None:
-        return ProcessIdentity(Holder("slurm_job", job.job_id), job)
+    owner = owner_of(pid, lines, proc_root)
+    if owner is None:
+        return ProcessIdentity(UNATTRIBUTED)
+    if owner.kind == "pod":
+        return ProcessIdentity(Holder("pod", owner.id))
+    if owner.kind == "slurm_job":
+        return ProcessIdentity(Holder("slurm_job", owner.id), job_of_lines(lines))
     try:
         name = read_text(proc_root / str(pid) / "comm").strip()
     except OSError:
         name = nvml_name.rsplit("/", 1)[-1].strip()
-    return ProcessIdentity(Holder("process", name) if name else UNATTRIBUTED)
+    return ProcessIdentity(Holder("process", name, owner.id) if name else Holder("user", "", owner.id))
 
 
 class HolderResolver:

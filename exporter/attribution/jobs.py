@@ -4,16 +4,19 @@ A job is found from what the node shows about the processes NVML lists on the GP
 
 - ``pod``: the pod UID in the process's cgroup (every rank of a pod is one job);
 - ``slurm_job``: the Slurm job id in the process's cgroup (``srun`` ranks, one job however many steps);
-- ``process_group`` (neither, a bare host): the processes started by one launcher. The launcher is
-  the nearest ancestor (``/proc/<pid>/stat`` field 4, the parent) that holds no GPU itself:
-  ``torchrun``, ``mpirun``, ``deepspeed``, ``mp.spawn``'s parent, a job script. A parent that is a
-  session leader (an interactive shell, a terminal's, tmux's, ``setsid``) or init is no launcher:
-  two programs started by hand from one shell are two jobs, each its own process's.
+- ``process_group`` (neither, a bare host): the processes of one Unix user started by one launcher.
+  The launcher is the nearest ancestor (``/proc/<pid>/stat`` field 4, the parent) that holds no GPU
+  itself: ``torchrun``, ``mpirun``, ``deepspeed``, ``mp.spawn``'s parent, a job script. A parent
+  that is a session leader (an interactive shell, a terminal's, tmux's, ``setsid``) or init is no
+  launcher: two programs started by hand from one shell are two jobs, each its own process's.
 
-A rank that opened contexts on several GPUs joins them all to its job. Only the key is kept per
-PID, read once while the PID keeps being seen (the holder cache's rule). The exporter must see the
-host's PIDs (hostPID) for NVML's PIDs to be found here; where it does not, no job is found and each
-GPU is judged alone, as before. Every file read is bytes a process's owner chose (untrusted.py).
+Owners never cross (attribution/owner.py): a job holds the processes of one owner only, and a GPU
+that holds processes of two owners (or one whose owner cannot be read) is in no job at all. Such a
+GPU is judged alone: no other owner's job can make it wait, name it a straggler or be excused by it.
+A rank that opened contexts on several GPUs joins them all to its job. Only the owner and the key are
+kept per PID, read once while the PID keeps being seen (the holder cache's rule). The exporter must
+see the host's PIDs (hostPID) for NVML's PIDs to be found here; where it does not, no job is found and
+each GPU is judged alone, as before. Every file read is bytes a process's owner chose (untrusted.py).
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from exporter.attribution.cgroup import owner_of_cgroup, read_cgroup
-from exporter.attribution.slurm import job_of_lines
+from exporter.attribution.cgroup import read_cgroup
+from exporter.attribution.owner import Owner, owner_of
 from exporter.logs import fields
 from exporter.sample import GpuSample
 from exporter.untrusted import read_text
@@ -73,46 +76,46 @@ def read_stat(pid: int, proc_root: Path) -> ProcessStat | None:
 
 
 class JobResolver:
-    """Finds each GPU process's job; remembers each PID's job while it keeps being seen."""
+    """Finds each GPU process's owner and job; remembers both per PID while it keeps being seen."""
 
     def __init__(self, proc_root: Path = Path("/proc")) -> None:
         self.proc_root = proc_root
-        self._known: dict[int, JobKey | None] = {}
-        self.launcher_names: dict[str, str] = {}  # a process group's id -> its launcher's name
+        self._known: dict[int, tuple[Owner | None, JobKey | None]] = {}
+        self.owners: dict[int, Owner] = {}  # this poll's GPU processes whose owner was read
+        self.launcher_names: dict[str, str] = {}  # a process group's id -> its label's start: "<uid>:<launcher name>"
 
     def resolve(self, gpu_pids: Iterable[int]) -> dict[int, JobKey]:
         """PID -> job for this poll's GPU processes (those of no job found are left out)."""
         pids = set(gpu_pids)
-        seen: dict[int, JobKey | None] = {}
+        seen: dict[int, tuple[Owner | None, JobKey | None]] = {}
         for pid in sorted(pids):
             seen[pid] = self._known[pid] if pid in self._known else self._job_contained(pid, pids)
         self._known = seen
-        live = {key.id for key in seen.values() if key is not None and key.kind == "process_group"}
+        self.owners = {pid: owner for pid, (owner, _) in seen.items() if owner is not None}
+        live = {key.id for _, key in seen.values() if key is not None and key.kind == "process_group"}
         self.launcher_names = {key: name for key, name in self.launcher_names.items() if key in live}
-        return {pid: key for pid, key in seen.items() if key is not None}
+        return {pid: key for pid, (_, key) in seen.items() if key is not None}
 
-    def _job_contained(self, pid: int, gpu_pids: set[int]) -> JobKey | None:
+    def _job_contained(self, pid: int, gpu_pids: set[int]) -> tuple[Owner | None, JobKey | None]:
         try:
             return self._job(pid, gpu_pids)
         except Exception:  # one unreadable process must not fail the poll for every GPU
             log.exception("cannot find the job of process %d; its GPUs are judged alone", pid, extra=fields(pid=pid))
-            return None
+            return None, None
 
-    def _job(self, pid: int, gpu_pids: set[int]) -> JobKey | None:
+    def _job(self, pid: int, gpu_pids: set[int]) -> tuple[Owner | None, JobKey | None]:
         lines = read_cgroup(pid, self.proc_root)
         if lines is None:
-            return None  # gone, or another PID namespace
-        owner = owner_of_cgroup(lines)
-        if owner is not None:
-            return JobKey("pod", owner.pod_uid)
-        slurm = job_of_lines(lines)
-        if slurm is not None:
-            return JobKey("slurm_job", slurm.job_id)
+            return None, None  # gone, or another PID namespace
+        owner = owner_of(pid, lines, self.proc_root)
+        if owner is None or owner.kind != "user":
+            return owner, None if owner is None else JobKey(owner.kind, owner.id)
         launcher, name = self._launcher(pid, gpu_pids)
         if launcher is None:
-            return None
-        self.launcher_names[str(launcher)] = name
-        return JobKey("process_group", str(launcher))
+            return owner, None
+        key = JobKey("process_group", f"{owner.id}:{launcher}")  # one launcher's processes of one user
+        self.launcher_names[key.id] = f"{owner.id}:{name}"
+        return owner, key
 
     def _launcher(self, pid: int, gpu_pids: set[int]) -> tuple[int | None, str]:
         """The nearest ancestor holding no GPU that is neither init nor a session leader, with its
@@ -137,11 +140,17 @@ class JobResolver:
 
 
 def memberships(samples: Iterable[GpuSample], resolver: JobResolver) -> dict[str, list[JobKey]]:
-    """uuid -> the jobs holding the GPU: its processes' jobs, and a replayed GPU's recorded job."""
+    """uuid -> the jobs holding the GPU: its processes' jobs, where they are all of one owner, and
+    a replayed GPU's recorded job. A GPU holding processes of several owners, or of one whose
+    owner cannot be read, is in no job: owners never cross."""
+    samples = list(samples)
     jobs = resolver.resolve(process.pid for sample in samples for process in sample.processes or ())
     found: dict[str, list[JobKey]] = {}
     for sample in samples:
-        keys = {key for process in sample.processes or () if (key := jobs.get(process.pid)) is not None}
+        processes = sample.processes or ()
+        owners = {resolver.owners.get(process.pid) for process in processes}
+        alone = len(owners) == 1 and None not in owners
+        keys = {key for process in processes if alone and (key := jobs.get(process.pid)) is not None}
         if sample.device.job:
             keys.add(JobKey("trace", sample.device.job))
         if keys:
@@ -151,8 +160,8 @@ def memberships(samples: Iterable[GpuSample], resolver: JobResolver) -> dict[str
 
 def job_label(key: JobKey, gpus: Iterable[int], launcher_names: Mapping[str, str]) -> str:
     """The job's exported label: a pod UID, a Slurm job id or a trace's job name as they are; a
-    process group as ``<launcher name>:<its GPUs>`` (``torchrun:0-3``), bounded by the GPUs and
-    the names on the node, never a PID."""
+    process group as ``<uid>:<launcher name>:<its GPUs>`` (``1000:torchrun:0-3``), bounded by the
+    users, GPUs and names on the node, never a PID. Two users' groups never share a label."""
     if key.kind != "process_group":
         return key.id
     return f"{launcher_names.get(key.id, '')}:{gpu_ranges(sorted(set(gpus)))}"

@@ -118,6 +118,13 @@ def whole_number(maximum: int, why: str) -> Callable[[Any], int]:
     return parse
 
 
+def unix_user_id(value: Any) -> int:
+    """A Unix user id: 0 (root) to 4294967294 (2^32 - 1 is the kernel's "no user")."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < (1 << 32) - 1:
+        raise ValueError(f"expected a Unix user id, a whole number from 0 to 4294967294 (id -u NAME gives it), got {shown(value)}")
+    return value
+
+
 def label_value(value: Any) -> str:
     if not isinstance(value, str) or not value or len(value) > 64:
         raise ValueError(f"expected a non-empty string of at most 64 characters, got {shown(value)}")

@@ -288,7 +288,7 @@ def _holder_row(value: Callable[[HolderTotals], float], exported: Callable[[GpuS
 
     def series(state: GpuState, _snapshot: Snapshot, _stale: bool) -> Series:
         assert state.sharing is not None
-        return [((holder.kind, holder.name), value(totals)) for holder, totals in state.sharing.holders] if exported(state) else ()
+        return [((holder.kind, holder.label), value(totals)) for holder, totals in state.sharing.holders] if exported(state) else ()
 
     return series
 
@@ -300,7 +300,7 @@ def _holder_states(value: Callable[[HolderTotals], tuple[float, ...]], exported:
         assert state.sharing is not None
         if not exported(state):
             return ()
-        return [((holder.kind, holder.name, name), value(totals)[STATE_INDEX[name]]) for holder, totals in state.sharing.holders for name in HELD_STATES]
+        return [((holder.kind, holder.label, name), value(totals)[STATE_INDEX[name]]) for holder, totals in state.sharing.holders for name in HELD_STATES]
 
     return series
 

@@ -15,6 +15,10 @@ near a roof" (``underfilled``, ``latency`` or ``mixed``) and which idles ``WAIT_
 window or more beyond the straggler reads ``peer_wait``, and that excess is its lost share of the
 window. A GPU whose own class is a roof (``compute``, ``memory``, ``communication``) or ``host``
 keeps it: that is its own limit whatever it also waits.
+
+Owners never cross: a job's GPUs hold its owner's processes only (attribution/jobs.py), so no
+tenant's process can make another tenant's GPU wait, name it a straggler, or excuse its own GPU
+by another's work; a GPU shared by two owners keeps the class its own readings give.
 """
 
 from __future__ import annotations
@@ -83,25 +87,30 @@ def idle_while_busy(sample: GpuSample, derived: Derived) -> float | None:
 
 
 def judge(gpus: Sequence[tuple[GpuSample, Derived | None]], membership: Mapping[str, Sequence[JobKey]], launcher_names: Mapping[str, str]) -> PeerJudgement:
-    """Judge every job of two or more GPUs. ``membership``: uuid -> the jobs that hold the GPU (a
-    shared GPU may be in several). GPUs that are down count among a job's GPUs but are not judged."""
+    """Judge every job of two or more GPUs. ``membership``: uuid -> the jobs that hold the GPU (one
+    owner's GPU may be in several of its jobs; a GPU of two owners is in none: attribution/jobs.py).
+    GPUs that are down count among a job's GPUs but are not judged."""
     members: dict[JobKey, list[tuple[GpuSample, Derived | None]]] = {}
     for sample, derived in gpus:
         for key in membership.get(sample.device.uuid, ()):
             members.setdefault(key, []).append((sample, derived))
-    jobs = {key: sorted(held, key=lambda pair: pair[0].device.index) for key, held in sorted(members.items()) if len(held) > 1}
+    labelled: dict[tuple[str, str], dict[str, tuple[GpuSample, Derived | None]]] = {}
+    for key, held in sorted(members.items()):  # one job per exported label: one user's two groups of one name on the same GPUs are one
+        name = job_label(key, (sample.device.index for sample, _ in held), launcher_names)
+        labelled.setdefault((key.kind, name), {}).update((sample.device.uuid, (sample, derived)) for sample, derived in held)
+    jobs = {label: sorted(held.values(), key=lambda pair: pair[0].device.index) for label, held in labelled.items() if len(held) > 1}
     if not jobs:
         return NOTHING
     waits: dict[str, str] = {}
     lost: dict[str, float] = {}
-    found: dict[JobKey, tuple[JobGpu | None, tuple[JobGpu, ...], float]] = {}
-    for key, held in jobs.items():
+    found: dict[tuple[str, str], tuple[JobGpu | None, tuple[JobGpu, ...], float]] = {}
+    for label, held in jobs.items():
         straggler, waiting, job_lost = _waits([(sample, derived) for sample, derived in held if sample.up and derived is not None])
         for gpu, seconds in waiting:
             waits[gpu.uuid] = PEER_WAIT
             lost[gpu.uuid] = max(lost.get(gpu.uuid, 0.0), seconds)
-        found[key] = (straggler, tuple(gpu for gpu, _ in waiting), job_lost)
-    states = tuple(_job_state(key, held, launcher_names, *found[key], waits) for key, held in jobs.items())
+        found[label] = (straggler, tuple(gpu for gpu, _ in waiting), job_lost)
+    states = tuple(_job_state(kind, name, held, *found[kind, name], waits) for (kind, name), held in jobs.items())
     return PeerJudgement(states, waits, lost)
 
 
@@ -125,14 +134,14 @@ def _waits(up: list[tuple[GpuSample, Derived]]) -> tuple[JobGpu | None, list[tup
     return JobGpu(slowest.device.index, slowest.device.uuid), waiting, shares / len(up)
 
 
-def _job_state(key: JobKey, held: list[tuple[GpuSample, Derived | None]], launcher_names: Mapping[str, str], straggler: JobGpu | None, waiting: tuple[JobGpu, ...], job_lost: float, waits: Mapping[str, str]) -> JobState:
+def _job_state(kind: str, name: str, held: list[tuple[GpuSample, Derived | None]], straggler: JobGpu | None, waiting: tuple[JobGpu, ...], job_lost: float, waits: Mapping[str, str]) -> JobState:
     up = [(sample, derived) for sample, derived in held if sample.up and derived is not None]
     busy = [(derived.busy, sample.profiling.sm_active) for sample, derived in up if derived.busy is not None and sample.profiling.sm_active is not None]
     total_busy = sum(value for value, _ in busy)
     classes = Counter(waits.get(sample.device.uuid, derived.bottleneck) for sample, derived in up)
     return JobState(
-        kind=key.kind,
-        name=job_label(key, (sample.device.index for sample, _ in held), launcher_names),
+        kind=kind,
+        name=name,
         gpus=tuple(JobGpu(sample.device.index, sample.device.uuid) for sample, _ in held),
         efficiency=min(1.0, sum(sm for _, sm in busy) / total_busy) if total_busy > 0 else None,
         classes=tuple(sorted(classes.items())),

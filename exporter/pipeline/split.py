@@ -1,4 +1,4 @@
-"""The fair split of a shared GPU among its holders (pods, Slurm jobs, named processes).
+"""The fair split of a shared GPU among its holders (pods, Slurm jobs, users' programs).
 
 Each poll, every holder's weight is the sum of its processes' NVML per-process ``smUtil`` samples
 taken since the previous poll: the time its kernels occupied the GPU. The GPU's increments of busy
@@ -11,6 +11,7 @@ energy goes to ``unattributed``. The method and its limits are in docs/sharing.m
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -24,6 +25,7 @@ from exporter.sample import GpuSample
 
 FORGET_AFTER_SECONDS = 300.0  # a holder not seen on a GPU for this long has its counters dropped
 MAX_HOLDERS_PER_GPU = 64  # beyond this many holders on one GPU, new ones are counted as unattributed
+MAX_NAMES_PER_USER = 8  # one user's program names on one GPU kept apart; its further ones share its user holder
 
 
 def window_shares(sample: GpuSample, identities: Mapping[int, ProcessIdentity], state: str | None = None) -> dict[Holder, float]:
@@ -104,12 +106,20 @@ class GpuLedger:
 
 
 def _capped(shares: Mapping[Holder, float], known: Mapping[Holder, HolderTotals]) -> dict[Holder, float]:
-    """The shares with holders beyond MAX_HOLDERS_PER_GPU folded into unattributed, so that many
-    differently named processes cannot grow the series without bound."""
+    """The shares with a user's program names beyond MAX_NAMES_PER_USER on this GPU folded into that
+    user's own ``user`` holder, then holders beyond MAX_HOLDERS_PER_GPU into unattributed: one
+    user's many names take at most its own few slots, never another owner's, and the series stay
+    bounded."""
+    names = Counter(holder.user for holder in known if holder.kind == "process")
     room = MAX_HOLDERS_PER_GPU - len(known) - (UNATTRIBUTED not in known)
     capped: dict[Holder, float] = {}
     for holder, share in sorted(shares.items(), key=lambda item: -item[1]):
-        if holder not in known and holder != UNATTRIBUTED:
+        if holder.kind == "process" and holder not in known:
+            if names[holder.user] >= MAX_NAMES_PER_USER:
+                holder = Holder("user", "", holder.user)
+            else:
+                names[holder.user] += 1
+        if holder not in known and holder not in capped and holder != UNATTRIBUTED:
             if room <= 0:
                 holder = UNATTRIBUTED
             else:
