@@ -10,17 +10,16 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 from exporter.apps.monitor import AppMonitor
-from exporter.attribution.jobs import JobResolver, memberships
+from exporter.attribution.jobs import JobKey, JobResolver, memberships
 from exporter.attribution.kubernetes.attribution import Attributor
 from exporter.backends.base import Backend, CollectSettings
 from exporter.config.values import MAX_DURATION
 from exporter.logs import fields, one_line
 from exporter.peaks import DERIVED_FROM_DEVICE, peak_for, unknown_model_note
-from exporter.pipeline.peers import PeerJudgement, apply, judge
+from exporter.pipeline.peers import across_gpus
 from exporter.pipeline.split import Sharing
 from exporter.pipeline.tracker import Trackers
 from exporter.sample import DeviceInfo, GpuSample, down_sample
@@ -178,18 +177,11 @@ class Poller:
                     log.info("GPU model %r is not in the built-in peaks table: its peaks are %s (docs/peaks.md)", model, peak.source)
         return samples
 
-    def _judge_jobs(self, samples: list[GpuSample], states: list[GpuState], proc_root: Path) -> PeerJudgement:
-        """Judge the GPUs of each multi-GPU job together: a GPU waiting on a slower peer gets
-        ``peer_wait`` and counts the time it lost (``states`` is updated in place)."""
+    def _memberships(self, samples: list[GpuSample], proc_root: Path) -> dict[str, list[JobKey]]:
+        """The jobs that hold each GPU (attribution/jobs.py), by a resolver made anew when /proc moves."""
         if self._jobs.proc_root != proc_root:
             self._jobs = JobResolver(proc_root)
-        judgement = judge([(state.sample, state.derived) for state in states], memberships(samples, self._jobs), self._jobs.launcher_names)
-        for position, state in enumerate(states):
-            uuid = state.sample.device.uuid
-            if state.derived is not None and uuid in judgement.classes:
-                totals = self._trackers.of(uuid).add_peer_wait(judgement.lost.get(uuid, 0.0))
-                states[position] = replace(state, derived=apply(state.derived, judgement, uuid), totals=totals)
-        return judgement
+        return memberships(samples, self._jobs)
 
     @property
     def tracked_gpus(self) -> int:
@@ -225,13 +217,17 @@ class Poller:
         owners = self.attributor.owners(config.kubernetes, samples, self.clock(), parts.proc_root)
         sharing = self._sharing_for(config)
         identities = sharing.identities(samples) if sharing is not None else {}
-        states = []
-        for sample in samples:
-            uuid = sample.device.uuid
-            derived, totals, split = self._trackers.of(uuid).advance(sample, parts.tracker_settings, sharing, identities)
-            states.append(GpuState(sample, derived, totals, owners.get(uuid), split))
+        per_gpu = [(sample, *self._trackers.of(sample.device.uuid).advance(sample, parts.tracker_settings, sharing, identities)) for sample in samples]
         self._trackers.forget({sample.device.uuid for sample in samples})
-        judgement = self._judge_jobs(samples, states, parts.proc_root)
+        # the cross-GPU stage, pure: each multi-GPU job's GPUs judged together (pipeline/peers.py)
+        membership = self._memberships(samples, parts.proc_root)
+        judgement, judged = across_gpus([(sample, derived, totals) for sample, derived, totals, _ in per_gpu], membership, self._jobs.launcher_names)
+        states = []
+        for (sample, _, totals, split), (derived, after) in zip(per_gpu, judged, strict=True):
+            uuid = sample.device.uuid
+            if after is not totals:
+                self._trackers.of(uuid).keep(after)
+            states.append(GpuState(sample, derived, after, owners.get(uuid), split))
         duration = self.timer() - started
         self._polls += 1
         self._duration_sum += duration

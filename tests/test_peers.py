@@ -6,6 +6,7 @@ collective at the link's roof."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import pytest
 
@@ -13,7 +14,8 @@ from exporter.attribution.jobs import JobKey
 from exporter.backends.replay import ReplayBackend
 from exporter.exposition.render import render
 from exporter.pipeline.derive import derive
-from exporter.pipeline.peers import PEER_WAIT, judge
+from exporter.pipeline.peers import PEER_WAIT, across_gpus, judge
+from exporter.pipeline.totals import Totals
 from exporter.poller import Poller
 from exporter.sample import DeviceInfo, GpuSample, Profiling
 from exporter.settings import Config
@@ -137,6 +139,35 @@ def test_a_starved_straggler_is_named_and_the_wait_is_counted() -> None:
     result = judged([gpu(0, 0.99, **WAITING), starved], {"GPU-0": [job], "GPU-1": [job]})
     assert result.classes == {"GPU-0": PEER_WAIT} and result.jobs[0].straggler.index == 1
     assert result.lost["GPU-0"] == pytest.approx(0.63 - 0.05)
+
+
+def test_the_cross_gpu_stage_is_a_pure_step_after_the_per_gpu_one() -> None:
+    job = JobKey("process_group", "7")
+    waiting, working, down = gpu(0, 0.99, **WAITING), gpu(1, 0.99, **WORKING), dataclasses.replace(gpu(2, 0.99, **WORKING), up=False)
+    given = [(waiting, derive(waiting), Totals(peer_wait_seconds=2.0)), (working, derive(working), Totals(busy_seconds=5.0)), (down, None, Totals())]
+    copy = [(sample, derived, dataclasses.replace(totals)) for sample, derived, totals in given]
+    judgement, after = across_gpus(given, {"GPU-0": [job], "GPU-1": [job], "GPU-2": [job]}, {"7": "torchrun"})
+    assert given == copy  # nothing given is changed
+    assert judgement == judge([(sample, derived) for sample, derived, _ in given], {"GPU-0": [job], "GPU-1": [job], "GPU-2": [job]}, {"7": "torchrun"})
+    (wait_derived, wait_totals), (work_derived, work_totals), (down_derived, down_totals) = after
+    assert wait_derived == dataclasses.replace(given[0][1], bottleneck=PEER_WAIT)
+    assert wait_totals.peer_wait_seconds == pytest.approx(2.0 + 0.54) and dataclasses.replace(wait_totals, peer_wait_seconds=2.0) == given[0][2]
+    assert work_derived is given[1][1] and work_totals is given[1][2]  # not judged waiting: as it went in
+    assert down_derived is None and down_totals is given[2][2]
+
+
+def test_the_time_lost_waiting_adds_up_poll_after_poll(trace_paths) -> None:
+    traces = [dataclasses.replace(load_trace(trace_paths[name]), job="ddp") for name in ("spin_1sm", "matmul_8192")]
+    now = [100.0]
+    backend = ReplayBackend(traces, clock=lambda: now[0])
+    poller = Poller(backend, Config(), clock=lambda: now[0], wall_clock=lambda: 1_700_000_000.0 + now[0])
+    poller._devices = backend.start()
+    lost = []
+    for _ in range(8):
+        now[0] += 1.0
+        lost.append(poller.poll_once().gpus[0].totals.peer_wait_seconds)
+    grew = [later > earlier for earlier, later in itertools.pairwise(lost)]
+    assert grew.count(True) >= 3 and all(later >= earlier for earlier, later in itertools.pairwise(lost))  # kept by the tracker, not one poll's
 
 
 def replay_job(trace_paths, names: tuple[str, ...], jobs: tuple[str, ...]):

@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 
 from exporter.attribution.jobs import JobKey, job_label
 from exporter.pipeline.derive import Derived
+from exporter.pipeline.totals import Totals
 from exporter.sample import GpuSample
 
 PEER_WAIT = "peer_wait"
@@ -164,3 +165,19 @@ def apply(derived: Derived, judgement: PeerJudgement, uuid: str) -> Derived:
     """The GPU's readings with the class the judgement gives it (unchanged where it gives none)."""
     verdict = judgement.classes.get(uuid)
     return derived if verdict is None else replace(derived, bottleneck=verdict)
+
+
+def across_gpus(gpus: Sequence[tuple[GpuSample, Derived | None, Totals]], membership: Mapping[str, Sequence[JobKey]], launcher_names: Mapping[str, str]) -> tuple[PeerJudgement, tuple[tuple[Derived | None, Totals], ...]]:
+    """The cross-GPU stage, after the per-GPU one: every GPU's (sample, readings, totals) in, the
+    judgement and every GPU's (readings, totals) after it out, in the same order. A GPU that waits on
+    a slower peer of its job reads ``peer_wait`` and its totals count the seconds it lost; the rest
+    come out as they went in. Pure: nothing given is changed."""
+    judgement = judge([(sample, derived) for sample, derived, _ in gpus], membership, launcher_names)
+    after = []
+    for sample, derived, totals in gpus:
+        uuid = sample.device.uuid
+        if derived is not None and uuid in judgement.classes:
+            derived = apply(derived, judgement, uuid)
+            totals = replace(totals, peer_wait_seconds=totals.peer_wait_seconds + judgement.lost.get(uuid, 0.0))
+        after.append((derived, totals))
+    return judgement, tuple(after)

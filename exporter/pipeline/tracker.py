@@ -73,11 +73,10 @@ class GpuTracker:
                 joules = plus(joules, state, part)
             self.totals = replace(self.totals, state_joules=joules)
 
-    def add_peer_wait(self, seconds: float) -> Totals:
-        """Count time this GPU lost waiting on a slower GPU of its job (judged across GPUs after
-        every GPU has advanced: pipeline/peers.py)."""
-        self.totals = replace(self.totals, peer_wait_seconds=self.totals.peer_wait_seconds + seconds)
-        return self.totals
+    def keep(self, totals: Totals) -> None:
+        """Take the totals as the cross-GPU stage left them (pipeline/peers.py ``across_gpus``: the
+        time lost waiting on a slower GPU of its job counted): the next poll integrates on from them."""
+        self.totals = totals
 
 
 @dataclass
