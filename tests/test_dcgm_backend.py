@@ -571,6 +571,51 @@ def test_a_pause_file_pauses_embedded_profiling_and_values_stay_missing_never_ze
         dcgm.close()
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="makes files of another user (chown): needs root")
+def test_another_users_pause_file_in_a_folder_anyone_can_write_pauses_nothing(dcgm_engine, tmp_path, caplog):
+    """A tenant who could create the pause file could hide every GPU's SM activity: in a folder like
+    /tmp only root's (or the exporter's user's) file counts, and a planted symbolic link is not followed."""
+    dcgm_engine.CONTROL.gpu_kinds = ["ampere", "ampere"]
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # /tmp's mode
+    pause = shared / "pause-profiling"
+    dcgm = DcgmBackend(FAKE, collect_interval=0.1, slow_interval=1.0, pause_file=str(pause))
+    dcgm.start()
+    try:
+        engine = dcgm_engine.CONTROL.embedded[-1]
+        pause.touch()
+        os.chown(pause, 4242, 4242)  # a tenant's file
+        with caplog.at_level(logging.WARNING):
+            dcgm.collect()
+        assert not engine.paused
+        assert f"DCGM profiling not paused: {pause} is there, but it is owned by uid 4242 in {shared}, which anyone can write to" in caplog.text
+        pause.unlink()
+        pause.symlink_to(tmp_path)  # root's folder, through the tenant's link
+        os.lchown(pause, 4242, 4242)
+        dcgm.collect()
+        assert not engine.paused
+        pause.unlink()
+        pause.touch()  # root's own file
+        dcgm.collect()
+        assert engine.paused
+    finally:
+        dcgm.close()
+
+
+def test_a_pause_file_in_a_folder_of_the_operators_counts_whoever_made_it(tmp_path):
+    from exporter.backends.dcgm.pause import pause_requested
+
+    pause = tmp_path / "pause-profiling"
+    assert pause_requested(str(pause)) == (False, None)
+    pause.touch()
+    assert pause_requested(str(pause)) == (True, None)
+    if os.geteuid() == 0:
+        os.chown(pause, 4242, 4242)  # a user the operator let write to its folder (not writable by others)
+        tmp_path.chmod(0o775)
+        assert pause_requested(str(pause)) == (True, None)
+
+
 def test_standalone_pause_is_dcgmi_profile_pause_and_reads_missing(dcgm_engine):
     dcgm_engine.CONTROL.gpu_kinds = ["ampere", "ampere"]
     engine = dcgm_engine.serve("127.0.0.1:5555")

@@ -55,6 +55,7 @@ from exporter.backends.dcgm.freshness import FieldClocks
 from exporter.backends.dcgm.health import PREFIX as HEALTH_PREFIX
 from exporter.backends.dcgm.health import health
 from exporter.backends.dcgm.nvlink import Links, link_states
+from exporter.backends.dcgm.pause import pause_requested
 from exporter.backends.dcgm.profiling import MODULE_NOT_LOADED, REQUIRES_ROOT, GpuProfiling, refusal_reasons
 from exporter.backends.dcgm.profiling import plan as plan_profiling
 from exporter.backends.dcgm.profiling import watch as watch_profiling
@@ -469,7 +470,9 @@ class DcgmBackend(Backend):
     def _follow_pause_file(self, session: DcgmSession) -> None:
         if not self.pause_file or self._pause_unsupported:
             return
-        wanted = os.path.exists(self.pause_file)
+        wanted, refusal = pause_requested(self.pause_file)
+        if refusal is not None:
+            self.log_once(f"pause-refused-{refusal}", logging.WARNING, "DCGM profiling not paused: %s is there, but %s; only a pause file of root or the exporter's user counts there (docs/security.md)", self.pause_file, refusal)
         if wanted == self._paused:
             return
         try:

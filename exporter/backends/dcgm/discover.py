@@ -100,7 +100,8 @@ def candidates(environ: Mapping[str, str], socket_path: str = DEFAULT_SOCKET) ->
     return list(unique.values())
 
 
-def _trusted_users() -> set[int]:
+def trusted_users() -> set[int]:
+    """The users whose sockets and files the exporter takes as its operator's: root and its own."""
     return {0, os.geteuid()}
 
 
@@ -112,7 +113,7 @@ def socket_refusal(path: str) -> str | None:
         return f"cannot be checked ({error.strerror})"
     if not stat.S_ISSOCK(info.st_mode):
         return "a symbolic link, not a socket" if stat.S_ISLNK(info.st_mode) else "not a socket"
-    if info.st_uid not in _trusted_users():
+    if info.st_uid not in trusted_users():
         return f"owned by uid {info.st_uid}, not root"
     directory = os.path.dirname(os.path.abspath(path))
     while True:
@@ -122,7 +123,7 @@ def socket_refusal(path: str) -> str | None:
             return f"its folder {directory} cannot be checked ({error.strerror})"
         if stat.S_ISLNK(info.st_mode):
             return f"its folder {directory} is a symbolic link"
-        if info.st_uid not in _trusted_users():
+        if info.st_uid not in trusted_users():
             return f"its folder {directory} is owned by uid {info.st_uid}, not root"
         if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not info.st_mode & stat.S_ISVTX:
             return f"its folder {directory} is writable by others without the sticky bit"
@@ -170,7 +171,7 @@ def listener_refusal(port: int, proc_net: str = "/proc/net") -> str | None:
                     owners.add(int(fields[7]))
             except ValueError:
                 return f"{path} has a row that is not an address and a uid: who listens cannot be checked"
-    strangers = sorted(owners - _trusted_users())
+    strangers = sorted(owners - trusted_users())
     return f"a socket listening there is owned by uid {strangers[0]}, not root" if strangers else None
 
 
