@@ -5,7 +5,7 @@
 #   docker build --target dcgm -t gpu-efficiency-exporter:0.1.0-dcgm .     # with DCGM's client
 #   docker run --rm --gpus all -p 9947:9947 gpu-efficiency-exporter:0.1.0
 # Where no registry is reachable, deploy/image/build-image.sh builds it with podman from a Debian
-# base made by mmdebstrap, passed as DEBIAN_IMAGE; tests/test_image.py runs it (docs/container-image.md).
+# base made by mmdebstrap, passed as DEBIAN_IMAGE; tests/deploy/test_image.py runs it (docs/container-image.md).
 
 # debian:trixie-slim, its 2026-08-24 build (Debian 13.6), pinned by the digest of its multi-arch index.
 ARG DEBIAN_IMAGE=debian:trixie-slim@sha256:d7e12182ce18b85b93007c1dedf31f2d29e01ccf3182cc4017c709b6259bc132

@@ -22,7 +22,7 @@ CuPy) during parts 1 and 2; ``--load none`` measures an idle GPU. nvitop-exporte
 ``--nvitop-cmd`` (e.g. ``"env PYTHONPATH=/tmp/site python3 -m nvitop_exporter"``), else the
 ``nvitop-exporter`` program on PATH, else ``python -m nvitop_exporter`` where importable; it is skipped
 with a line saying so where none is found. ``--fake-gpus N`` runs everything on the fake pynvml
-(tests/fakes/nvml.py; the daemons through each tree's tools/fake_nvml_daemon.py) to check the bench
+(tests/support/fakes/nvml.py; the daemons through each tree's tools/fake_nvml_daemon.py) to check the bench
 on a machine without a GPU: no load, no nvitop-exporter. Prints Markdown tables.
 
     python bench/compare_nvitop.py [--baseline TREE] [--parts floor,overhead] [--rounds 2] [--nvitop-cmd CMD]
@@ -371,7 +371,7 @@ def report_overhead(ready: list[Subject], args: argparse.Namespace) -> None:
 
 
 def fake_nvml(gpus: int) -> Any:
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "support"))
     from fakes.nvml import H100_CALL_COSTS, FakeNvml
 
     from exporter.trace import load_trace, planted_trace_paths
@@ -385,7 +385,7 @@ def floor(args: argparse.Namespace) -> None:
 
     if args.fake_gpus:
         nvml: Any = fake_nvml(args.fake_gpus)
-        print("(fake pynvml: each call sleeps the H100 cost tests/fakes/nvml.py gives it, so wall is that, thread CPU the fake's Python)\n")
+        print("(fake pynvml: each call sleeps the H100 cost tests/support/fakes/nvml.py gives it, so wall is that, thread CPU the fake's Python)\n")
     else:
         import pynvml
 
@@ -438,7 +438,7 @@ def machine_line(gpu: int, fake_gpus: int) -> str:
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     common = f"{when}, Python {platform.python_version()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}"
     if fake_gpus:
-        return f"{common}; {fake_gpus} fake GPU(s) (tests/fakes/nvml.py), no driver"
+        return f"{common}; {fake_gpus} fake GPU(s) (tests/support/fakes/nvml.py), no driver"
     try:
         import pynvml as nvml
     except ImportError:
@@ -463,7 +463,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--parts", default="floor,overhead", help="comma-separated parts to run: floor, overhead, perturbation (default floor,overhead)")
     parser.add_argument("--gpu", type=int, default=0, help="NVML index of the GPU the load and the matmul use (default 0)")
-    parser.add_argument("--fake-gpus", type=int, default=0, help="run on this many fake GPUs (tests/fakes/nvml.py) instead of the real ones")
+    parser.add_argument("--fake-gpus", type=int, default=0, help="run on this many fake GPUs (tests/support/fakes/nvml.py) instead of the real ones")
     parser.add_argument("--load", choices=("matmul", "none"), default="matmul", help="a steady bf16 matmul in another process during floor and overhead (default), or none")
     parser.add_argument("--baseline", help="another checkout of this project: its daemon is measured too, at 1 s and 100 ms")
     parser.add_argument("--nvitop-cmd", help="how to start nvitop-exporter, e.g. 'env PYTHONPATH=/tmp/site python3 -m nvitop_exporter'")

@@ -15,6 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "support"))  # the loopback helpers and fakes, shared with the tests
+
+from loopback import free_port  # noqa: E402
+
 TRACES = sorted((ROOT / "exporter" / "traces" / "h200").glob("*.json"))
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -22,12 +26,6 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 def trace_files(count: int) -> list[str]:
     """``count`` shipped traces, repeating them in order where more are asked for than shipped."""
     return [str(TRACES[index % len(TRACES)]) for index in range(count)]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Daemon:

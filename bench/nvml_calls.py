@@ -1,7 +1,7 @@
 """The NVML calls of one poll, taken from the backend itself (issue 28).
 
 ``record`` runs ``NvmlBackend`` (open, then polls at least ``interval`` seconds apart) on a proxy around the
-pynvml module (the real one or tests/fakes/nvml.py) that notes every ``nvml*`` call the polling
+pynvml module (the real one or tests/support/fakes/nvml.py) that notes every ``nvml*`` call the polling
 thread makes, with its arguments and its wall and thread-CPU time as the backend made it. Every
 ``slow_every``-th poll the backend's clock is moved on by its slow interval, so that its slow round
 comes due. Each distinct call (name and arguments) gets a cadence:

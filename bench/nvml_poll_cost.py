@@ -9,7 +9,7 @@ over ``--polls`` polls ``--interval`` seconds apart (``--fake-gpus N``: on the f
 and each of its two driver calls alone, each with lastSeenTimeStamp 0 (the driver's whole buffer)
 and with the newest timestamp of the previous 100 ms tick (what a poll asks). ``collect --tree T``: ``NvmlBackend.collect`` of tree T (this one or a baseline checkout)
 polled every ``--interval`` seconds, wall and thread-CPU ms per poll. ``fake``: the same on one
-fake GPU (tests/fakes/nvml.py, each call sleeping its H100 cost, a fake clock advancing
+fake GPU (tests/support/fakes/nvml.py, each call sleeping its H100 cost, a fake clock advancing
 ``--interval`` a poll), with the driver's samples dated on the backend's wall clock (as on a GPU:
 calls that cannot find a new sample are skipped) and an hour off it (every poll asks, as before):
 nvmlDeviceGetSamples calls and wall ms per poll, for ``--period`` seconds between driver samples.
@@ -63,14 +63,14 @@ def calls(interval: float, polls: int, fake_gpus: int) -> None:
     from nvml_calls import markdown, record
 
     if fake_gpus:
-        sys.path.insert(0, str(ROOT / "tests"))
+        sys.path.insert(0, str(ROOT / "tests" / "support"))
         from fakes.nvml import H100_CALL_COSTS, FakeNvml
 
         from exporter.trace import load_trace, planted_trace_paths
 
         traces = [load_trace(path) for path in planted_trace_paths()]
         nvml: Any = FakeNvml([traces[index % len(traces)] for index in range(fake_gpus)], call_cost=H100_CALL_COSTS, event_wait_cap=0.5)
-        print(f"{fake_gpus} fake GPU(s) (tests/fakes/nvml.py, each call sleeping its H100 cost), Python {sys.version.split()[0]}\n")
+        print(f"{fake_gpus} fake GPU(s) (tests/support/fakes/nvml.py, each call sleeping its H100 cost), Python {sys.version.split()[0]}\n")
     else:
         import pynvml
 
@@ -154,7 +154,7 @@ def shifted(clock: Callable[[], float], offset: float) -> Callable[[], float]:
 
 def fake(interval: float, polls: int, period: float) -> None:
     sys.path.insert(0, str(ROOT))
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "support"))
     from fakes.nvml import H100_CALL_COSTS, FakeClock, FakeNvml
 
     from exporter.backends.nvml.backend import NvmlBackend
@@ -185,7 +185,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("mode", choices=("calls", "samples", "collect", "fake"))
     parser.add_argument("--ticks", type=int, default=30)
-    parser.add_argument("--fake-gpus", type=int, default=0, help="calls: record on this many fake GPUs (tests/fakes/nvml.py) instead of the real ones")
+    parser.add_argument("--fake-gpus", type=int, default=0, help="calls: record on this many fake GPUs (tests/support/fakes/nvml.py) instead of the real ones")
     parser.add_argument("--tree", type=Path, default=ROOT)
     parser.add_argument("--interval", type=float, default=0.1)
     parser.add_argument("--polls", type=int, help="polls (default: 30 for calls, 100 for collect and fake)")

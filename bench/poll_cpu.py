@@ -23,7 +23,7 @@ from typing import Any
 
 from harness import ROOT, daemon, trace_files
 
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from fakes.nvml import H100_CALL_COSTS, FakeClock, FakeNvml  # noqa: E402 (needs the path above)
 

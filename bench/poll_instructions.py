@@ -1,6 +1,6 @@
 """Instructions one poll costs on the zero-cost fake NVML, counted by valgrind: deterministic on a busy machine.
 
-The poller, the NVML backend on tests/fakes/nvml.py and the payloads run in one process on a fake
+The poller, the NVML backend on tests/support/fakes/nvml.py and the payloads run in one process on a fake
 clock, with a gzip scrape every ``--scrape-every`` fake seconds (after four scrapes, so the render
 skipping knows their cadence), under ``valgrind --tool=cachegrind --cache-sim=no`` for N and for 2N
 polls: the difference over N is one poll. The fake's own Python is counted the same way, by replaying
@@ -29,7 +29,7 @@ REFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 
 def child(tree: str, gpus: int, interval: float, polls: int, scrape_every: float, replays: int) -> None:
     """Run ``polls`` polls after the warm-up; with ``replays`` > 0, replay their NVML calls that often instead."""
-    sys.path[:0] = [tree, str(Path(tree) / "tests")]
+    sys.path[:0] = [tree, str(Path(tree) / "tests" / "support")]
     from fakes.nvml import FakeClock, FakeNvml
 
     from exporter.backends.nvml.backend import NvmlBackend

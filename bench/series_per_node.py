@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Series, payload and memory per node, measured from the exposition (issue 18: fleet practice).
 
-Runs the real daemon on its NVML backend over tests/fakes/nvml.py (so any node shape can be had
+Runs the real daemon on its NVML backend over tests/support/fakes/nvml.py (so any node shape can be had
 without the hardware) for these node shapes, each with two compute processes per device and the
 fair split on (``sharing.enabled``), and prints per shape: the series in one /metrics answer, by
 family group; the bytes, plain and gzip; and the daemon's RSS after a minute of 1 s polls; then the
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from harness import ROOT, daemon
 
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 sys.path.insert(0, str(ROOT))
 
 from exporter.collectors import COLLECTOR_OF, COLLECTORS  # noqa: E402

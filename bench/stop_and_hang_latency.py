@@ -3,7 +3,7 @@ speeds): how long the daemon takes to exit on SIGTERM, idle and with an NVML cal
 and how long GET /metrics takes before and while that call hangs. Prints figures; asserts nothing.
 Run it on a quiet machine.
 
-The hung call comes from tests/test_faults.py run as a script (the real daemon over the fake NVML,
+The hung call comes from tests/system/test_faults.py run as a script (the real daemon over the fake NVML,
 ``FAULT_SCRIPT``): nvmlDeviceGetPowerUsage never returns once a trigger file appears.
 
     python bench/stop_and_hang_latency.py [--rounds 5] [--scrapes 30]
@@ -81,7 +81,7 @@ def main() -> int:
         for round_number in range(args.rounds):
             wedge = Path(folder) / f"wedge-{round_number}"
             script = {"traces": trace_files(1), "hang_when": {"nvmlDeviceGetPowerUsage": str(wedge)}}
-            running = started([sys.executable, str(ROOT / "tests" / "test_faults.py"), "--backend", "nvml", "--collect-interval", "100ms"], {"FAULT_SCRIPT": json.dumps(script)})
+            running = started([sys.executable, str(ROOT / "tests" / "system" / "test_faults.py"), "--backend", "nvml", "--collect-interval", "100ms"], {"FAULT_SCRIPT": json.dumps(script)})
             before += scrape_latencies(running, args.scrapes)
             wedge.touch()
             time.sleep(0.3)  # the watcher has seen the file and the poll thread is inside the call

@@ -5,7 +5,7 @@ the reading it renders (a path on a GpuState, e.g. ``sample.profiling.sm_active`
 reading's sources (the GPM metric id and scale, the DCGM field id(s) and scale, the trace key) and
 the backends that give it. ``gpm_metrics.py``, ``backends/dcgm/fields.py``, the trace format's keys,
 the exposition's families and the metrics reference (docs/metrics.md) all follow this table, and
-tests/test_metrics.py fails when any of them drifts from it.
+tests/unit/test_metrics.py fails when any of them drifts from it.
 
 Adding a metric: one row here (a per-GPU row names its collector; plus, for a new profiling
 reading, one typed field in ``sample.Profiling``, which the test checks), and its line in the

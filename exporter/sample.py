@@ -14,7 +14,7 @@ from typing import Any
 @dataclass(frozen=True, slots=True)
 class Profiling:
     """The profiling readings (GPM / DCGM) over the sample window, one field per catalogue row
-    (exporter/metrics.py; tests/test_metrics.py checks the two agree). None: not read."""
+    (exporter/metrics.py; tests/unit/test_metrics.py checks the two agree). None: not read."""
 
     # Activities, ratios 0..1.
     sm_active: float | None = None

@@ -6,7 +6,7 @@ Helm can only package files inside the chart, so the chart carries copies:
   deploy/prometheus/rules-source.yml         -> gpu-efficiency-exporter/files/rules/
   deploy/prometheus/dcgm-exporter-compat.yml -> gpu-efficiency-exporter/files/rules/ (prometheusRule.dcgmExporterCompat)
   (the chart's PrometheusRule template builds the rules from that source and the alert values)
-Run it after changing a dashboard or a rule; tests/test_helm_chart.py fails while the copies differ.
+Run it after changing a dashboard or a rule; tests/deploy/test_helm_chart.py fails while the copies differ.
 With --check it changes nothing and exits 1 if a copy is missing, differs or is left over.
 """
 

@@ -15,17 +15,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from harness import free_port  # noqa: F401  (the tests import it from here)
 from hypothesis import HealthCheck, settings
+from loopback import free_port  # noqa: F401  (the tests import it from here)
+from repo import ROOT, SUPPORT
 from waiting import PATIENCE
 
 from exporter.snapshot import Snapshot
 from exporter.trace import planted_trace_paths
 from exporter.web.payload import Payloads
 
-ROOT = Path(__file__).resolve().parent.parent
-
-# No example may fail for taking long: a busy machine makes any example slow (tests/waiting.py).
+# No example may fail for taking long: a busy machine makes any example slow (tests/support/waiting.py).
 # A test's own @settings keep these unless they name them.
 settings.register_profile("busy-machine", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("busy-machine")
@@ -51,7 +50,7 @@ def trace_paths() -> dict[str, Path]:
     return {path.stem: path for path in planted_trace_paths()}
 
 
-DCGM_FAKE = str(ROOT / "tests" / "fakes" / "dcgm")
+DCGM_FAKE = str(SUPPORT / "fakes" / "dcgm")
 
 
 @pytest.fixture()

@@ -2,7 +2,7 @@
 # The bare-metal install as a user does it: `pipx install` of the wheel that `python -m build`
 # makes, on the given Python (tests/run.sh passes Ubuntu 22.04's 3.10 where it has one), then the
 # installed daemon's --version and a demo scrape on loopback. The dependencies come from PyPI
-# (pip's cache). tests/test_packaging.py checks the wheel and sdist themselves (twine, offline).
+# (pip's cache). tests/deploy/test_packaging.py checks the wheel and sdist themselves (twine, offline).
 #   tests/packaging.sh BUILD_PYTHON PIPX_PYTHON
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +25,7 @@ echo "tests/packaging.sh: pipx installed $("$exporter" --version) on $("$pipx_py
 port=$("$build_python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$exporter" --demo --web.listen-address="127.0.0.1:$port" >"$work/daemon.log" 2>&1 &
 daemon=$!
-# Waits for readiness, not for a speed: PATIENCE as in tests/waiting.py (a busy machine starts slowly).
+# Waits for readiness, not for a speed: PATIENCE as in tests/support/waiting.py (a busy machine starts slowly).
 "$build_python" - "$port" "${GPUEFF_TEST_PATIENCE:-120}" <<'PY' || { cat "$work/daemon.log" >&2; exit 1; }
 import sys, time, urllib.request
 url, patience = f"http://127.0.0.1:{sys.argv[1]}", float(sys.argv[2])

@@ -4,7 +4,7 @@
 # the suite without end-to-end tests on the machine's python3 and on CPython 3.13, the everyday suite
 # on 3.10 and 3.12, and the container image build with podman and the pipx install, after which the
 # end-to-end tests run on python3. The suites mostly wait, so together they keep the 2 cores busy
-# where one after the other they did not. No test asserts a speed (tests/waiting.py), so a machine busy
+# where one after the other they did not. No test asserts a speed (tests/support/waiting.py), so a machine busy
 # with other work makes the command slower, never red. Extra arguments go to every pytest run. Fails
 # when a check or a suite fails, or when pytest collects nothing (its exit code 5).
 set -euo pipefail
@@ -33,11 +33,11 @@ missing=()
 command -v promtool >/dev/null || missing+=(prometheus)
 command -v prometheus-alertmanager >/dev/null || command -v alertmanager >/dev/null || missing+=(prometheus-alertmanager)
 command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)  # the image's Debian base (deploy/image/build-image.sh)
-command -v podman >/dev/null || missing+=(podman)  # builds and runs the image (tests/test_image.py)
+command -v podman >/dev/null || missing+=(podman)  # builds and runs the image (tests/deploy/test_image.py)
 command -v runc >/dev/null || missing+=(runc)  # podman's runtime here: crun refuses hybrid cgroup v1 hosts
-command -v chromium >/dev/null || missing+=(chromium)  # the live page's browser test (tests/test_page_browser.py)
-command -v tmux >/dev/null || missing+=(tmux)  # the terminal view's test (tests/test_top.py)
-command -v jsonnet >/dev/null || missing+=(jsonnet)  # the monitoring mixin, rendered by the real jsonnet (tests/test_mixin.py)
+command -v chromium >/dev/null || missing+=(chromium)  # the live page's browser test (tests/system/test_page_browser.py)
+command -v tmux >/dev/null || missing+=(tmux)  # the terminal view's test (tests/unit/commands/top/test_command.py)
+command -v jsonnet >/dev/null || missing+=(jsonnet)  # the monitoring mixin, rendered by the real jsonnet (tests/deploy/test_mixin.py)
 if ((${#missing[@]})); then
     sudo=""
     [ "$(id -u)" = 0 ] || sudo="sudo"
@@ -122,7 +122,7 @@ stage_done "ruff and mypy"
 
 # ---- the suites. They mostly wait (on daemons, Prometheus, a browser: the whole suite on python3
 # used 190 s of CPU in 450 s wall), so they run side by side, started now; only the end-to-end tests
-# on python3 wait for the container image below. No test asserts a speed (tests/waiting.py), so
+# on python3 wait for the container image below. No test asserts a speed (tests/support/waiting.py), so
 # sharing the 2 cores makes each slower, never red. Each writes to a log printed when it ends.
 suites_started=$SECONDS suites_cpu=$cpu
 label_of() { "$1/bin/python" -c 'import platform; print(platform.python_implementation(), platform.python_version())'; }
@@ -160,7 +160,7 @@ for folder in "${everyday[@]}"; do
 done
 
 # ---- packaging, beside the suites: the container image, built by podman from the Dockerfile on a
-# Debian base made by mmdebstrap (tests/test_image.py runs it), and a pipx install of the wheel on
+# Debian base made by mmdebstrap (tests/deploy/test_image.py runs it), and a pipx install of the wheel on
 # Ubuntu 22.04's Python 3.10 where this machine has one (docs/bare-metal.md)
 if deploy/image/build-image.sh localhost/gpu-efficiency-exporter:test; then
     export GPUEFF_IMAGE=localhost/gpu-efficiency-exporter:test

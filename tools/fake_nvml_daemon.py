@@ -1,4 +1,4 @@
-"""The real daemon on its NVML backend, with tests/fakes/nvml.py standing in for pynvml.
+"""The real daemon on its NVML backend, with tests/support/fakes/nvml.py standing in for pynvml.
 
     python tools/fake_nvml_daemon.py GPUS [daemon flags...]
 
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 sys.path.insert(0, str(ROOT))
 
 from fakes.nvml import FakeNvml  # noqa: E402 (needs the paths above)

@@ -7,7 +7,7 @@ local dashboards = {
 };
 
 // Every query of the exporter's series selects GPUs through the Cluster and Job variables, in this
-// order (dashboards/build.py, NODE_SEL; tests/test_dashboards.py checks it); the Cluster and Job
+// order (dashboards/build.py, NODE_SEL; tests/deploy/test_dashboards.py checks it); the Cluster and Job
 // variables' own queries are the two others. The selector goes in front of each.
 local withSelector(value, selector) =
   if std.isString(value) then

@@ -2,7 +2,7 @@
 // users import (as node-mixin or kubernetes-mixin): _config, prometheusRules (recording rules),
 // prometheusAlerts and grafanaDashboards. Its rules and dashboards are generated from the same
 // source as deploy/prometheus/gpu-efficiency-rules.yml and dashboards/*.json: with the default
-// _config it renders exactly those (tests/test_mixin.py). Usage: deploy/mixin/README.md.
+// _config it renders exactly those (tests/deploy/test_mixin.py). Usage: deploy/mixin/README.md.
 (import 'config.libsonnet') +
 (import 'alerts.libsonnet') +
 (import 'dashboards.libsonnet')

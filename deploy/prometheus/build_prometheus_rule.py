@@ -14,7 +14,7 @@ prometheusRule.alerts block of the Helm chart's values.yaml (one entry per alert
 threshold, for, severity) and the monitoring mixin's deploy/mixin/rules.libsonnet (the groups with
 `$job_selector` and `$runbook_base_url` left for the mixin's _config). The chart's template applies
 those values to the same source, so a chart with default values renders exactly the plain rules
-file (tests/test_helm_chart.py), as the mixin does with its default _config (tests/test_mixin.py).
+file (tests/deploy/test_helm_chart.py), as the mixin does with its default _config (tests/deploy/test_mixin.py).
 """
 
 from __future__ import annotations

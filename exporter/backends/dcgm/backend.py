@@ -1,7 +1,7 @@
 """Live GPUs through DCGM: profiling fields 1001-1016 and the device fields, in the GPM backend's shape.
 
 NOT YET RUN AGAINST A REAL DCGM: written from DCGM's Python bindings and C sources and tested against a
-fake of them (tests/fakes/dcgm). See docs/dcgm.md.
+fake of them (tests/support/fakes/dcgm). See docs/dcgm.md.
 
 One DCGM group holds the GPUs; device fields are watched at the collect interval, costly ones (energy,
 ECC, remapped rows) at the slow interval, and profiling fields at the collect interval in field groups of

@@ -1,0 +1,110 @@
+"""Every YAML and PromQL snippet in the README and docs/ parses: YAML with PyYAML, and through the
+exporter's own config loader where it is a piece of the exporter's config file; PromQL through
+Debian's promtool, as the expression of a recording rule. Every relative link in them leads to a
+file (and heading) that exists, and nothing in the project points outside it."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from repo import ROOT
+from waiting import PATIENCE
+
+from exporter.settings import Config, parse_config
+
+PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+CONFIG_KEYS = set(Config.__dataclass_fields__)
+
+
+def snippets(language: str) -> list[tuple[str, str]]:
+    """(where, text) of every fenced ``language`` block."""
+    found = []
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        for match in re.finditer(rf"^```{language}\n(.*?)^```", text, re.S | re.M):
+            line = text.count("\n", 0, match.start()) + 1
+            found.append((f"{page.relative_to(ROOT)}:{line}", match.group(1)))
+    return found
+
+
+YAML = snippets("yaml")
+PROMQL = snippets("promql")
+
+
+def test_the_docs_have_snippets_to_check():
+    assert len(YAML) >= 10 and len(PROMQL) >= 5
+
+
+@pytest.mark.parametrize("where, text", YAML, ids=[where for where, _ in YAML])
+def test_yaml_snippet_parses_and_exporter_config_loads(where: str, text: str) -> None:
+    data = yaml.safe_load(text)
+    assert data is not None, where
+    if isinstance(data, list) and all(isinstance(item, dict) and "url" in item and "counter" in item for item in data):
+        parse_config({"apps": data})  # entries of the apps: list
+    elif isinstance(data, dict) and set(data) <= CONFIG_KEYS:
+        parse_config(data)  # a piece of the exporter's config file
+
+
+def expressions(text: str) -> list[str]:
+    """The expressions of a PromQL block: comment lines dropped, blank lines between expressions."""
+    kept = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    return [part.strip() for part in re.split(r"\n\s*\n", kept) if part.strip()]
+
+
+def test_every_promql_snippet_parses(tmp_path: Path) -> None:
+    rules = [{"record": f"docs:snippet_{number}", "expr": expression} for number, (_, text) in enumerate(PROMQL) for expression in expressions(text)]
+    assert len(rules) >= len(PROMQL)
+    path = tmp_path / "docs-snippets.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "docs", "rules": rules}]}), encoding="utf-8")
+    result = subprocess.run([PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True, timeout=PATIENCE)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+LINKED_PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def headings(page: Path) -> set[str]:
+    """GitHub's anchors for the page's headings: lower case, punctuation dropped, spaces to dashes."""
+    text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+    titles = re.findall(r"^#+ (.*)$", text, re.M)
+    return {re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-") for title in titles}
+
+
+def test_every_relative_link_in_the_readme_and_docs_leads_to_a_file_and_heading_that_exist():
+    broken = []
+    for page in LINKED_PAGES:
+        text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+        for target in LINK.findall(text):
+            if re.match(r"[a-z]+:", target):  # https:, mailto:
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            if not linked.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such file)")
+            elif anchor and linked.suffix == ".md" and anchor not in headings(linked):
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
+    assert len(LINKED_PAGES) >= 20 and not broken, broken
+
+
+# The team's reference notes beside the checkout are not part of the project: nothing may cite them.
+OUTSIDE = re.compile("|".join([r"\.\./shared", "shared/(design|traces|hooks|GPU_" + "FACTS)", r"(^|[^/A-Za-z_])GPU_" + "FACTS"]))
+PROJECT_TEXT = ("*.md", "*.py", "*.sh", "*.yaml", "*.yml", "*.toml", "*.json", "*.txt", "Dockerfile")
+
+
+def test_nothing_in_the_project_points_at_the_teams_shared_notes():
+    pointing = []
+    for folder in ("README.md", "docs", "exporter", "tests", "bench", "tools", "deploy", "helm", "dashboards", "pyproject.toml", "Dockerfile"):
+        base = ROOT / folder
+        files = [base] if base.is_file() else [path for pattern in PROJECT_TEXT for path in base.rglob(pattern)]
+        for path in files:
+            for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+                if OUTSIDE.search(line):
+                    pointing.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not pointing, pointing
