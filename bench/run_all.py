@@ -57,6 +57,7 @@ BENCHMARKS = (
     Benchmark("multi_gpu_jobs.py", "several GPUs", "multi-GPU jobs (one and two per node) beside the daemon, per GPU and per job; a DDP job's steps/s without and with the daemon", "docs/benchmarks.md#several-gpus"),
     Benchmark("issue34_live.sh", "a GPU", "the real-workload corpus with the daemon's poller beside each job (table: issue34_table.py)", "docs/benchmarks.md#several-gpus"),
     Benchmark("issue43_clock.py", "a GPU", "what a busy tensor cycle does and at which SM clock: NVML's clock, a clock64 probe and GPM's cycle counters beside a bf16 GEMM, a ViT step and a TF32 GEMM", "docs/peaks.md"),
+    Benchmark("two_owners.py", "a GPU", "two Unix users on one GPU beside the daemon: GPU 0's class, the holders, jobs and an app's process join, phase by phase (owners never cross)", "docs/security.md#owners-never-cross"),
     Benchmark("issue43_device_a.sh", "a GPU", "issue43_clock.py, the zero-copy and ViT jobs recorded into the corpus with the daemon's poller beside, Nsight Compute's per-kernel clock and tensor counters", "docs/peaks.md"),
 )
 NOT_BENCHMARKS = ("harness.py", "nvml_calls.py", "issue34_table.py", "run_all.py")  # shared modules and helpers
