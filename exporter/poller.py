@@ -76,7 +76,7 @@ class Poller:
         self._config_parts = _ConfigParts(config)
         self.apps = AppMonitor(config.apps_settings, clock)  # scrapes apps on their own threads
         self._sharing: Sharing | None = None
-        self._jobs = JobResolver(Path(config.proc_root))  # which job holds each GPU (pipeline/peers.py)
+        self._jobs = JobResolver(Path(config.proc_root), config.process_names)  # which job holds each GPU (pipeline/peers.py)
         self.backend.configure(collect_settings(config))
 
     @property
@@ -177,10 +177,11 @@ class Poller:
                     log.info("GPU model %r is not in the built-in peaks table: its peaks are %s (docs/peaks.md)", model, peak.source)
         return samples
 
-    def _memberships(self, samples: list[GpuSample], proc_root: Path) -> dict[str, list[JobKey]]:
-        """The jobs that hold each GPU (attribution/jobs.py), by a resolver made anew when /proc moves."""
-        if self._jobs.proc_root != proc_root:
-            self._jobs = JobResolver(proc_root)
+    def _memberships(self, samples: list[GpuSample], proc_root: Path, names: bool) -> dict[str, list[JobKey]]:
+        """The jobs that hold each GPU (attribution/jobs.py), by a resolver made anew when /proc
+        moves or process_names changes."""
+        if self._jobs.proc_root != proc_root or self._jobs.names != names:
+            self._jobs = JobResolver(proc_root, names)
         return memberships(samples, self._jobs)
 
     @property
@@ -190,12 +191,12 @@ class Poller:
 
     def _sharing_for(self, config: Config) -> Sharing | None:
         """The process identification of the fair split, made anew (with every GPU's ledger) when
-        it is switched on or its /proc moves."""
+        it is switched on, its /proc moves or process_names changes."""
         settings = config.sharing
         if not settings.enabled:
             self._sharing = None
-        elif self._sharing is None or str(self._sharing.resolver.proc_root) != config.proc_root:
-            self._sharing = Sharing(Path(config.proc_root))
+        elif self._sharing is None or str(self._sharing.resolver.proc_root) != config.proc_root or self._sharing.resolver.names != config.process_names:
+            self._sharing = Sharing(Path(config.proc_root), config.process_names)
             self._trackers.restart_split()
         return self._sharing
 
@@ -220,7 +221,7 @@ class Poller:
         per_gpu = [(sample, *self._trackers.of(sample.device.uuid).advance(sample, parts.tracker_settings, sharing, identities)) for sample in samples]
         self._trackers.forget({sample.device.uuid for sample in samples})
         # the cross-GPU stage, pure: each multi-GPU job's GPUs judged together (pipeline/peers.py)
-        membership = self._memberships(samples, parts.proc_root)
+        membership = self._memberships(samples, parts.proc_root, config.process_names)
         judgement, judged = across_gpus([(sample, derived, totals) for sample, derived, totals, _ in per_gpu], membership, self._jobs.launcher_names)
         states = []
         for (sample, _, totals, split), (derived, after) in zip(per_gpu, judged, strict=True):

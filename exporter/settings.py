@@ -18,6 +18,7 @@ from exporter.config.engine import ConfigError, load_section, reference, section
 from exporter.config.values import (
     MIN_COLLECT_INTERVAL,
     absolute_path,
+    boolean,
     label_value,
     min_duration,
     non_negative,
@@ -52,6 +53,7 @@ class Config:
     apps: tuple[AppConfig, ...] = section_list(AppConfig, f"applications whose throughput is joined with their GPUs (docs/apps.md); at most {MAX_APPS}", unique="name", most=MAX_APPS)
     kubernetes: KubernetesConfig = section(KubernetesConfig, "pod attribution on Kubernetes (docs/kubernetes.md)")
     proc_root: str = setting("/proc", absolute_path, "where the host's /proc is, to read GPU processes' cgroups, names and parents for the fair split (sharing), Kubernetes process attribution and multi-GPU jobs (needs the host's PIDs: hostPID)")
+    process_names: bool = setting(True, boolean, "name users' programs in the fair split's holder labels and the process groups' job labels (<uid>:<name>, <uid>:<launcher>:<GPUs>); false: the uid alone (<uid>, <uid>:<GPUs>), so no reader of /metrics learns which programs the node's users run (docs/security.md)")
     sharing: SharingConfig = section(SharingConfig, "per-holder fair split of shared GPUs, Slurm jobs (docs/sharing.md)")
     dcgm: DcgmConfig = section(DcgmConfig, "how the DCGM backend reaches DCGM (docs/dcgm.md)")
     collectors: CollectorsConfig = section(CollectorsConfig, "which per-GPU metric families are exported (docs/collectors.md)")

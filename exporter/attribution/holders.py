@@ -58,9 +58,10 @@ class ProcessIdentity:
     job: SlurmJob | None = None  # the Slurm job, where the process runs in one
 
 
-def identify(pid: int, nvml_name: str, proc_root: Path) -> ProcessIdentity:
+def identify(pid: int, nvml_name: str, proc_root: Path, names: bool = True) -> ProcessIdentity:
     """The holder of one process, from its owner and name; unattributed where its owner cannot be
-    read. Every file is bytes the process's owner chose (untrusted.py)."""
+    read. Every file is bytes the process's owner chose (untrusted.py). Without ``names`` a user's
+    processes are its user holder: their names are not read."""
     lines = read_cgroup(pid, proc_root) or []
     owner = owner_of(pid, lines, proc_root)
     if owner is None:
@@ -69,6 +70,8 @@ def identify(pid: int, nvml_name: str, proc_root: Path) -> ProcessIdentity:
         return ProcessIdentity(Holder("pod", owner.id))
     if owner.kind == "slurm_job":
         return ProcessIdentity(Holder("slurm_job", owner.id), job_of_lines(lines))
+    if not names:
+        return ProcessIdentity(Holder("user", "", owner.id))
     try:
         name = read_text(proc_root / str(pid) / "comm").strip()
     except OSError:
@@ -80,8 +83,9 @@ class HolderResolver:
     """Identifies processes, remembering each PID while it keeps being seen (one /proc read per new
     PID, none per poll for a PID already known)."""
 
-    def __init__(self, proc_root: Path = Path("/proc")) -> None:
+    def __init__(self, proc_root: Path = Path("/proc"), names: bool = True) -> None:
         self.proc_root = proc_root
+        self.names = names  # a user's programs are holders of their own (process_names)
         self._known: dict[int, ProcessIdentity] = {}
 
     def resolve(self, processes: Iterable[tuple[int, str]]) -> dict[int, ProcessIdentity]:
@@ -99,7 +103,7 @@ class HolderResolver:
         """``identify``, contained: one process that cannot be identified is unattributed (and
         remembered as such while it lives), never a failed poll for every GPU."""
         try:
-            return identify(pid, nvml_name, self.proc_root)
+            return identify(pid, nvml_name, self.proc_root, self.names)
         except Exception:
             log.exception("cannot identify process %d; its share is reported as unattributed", pid, extra=fields(pid=pid))
             return ProcessIdentity(UNATTRIBUTED)

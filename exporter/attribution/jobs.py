@@ -78,8 +78,9 @@ def read_stat(pid: int, proc_root: Path) -> ProcessStat | None:
 class JobResolver:
     """Finds each GPU process's owner and job; remembers both per PID while it keeps being seen."""
 
-    def __init__(self, proc_root: Path = Path("/proc")) -> None:
+    def __init__(self, proc_root: Path = Path("/proc"), names: bool = True) -> None:
         self.proc_root = proc_root
+        self.names = names  # a process group's label names its launcher (process_names)
         self._known: dict[int, tuple[Owner | None, JobKey | None]] = {}
         self.owners: dict[int, Owner] = {}  # this poll's GPU processes whose owner was read
         self.launcher_names: dict[str, str] = {}  # a process group's id -> its label's start: "<uid>:<launcher name>"
@@ -114,7 +115,7 @@ class JobResolver:
         if launcher is None:
             return owner, None
         key = JobKey("process_group", f"{owner.id}:{launcher}")  # one launcher's processes of one user
-        self.launcher_names[key.id] = f"{owner.id}:{name}"
+        self.launcher_names[key.id] = f"{owner.id}:{name}" if self.names else owner.id
         return owner, key
 
     def _launcher(self, pid: int, gpu_pids: set[int]) -> tuple[int | None, str]:
@@ -160,7 +161,8 @@ def memberships(samples: Iterable[GpuSample], resolver: JobResolver) -> dict[str
 
 def job_label(key: JobKey, gpus: Iterable[int], launcher_names: Mapping[str, str]) -> str:
     """The job's exported label: a pod UID, a Slurm job id or a trace's job name as they are; a
-    process group as ``<uid>:<launcher name>:<its GPUs>`` (``1000:torchrun:0-3``), bounded by the
+    process group as ``<uid>:<launcher name>:<its GPUs>`` (``1000:torchrun:0-3``; ``1000:0-3``
+    without process_names), bounded by the
     users, GPUs and names on the node, never a PID. Two users' groups never share a label."""
     if key.kind != "process_group":
         return key.id

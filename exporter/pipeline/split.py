@@ -140,8 +140,8 @@ class GpuSharing:
 class Sharing:
     """Identifies every GPU process once per poll (one per daemon); each GPU's ledger is its tracker's."""
 
-    def __init__(self, proc_root: Path) -> None:
-        self.resolver = HolderResolver(proc_root)
+    def __init__(self, proc_root: Path, names: bool = True) -> None:
+        self.resolver = HolderResolver(proc_root, names)
 
     def identities(self, samples: Iterable[GpuSample]) -> dict[int, ProcessIdentity]:
         """PID -> identity for the processes listed or sampled on any GPU this poll."""

@@ -309,3 +309,40 @@ def test_an_owners_verdicts_never_read_a_gpu_it_shares(world: Path, profiles: li
     assert jobs == jobs_changed
     for index in shared:
         assert classes_changed[index] == derive(sample(index, changed[index], []), Config()).bottleneck  # its own reading
+
+
+# ---- what readers of /metrics learn of other tenants ---------------------------------------------
+
+
+@pytest.mark.parametrize("names", [True, False], ids=["process_names", "uids-only"])
+def test_without_process_names_no_reader_learns_which_programs_the_nodes_users_run(tenants: Path, trace_paths, names: bool) -> None:
+    """Any tenant who can reach the port reads every holder and job label (on a node whose /proc is
+    mounted hidepid=2, users cannot list each other's processes). With process_names: false the
+    fair split's holders and the process groups' job labels carry the uid alone, and neither
+    /metrics nor /api/live holds a program's name."""
+    from exporter.web.history import History
+    from exporter.web.live import LiveData
+
+    process(tenants, 400, "secret-ft", uid=B)  # B's program on GPU 0, beside A's rank; A's job on GPUs 1 and 2
+    process(tenants, 103, "python", 110, 100, uid=A)
+    matmul = load_trace(trace_paths["matmul_8192"])
+    gpus = [FakeGpu(matmul, processes=[(101, GIB, "/home/a/python"), (400, GIB, "/home/b/secret-ft")], process_duty={101: 0.6, 400: 0.3}),
+            FakeGpu(matmul, processes=[(102, GIB, "/home/a/python")], process_duty={102: 0.9}),
+            FakeGpu(matmul, processes=[(103, GIB, "/home/a/python")], process_duty={103: 0.9})]
+    backend, _, clock = started_backend(gpus)
+    poller = Poller(backend, parse_config({"sharing": {"enabled": True}, "proc_root": str(tenants), "process_names": names}), clock=clock, wall_clock=lambda: 1.7e9 + clock())
+    for _ in range(4):
+        poller.poll_once()
+        clock.advance(1.0)
+    snapshot = poller.poll_once()
+    exposition = render(snapshot).decode()
+    live = b"".join(LiveData(lambda: snapshot, History(), "", clock=lambda: snapshot.taken_monotonic).answer(0) or ()).decode()
+    holders = {(s.labels["holder_kind"], s.labels["holder"]) for family in text_string_to_metric_families(exposition) if family.name == "gpueff_holder_busy_seconds" for s in family.samples}
+    if names:
+        assert holders == {("process", f"{A}:python"), ("process", f"{B}:secret-ft")}
+        assert "secret-ft" in exposition and f'job_id="{A}:sh:1-2"' in exposition
+    else:
+        assert holders == {("user", str(A)), ("user", str(B))}
+        assert f'job_id="{A}:1-2"' in exposition and f'"{A}:1-2"' in live  # A's job, by uid and GPUs
+        for text in (exposition, live):
+            assert "secret-ft" not in text and "python" not in text and ":sh:" not in text
