@@ -29,7 +29,7 @@ from exporter import logs
 from exporter.backends.base import Backend, BackendUnavailable
 from exporter.commands.daemon import StartupError, choose_backend, effective_config
 from exporter.commands.flags import Parser, add_common_flags, add_dcgm_flags, duration_flag
-from exporter.commands.top.scrape import ScrapeError, fetch, metrics_url, parse
+from exporter.commands.top.scrape import ScrapeError, metrics_url, read
 from exporter.commands.top.table import Frame, printable, render
 from exporter.commands.top.view import View, WasteWindow
 from exporter.commands.top.view import keys as view_keys
@@ -93,7 +93,7 @@ class UrlSource:
         self.source = (self.url,)
 
     def frame(self) -> Frame:
-        exporter = parse(fetch(self.url, self.timeout), self.url)
+        exporter = read(self.url, self.timeout)
         said = "replayed traces, not live GPUs" if exporter.replayed else f"{exporter.backend} backend"
         stale = ("STALE: its last poll is older than stale_after",) if exporter.stale else ()
         return Frame((self.url, said, *stale), exporter.gpus, time.time(), jobs=exporter.jobs)

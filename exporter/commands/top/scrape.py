@@ -8,10 +8,11 @@ import http.client
 import math
 import ssl
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
-from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.parser import text_fd_to_metric_families
 
 from exporter.attribution.kubernetes.owners import PodOwner
 from exporter.attribution.slurm import SlurmJob
@@ -21,6 +22,12 @@ from exporter.untrusted import whole_number
 
 MAX_BYTES = 16 * 1024 * 1024  # the largest node's page is under 1 MiB (docs/benchmarks.md)
 MAX_SAMPLES = 50_000  # gpueff_ samples: 84 a replayed GPU, about 200 a live one with its health readings
+MAX_GPUS = MAX_JOBS = 4096  # a node has at most 16 GPUs of 7 MIG instances each
+MAX_APPS = 1024  # the exporter's config takes at most 64
+MAX_LINE_BYTES = 64 * 1024  # a gpueff_ line; the exporter's longest (a pod's, with copied pod labels) is a few KiB
+MAX_VALUE_CHARS = 256  # of a label value kept (the exporter cuts its own at 128; top shows at most a line of one)
+MAX_TEXT_CHARS = 1 << 21  # characters of names and labels kept from one page (a node's: ~10,000)
+CHUNK_BYTES = 64 * 1024
 
 # Sample name -> the GpuOverview field it fills.
 _VALUES = {
@@ -37,13 +44,19 @@ _VALUES = {
     "gpueff_memory_total_bytes": "memory_total_bytes",
     "gpueff_busy_idle_sm_seconds_total": "busy_idle_sm_seconds",
 }
+_JOB_VALUES = ("gpueff_job_efficiency_ratio", "gpueff_job_peer_wait_ratio")
+_LINKS = ("nvlink", "pcie")
+
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 
 class ScrapeError(Exception):
     """The exporter could not be read; the message says what and where."""
 
 
-@dataclass
+@dataclass(slots=True)
 class _Gpu:
     index: int = -1
     model: str = ""
@@ -51,25 +64,25 @@ class _Gpu:
     up: bool = False
     profiling: bool = False
     bottleneck: str | None = None
-    mismatch: list[str] = field(default_factory=list)
-    implausible: list[str] = field(default_factory=list)
+    mismatch: dict[str, None] = field(default_factory=dict)  # ordered, each once
+    implausible: dict[str, None] = field(default_factory=dict)
     values: dict[str, float] = field(default_factory=dict)
     pods: set[PodOwner] = field(default_factory=set)
     slurm_jobs: set[SlurmJob] = field(default_factory=set)
 
 
-@dataclass
+@dataclass(slots=True)
 class _App:
     unit: str = ""
     up: bool = False
     throughput: float | None = None
     units_per_joule: float | None = None
-    uuids: list[str] = field(default_factory=list)
+    uuids: set[str] = field(default_factory=set)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Job:
-    gpus: list[int] = field(default_factory=list)
+    gpus: set[int] = field(default_factory=set)
     classes: dict[str, int] = field(default_factory=dict)
     values: dict[str, float] = field(default_factory=dict)
     straggler: int | None = None
@@ -96,10 +109,20 @@ def metrics_url(url: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path if parts.path not in ("", "/") else "/metrics", parts.query, ""))
 
 
-def fetch(url: str, timeout: float) -> str:
-    """The page at ``url``, all of it within ``timeout`` seconds: a server that trickles its answer
-    (a byte now and then, each read under any per-read timeout) is cut off at the deadline, its
-    socket shut down. Redirects are not followed; at most MAX_BYTES are read."""
+def read(url: str, timeout: float) -> Exporter:
+    """The overview on the page at ``url``, parsed as it arrives (the page is never held whole):
+    the fetch and the parse together within ``timeout`` seconds."""
+    chunks = _fetch(url, timeout)
+    try:
+        return _overview_of(_parsed(_byte_lines(chunks, url), url), url)
+    finally:
+        chunks.close()  # a page given up on (too large, not Prometheus text) closes its connection now
+
+
+def _fetch(url: str, timeout: float) -> Generator[bytes, None, None]:
+    """The page's bytes as they come, all within ``timeout`` seconds: a server that trickles its
+    answer (a byte now and then, each read under any per-read timeout) is cut off at the deadline,
+    its socket shut down. Redirects are not followed; at most MAX_BYTES are read."""
     parts = urllib.parse.urlsplit(url)
     connection = (
         http.client.HTTPSConnection(parts.netloc, timeout=timeout, context=ssl.create_default_context())
@@ -118,7 +141,14 @@ def fetch(url: str, timeout: float) -> str:
                     hint = ": it asks for a password (basic auth), which top does not send" if response.status == 401 else ""
                     hint = ": top does not follow redirects, give it the final URL" if 300 <= response.status < 400 else hint
                     raise ScrapeError(f"{url} answered HTTP {response.status} {response.reason}{hint}")
-                body = response.read(MAX_BYTES + 1)
+                received = 0
+                while chunk := response.read(CHUNK_BYTES):
+                    if expired.is_set():
+                        raise TimeoutError
+                    received += len(chunk)
+                    if received > MAX_BYTES:
+                        raise ScrapeError(f"{url} sent more than {MAX_BYTES // (1024 * 1024)} MiB: not an exporter's page")
+                    yield chunk
                 if expired.is_set():
                     raise TimeoutError
             except (OSError, http.client.HTTPException) as error:
@@ -127,131 +157,198 @@ def fetch(url: str, timeout: float) -> str:
                 raise ScrapeError(f"cannot reach {url}: {error}") from None
     finally:
         connection.close()
-    if len(body) > MAX_BYTES:
-        raise ScrapeError(f"{url} sent more than {MAX_BYTES // (1024 * 1024)} MiB: not an exporter's page")
-    return body.decode("utf-8", errors="replace")
+
+
+def _byte_lines(chunks: Iterable[bytes], where: str) -> Iterator[str]:
+    """The gpueff_ sample lines in a page's bytes, decoded, as they come; every other line (comments,
+    other metrics) is dropped as it passes, however long, and none is held whole but ours."""
+    pending, skipping = b"", False
+    for chunk in chunks:
+        *lines, pending = (pending + chunk).split(b"\n")
+        if lines and skipping:
+            lines[0], skipping = b"", False  # the end of a long line of another metric
+        for line in lines:
+            if line.startswith(b"gpueff_"):
+                yield _line(line.decode("utf-8", errors="replace"), len(line), where)
+        if len(pending) > MAX_LINE_BYTES:
+            if pending.startswith(b"gpueff_") and not skipping:
+                _line("", len(pending), where)
+            pending, skipping = b"", True
+    if pending.startswith(b"gpueff_") and not skipping:
+        yield _line(pending.decode("utf-8", errors="replace"), len(pending), where)
+
+
+def _line(line: str, size: int, where: str) -> str:
+    if size > MAX_LINE_BYTES:
+        raise ScrapeError(f"{where} has a gpueff_ line longer than {MAX_LINE_BYTES // 1024} KiB: not an exporter's page")
+    return line
+
+
+def _text_lines(text: str, where: str) -> Iterator[str]:
+    """The gpueff_ sample lines of a page held as text, one by one (a list of a large page's lines
+    would cost more than the page)."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        if text.startswith("gpueff_", start):
+            yield _line(text[start:end], end - start, where)
+        start = end + 1
+
+
+def _parsed(lines: Iterable[str], where: str) -> Iterator[tuple[str, dict[str, str], float]]:
+    """Each sample's name, labels and value, through prometheus_client's parser, at most MAX_SAMPLES.
+    HELP and TYPE lines are not handed to it, so it yields each sample as its line passes (with them
+    it holds a family's samples until the next family begins: 50,000 of one family cost ~50 MB)."""
+    samples = 0
+    try:
+        for family in text_fd_to_metric_families(lines):  # type: ignore[arg-type]  # any iterable of lines
+            for sample in family.samples:
+                samples += 1
+                if samples > MAX_SAMPLES:
+                    raise ScrapeError(f"{where} has more than {MAX_SAMPLES} gpueff_ samples: not one node's exporter")
+                yield sample.name, sample.labels, sample.value
+    except ValueError as error:
+        raise ScrapeError(f"{where} is not Prometheus text: {error}") from None
+
+
+def parse(text: str, where: str) -> Exporter:
+    """The overview of every GPU on a /metrics page held as text (the gpueff_ series it shows; the rest is ignored)."""
+    return _overview_of(_parsed(_text_lines(text, where), where), where)
+
+
+class _Page:
+    """What a page's samples say, gathered in one pass: each sample is looked at once and every
+    lookup is by key, so the work grows with the page (never GPUs x jobs). What is kept is bounded
+    however the page spreads its samples: at most MAX_GPUS GPUs, MAX_JOBS jobs and MAX_APPS apps,
+    and MAX_TEXT_CHARS characters of the names and labels kept (a label value cut at MAX_VALUE_CHARS)."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.gpus: dict[str, _Gpu] = {}
+        self.apps: dict[str, _App] = {}
+        self.jobs: dict[tuple[str, str], _Job] = {}
+        self.backend, self.replayed, self.stale = "", False, False
+        self.text = 0  # characters kept
+
+    def kept(self, value: str) -> str:
+        """A label value as kept: cut at MAX_VALUE_CHARS (a longer one is no exporter's, and shown cut anyway), counted."""
+        value = value[:MAX_VALUE_CHARS]
+        self._count(len(value))
+        return value
+
+    def _count(self, characters: int) -> None:
+        self.text += characters
+        if self.text > MAX_TEXT_CHARS:
+            raise ScrapeError(f"{self.where} has more than {MAX_TEXT_CHARS} characters of names and labels: not one node's exporter")
+
+    def _entry(self, entries: dict[_K, _V], key: _K, make: Callable[[], _V], limit: int, what: str, size: int) -> _V:
+        """The entry for ``key`` (``size`` characters), made where new: at most ``limit`` of them."""
+        found = entries.get(key)
+        if found is None:
+            if len(entries) >= limit:
+                raise ScrapeError(f"{self.where} has more than {limit} {what}: not one node's exporter")
+            self._count(size)  # a key is counted once, when its entry is made
+            found = entries[key] = make()
+        return found
+
+    def add(self, name: str, labels: dict[str, str], value: float) -> None:
+        if name == "gpueff_exporter_build_info":
+            self.backend, self.replayed = self.kept(labels.get("backend", "")), labels.get("replayed") == "true"
+        elif name == "gpueff_collect_stale":
+            self.stale = value == 1
+        elif name.startswith("gpueff_app_") and "app" in labels:
+            key = labels["app"][:MAX_VALUE_CHARS]
+            self._app(self._entry(self.apps, key, _App, MAX_APPS, "apps", len(key)), name, labels, value)
+        elif name.startswith("gpueff_job_") and "job_id" in labels:
+            job = (labels.get("job_kind", "")[:MAX_VALUE_CHARS], labels["job_id"][:MAX_VALUE_CHARS])
+            self._job(self._entry(self.jobs, job, _Job, MAX_JOBS, "jobs", len(job[0]) + len(job[1])), name, labels, value)
+        elif "uuid" in labels:
+            key = labels["uuid"][:MAX_VALUE_CHARS]
+            self._gpu(self._entry(self.gpus, key, _Gpu, MAX_GPUS, "GPUs", len(key)), name, labels, value)
+
+    def _app(self, app: _App, name: str, labels: dict[str, str], value: float) -> None:
+        if name == "gpueff_app_gpu_info" and "uuid" in labels:
+            app.uuids.add(self.kept(labels["uuid"]))
+        elif name == "gpueff_app_up":
+            app.up = value == 1
+        elif name == "gpueff_app_throughput_per_second":
+            app.unit, app.throughput = self.kept(labels.get("unit", "")), _number(value)
+        elif name == "gpueff_app_units_per_joule":
+            app.units_per_joule = _number(value)
+
+    def _job(self, job: _Job, name: str, labels: dict[str, str], value: float) -> None:
+        if name == "gpueff_job_gpu_info" and (index := _index(labels.get("gpu", ""))) is not None:
+            job.gpus.add(index)
+        elif name == "gpueff_job_straggler" and value == 1:
+            job.straggler = _index(labels.get("gpu", ""))
+        elif name == "gpueff_job_bottleneck_gpus" and "class" in labels:
+            job.classes[self.kept(labels["class"])] = int(value) if math.isfinite(value) else 0
+        elif name == "gpueff_job_link_bytes_per_second" and labels.get("direction") == "tx" and labels.get("link") in _LINKS:
+            job.values[labels["link"]] = value
+        elif name in _JOB_VALUES:
+            job.values[name] = value
+
+    def _gpu(self, gpu: _Gpu, name: str, labels: dict[str, str], value: float) -> None:
+        if name == "gpueff_gpu_info":
+            gpu.model, gpu.source = self.kept(labels.get("model", "")), self.kept(labels.get("trace", ""))
+            index = _index(labels.get("gpu", ""))
+            gpu.index = gpu.index if index is None else index
+        elif name == "gpueff_gpu_up":
+            gpu.up = value == 1
+        elif name == "gpueff_profiling_available":
+            gpu.profiling = value == 1
+        elif value == 1 and name == "gpueff_bottleneck":
+            gpu.bottleneck = self.kept(labels.get("class", ""))
+        elif value == 1 and name == "gpueff_mismatch":
+            gpu.mismatch[self.kept(labels.get("rule", ""))] = None
+        elif name == "gpueff_gpu_pod_info":
+            gpu.pods.add(PodOwner(self.kept(labels.get("namespace", "")), self.kept(labels.get("pod", "")), self.kept(labels.get("container", ""))))
+        elif name == "gpueff_gpu_job_info":
+            gpu.slurm_jobs.add(SlurmJob(self.kept(labels.get("job_id", "")), user_id=self.kept(labels.get("user_id", ""))))
+        elif value == 1 and name == "gpueff_readings_implausible":
+            gpu.implausible[self.kept(labels.get("check", ""))] = None
+        elif name == "gpueff_pipe_busy_flops_per_second" and labels.get("pipe") == "hmma_bf16_equivalent":
+            gpu.values["tensor_flops"] = value
+        elif name in _VALUES:
+            gpu.values[_VALUES[name]] = value
+
+    def exporter(self) -> Exporter:
+        joined: dict[str, list[AppFigures]] = {}
+        for app_name, app in sorted(self.apps.items()):
+            for uuid in app.uuids:
+                joined.setdefault(uuid, []).append(AppFigures(app_name, app.unit, app.up, app.throughput, app.units_per_joule))
+        views = [_overview(uuid, gpu, tuple(joined.get(uuid, ()))) for uuid, gpu in self.gpus.items() if gpu.index >= 0]
+        views.sort(key=lambda view: (view.index, view.uuid))
+        waiting: dict[int, int] = {}  # GPU index -> its GPUs (one, but for a page that repeats an index) that wait on a peer
+        for view in views:
+            if view.bottleneck == "peer_wait":
+                waiting[view.index] = waiting.get(view.index, 0) + 1
+        return Exporter(self.backend, self.replayed, self.stale, views, [_job_overview(key, job, waiting) for key, job in sorted(self.jobs.items())])
+
+
+def _overview_of(samples: Iterable[tuple[str, dict[str, str], float]], where: str) -> Exporter:
+    page = _Page(where)
+    for name, labels, value in samples:
+        page.add(name, labels, value)
+    return page.exporter()
 
 
 def _number(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _lines(text: str) -> Iterator[str]:
-    """The lines one by one (a list of a large page's lines would cost more than the page)."""
-    start = 0
-    while start < len(text):
-        end = text.find("\n", start)
-        end = len(text) if end < 0 else end
-        yield text[start:end]
-        start = end + 1
-
-
-def _lines_read(text: str, where: str) -> str:
-    """Only the exporter's own lines (gpueff_ samples, their HELP and TYPE), at most MAX_SAMPLES
-    samples: the parser's cost per sample is about a kilobyte, and the rest of a page is not parsed."""
-    kept: list[str] = []
-    samples = 0
-    for line in _lines(text):
-        if line.startswith("#"):
-            words = line.split(None, 3)
-            if len(words) > 2 and words[1] in ("HELP", "TYPE") and words[2].startswith("gpueff_"):
-                kept.append(line)
-        elif line.startswith("gpueff_"):
-            samples += 1
-            if samples > MAX_SAMPLES:
-                raise ScrapeError(f"{where} has more than {MAX_SAMPLES} gpueff_ samples: not one node's exporter")
-            kept.append(line)
-    return "\n".join(kept) + "\n"
-
-
-def parse(text: str, where: str) -> Exporter:
-    """The overview of every GPU on a /metrics page (the gpueff_ series it shows; the rest is ignored)."""
-    gpus: dict[str, _Gpu] = {}
-    apps: dict[str, _App] = {}
-    jobs: dict[tuple[str, str], _Job] = {}
-    backend, replayed, stale = "", False, False
-    try:
-        samples = [sample for family in text_string_to_metric_families(_lines_read(text, where)) for sample in family.samples]
-    except ValueError as error:
-        raise ScrapeError(f"{where} is not Prometheus text: {error}") from None
-    for sample in samples:
-        name, labels, value = sample.name, sample.labels, sample.value
-        if not name.startswith("gpueff_"):
-            continue
-        if name == "gpueff_exporter_build_info":
-            backend, replayed = labels.get("backend", ""), labels.get("replayed") == "true"
-        elif name == "gpueff_collect_stale":
-            stale = value == 1
-        elif name.startswith("gpueff_app_") and "app" in labels:
-            app = apps.setdefault(labels["app"], _App())
-            if name == "gpueff_app_gpu_info" and "uuid" in labels:
-                app.uuids.append(labels["uuid"])
-            elif name == "gpueff_app_up":
-                app.up = value == 1
-            elif name == "gpueff_app_throughput_per_second":
-                app.unit, app.throughput = labels.get("unit", ""), _number(value)
-            elif name == "gpueff_app_units_per_joule":
-                app.units_per_joule = _number(value)
-        elif name.startswith("gpueff_job_") and "job_id" in labels:
-            _job_sample(jobs.setdefault((labels.get("job_kind", ""), labels["job_id"]), _Job()), name, labels, value)
-        elif "uuid" in labels:
-            _gpu_sample(gpus.setdefault(labels["uuid"], _Gpu()), name, labels, value)
-    joined: dict[str, list[AppFigures]] = {}
-    for app_name, app in sorted(apps.items()):
-        for uuid in app.uuids:
-            joined.setdefault(uuid, []).append(AppFigures(app_name, app.unit, app.up, app.throughput, app.units_per_joule))
-    views = [_overview(uuid, gpu, tuple(joined.get(uuid, ()))) for uuid, gpu in gpus.items() if gpu.index >= 0]
-    views.sort(key=lambda view: (view.index, view.uuid))
-    return Exporter(backend, replayed, stale, views, [_job_overview(key, job, views) for key, job in sorted(jobs.items())])
-
-
 def _index(text: str) -> int | None:
     return whole_number(text, 9)
 
 
-def _job_sample(job: _Job, name: str, labels: dict[str, str], value: float) -> None:
-    if name == "gpueff_job_gpu_info" and (index := _index(labels.get("gpu", ""))) is not None:
-        job.gpus.append(index)
-    elif name == "gpueff_job_straggler" and value == 1:
-        job.straggler = _index(labels.get("gpu", ""))
-    elif name == "gpueff_job_bottleneck_gpus" and "class" in labels:
-        job.classes[labels["class"]] = int(value) if math.isfinite(value) else 0
-    elif name == "gpueff_job_link_bytes_per_second" and labels.get("direction") == "tx":
-        job.values[labels.get("link", "")] = value
-    elif name in ("gpueff_job_efficiency_ratio", "gpueff_job_peer_wait_ratio"):
-        job.values[name] = value
-
-
-def _job_overview(key: tuple[str, str], job: _Job, gpus: list[GpuOverview]) -> JobOverview:
+def _job_overview(key: tuple[str, str], job: _Job, waiting: dict[int, int]) -> JobOverview:
+    """A job's overview; ``waiting`` counts the GPUs of each index that wait on a peer (looked up
+    per GPU of the job: linear in the page, where scanning every GPU for every job was not)."""
     value = lambda name: _number(job.values[name]) if name in job.values else None  # noqa: E731
-    held = sorted(set(job.gpus))
-    waiting = tuple(gpu.index for gpu in gpus if gpu.index in held and gpu.bottleneck == "peer_wait")
-    return JobOverview(key[0], key[1], tuple(held), value("gpueff_job_efficiency_ratio"), job.classes, value("nvlink"), value("pcie"), job.straggler, waiting, value("gpueff_job_peer_wait_ratio"))
-
-
-def _gpu_sample(gpu: _Gpu, name: str, labels: dict[str, str], value: float) -> None:
-    if name == "gpueff_gpu_info":
-        gpu.model, gpu.source = labels.get("model", ""), labels.get("trace", "")
-        index = _index(labels.get("gpu", ""))
-        gpu.index = gpu.index if index is None else index
-    elif name == "gpueff_gpu_up":
-        gpu.up = value == 1
-    elif name == "gpueff_profiling_available":
-        gpu.profiling = value == 1
-    elif value == 1 and name == "gpueff_bottleneck":
-        gpu.bottleneck = labels.get("class")
-    elif value == 1 and name == "gpueff_mismatch":
-        gpu.mismatch.append(labels.get("rule", ""))
-    elif name == "gpueff_gpu_pod_info":
-        gpu.pods.add(PodOwner(labels.get("namespace", ""), labels.get("pod", ""), labels.get("container", "")))
-    elif name == "gpueff_gpu_job_info":
-        gpu.slurm_jobs.add(SlurmJob(labels.get("job_id", ""), user_id=labels.get("user_id", "")))
-    elif value == 1 and name == "gpueff_readings_implausible":
-        gpu.implausible.append(labels.get("check", ""))
-    elif name == "gpueff_pipe_busy_flops_per_second" and labels.get("pipe") == "hmma_bf16_equivalent":
-        gpu.values["tensor_flops"] = value
-    elif name in _VALUES:
-        gpu.values[_VALUES[name]] = value
+    held = sorted(job.gpus)
+    peers = tuple(index for index in held for _ in range(waiting.get(index, 0)))
+    return JobOverview(key[0], key[1], tuple(held), value("gpueff_job_efficiency_ratio"), job.classes, value("nvlink"), value("pcie"), job.straggler, peers, value("gpueff_job_peer_wait_ratio"))
 
 
 def _overview(uuid: str, gpu: _Gpu, apps: tuple[AppFigures, ...]) -> GpuOverview:

@@ -17,7 +17,7 @@ import uuid as uuids
 
 import pytest
 from conftest import ROOT, free_port, running_daemon
-from waiting import PATIENCE
+from waiting import PATIENCE, wait_until
 
 from exporter.apps.derive import AppState
 from exporter.backends.replay import ReplayBackend
@@ -390,8 +390,10 @@ def test_keys_sort_scroll_and_help_and_a_resize_redraws_at_once_at_80x24_and_160
         assert rows_of(screen.splitlines())[0].startswith(" 19 ") and "lines 1-" in screen  # a new order starts at the top
         terminal.tmux("send-keys", "-t", "top", "w")
         terminal.tmux("resize-window", "-t", "top", "-x", "160", "-y", "48")
-        screen = terminal.wait_for(r"UTIL vs SM +WHOSE")
-        lines = screen.splitlines()
+        terminal.wait_for(r"UTIL vs SM +WHOSE")
+        # The frame's head may be captured before tmux has read the rest of it: wait for the rows too.
+        whole = lambda: (lines if len(rows_of(lines := terminal.screen().splitlines())) == 20 else None)  # noqa: E731
+        lines = wait_until(whole, "the 160x48 frame's 20 rows")
         assert len(rows_of(lines)) == 20 and not any(line.startswith("lines ") for line in lines) and max(len(line) for line in lines) <= 160
         assert f"top {stamp} " in lines[0] and rows_of(lines)[0].startswith("  4 ") and "spin_1sm" in rows_of(lines)[0] and rows_of(lines)[0].endswith("busy-SMs-idle low-eff no-work")
         terminal.tmux("send-keys", "-t", "top", "q")
