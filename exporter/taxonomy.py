@@ -77,6 +77,7 @@ class BottleneckThresholds:
     latency_work: float = setting(0.2, ratio, "... and every pipe and DRAM below this")
     window: float = setting(5.0, min_duration(0.0), "the class is judged from the readings' time-weighted mean over this much recent time (at least the last poll's window)")
     hold_polls: int = setting(2, whole_number(MAX_HOLD_POLLS, "a class that must win longer than that would never change"), "a new class is reported only once it has won this many polls in a row (2: no single poll flips it; at most 1000)")
+    step: float = setting(0.25, ratio, "a change of regime: a window whose utilization, SM activity, busiest math pipe, DRAM or link lies more than this above or below that reading of every recent window (those of the last bottleneck.window) restarts the class's mean at it, so the class follows a job that starts, stops or changes phase within hold_polls polls; a job alternating busy and idle keeps both levels in its recent windows and its mean")
     margin: float = setting(0.02, ratio, "a new class is reported only where the one in place would not be chosen with any one reading moved up or down by this much (a job sitting on a threshold keeps its verdict); a reading of exactly 0 (nothing ran) is not moved, nor a positive one to 0")
 
 

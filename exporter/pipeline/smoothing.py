@@ -16,6 +16,15 @@ Immutable: each poll makes the next state from the previous one (``judge``).
   of two points on its first window below it, would read the other class for good). Leaving
   ``unknown`` (the first poll has no profiling window yet) needs no hold, nor leaving ``idle`` once
   the readings show a kernel ran: ``idle`` is a fact (no kernel ran), and then no longer true.
+- A change of regime restarts the mean: a window whose utilization, SM activity, busiest math pipe,
+  DRAM or link lies more than ``bottleneck.step`` outside the range of every recent window's (a job
+  started, stopped or changed phase) starts the mean afresh at it, so the class follows within
+  ``hold_polls`` polls instead of waiting for the old windows to leave the mean. A job that
+  alternates busy and idle keeps both levels within the range of its recent windows, so its
+  windows never step out of it and its mean spans the whole window. A change inside a window
+  (part old, part new) goes on at the next: a window further the same way restarts the mean again
+  and the hold counts the first as a win; one odd window followed by one back in the old range is
+  a blip: the mean spans the whole window again and the class in place stands.
 """
 
 from __future__ import annotations
@@ -52,6 +61,8 @@ class Smoothing:
     challenger: str | None = None
     wins: int = 0
     settled: bool = False  # the class in place was judged from a mean spanning the whole window
+    fresh: int = 0  # the newest windows the class's mean spans: those since the last change of regime
+    stepped: int = 0  # the newest window's step out of the recent range: +1 up, -1 down, 0 none (STEP_READINGS)
 
     def opened_by_previous(self, sample: GpuSample) -> bool:
         previous, window = self.previous, sample.window_seconds
@@ -70,15 +81,30 @@ class Smoothing:
             seconds = sample.timestamp - self.previous.timestamp if self.previous is not None else 0.0
         lengths, weights, products = self.seconds, self.weights, self.products
         ran: bool | None = None
+        fresh, stepped, carried = self.fresh, 0, 0
         if flagged:
             candidate = "unknown"
         else:
             lengths = recent((seconds, *lengths[: MAX_WINDOWS - 1]), limits.window)
             older = len(lengths) - 1
+            stepped = step_out_of_range(window, self.weights, self.products, older, limits.step) if self.settled else 0
+            blip = False
+            if self.stepped and self.fresh == 1 and older > 1:
+                if moves_on(window, self.weights, self.products, self.stepped, limits.margin):
+                    stepped = self.stepped  # the change straddled the last poll: its window was part old, part new
+                else:
+                    blip = came_back(window, self.weights, self.products, older, self.stepped, limits.step)
             readings = activity_values(window)
             weights = tuple((0.0 if value is None else seconds, *column[:older]) for value, column in zip(readings, weights, strict=True))
             products = tuple((0.0 if value is None else seconds * value, *column[:older]) for value, column in zip(readings, products, strict=True))
-            mean = Activity(*map(weighted_mean, products, weights)) if older else window
+            if stepped:
+                fresh = 1  # a change of regime: the mean restarts at this window
+            elif blip:
+                fresh = len(lengths)  # one odd window, and back: no change of regime, the mean spans the window again
+            else:
+                fresh = min(self.fresh + 1, len(lengths))
+            carried = int(bool(stepped) and stepped == self.stepped)  # the change straddled the last poll: that poll counts as a win
+            mean = mean_of(products, weights, fresh) if fresh > 1 else window
             candidate, ran = classify(mean, limits), kernels_ran(mean)
             if self.settled and candidate != self.reported and self.reported in classes_within_margin(mean, limits, limits.margin):
                 candidate = self.reported  # the readings sit on a threshold's edge: the verdict in place stands
@@ -88,11 +114,68 @@ class Smoothing:
         elif candidate == challenger:
             wins += 1
         else:
-            challenger, wins = candidate, 1
+            challenger, wins = candidate, 1 + carried
         if challenger is not None and wins >= limits.hold_polls:
             reported, challenger, wins = challenger, None, 0
         settled = sum(lengths) >= limits.window or len(lengths) == MAX_WINDOWS  # the mean spans all it will: no better estimate comes
-        return reported, Smoothing(sample, lengths, weights, products, reported, challenger, wins, settled)
+        return reported, Smoothing(sample, lengths, weights, products, reported, challenger, wins, settled, fresh, stepped)
+
+    def mean(self) -> Activity | None:
+        """The readings' time-weighted mean the class in place was judged from: the windows since the last change of regime."""
+        return mean_of(self.products, self.weights, self.fresh) if self.fresh else None
+
+
+# What a job starting, stopping or changing phase moves: utilization, SM activity, and the units the
+# classes weigh against their roofs (a GEMM phase after a gather moves the pipes, not SM activity).
+STEP_READINGS = tuple(ACTIVITY_FIELDS.index(name) for name in ("busy", "sm_active", "pipes", "dram", "link"))
+
+
+def step_out_of_range(window: Activity, weights: tuple[tuple[float, ...], ...], products: tuple[tuple[float, ...], ...], older: int, step: float) -> int:
+    """+1 (-1) where one of the window's STEP_READINGS lies more than ``step`` above (below) that
+    reading of every one of the ``older`` recent windows that read it, else 0. A job that alternates busy and
+    idle keeps both levels in the range of its recent windows, so its windows never step out of it;
+    one that starts, stops or changes phase leaves it at once."""
+    readings = activity_values(window)
+    for index in STEP_READINGS:
+        value = readings[index]
+        seen = [product / weight for product, weight in zip(products[index][:older], weights[index][:older], strict=False) if weight > 0]
+        if value is None or not seen:
+            continue
+        if value > max(seen) + step:
+            return 1
+        if value < min(seen) - step:
+            return -1
+    return 0
+
+
+def moves_on(window: Activity, weights: tuple[tuple[float, ...], ...], products: tuple[tuple[float, ...], ...], direction: int, margin: float) -> bool:
+    """Whether the window, the one after a change of regime, lies further the change's way than the
+    window the change was found in (its readings newest in ``products``): by more than ``margin`` in a
+    STEP_READING, or, going down, with no kernel run where that window still ran one (SM activity 0)."""
+    readings = activity_values(window)
+    for index in STEP_READINGS:
+        value, weight = readings[index], weights[index][0] if weights[index] else 0.0
+        if value is None or not weight:
+            continue
+        before = products[index][0] / weight
+        if (value - before) * direction > margin:
+            return True
+    sm = ACTIVITY_FIELDS.index("sm_active")
+    ran_before = products[sm][0] > 0 if products[sm] and weights[sm][0] else None
+    return direction < 0 and readings[sm] == 0 and bool(ran_before)
+
+
+def came_back(window: Activity, weights: tuple[tuple[float, ...], ...], products: tuple[tuple[float, ...], ...], older: int, direction: int, step: float) -> bool:
+    """Whether the window after one that stepped out of the recent range (newest in ``products``) steps
+    back from it, opposite ``direction``, into the range of the windows before it: that one was a blip."""
+    newest = tuple(column[:1] for column in weights), tuple(column[:1] for column in products)
+    before = tuple(column[1:older] for column in weights), tuple(column[1:older] for column in products)
+    return step_out_of_range(window, *newest, 1, step) == -direction and step_out_of_range(window, *before, older - 1, step) == 0
+
+
+def mean_of(products: tuple[tuple[float, ...], ...], weights: tuple[tuple[float, ...], ...], count: int) -> Activity:
+    """Each reading's time-weighted mean over the newest ``count`` windows."""
+    return Activity(*(weighted_mean(product[:count], weight[:count]) for product, weight in zip(products, weights, strict=True)))
 
 
 def weighted_mean(products: tuple[float, ...], weights: tuple[float, ...]) -> float | None:

@@ -16,7 +16,7 @@ from repo import ROOT
 
 from exporter.backends.replay import ReplayBackend
 from exporter.pipeline.derive import DeriveSettings, step
-from exporter.pipeline.smoothing import Smoothing, weighted_mean
+from exporter.pipeline.smoothing import Smoothing
 from exporter.sample import GpuSample
 from exporter.taxonomy import Activity, BottleneckThresholds, classes_within_margin, classify
 from exporter.trace import load_trace
@@ -127,7 +127,7 @@ def verdicts(samples: tuple[GpuSample, ...], noise: Noise | None = None) -> list
         settled = state.settled
         derived, following = step(noisy(sample, *noise(number)) if noise else sample, DeriveSettings(), state)
         state = following or Smoothing()
-        out.append(Verdict(derived.bottleneck, settled, within_noise(Activity(*map(weighted_mean, state.products, state.weights)))))
+        out.append(Verdict(derived.bottleneck, settled, within_noise(state.mean() or Activity())))
     return out
 
 

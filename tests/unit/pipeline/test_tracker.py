@@ -137,6 +137,41 @@ def test_the_class_follows_a_real_change_within_the_window_and_hold():
     assert classes[:10] == ["compute"] * 10 and classes[-5:] == ["idle"] * 5
 
 
+def classes_of(windows: list[tuple[float, dict[str, float]]]) -> list[str]:
+    """The reported class at each of consecutive 1 s windows: (utilization, profiling readings) each."""
+    state = Stepper()
+    return [state(window(float(t), utilization=utilization, **readings), DeriveSettings()).bottleneck for t, (utilization, readings) in enumerate(windows)]
+
+
+def test_a_job_that_starts_is_followed_within_two_polls():
+    """issue 43: the mean held the idle seconds before a matmul loop, which read host for up to bottleneck.window."""
+    classes = classes_of([(0.0, IDLE)] * 10 + [(1.0, MATMUL)] * 8)
+    assert classes[9] == "idle" and classes[11:] == ["compute"] * 7
+
+
+def test_a_change_inside_a_window_is_followed_within_two_polls_of_it():
+    """The window the job started in is part idle, part busy: the change goes on at the next one."""
+    half = {name: value * 0.4 for name, value in MATMUL.items()}
+    classes = classes_of([(0.0, IDLE)] * 10 + [(0.4, half)] + [(1.0, MATMUL)] * 8)
+    assert classes[11:] == ["compute"] * 8
+    stopping = classes_of([(1.0, MATMUL)] * 10 + [(0.4, half)] + [(0.0, IDLE)] * 8)
+    assert stopping[:11] == ["compute"] * 11 and stopping[11:] == ["idle"] * 8
+
+
+def test_one_odd_window_in_a_steady_job_changes_nothing():
+    """A window far out of the job's range restarts the mean, and the next one, back in it, restarts it
+    again: the hold sees two different challengers and the class in place stands."""
+    classes = classes_of([(1.0, MATMUL)] * 10 + [(0.0, IDLE)] + [(1.0, MATMUL)] * 8)
+    assert classes == ["compute"] * 19
+
+
+def test_a_phase_change_at_the_same_sm_activity_is_followed_within_two_polls():
+    """A gather (DRAM 0.5, no math) then a GEMM phase: SM activity stays at 0.95, the tensor pipe steps."""
+    gather = {"graphics_active": 0.98, "sm_active": 0.95, "sm_occupancy": 0.5, "tensor_active": 0.0, "tensor_hmma_active": 0.0, "dram_active": 0.5}
+    classes = classes_of([(0.98, gather)] * 10 + [(0.98, MATMUL)] * 8)
+    assert classes[9] == "memory_latency" and classes[11:] == ["compute"] * 7
+
+
 def test_a_down_gpu_starts_its_window_state_afresh():
     tracker = GpuTracker()
     tracker.advance(window(1.0, **MATMUL), Config().tracker_settings, None, {})
