@@ -8,7 +8,7 @@ and reads ``host`` steadily."""
 from __future__ import annotations
 
 import pytest
-from test_corpus import TRACES, Clock, replayed
+from unit.pipeline.test_derive_corpus import TRACES, Clock, replayed
 
 from exporter.backends.replay import ReplayBackend
 from exporter.poller import Poller
