@@ -8,12 +8,12 @@ and reads ``host`` steadily."""
 from __future__ import annotations
 
 import pytest
-from unit.pipeline.test_derive_corpus import TRACES, Clock, replayed
 
 from exporter.backends.replay import ReplayBackend
 from exporter.poller import Poller
 from exporter.settings import Config
 from exporter.trace import Trace, load_trace, parse_trace
+from unit.pipeline.test_derive_corpus import TRACES, Clock, replayed
 
 # (first job, its class; second job, its class): a job starting, stopping, and changing phase
 TRANSITIONS = [
