@@ -107,6 +107,58 @@ def test_schema_rejects_bad_values(values: dict[str, Any]) -> None:
         render(values)
 
 
+INJECTED = "x\n      hostIPC: true"  # a value that, pasted unquoted into the pod spec, adds a key to it
+HOSTILE_VALUES = {
+    "runtimeClassName": {"runtimeClassName": "nvidia" + INJECTED},
+    "priorityClassName": {"priorityClassName": "high" + INJECTED},
+    "namespaceOverride": {"namespaceOverride": "gpu\n  labels: {a: b}"},
+    "fullnameOverride": {"fullnameOverride": "gpu\n  labels: {a: b}"},
+    "nameOverride": {"nameOverride": "gpu\nx"},
+    "serviceAccount.name": {"serviceAccount": {"name": "gpu" + INJECTED}},
+    "podResources.hostPath": {"podResources": {"hostPath": "/var/lib/kubelet/pod-resources" + INJECTED}},
+    "podResources.hostPath, relative": {"podResources": {"hostPath": "var/lib/kubelet"}},
+    "hostDriver.path": {"hostDriver": {"enabled": True, "path": "/home/kubernetes/bin/nvidia\n        type: Directory"}},
+    "extraVolumeMounts.mountPath": {"extraVolumeMounts": [{"name": "x", "mountPath": "/x\ty"}]},
+    "webConfig.tlsSecret": {"webConfig": {"tlsSecret": "certs" + INJECTED}},
+    "webConfig.existingSecret": {"webConfig": {"existingSecret": "web\nx"}},
+    "serviceMonitor.jobLabel": {"serviceMonitor": {"enabled": True, "jobLabel": "app\n  sampleLimit: 0"}},
+    "serviceMonitor.namespace": {"serviceMonitor": {"enabled": True, "namespace": "monitoring\nx: y"}},
+    "podMonitor.namespace": {"podMonitor": {"enabled": True, "namespace": "Monitoring"}, "service": {"enabled": False}},
+    "dashboards.label": {"dashboards": {"enabled": True, "label": "grafana_dashboard: \"1\"\n    evil"}},
+    "dashboards.namespace": {"dashboards": {"enabled": True, "namespace": "grafana\nx: y"}},
+    # jobSelector is pasted into every exporter-health alert's PromQL: a whole matcher list, nothing after it.
+    "prometheusRule.jobSelector, PromQL after it": {"prometheusRule": {"enabled": True, "jobSelector": 'job="x"} or vector(1) or up{job="y"'}},
+    "prometheusRule.jobSelector, a newline": {"prometheusRule": {"enabled": True, "jobSelector": 'job="x"\n'}},
+}
+
+
+@pytest.mark.parametrize("values", HOSTILE_VALUES.values(), ids=HOSTILE_VALUES.keys())
+def test_values_that_would_add_keys_or_promql_are_refused(values: dict[str, Any]) -> None:
+    # Before: runtimeClassName "nvidia\n      hostIPC: true" rendered a pod with hostIPC: true, and
+    # a jobSelector needed only to begin like a matcher. Names are DNS-1123, paths absolute without
+    # control characters, a jobSelector a whole list of matchers; the templates quote them too.
+    with pytest.raises(helm.HelmError, match="values don't meet the specifications of the schema"):
+        render(values)
+
+
+def test_names_paths_and_selectors_of_the_right_form_are_taken() -> None:
+    values = {
+        "runtimeClassName": "nvidia", "priorityClassName": "system-node-critical", "namespaceOverride": "gpu-monitoring", "fullnameOverride": "gpu",
+        "podResources": {"hostPath": "/var/lib/kubelet/pod resources"}, "hostDriver": {"enabled": True, "path": "/opt/nvidia #1"},
+        "serviceMonitor": {"enabled": True, "jobLabel": "app.kubernetes.io/name", "namespace": "monitoring"},
+        "dashboards": {"enabled": True, "label": "grafana_dashboard", "namespace": "grafana"},
+        "prometheusRule": {"enabled": True, "jobSelector": 'job=~"gpu|gpu-eff", cluster!="lab\\"1\\""'},
+    }
+    objects = render(values)
+    spec = pod_spec(objects | {"DaemonSet/gpueff-gpu-efficiency-exporter": objects["DaemonSet/gpu"]})
+    assert spec["runtimeClassName"] == "nvidia" and spec["priorityClassName"] == "system-node-critical" and "hostIPC" not in spec
+    paths = {volume["name"]: volume["hostPath"]["path"] for volume in spec["volumes"] if "hostPath" in volume}
+    assert "/var/lib/kubelet/pod resources" in paths.values() and "/opt/nvidia #1" in paths.values()
+    assert objects["ServiceMonitor/gpu"]["spec"]["jobLabel"] == "app.kubernetes.io/name"
+    rules = [rule for group in objects["PrometheusRule/gpu"]["spec"]["groups"] for rule in group["rules"] if "alert" in rule]
+    assert any('up{job=~"gpu|gpu-eff", cluster!="lab\\"1\\""}' in rule["expr"] for rule in rules)
+
+
 def test_servicemonitor_prometheusrule_and_dashboards() -> None:
     objects = render({**ALL_ON, "serviceMonitor": {"enabled": True, "additionalLabels": {"release": "kube-prometheus-stack"}}})
     monitor = objects["ServiceMonitor/gpueff-gpu-efficiency-exporter"]
