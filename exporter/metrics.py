@@ -289,6 +289,9 @@ METRICS: tuple[Metric, ...] = (
            labels=("state",), readings=_r("totals.state_joules"), collector="efficiency"),
     Metric("gpueff_gpu_state_cost_total", COUNTER, "", "gpueff_gpu_state_seconds_total at price_per_gpu_hour (the price in force at the time), in the labelled currency; only with a price set.",
            labels=("state", "currency"), readings=_r("totals.state_cost"), collector="efficiency"),
+    # ---- whose GPU (exporter/attribution/doctor.py, docs/troubleshooting.md) ----
+    Metric("gpueff_gpu_attribution_info", GAUGE, "", "Which path found this GPU's owner, one series per GPU: path is kubelet, dra (the kubelet's assignment), pod_cgroup, slurm_cgroup (a process's cgroup), process (the process itself), demo (declared beside replayed traces) or none; reason is ok (a series names the owner) or why none does, or why only that path found it: no_process, processes_not_listed, attribution_off, socket_missing, kubelet_unreachable, no_gpu_limit, resource_not_matched, replica_ids, index_ids, dra_unmapped, pids_not_visible, outside_pods_and_jobs (docs/troubleshooting.md has an entry for each). Always 1.",
+           labels=("path", "reason"), readings=_r("attribution.path")),
     # ---- Kubernetes attribution (docs/kubernetes.md) ----
     Metric("gpueff_gpu_pod_info", GAUGE, "", "The containers the kubelet assigned this GPU (or MIG instance) to, one series each (several under time-slicing). Always 1.", scope=POD, labels=("namespace", "pod", "container")),
     Metric("gpueff_pod_compute_processes", GAUGE, "", "Compute processes on this GPU by the pod UID and container id of their cgroup (needs hostPID).", scope=POD, labels=("pod_uid", "container_id")),

@@ -55,6 +55,7 @@ class GpuOverview:
     apps: tuple[AppFigures, ...] = ()
     pods: tuple[PodOwner, ...] = ()  # the containers the kubelet assigned the GPU to (namespace, pod, container; labels not carried)
     slurm_jobs: tuple[SlurmJob, ...] = ()  # the Slurm jobs whose processes run on it (job id, user id; no step)
+    attribution: tuple[str, str] | None = None  # (path, reason) of gpueff_gpu_attribution_info; None where not known
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -171,6 +172,7 @@ def gpu_overview(state: GpuState, stale: bool, apps: tuple[AppFigures, ...] = ()
         apps=apps,
         pods=tuple(sorted({PodOwner(owner.namespace, owner.pod, owner.container) for owner in state.owners.pods})) if state.owners is not None else (),
         slurm_jobs=state.sharing.jobs if state.sharing is not None else (),
+        attribution=(state.attribution.path, state.attribution.reason) if state.attribution is not None and up else None,
     )
 
 

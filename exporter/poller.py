@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from exporter.apps.monitor import AppMonitor
+from exporter.attribution.doctor import Doctor
 from exporter.attribution.jobs import JobKey, JobResolver, memberships
 from exporter.attribution.kubernetes.attribution import Attributor
 from exporter.backends.base import Backend, CollectSettings
@@ -77,6 +78,7 @@ class Poller:
         self.apps = AppMonitor(config.apps_settings, clock)  # scrapes apps on their own threads
         self._sharing: Sharing | None = None
         self._jobs = JobResolver(Path(config.proc_root), config.process_names)  # which job holds each GPU (pipeline/peers.py)
+        self._doctor = Doctor(Path(config.proc_root))  # which path named each GPU's owner, or why none did
         self.backend.configure(collect_settings(config))
 
     @property
@@ -218,6 +220,9 @@ class Poller:
         owners = self.attributor.owners(config.kubernetes, samples, self.clock(), parts.proc_root)
         sharing = self._sharing_for(config)
         identities = sharing.identities(samples) if sharing is not None else {}
+        if self._doctor.proc_root != parts.proc_root:
+            self._doctor = Doctor(parts.proc_root)
+        attribution = self._doctor.diagnose(samples, owners, self.attributor.kubelet(), parts.switches, identities if sharing is not None else None)
         per_gpu = [(sample, *self._trackers.of(sample.device.uuid).advance(sample, parts.tracker_settings, sharing, identities)) for sample in samples]
         self._trackers.forget({sample.device.uuid for sample in samples})
         # the cross-GPU stage, pure: each multi-GPU job's GPUs judged together (pipeline/peers.py)
@@ -228,7 +233,7 @@ class Poller:
             uuid = sample.device.uuid
             if after is not totals:
                 self._trackers.of(uuid).keep(after)
-            states.append(GpuState(sample, derived, after, owners.get(uuid), split))
+            states.append(GpuState(sample, derived, after, owners.get(uuid), split, attribution[uuid]))
         duration = self.timer() - started
         self._polls += 1
         self._duration_sum += duration
@@ -261,13 +266,14 @@ class Poller:
 class _ConfigParts:
     """What each poll needs made from its config, made once per config (a reload brings a new one)."""
 
-    __slots__ = ("config", "poll_settings", "proc_root", "tracker_settings")
+    __slots__ = ("config", "poll_settings", "proc_root", "switches", "tracker_settings")
 
     def __init__(self, config: Config) -> None:
         self.config = config
         self.poll_settings = poll_settings(config)
         self.proc_root = Path(config.proc_root)
         self.tracker_settings = config.tracker_settings
+        self.switches = config.attribution_switches
 
 
 def poll_settings(config: Config) -> PollSettings:

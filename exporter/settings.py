@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from exporter.apps.settings import AppConfig, AppsSettings
+from exporter.attribution.doctor import Switches
 from exporter.attribution.kubernetes.settings import KubernetesConfig
 from exporter.backends.base import SLOW_INTERVAL
 from exporter.backends.dcgm.settings import DcgmConfig
@@ -71,6 +72,11 @@ class Config:
     def tracker_settings(self) -> TrackerSettings:
         """What a GPU's tracker takes: the derivation's settings, the staleness and the price."""
         return TrackerSettings(self.effective_stale_after, self.price_per_gpu_hour, self.derive_settings)
+
+    @property
+    def attribution_switches(self) -> Switches:
+        """What the attribution doctor takes: the switches that put owners on series."""
+        return Switches(self.sharing.enabled, self.kubernetes.enabled and self.kubernetes.process_attribution)
 
     @property
     def apps_settings(self) -> AppsSettings:

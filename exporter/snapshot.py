@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from exporter.apps.derive import AppState
+from exporter.attribution.doctor import Attribution
 from exporter.attribution.kubernetes.owners import AttributionHealth, GpuOwners
 from exporter.pipeline.derive import Derived
 from exporter.pipeline.peers import JobState
@@ -21,6 +22,7 @@ class GpuState:
     totals: Totals
     owners: GpuOwners | None = None  # Kubernetes pod attribution; None where there is none
     sharing: GpuSharing | None = None  # the fair split among holders; None while sharing is disabled
+    attribution: Attribution | None = None  # which path named the GPU's owner, or why none did
 
 
 @dataclass(frozen=True, slots=True)

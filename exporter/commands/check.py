@@ -1,4 +1,5 @@
-"""``check``: which backends load on this machine and, per GPU, which readings each one gives.
+"""``check``: which backends load on this machine and, per GPU, which readings each one gives and
+which path finds its owner (with ``--config``, as the daemon's configuration has it).
 
 Exit status: 0 when the backend ``--backend auto`` would pick reads profiling metrics (SM activity)
 on every GPU, 1 when GPUs are read but without profiling metrics on some or all of them, 2 when no
@@ -20,12 +21,15 @@ from exporter.backends.base import BackendUnavailable
 from exporter.backends.dcgm.backend import DcgmBackend, FieldReading
 from exporter.backends.dcgm.fields import FIELDS, PROFILING, STATIC
 from exporter.backends.dcgm.profiling import GpuProfiling
-from exporter.backends.dcgm.settings import DcgmConfig
 from exporter.backends.nvml.backend import GPM_MIN_SAMPLE_GAP, NvmlBackend
 from exporter.commands.flags import Parser, add_common_flags, add_dcgm_flags, dcgm_settings
+from exporter.commands.whose import attribution_lines
+from exporter.config.engine import ConfigError
 from exporter.metrics import PROFILING_FIELDS
 from exporter.sample import GpuSample, Health
+from exporter.settings import Config, load_config
 
+DEFAULT_CONFIG = Config()
 PROBE_TIMEOUT = 6.0  # seconds to wait for DCGM's first profiling values
 CHECK_INTERVAL = 0.5  # DCGM watch interval during the check
 SKIPPED = {"device", "timestamp", "up", "window_seconds", "profiling", "processes", "health"}
@@ -50,8 +54,9 @@ def parser() -> argparse.ArgumentParser:
     result = Parser(
         prog="gpu-efficiency-exporter check",
         description="Tell which backends (DCGM, NVML) work on this machine and which readings each gives per GPU. Takes well under a minute.",
-        epilog="Exit status: 0 = the backend auto picks reads profiling metrics (SM activity) on every GPU; 1 = GPUs are read, but without profiling metrics on some or all; 2 = no live backend works.",
+        epilog="Exit status: 0 = the backend auto picks reads profiling metrics (SM activity) on every GPU; 1 = GPUs are read, but without profiling metrics on some or all; 2 = no live backend works (or the --config file is not valid).",
     )
+    result.add_argument("--config", help="the daemon's YAML configuration file: its kubernetes:, sharing: and proc_root settings say how each GPU's owner is found (default: none)")
     add_dcgm_flags(result)
     add_common_flags(result)
     return result
@@ -160,7 +165,7 @@ def _profiling_line(support: GpuProfiling | None) -> str:
     return line + (f"; not watched {_ids(skipped)}" if skipped else "")
 
 
-def report(dcgm: BackendResult, nvml: BackendResult, out: TextIO) -> int:
+def report(dcgm: BackendResult, nvml: BackendResult, out: TextIO, config: Config = DEFAULT_CONFIG) -> int:
     # The same order as --backend auto: DCGM with profiling, else NVML, else DCGM without profiling.
     auto = next((each for each, usable in ((dcgm, dcgm.works and dcgm.profiling), (nvml, nvml.works), (dcgm, dcgm.works)) if usable), None)
     out.write("gpu-efficiency-exporter check: which backends and readings work on this machine\n\n")
@@ -178,6 +183,9 @@ def report(dcgm: BackendResult, nvml: BackendResult, out: TextIO) -> int:
         for row in ROWS:
             field_text = _dcgm_field(dcgm, uuid, row) if dcgm.works else ""
             out.write(f"  {row:<30} {_value(nvml.samples.get(uuid), row):>12} {_value(dcgm.samples.get(uuid), row):>12}  {field_text}\n".rstrip() + "\n")
+    samples = [nvml.samples.get(uuid) or dcgm.samples[uuid] for uuid in uuids]  # NVML lists the processes
+    if samples:
+        out.write("\n".join(attribution_lines(samples, config)) + "\n")
     if auto is None:
         out.write("\nNo live backend works: install the NVIDIA driver (NVML) or DCGM, or run the exporter with --demo.\n")
         return 2
@@ -188,15 +196,21 @@ def report(dcgm: BackendResult, nvml: BackendResult, out: TextIO) -> int:
     return 0
 
 
-def run(make_dcgm: Callable[[], DcgmBackend], make_nvml: Callable[[], NvmlBackend], out: TextIO = sys.stdout, sleep: Callable[[float], None] = time.sleep) -> int:
-    return report(check_dcgm(make_dcgm, sleep), check_nvml(make_nvml, sleep), out)
+def run(make_dcgm: Callable[[], DcgmBackend], make_nvml: Callable[[], NvmlBackend], out: TextIO = sys.stdout, sleep: Callable[[float], None] = time.sleep, config: Config = DEFAULT_CONFIG) -> int:
+    return report(check_dcgm(make_dcgm, sleep), check_nvml(make_nvml, sleep), out, config)
 
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     logs.setup(args.log_level, args.log_format)
-    dcgm = dcgm_settings(args, DcgmConfig())
+    try:
+        config = load_config(args.config)
+    except ConfigError as error:
+        sys.stderr.write(f"gpu-efficiency-exporter check: {error}\n")
+        return 2
+    dcgm = dcgm_settings(args, config.dcgm)
     return run(
         lambda: DcgmBackend(dcgm.bindings_path, dcgm.host, collect_interval=CHECK_INTERVAL, slow_interval=1.0, multi_pass=dcgm.multi_pass, discover=dcgm.discover),
         lambda: NvmlBackend(slow_interval=1.0),
+        config=config,
     )

@@ -91,6 +91,11 @@ def _info(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]:
     return (((device.name, device.driver, device.pci_bus_id, device.source), 1.0),)
 
 
+def _attribution(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]:
+    found = state.attribution
+    return () if found is None else (((found.path, found.reason), 1.0),)
+
+
 def _mig_info(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]:
     device = state.sample.device
     return (((device.parent_uuid, device.gpu_instance_id), 1.0),) if device.parent_uuid else ()
@@ -173,6 +178,7 @@ def _by_label(metric: Metric) -> Labelled:
 _SPECIAL: dict[str, Single | Labelled] = {
     "gpueff_gpu_info": _info,
     "gpueff_mig_device_info": _mig_info,
+    "gpueff_gpu_attribution_info": _attribution,
     "gpueff_profiling_available": lambda state: float(state.sample.profiling_available),
     "gpueff_clock_event_active": _clock_events,
     "gpueff_xid_errors_total": _xid,

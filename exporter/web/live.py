@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from exporter import __version__
+from exporter.attribution.reasons import PATHS, REASONS
 from exporter.overview import GpuOverview, fleet, job_overviews, snapshot_overview
 from exporter.snapshot import Snapshot
 from exporter.taxonomy import CLASSES
@@ -43,6 +44,7 @@ def _gpu(view: GpuOverview) -> dict[str, Any]:
     fields["flags"] = list(view.flags)
     fields["pods"] = [{"namespace": pod.namespace, "pod": pod.pod, "container": pod.container} for pod in view.pods]
     fields["slurm_jobs"] = [{"id": job.job_id, "user_id": job.user_id} for job in view.slurm_jobs]
+    fields["attribution"] = None if view.attribution is None else {"path": view.attribution[0], "reason": view.attribution[1]}
     return fields
 
 
@@ -78,6 +80,9 @@ def _head(snapshot: Snapshot, stale: bool, note: str) -> dict[str, Any]:
 
 def _classes() -> dict[str, dict[str, str]]:
     return {each.name: {"meaning": each.meaning, "what_to_try": each.what_to_try} for each in CLASSES}
+
+
+_ATTRIBUTION = {"paths": PATHS, "reasons": REASONS}  # what each path and reason of a GPU's attribution means
 
 
 def _json(value: Any) -> bytes:
@@ -158,7 +163,7 @@ class LiveData:
             span = self.history.span()
             if self._history_json is None or self._history_json[0] != span:  # a point closed: at most once a second
                 histories = {after: b',"history":' + _json(_history(self.history.since(after))) for after in range(max(1, span[1] - RECENT), span[1] + 1)}
-                histories[0] = b',"history":' + _json(_history(self.history.since(0))) + b',"classes":' + _json(_classes())
+                histories[0] = b',"history":' + _json(_history(self.history.since(0))) + b',"classes":' + _json(_classes()) + b',"attribution":' + _json(_ATTRIBUTION)
                 self._history_json = (span, histories)
             histories = self._history_json[1]
             made = _Answers(snapshot.sequence, stale, head, histories[0], {after: history for after, history in histories.items() if after})

@@ -18,6 +18,7 @@ from repo import ROOT
 from waiting import PATIENCE
 
 from exporter.apps.derive import AppState
+from exporter.attribution.doctor import Attribution
 from exporter.attribution.kubernetes.owners import AttributionHealth, GpuOwners, PodOwner, ProcessOwner
 from exporter.attribution.slurm import SlurmJob
 from exporter.backends.dcgm.bindings import load_bindings
@@ -86,7 +87,7 @@ def full_snapshot() -> Snapshot:
     totals = Totals(busy_seconds=1.0, sm_active_seconds=0.5, busy_idle_sm_seconds=0.5, busy_idle_sm_cost=0.01, peer_wait_seconds=0.25)
     owners = GpuOwners(pods=(PodOwner("ns", "pod", "main"),), processes=((ProcessOwner("uid", "cid"), 1),))
     sharing = GpuSharing(holders=((Holder("slurm_job", "42"), HolderTotals(1.0, 0.5, 0.5, 10.0)),), jobs=(SlurmJob("42", user_id="1000"),))
-    states = tuple(GpuState(s, derive(s, config.derive_settings), totals, owners, sharing) for s in (sample, dataclasses.replace(sample, device=mig)))
+    states = tuple(GpuState(s, derive(s, config.derive_settings), totals, owners, sharing, Attribution("kubelet", "ok")) for s in (sample, dataclasses.replace(sample, device=mig)))
     app = AppState(name="llm", unit="tokens", up=True, gpus=(device,), units_total=1.0, throughput=1.0, requests_per_second=1.0, units_per_joule=1.0,
                    units_per_sm_active_second=1.0, flops_per_second=1e14, model_flops_utilization=0.1, cost_per_million_units=1.0, scrape_duration_seconds=0.01)
     return Snapshot(sequence=1, gpus=states, taken_monotonic=10.0, settings=poll_settings(config), backend_name="nvml", replayed=False, polls_total=1,

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from exporter.attribution.cgroup import process_owner
 from exporter.attribution.kubernetes.apiserver import ApiError, ApiServer
+from exporter.attribution.kubernetes.deviceids import KubeletView, findings
 from exporter.attribution.kubernetes.dra import DeviceKey, ResourceSlices
 from exporter.attribution.kubernetes.owners import AttributionHealth, GpuOwners, PodOwner, ProcessOwner
 from exporter.attribution.kubernetes.podlabels import PODS_PATH, LabelPairs, pod_labels
@@ -56,6 +57,7 @@ class PodRefresher:
         self._refusals_logged: set[str] = set()  # kinds of refusal logged (each once)
         self._expired_logged = False
         self._problem: str | None = None  # the kind of the last logged problem; None while it works
+        self._view = KubeletView("kubelet_unreachable")  # for the attribution doctor; no call made yet
         self._client: Any = None  # a PodResourcesClient once the socket exists
         self._api: ApiServer | None = None  # for kubernetes.dra_drivers and pod_label_keys
         self._slices: ResourceSlices | None = None
@@ -90,6 +92,10 @@ class PodRefresher:
         with self._lock:
             return AttributionHealth(self._up, self._errors, self._last_success_wall, self._refused)
 
+    def view(self) -> KubeletView:
+        with self._lock:
+            return self._view
+
     def refresh(self) -> None:
         """One List call; on failure the last good answer stays (see ``pods``)."""
         settings = self.settings
@@ -109,7 +115,9 @@ class PodRefresher:
         except PodResourcesError as error:
             self._failed(f"call:{error.code}", "kubernetes: %s", error)
             return
-        pods, refused = gpu_owners(response, settings.resource_names, self._dra_devices())
+        dra = self._dra_devices()
+        pods, refused = gpu_owners(response, settings.resource_names, dra)
+        found = findings(response, settings.resource_names, dra, settings.dra_drivers)
         for kind, why in refused.first.items():
             if kind not in self._refusals_logged:
                 self._refusals_logged.add(kind)
@@ -120,6 +128,7 @@ class PodRefresher:
         with self._lock:
             self._pods, self._success, self._last_success_wall, self._up = pods, self.clock(), self.wall_clock(), True
             self._refused += refused.total
+            self._view = KubeletView(None, found)
         self._expired_logged = False
         if self._problem is not None:
             log.info("kubernetes: pod attribution works again (%d GPU(s) assigned to pods)", len(pods))
@@ -166,6 +175,7 @@ class PodRefresher:
             self._up = False
             self._errors += 1
             kept = self._success is not None
+            self._view = dataclasses.replace(self._view, problem="socket_missing" if kind == "missing" else "kubelet_unreachable")
         if kind != self._problem:  # once per kind of problem, not per call
             keeping = f"; the last good assignment is kept for {KEEP_INTERVALS} refresh intervals" if kept else "; GPU series carry no pod labels until it works"
             log.warning(message + keeping, *args)
@@ -216,6 +226,10 @@ class Attributor:
     def health(self) -> AttributionHealth | None:
         """None while attribution is disabled."""
         return None if self._refresher is None else self._refresher.health()
+
+    def kubelet(self) -> KubeletView | None:
+        """What the attribution doctor reads of the kubelet calls; None while attribution is disabled."""
+        return None if self._refresher is None else self._refresher.view()
 
     def close(self) -> None:
         if self._refresher is not None:

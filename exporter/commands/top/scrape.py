@@ -15,6 +15,7 @@ from typing import TypeVar
 from prometheus_client.parser import text_fd_to_metric_families
 
 from exporter.attribution.kubernetes.owners import PodOwner
+from exporter.attribution.reasons import PATHS, REASONS
 from exporter.attribution.slurm import SlurmJob
 from exporter.deadline import exchange_deadline
 from exporter.overview import AppFigures, GpuOverview, JobOverview
@@ -69,6 +70,7 @@ class _Gpu:
     values: dict[str, float] = field(default_factory=dict)
     pods: set[PodOwner] = field(default_factory=set)
     slurm_jobs: set[SlurmJob] = field(default_factory=set)
+    attribution: tuple[str, str] | None = None
 
 
 @dataclass(slots=True)
@@ -306,6 +308,8 @@ class _Page:
             gpu.pods.add(PodOwner(self.kept(labels.get("namespace", "")), self.kept(labels.get("pod", "")), self.kept(labels.get("container", ""))))
         elif name == "gpueff_gpu_job_info":
             gpu.slurm_jobs.add(SlurmJob(self.kept(labels.get("job_id", "")), user_id=self.kept(labels.get("user_id", ""))))
+        elif name == "gpueff_gpu_attribution_info" and labels.get("path") in PATHS and labels.get("reason") in REASONS:
+            gpu.attribution = (labels["path"], labels["reason"])
         elif value == 1 and name == "gpueff_readings_implausible":
             gpu.implausible[self.kept(labels.get("check", ""))] = None
         elif name == "gpueff_pipe_busy_flops_per_second" and labels.get("pipe") == "hmma_bf16_equivalent":
@@ -379,4 +383,5 @@ def _overview(uuid: str, gpu: _Gpu, apps: tuple[AppFigures, ...]) -> GpuOverview
         apps=apps,
         pods=tuple(sorted(gpu.pods)),
         slurm_jobs=tuple(sorted(gpu.slurm_jobs)),
+        attribution=gpu.attribution if gpu.up else None,
     )

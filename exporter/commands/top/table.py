@@ -10,6 +10,7 @@ import re
 import textwrap
 import time
 import unicodedata
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -179,7 +180,30 @@ def whose(gpu: GpuOverview) -> str:
         return printable(f"{first.namespace}/{first.pod}{more}")
     if gpu.slurm_jobs:
         return printable("job " + ",".join(job.job_id for job in gpu.slurm_jobs))
+    if gpu.attribution is not None and gpu.attribution[1] not in ("ok", "processes_not_listed"):
+        return "free" if gpu.attribution[1] == "no_process" else "? " + gpu.attribution[1].replace("_", " ")
     return ""
+
+
+def attribution_parts(gpus: Sequence[GpuOverview]) -> list[str]:
+    """Whose the GPUs are (gpueff_gpu_attribution_info): how many each path named, then each
+    reason none did with its GPUs, the most GPUs first and the free ones last; none where no GPU says."""
+    named: Counter[str] = Counter()
+    missing: dict[str, list[int]] = {}
+    for gpu in gpus:
+        if gpu.attribution is not None:
+            path, reason = gpu.attribution
+            if reason == "ok":
+                named[path] += 1
+            else:
+                missing.setdefault(reason, []).append(gpu.index)
+    if not named and not missing:
+        return []
+    parts = ["owners: " + (", ".join(f"{'demo (declared)' if path == 'demo' else path} {count}" for path, count in sorted(named.items())) or "none named")]
+    for reason, indexes in sorted(missing.items(), key=lambda item: (item[0] == "no_process", -len(item[1]), item[0])):
+        listed = ", ".join(str(index) for index in indexes[:6]) + (", …" if len(indexes) > 6 else "")
+        parts.append(f"{'free' if reason == 'no_process' else reason.replace('_', ' ')}: GPU {listed}")
+    return parts
 
 
 def advice(gpus: Sequence[GpuOverview], waste: Mapping[str, float], width: int) -> tuple[list[str], int]:
@@ -218,7 +242,8 @@ HELP = [
     ("CLASS", "the bottleneck class (comm: communication, mem-latency: memory_latency); what to try for each is below the table"),
     ("WASTE", "GPU time busy while the SMs idled, over the last 10 minutes (since top started, if less)"),
     ("TCBUSY TB/s", "busy tensor cycles at full rate in TFLOP/s (an upper bound of the work), estimated DRAM traffic"),
-    ("WHOSE", "the pod (namespace/pod), else the Slurm job; from 112 columns the replayed trace where neither"),
+    ("WHOSE", "the pod (namespace/pod), else the Slurm job, else why no owner is named (free: no process holds it); from 112 columns the replayed trace where none of these"),
+    ("owners:", "the line above the table: how many GPUs each path named the owner of, then each reason none did, with its GPUs (docs/troubleshooting.md)"),
     ("FLAGS", "busy-SMs-idle, no-work: busy but not working; low-eff; no-profiling; implausible:<check>"),
 ]
 
@@ -270,6 +295,9 @@ def render(frame: Frame, width: int, height: int | None, colour: bool, view: Vie
     if summary.power_watts is not None:
         parts.append(_si(summary.power_watts, "W"))
     lines.extend(_wrap_parts(parts, width))
+    whose_parts = attribution_parts(frame.gpus)
+    if whose_parts:
+        lines.extend(_wrap_parts(whose_parts, width))
     owned = any(gpu.pods or gpu.slurm_jobs for gpu in frame.gpus)
     narrow_whose = owned and not wide  # at 80 columns a WHOSE column takes the place of TB/s
     head = f"{'GPU':>3} {'UTIL':>4} {'SM':>4} {'EFF':>4} {'CLASS':<11} {'WASTE':>5} {'TCBUSY':>7}" + ("" if narrow_whose else f" {'TB/s':>5}") + f" {'POWER':>5}"

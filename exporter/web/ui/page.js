@@ -32,7 +32,7 @@
   const sortNamed = (name) => (own(SORTS, name) ? name : "waste");
   const params = new URLSearchParams(location.search);
   const state = {
-    after: 0, capacity: 600, classes: {}, times: [], series: new Map(), cards: new Map(), updates: 0, error: null,
+    after: 0, capacity: 600, classes: {}, paths: {}, reasons: {}, times: [], series: new Map(), cards: new Map(), updates: 0, error: null,
     sort: sortNamed(params.get("sort")),
     only: params.get("only") || "", // a class name, "flagged", or "" for every GPU
     order: [], // the GPUs' uuids in the order shown
@@ -223,6 +223,16 @@
     return parts;
   }
 
+  // Why no owner is named (gpueff_gpu_attribution_info): [label, text, meaning], or null where a series names it.
+  function attributionPart(gpu) {
+    const found = gpu.attribution;
+    if (!found) return null;
+    if (found.path === "demo") return ["demo", "owners declared beside the replayed traces, not real ones", own(state.paths, "demo") || ""];
+    if (found.reason === "ok" || found.reason === "processes_not_listed") return null;
+    const via = found.path === "none" ? "" : " (found by " + found.path.replace(/_/g, " ") + ")";
+    return [found.reason === "no_process" ? "free" : "no owner", found.reason.replace(/_/g, " ") + via, own(state.reasons, found.reason) || ""];
+  }
+
   function renderGpu(gpu) {
     const held = card(gpu);
     held.root.id = "gpu-" + gpu.index;
@@ -235,9 +245,11 @@
     held.badge.className = "badge class-" + (gpu.up ? name : "unknown");
     held.badge.textContent = name;
     const owners = ownerParts(gpu);
+    const why = attributionPart(gpu);
+    if (why) owners.push(why);
     held.owner.hidden = owners.length === 0;
     held.owner.replaceChildren(...owners.flatMap(([label, text], i) => [i ? " · " : "", element("span", null, label + " "), text]));
-    held.owner.title = owners.map(([label, text]) => label + " " + text).join("\n");
+    held.owner.title = owners.map(([label, text, meaning]) => label + " " + text + (meaning ? ": " + meaning : "")).join("\n");
     held.figures.replaceChildren(
       element("span", "key util", "utilization"), " ", element("b", null, percent(gpu.utilization)),
       " · ", element("span", "key sm", "SM activity"), " ", element("b", null, percent(gpu.sm_active)),
@@ -317,6 +329,32 @@
     return button;
   }
 
+  // Whose the GPUs are (gpueff_gpu_attribution_info): how many each path named the owner of, then
+  // each reason none did, with its GPUs one click away; free GPUs last. Hidden where nothing but a
+  // backend that lists no processes is to be said (no owner can be named, nothing to fix per GPU).
+  function renderOwners(gpus) {
+    const named = new Map();
+    const missing = new Map();
+    for (const gpu of gpus) {
+      const found = gpu.attribution;
+      if (!found) continue;
+      if (found.reason === "ok") named.set(found.path, (named.get(found.path) || 0) + 1);
+      else missing.set(found.reason, [...(missing.get(found.reason) || []), gpu]);
+    }
+    const line = byId("owners");
+    line.hidden = named.size === 0 && [...missing.keys()].every((reason) => reason === "processes_not_listed");
+    const paths = [...named].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([path, count]) => (path === "demo" ? "demo (declared, not real) " : path.replace(/_/g, " ") + " ") + count);
+    const parts = [element("span", null, "owners: "), paths.join(", ") || "none named"];
+    const reasons = [...missing].sort((a, b) => (a[0] === "no_process") - (b[0] === "no_process") || b[1].length - a[1].length || (a[0] < b[0] ? -1 : 1));
+    for (const [reason, held] of reasons) {
+      const label = element("span", null, (reason === "no_process" ? "free" : reason.replace(/_/g, " ")) + ": ");
+      label.title = own(state.reasons, reason) || "";
+      const links = held.slice(0, 4).flatMap((gpu, i) => [i ? ", " : "", gpuLink(gpu, "GPU " + gpu.index)]);
+      parts.push(" · ", label, ...links, held.length > 4 ? " +" + (held.length - 4) : "");
+    }
+    line.replaceChildren(...parts);
+  }
+
   function renderSummary(data, ordered) {
     const fleet = data.fleet;
     const parts = [
@@ -330,6 +368,7 @@
     if (fleet.power_watts !== null) parts.push("power " + si(fleet.power_watts, "W"));
     if (fleet.busy_idle_sm_seconds !== null) parts.push("busy, SMs idle: " + duration(fleet.busy_idle_sm_seconds) + " GPU time since start");
     byId("fleet").textContent = parts.join(" · ");
+    renderOwners(data.gpus);
     byId("fleet").title = fleet.estimated_flops === null ? "" : "work est.: the point estimate summed over the " + fleet.estimated_gpus + " of " + fleet.up + " GPUs whose counters support one";
 
     // The flagged GPUs by name, most waste first, each one click from its card.
@@ -432,6 +471,7 @@
 
   function apply(data) {
     if (data.classes) state.classes = data.classes;
+    if (data.attribution) [state.paths, state.reasons] = [data.attribution.paths, data.attribution.reasons];
     mergeHistory(data.history);
     state.last = data;
     byId("summary").hidden = false;

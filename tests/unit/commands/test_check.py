@@ -16,6 +16,7 @@ from exporter.backends.dcgm.backend import DcgmBackend
 from exporter.backends.dcgm.bindings import load_bindings
 from exporter.backends.nvml.backend import NvmlBackend
 from exporter.commands import check
+from exporter.settings import parse_config
 from exporter.trace import load_trace
 
 FAKE = str(ROOT / "tests" / "support" / "fakes" / "dcgm")
@@ -125,3 +126,28 @@ def test_a_usage_error_is_one_line_like_the_other_commands(capsys):
 def test_the_subcommands_do_not_import_the_command_line_back():
     code = "import sys, exporter.commands.check, exporter.commands.selftest.command, exporter.commands.record; assert 'exporter.commands.cli' not in sys.modules, 'import cycle'"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=PATIENCE)
+
+
+def test_check_says_whose_each_gpu_is_and_why_not(trace_paths, tmp_path):
+    proc = tmp_path / "proc"
+    (proc / "41").mkdir(parents=True)
+    (proc / "41" / "cgroup").write_text("0::/system.slice/slurmstepd.scope/job_77/step_0/user/task_0\n")
+    (proc / "41" / "comm").write_text("train\n")
+    idle = load_trace(trace_paths["idle"])
+    nvml = FakeNvml([FakeGpu(idle, processes=[(41, 1 << 30, "train")]), FakeGpu(idle)])
+    out = io.StringIO()
+    config = parse_config({"proc_root": str(proc), "kubernetes": {"enabled": True, "pod_resources_socket": str(tmp_path / "none.sock")}})
+    check.run(lambda: DcgmBackend(str(tmp_path)), lambda: NvmlBackend(slow_interval=1.0, nvml=nvml), out, config=config)
+    text = out.getvalue()
+    section = text.split("Whose GPU (gpueff_gpu_attribution_info; each reason in docs/troubleshooting.md#whose-gpu-gpueff_gpu_attribution_info):\n", 1)[1]
+    lines = section.splitlines()
+    assert lines[0] == "  GPU 0  path=slurm_cgroup  reason=attribution_off" and "turn sharing.enabled on" in lines[1]
+    assert lines[2] == "  GPU 1  path=none  reason=socket_missing" and "pod-resources socket is not mounted" in lines[3]
+
+
+def test_check_refuses_a_config_file_that_is_not_valid(tmp_path, capsys):
+    bad = tmp_path / "config.yml"
+    bad.write_text("sharing: {enabled: maybe}\n")
+    assert check.main(["--config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "sharing.enabled" in err

@@ -242,8 +242,9 @@ def test_no_series_for_readings_that_are_none():
     text = render(snapshot).decode()
     promtool_check(text)
     names = {s.name for s in series(text) if s.name not in SELF_METRICS}
-    # The state ledger is a fact from the first poll: no window observed yet, in any state.
-    assert names == {"gpueff_gpu_up", "gpueff_gpu_info", "gpueff_profiling_available", "gpueff_bottleneck", "gpueff_gpu_state_seconds_total", "gpueff_gpu_state_cost_total"}
+    # The state ledger is a fact from the first poll (no window observed yet, in any state), and so is whose GPU it is.
+    assert names == {"gpueff_gpu_up", "gpueff_gpu_info", "gpueff_profiling_available", "gpueff_bottleneck", "gpueff_gpu_state_seconds_total", "gpueff_gpu_state_cost_total", "gpueff_gpu_attribution_info"}
+    assert 'gpueff_gpu_attribution_info{gpu="0",uuid="GPU-bare",path="none",reason="processes_not_listed"} 1' in text
     assert "gpueff_profiling_available{gpu=\"0\",uuid=\"GPU-bare\"} 0" in text  # a real fact: profiling is not read
     assert 'class="unknown"} 1' in text
 

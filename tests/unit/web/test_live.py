@@ -298,6 +298,8 @@ def test_the_data_says_whose_each_gpu_is_and_whether_the_exporter_is_ready(trace
     assert first["pods"] == [{"namespace": "ml", "pod": '<img src=x onerror="alert(1)">', "container": "main\x1b[2J"}, {"namespace": "ml", "pod": "b", "container": "c"}]
     assert first["slurm_jobs"] == [] and second["pods"] == []
     assert second["slurm_jobs"] == [{"id": "4242", "user_id": "1000"}]
+    assert first["attribution"] == {"path": "none", "reason": "processes_not_listed"}  # a replay without owners
+    assert data["attribution"]["reasons"]["processes_not_listed"].startswith("this backend cannot list") and "demo" in data["attribution"]["paths"]
     assert data["ready"] is False and json.loads(b"".join(live.answer(0)))["ready"] is True  # asked on each request, not made once per snapshot
     clock.now += 3600  # stale: not ready, whatever the poller says
     assert json.loads(b"".join(LiveData(lambda: snapshot, history, "note", clock, ready=lambda: True).answer(0)))["ready"] is False

@@ -223,6 +223,23 @@ def test_whose_column_names_pods_and_jobs_safely_and_takes_tb_s_place_at_80_colu
     assert "TB/s" in next(line for line in wide if "GPU UTIL" in line)
 
 
+def test_the_owners_line_says_whose_each_gpu_is_and_why_none_is_named() -> None:
+    from exporter.attribution.doctor import Attribution
+
+    snapshot = demo_snapshot(polls=2)
+    said = [Attribution("kubelet", "ok"), Attribution("none", "socket_missing"), Attribution("pod_cgroup", "no_gpu_limit"), Attribution("none", "no_process"), Attribution("none", "socket_missing")]
+    gpus = tuple(dataclasses.replace(state, attribution=found) for state, found in zip(snapshot.gpus, said, strict=False))
+    snapshot = dataclasses.replace(snapshot, gpus=gpus + snapshot.gpus[len(gpus):])
+    page = render_metrics(snapshot).decode()
+    page = page.replace('path="kubelet",reason="ok"', 'path="\x1b[2J",reason="ok"', 1)  # a value no exporter writes: ignored
+    scraped = parse(page, "a page with attributions").gpus
+    assert scraped[0].attribution is None and scraped[1].attribution == ("none", "socket_missing") and scraped[5].attribution == ("none", "processes_not_listed")
+    plain = render(Frame(("x",), snapshot_overview(snapshot, stale=False)[:5], time.time()), 120, None, False).lines
+    owners = next(line for line in plain if line.startswith("owners: "))
+    assert owners == "owners: kubelet 1 · socket missing: GPU 1, 4 · no gpu limit: GPU 2 · free: GPU 3"
+    assert any(row.startswith("  2 ") and "? no gpu limit" in row for row in plain) and any(row.startswith("  3 ") and "] free" in row for row in plain)
+
+
 def run_top(*args: str, env: dict[str, str] | None = None, timeout: float = PATIENCE) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*TOP, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env={**os.environ, "COLUMNS": "80", **(env or {})})
 
