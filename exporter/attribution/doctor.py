@@ -3,7 +3,7 @@ or, where none does (or only a fallback found it), the exact reason (exporter/at
 
 Paths, tried in order: the replay's declared owners (``demo``); the kubelet's assignment of the GPU
 to a container (``kubelet``, ``dra``); a GPU process's cgroup naming its pod (``pod_cgroup``) or
-Slurm job (``slurm_cgroup``); the process itself (``process``); else ``none``. The reason says what
+Slurm job (``slurm_cgroup``); the process itself, its Unix user and name (``process``); else ``none``. The reason says what
 kept the expected path from naming it: the kubelet's socket or call, device ids it cannot read, a
 pod without a GPU request, PIDs not the host's, or the switch (sharing, process attribution) that
 is off. Each GPU is judged from its own processes and the kubelet's answer only: nothing another
@@ -22,6 +22,7 @@ from exporter.attribution.kubernetes.owners import GpuOwners
 from exporter.sample import GpuSample
 
 VISIBILITY_PROBES = 4  # processes of a GPU looked up in proc_root before its PIDs are called not the host's
+BARE_HOST = frozenset({"process", "user"})  # holders of a process in no pod and no Slurm job: its Unix user (and name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,9 +84,10 @@ class Doctor:
             return Attribution("pod_cgroup", "ok" if switches.sharing or switches.process_attribution else "attribution_off")
         if "slurm_job" in kinds:
             return Attribution("slurm_cgroup", "ok" if switches.sharing else "attribution_off")
+        bare = bool(kinds & BARE_HOST)
         if not any((self.proc_root / str(process.pid)).exists() for process in processes[:VISIBILITY_PROBES]):
-            return Attribution("process" if "process" in kinds else "none", "pids_not_visible")
-        if "process" in kinds:
+            return Attribution("process" if bare else "none", "pids_not_visible")
+        if bare:
             if kubelet is not None:
                 return Attribution("process", kube or "outside_pods_and_jobs")
             return Attribution("process", "ok" if switches.sharing else "attribution_off")

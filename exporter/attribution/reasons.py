@@ -10,7 +10,7 @@ PATHS: dict[str, str] = {
     "dra": "the kubelet's pod-resources API assigned the GPU through a DRA ResourceClaim",
     "pod_cgroup": "a process's cgroup names its pod (time-slicing, MPS, a pod without a GPU request)",
     "slurm_cgroup": "a process's cgroup names its Slurm job",
-    "process": "the process itself (its name): it runs in no pod and no Slurm job",
+    "process": "the process itself (its Unix user and name): it runs in no pod and no Slurm job",
     "demo": "declared beside the replayed traces (demo data, not a real owner)",
     "none": "no path named an owner",
 }

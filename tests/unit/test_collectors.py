@@ -36,7 +36,7 @@ def test_every_gpu_metric_is_in_exactly_one_collector_or_always_exported():
 
 
 def test_every_metric_row_names_a_known_collector_and_every_collector_has_metrics():
-    assert {"gpueff_gpu_up", "gpueff_gpu_info", "gpueff_mig_device_info"} == ALWAYS, "a per-GPU row without its collector"
+    assert {"gpueff_gpu_up", "gpueff_gpu_info", "gpueff_mig_device_info", "gpueff_gpu_attribution_info"} == ALWAYS, "a per-GPU row without its collector"
     assert {metric.name: metric.collector for metric in BY_NAME.values() if metric.collector not in COLLECTORS and metric.name not in ALWAYS and metric.scope == GPU} == {}
     assert {metric.name for metric in BY_NAME.values() if metric.scope != GPU and metric.collector} == set(), "only per-GPU rows have collectors"
     assert [name for name, collector in COLLECTORS.items() if not collector.metrics] == []

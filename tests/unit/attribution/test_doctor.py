@@ -12,8 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 from fakes.kubelet import FakeKubelet, dra_pod, pod
 from fakes.nvml import FakeClock, FakeGpu, FakeNvml
+from fakes.proc import process
 
 from exporter.attribution.doctor import Attribution, Doctor, Switches
 from exporter.attribution.kubernetes import podresources_pb2 as pb
@@ -27,7 +29,6 @@ from exporter.sample import DeviceInfo, GpuProcess, GpuSample
 from exporter.settings import parse_config
 from exporter.trace import load_trace
 
-ROOT = Path(__file__).resolve().parent.parent
 UUID = "GPU-0b5e2c3a-1d4f-4e6a-9c7b-123456789abc"
 POD_CGROUP = "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1f2e3d4c_5b6a_4789_8a9b_0c1d2e3f4a5b.slice/cri-containerd-" + "a" * 64 + ".scope\n"
 SLURM_CGROUP = "0::/system.slice/slurmstepd.scope/job_4242/step_0/user/task_0\n"
@@ -39,11 +40,9 @@ HIDDEN = 4_000_001  # above every PID this fake /proc has: as NVML's host PIDs l
 
 
 def fake_proc(root: Path, processes: dict[int, tuple[str, str]]) -> Path:
-    """pid -> (cgroup file text, comm)."""
+    """pid -> (cgroup file text, comm), each process of user 1000."""
     for pid, (cgroup, comm) in processes.items():
-        (root / str(pid)).mkdir(parents=True)
-        (root / str(pid) / "cgroup").write_text(cgroup)
-        (root / str(pid) / "comm").write_text(comm + "\n")
+        process(root, pid, comm, cgroup=cgroup.rstrip("\n"))
     return root
 
 
@@ -52,8 +51,8 @@ def proc(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return fake_proc(tmp_path_factory.mktemp("doctor") / "proc", {10: (POD_CGROUP, "python3"), 20: (SLURM_CGROUP, "train"), 30: (HOST_CGROUP, "jupyter")})
 
 
-def gpu(processes: tuple[int, ...] | None, index: int = 0, uuid: str = UUID, name: str = "/usr/bin/python3") -> GpuSample:
-    listed = None if processes is None else tuple(GpuProcess(pid, name) for pid in processes)
+def gpu(processes: tuple[int, ...] | None, index: int = 0, uuid: str = UUID) -> GpuSample:
+    listed = None if processes is None else tuple(GpuProcess(pid, "/usr/bin/python3") for pid in processes)
     return GpuSample(device=DeviceInfo(index=index, uuid=uuid, name="NVIDIA H200"), timestamp=1.0, processes=listed)
 
 
@@ -83,8 +82,7 @@ CASES = [
     ("a bare-host process, sharing on", gpu((30,)), None, SHARING, None, (), ("process", "ok")),
     ("a bare-host process, sharing off", gpu((30,)), None, Switches(), None, (), ("process", "attribution_off")),
     ("a process outside every pod on a Kubernetes node", gpu((30,)), ANSWERED, SHARING, None, (), ("process", "outside_pods_and_jobs")),
-    ("hostPID off: NVML's name only", gpu((HIDDEN,)), ANSWERED, SHARING, None, (), ("process", "pids_not_visible")),
-    ("hostPID off, no name", gpu((HIDDEN,), name=""), None, SHARING, None, (), ("none", "pids_not_visible")),
+    ("hostPID off", gpu((HIDDEN,)), ANSWERED, SHARING, None, (), ("none", "pids_not_visible")),
 ]
 
 
