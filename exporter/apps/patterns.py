@@ -53,6 +53,52 @@ def regex(value: Any) -> str:
     return value
 
 
+# A pod pattern's start, "^<namespace>/": the namespace written out (a DNS-1123 label), then the slash
+# with no quantifier on it (``^serving/?x`` would match the namespace servingx).
+_NAMESPACE_PREFIX = re.compile(r"(?:\^|\\A)([a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)/(?![?*+{])")
+
+
+def _alternation_outside_groups(pattern: str) -> bool:
+    """Whether ``pattern`` has a ``|`` outside every group and character class (an alternative that
+    the anchored start does not cover)."""
+    depth, position, in_class = 0, 0, False
+    while position < len(pattern):
+        character = pattern[position]
+        if character == "\\":
+            position += 2
+            continue
+        if in_class:
+            in_class = character != "]"
+        elif character == "[":
+            in_class = True
+            position += 1 + pattern.startswith("^", position + 1)  # a "]" first in the class is a literal
+            if pattern.startswith("]", position):
+                position += 1
+            continue
+        elif character == "(":
+            depth += 1
+        elif character == ")":
+            depth -= 1
+        elif character == "|" and depth <= 0:
+            return True
+        position += 1
+    return False
+
+
+def pod_regex(value: Any) -> str:
+    """An app's ``pod`` pattern: a pattern of this module that names the one namespace it matches in.
+    Tenants name their own pods, so a pattern that can match in any namespace (``vllm-``, or
+    ``serving/vllm-`` unanchored, which ``ml-serving/vllm-x`` matches) lets any tenant who can
+    create a pod join its GPUs to another team's app."""
+    pattern = regex(value)
+    if _NAMESPACE_PREFIX.match(pattern) is None or _alternation_outside_groups(pattern):
+        raise ValueError(
+            f"must start with ^ and one namespace written out, then /, with no | outside a group (e.g. ^serving/vllm-): "
+            f"a pattern that can match pods of any other namespace lets any tenant who can name a pod join the app: {shown(value)}"
+        )
+    return pattern
+
+
 class NamePattern:
     def __init__(self, pattern: str, what: str) -> None:
         self.pattern = pattern

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from exporter.apps.patterns import regex
+from exporter.apps.patterns import pod_regex, regex
 from exporter.config.engine import SettingError, setting
 from exporter.config.values import (
     MIN_COLLECT_INTERVAL,
@@ -43,7 +43,7 @@ class AppConfig:
     gpus: tuple[int | str, ...] | None = setting(None, optional(gpu_selectors), "the GPUs it runs on, by index or UUID (default: all, unless process is given)")
     process: str | None = setting(None, optional(regex), "or: the GPUs where a process of user (below) whose NVML name matches this regular expression runs")
     user: int | None = setting(None, optional(unix_user_id), "with process (and required with it): the Unix user id its process runs as (id -u NAME); another user's process of that name, or one in a pod or Slurm job, never joins the app")
-    pod: str | None = setting(None, optional(regex), "or: the GPUs whose Kubernetes pod, as namespace/pod, matches this regular expression (needs kubernetes.enabled)")
+    pod: str | None = setting(None, optional(pod_regex), "or: the GPUs whose Kubernetes pod, as namespace/pod, matches this regular expression, anchored to one namespace: ^serving/vllm- (needs kubernetes.enabled)")
     flops_per_unit: float | None = setting(None, optional(positive_scientific), "FLOP per unit of work, for gpueff_app_model_flops_utilization_ratio")
     precision: str = setting("bf16", one_of(tuple(PRECISION_PEAKS)), "the precision its math runs in: its model FLOPs utilization divides by the GPUs' dense peak at it (bf16, fp16, fp8, tf32, int8, fp64, fp32)")
     price_per_gpu_hour: float | None = setting(None, optional(non_negative), "what one of its GPU-hours costs (default: the top-level price_per_gpu_hour)")

@@ -317,8 +317,25 @@ def test_gpu_selection_by_kubernetes_pod():
     }
     select = lambda pod, held=owners: [s.device.index for s in select_gpus(app_config("http://127.0.0.1:1/metrics", pod=pod), samples, held)]  # noqa: E731
     assert select("^serving/vllm-") == [0, 1]
-    assert select("train") == [1, 2]
+    assert select("^batch/train") == [1, 2]
     assert select("^serving/vllm-", held={}) == []  # no attribution: no GPU, never all of them
+
+
+@pytest.mark.parametrize("pattern", ["vllm-", "serving/vllm-", "^serving/vllm-|train", "^serving/?vllm", "^(serving|ml)/vllm-", ".*/vllm-"])
+def test_a_pod_pattern_that_can_match_another_namespace_is_refused(pattern: str) -> None:
+    """Tenants name their own pods: with the pattern serving/vllm- (search, unanchored) the pod
+    ml-serving/vllm-evil of another team's namespace joined its GPU to the app, whose units per
+    joule and MFU then counted that GPU's power and time. A pattern must name its one namespace."""
+    samples = [_sample(0), _sample(1)]
+    owners = {"GPU-0000": GpuOwners(pods=(PodOwner("serving", "vllm-0", "engine"),)), "GPU-0001": GpuOwners(pods=(PodOwner("ml-serving", "vllm-evil", "x"),))}
+    assert [s.device.index for s in select_gpus(app_config("http://127.0.0.1:1/metrics", pod="^serving/vllm-"), samples, owners)] == [0]
+    with pytest.raises(ConfigError, match=re.escape("'apps[0].pod': must start with ^ and one namespace written out, then /")):
+        app_config("http://127.0.0.1:1/metrics", pod=pattern)
+
+
+@pytest.mark.parametrize("pattern", ["^serving/vllm-", "\\Aserving/", "^serving/(vllm|tgi)-", "^serving/[|a]", "^serving/a\\|b"])
+def test_a_pod_pattern_of_one_namespace_is_taken(pattern: str) -> None:
+    assert app_config("http://127.0.0.1:1/metrics", pod=pattern).pod == pattern
 
 
 def test_the_poller_hands_pod_owners_to_the_apps(trace_paths):
@@ -357,7 +374,7 @@ GOOD = {"name": "llm", "url": "http://127.0.0.1:8000/metrics", "counter": "vllm:
         ([{**GOOD, "unit": "Tokens/s"}], "'apps[0].unit': expected a lowercase word"),
         ([{**GOOD, "scrape_timeout": "10s"}], "'apps[0].scrape_timeout': must not exceed scrape_interval (5s), got 10s"),
         ([{**GOOD, "gpus": [0], "process": "vllm"}], "'apps[0].process': give only one of gpus, process and pod, not gpus and process"),
-        ([{**GOOD, "process": "vllm", "pod": "serving/"}], "'apps[0].pod': give only one of gpus, process and pod, not process and pod"),
+        ([{**GOOD, "process": "vllm", "pod": "^serving/"}], "'apps[0].pod': give only one of gpus, process and pod, not process and pod"),
         ([{**GOOD, "process": "vllm("}], "'apps[0].process': not a valid regular expression"),
         ([{**GOOD, "gpus": [-1]}], "'apps[0].gpus': expected GPU indices"),
         ([{**GOOD, "gpus": []}], "'apps[0].gpus': expected a non-empty list"),
@@ -365,7 +382,7 @@ GOOD = {"name": "llm", "url": "http://127.0.0.1:8000/metrics", "counter": "vllm:
         ([{**GOOD, "flops_per_unit": 0}], "'apps[0].flops_per_unit': expected a number above 0"),
         ([{**GOOD, "precision": "fp4"}], "'apps[0].precision': expected one of"),
         ([{**GOOD, "max_response_bytes": "1MB"}], "'apps[0].max_response_bytes': expected a whole number above 0"),
-        ([{**GOOD, "pod": "serving/(vllm"}], "'apps[0].pod': "),
+        ([{**GOOD, "pod": "^serving/(vllm"}], "'apps[0].pod': "),
         ([GOOD, "llm"], "'apps[1]': expected a mapping, got str"),
         ({"llm": GOOD}, "'apps': expected a list, got dict"),
     ],
