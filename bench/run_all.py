@@ -6,7 +6,7 @@
     python bench/run_all.py --cpu            # every benchmark that needs no GPU, one after another, with its defaults
 
 In the quick table the "target" column says what each figure is measured against. One-off proofs
-whose result is recorded live beside that result under docs/real-gpu/, not here.
+whose result is recorded live beside that result under evidence/, not here.
 """
 
 from __future__ import annotations

@@ -150,7 +150,7 @@ REPORTED_FACTS = {
     "NVIDIA H100 80GB HBM3": (132, 1980, (9, 0), 5120, 2619),  # public CUDA device query
     "NVIDIA A100-SXM4-40GB": (108, 1410, (8, 0), 5120, 1215),  # public CUDA device query
     "NVIDIA A10": (72, 1695, (8, 6), 384, 6251),  # public CUDA device query (GDDR6 12.5 Gb/s)
-    "NVIDIA H200": (132, 1980, (9, 0), 6016, 3201),  # read on the device, driver 580.159.04 (docs/real-gpu/2026-11-28-h200/peaks-s2)
+    "NVIDIA H200": (132, 1980, (9, 0), 6016, 3201),  # read on the device, driver 580.159.04 (evidence/2026-11-28-h200/peaks)
 }
 
 

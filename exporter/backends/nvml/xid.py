@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 LogOnce = Callable[..., None]  # Backend.log_once(key, level, message, *args)
 
 # How long one nvmlEventSetWait may block. With NVML open and no polls the daemon spent 0.34 ms of
-# CPU a second at a 500 ms wait (H100, driver 580.159.04: docs/real-gpu/2026-11-25-h100/issue28-round3),
+# CPU a second at a 500 ms wait (H100, driver 580.159.04: evidence/2026-11-25-h100/poll-cost-driver),
 # ~170 µs a return of this wait; fewer returns, less of it.
 # stop() waits for the wait in flight to end (the event set must not be freed under it), so this
 # also bounds how long a re-initialisation holds its poll: 2 s, under the 5 s default stale_after

@@ -46,7 +46,7 @@ def recorded_gpm(trace: Trace) -> tuple[GpmMetric, ...]:
 # values and processes re-measured 2026-11-25 with bench/nvml_poll_cost.py, docs/benchmarks.md), for
 # benchmarks that want them. nvmlDeviceGetSamples is pynvml's call: a 17 µs count query and the fill.
 # nvmlGpmMetricsGet on a fresh sample pair costs 11-16 µs for any one metric but GRAPHICS_UTIL, which
-# costs 1.48 ms, alone or with any others (docs/real-gpu/2026-11-25-h100/issue28-round3/gpm_cost.txt):
+# costs 1.48 ms, alone or with any others (evidence/2026-11-25-h100/poll-cost-driver/gpm_cost.txt):
 # "nvmlGpmMetricsGet:<metric>" is such a metric's cost, and a request costs its costliest metric's.
 H100_CALL_COSTS = {
     "nvmlDeviceGetUtilizationRates": 5e-6,
@@ -68,7 +68,7 @@ GPM_MIN_GAP = 0.1
 CALL_LOG_LENGTH = 512  # calls kept in each call log (the tests read the last few hundred at most)
 PROCESS_SAMPLE_PERIOD = 1.0  # one per-process utilization sample a second per process, as seen on an H100
 # nvmlDeviceGetMemoryBusWidth as the real cards report it (H100: a public CUDA device query; H200: read on
-# the device, docs/real-gpu/2026-11-28-h200/peaks-s2); other models answer NotSupported.
+# the device, evidence/2026-11-28-h200/peaks); other models answer NotSupported.
 MEMORY_BUS_WIDTH_BITS = {"NVIDIA H100 80GB HBM3": 5120, "NVIDIA H200": 6016}
 _GPM_NAMES = {value: name.removeprefix("NVML_GPM_METRIC_") for name, value in vars(_real).items() if name.startswith("NVML_GPM_METRIC_") and name != "NVML_GPM_METRIC_MAX"}
 
@@ -545,7 +545,7 @@ class FakeNvml:
 
     @_api()
     def nvmlDeviceGetProcessUtilization(self, handle: Any, last_seen_us: int) -> list[Any]:
-        """As the driver answered on an H100 (docs/real-gpu/2026-11-25-h100/sharing.md): one entry
+        """As the driver answered on an H100 (evidence/2026-11-25-h100/sharing/README.md): one entry
         per process that ran since ``last_seen_us`` (0: ever), stamped with that process's latest
         sample time (CPU time in microseconds; one sample a second per process, each process at its
         own phase), ``smUtil`` its utilization over that time; NOT_FOUND when no process has a

@@ -21,8 +21,8 @@ from exporter.trace import load_trace
 from unit.pipeline.test_derive_corpus import EXPERT_LABEL, TRACES, Clock, replayed
 
 # The H200 device run of issue 34 (recorded 2026-11-28, the jobs' own counts in each trace's truth)
-H200_LIVE = ROOT / "docs" / "real-gpu" / "2026-11-28-h200" / "issue34"
-REAL_GPU = ROOT / "docs" / "real-gpu"
+H200_LIVE = ROOT / "evidence" / "2026-11-28-h200" / "verdicts"
+REAL_GPU = ROOT / "evidence"
 
 
 def counted(path: Path) -> bool:
@@ -35,7 +35,7 @@ def counted(path: Path) -> bool:
 COUNTED = sorted(path for path in (*TRACES.glob("*/*.json"), *REAL_GPU.rglob("*.json")) if counted(path))
 # The one job above 1.3x: the HMMA pipe reads the same busy at TF32 and BF16, and no counter says
 # which ran, so TF32 work counts twice its FLOP (docs/peaks.md).
-TF32 = {"h100-fleet/matmul_tf32_8192", "2026-11-28-h200/issue34-s2/matmul_tf32_8192"}
+TF32 = {"h100-fleet/matmul_tf32_8192", "2026-11-28-h200/point-estimate/matmul_tf32_8192"}
 
 
 def mean(name: str, figure) -> float:

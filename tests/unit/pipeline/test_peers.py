@@ -30,7 +30,7 @@ def gpu(index: int, utilization: float, **profiling: float) -> GpuSample:
                      sm_clock_mhz=1980, power_watts=500.0, profiling=Profiling(**profiling))
 
 
-# Readings of the 2 x H200 straggler (docs/real-gpu, issue 35): rank 0 does a third of rank 1's matmuls before each all-reduce.
+# Readings of the 2 x H200 straggler (evidence, issue 35): rank 0 does a third of rank 1's matmuls before each all-reduce.
 WAITING = {"sm_active": 0.36, "sm_occupancy": 0.1, "tensor_active": 0.22, "dram_active": 0.05, "nvlink_tx_bytes_per_second": 6.6 * GB, "nvlink_rx_bytes_per_second": 6.6 * GB}
 WORKING = {"sm_active": 0.9, "sm_occupancy": 0.3, "tensor_active": 0.66, "dram_active": 0.1, "nvlink_tx_bytes_per_second": 6.6 * GB, "nvlink_rx_bytes_per_second": 6.6 * GB}
 ALL_REDUCE = {"sm_active": 0.17, "sm_occupancy": 0.05, "tensor_active": 0.0, "dram_active": 0.3, "nvlink_tx_bytes_per_second": 305 * GB, "nvlink_rx_bytes_per_second": 305 * GB}

@@ -21,7 +21,7 @@ from exporter.sample import GpuSample
 from exporter.taxonomy import Activity, BottleneckThresholds, classes_within_margin, classify
 from exporter.trace import load_trace
 
-RECORDED = sorted((ROOT / "exporter" / "traces").glob("*/*.json")) + sorted((ROOT / "docs" / "real-gpu" / "2026-11-28-h100" / "issue34").glob("*.json"))
+RECORDED = sorted((ROOT / "exporter" / "traces").glob("*/*.json")) + sorted((ROOT / "evidence" / "2026-11-28-h100" / "verdicts").glob("*.json"))
 LIMITS = BottleneckThresholds()
 UTILIZATION_NOISE = 0.03  # the driver's whole-percent samples of a stepwise job swing this much from window to window
 ACTIVITY_NOISE = 0.02  # GPM's SM, engine and DRAM means over a window: a few points

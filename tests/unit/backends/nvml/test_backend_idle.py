@@ -16,9 +16,10 @@ from exporter.settings import Config
 from exporter.snapshot import GpuState
 from exporter.trace import Trace, load_trace
 
-STARVED_H100 = ROOT / "docs" / "real-gpu" / "2026-11-28-h100" / "issue34" / "resnet18_starved.json"
-# The shipped corpus and issue 34's live runs on both cards (their traces beside the daemon's per-poll verdicts).
-RECORDED = sorted((ROOT / "exporter" / "traces").glob("*/*.json")) + sorted((ROOT / "docs" / "real-gpu").glob("2026-11-28-h*/issue34*/*.json"))
+STARVED_H100 = ROOT / "evidence" / "2026-11-28-h100" / "verdicts" / "resnet18_starved.json"
+# The shipped corpus and the live runs of 2026-11-28 on both cards (their traces beside the daemon's per-poll verdicts).
+LIVE = ("2026-11-28-h100/verdicts", "2026-11-28-h200/verdicts", "2026-11-28-h200/point-estimate")
+RECORDED = sorted((ROOT / "exporter" / "traces").glob("*/*.json")) + sorted(path for folder in LIVE for path in (ROOT / "evidence" / folder).glob("*.json"))
 
 
 def polled_live(trace: Trace, interval: float, polls: int) -> list[GpuState]:
