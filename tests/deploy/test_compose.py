@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shutil
 import subprocess
 import urllib.request
@@ -35,6 +36,34 @@ def load(path: Path) -> Any:
 
 def spec_errors(document: Any) -> list[str]:
     return [f"{'.'.join(str(part) for part in error.absolute_path)}: {error.message}" for error in Draft7Validator(SCHEMA).iter_errors(document)]
+
+
+# ${NAME}, ${NAME:-default} and ${NAME:?error}, as the Compose Specification interpolates them.
+VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::([-?])([^}]*))?\}")
+
+
+class Unset(Exception):
+    pass
+
+
+def interpolated(document: Any, environment: dict[str, str]) -> Any:
+    """The document as compose reads it with ``environment``: Unset (with the file's message) where a required variable is unset or empty."""
+    if isinstance(document, dict):
+        return {key: interpolated(value, environment) for key, value in document.items()}
+    if isinstance(document, list):
+        return [interpolated(value, environment) for value in document]
+    if not isinstance(document, str):
+        return document
+
+    def value(found: re.Match[str]) -> str:
+        name, kind, argument = found.groups()
+        if environment.get(name):
+            return environment[name]
+        if kind == "?":
+            raise Unset(f"{name}: {argument}")
+        return argument if kind == "-" else environment.get(name, "")
+
+    return VARIABLE.sub(value, document)
 
 
 def binds(service: dict[str, Any]) -> dict[str, Path]:
@@ -67,7 +96,7 @@ def test_the_services_are_wired_to_each_other_and_to_the_shipped_files() -> None
     # The exporter: built from the repository's Dockerfile, the demo by default, real GPUs with gpu.yaml alone.
     exporter = services["exporter"]
     assert ((COMPOSE / exporter["build"]["context"]).resolve() / "Dockerfile").exists()
-    assert "EXPOSE 9947" in (ROOT / "Dockerfile").read_text() and "9947:9947" in exporter["ports"]
+    assert "EXPOSE 9947" in (ROOT / "Dockerfile").read_text() and "${GPUEFF_PUBLISH_ADDRESS:-127.0.0.1}:9947:9947" in exporter["ports"]
     assert "--demo" in exporter["command"]
     assert gpu["services"]["exporter"]["command"] == [flag for flag in exporter["command"] if flag != "--demo"]
     assert gpu["services"]["exporter"]["deploy"]["resources"]["reservations"]["devices"] == [{"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]
@@ -83,18 +112,39 @@ def test_the_services_are_wired_to_each_other_and_to_the_shipped_files() -> None
         assert prometheus[f"{folder}/{rule_file}"] == RULES.resolve()
     assert [target for job in config["scrape_configs"] for group in job["static_configs"] for target in group["targets"]] == ["exporter:9947"]
     assert config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == ["alertmanager:9093"]
-    assert "9093:9093" in services["alertmanager"]["ports"]
+    assert "${GPUEFF_PUBLISH_ADDRESS:-127.0.0.1}:9093:9093" in services["alertmanager"]["ports"]
     assert any(flag == f"--config.file={target}" for target in binds(services["alertmanager"]) for flag in services["alertmanager"]["command"])
 
     # Grafana: the data source is the prometheus service; the provider reads the mounted dashboards.
     grafana = binds(services["grafana"])
     datasource = load(next(source for target, source in grafana.items() if target.startswith("/etc/grafana/provisioning/datasources/")))
-    assert datasource["datasources"][0]["url"] == "http://prometheus:9090" and "9090:9090" in services["prometheus"]["ports"]
+    assert datasource["datasources"][0]["url"] == "http://prometheus:9090" and "${GPUEFF_PUBLISH_ADDRESS:-127.0.0.1}:9090:9090" in services["prometheus"]["ports"]
     provider = load(next(source for target, source in grafana.items() if target.startswith("/etc/grafana/provisioning/dashboards/")))
     dashboards_path = provider["providers"][0]["options"]["path"]
     assert grafana[dashboards_path] == (ROOT / "dashboards").resolve() and sorted((ROOT / "dashboards").glob("*.json"))
     home = services["grafana"]["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
     assert home.startswith(dashboards_path + "/") and (ROOT / "dashboards" / home.rsplit("/", 1)[1]).exists()
+
+
+def test_the_stack_listens_on_loopback_and_grafanas_admin_has_no_default_password() -> None:
+    # Before: 9947, 9090, 9093 and 3000 were published on every interface, with Grafana's admin
+    # password admin and Alertmanager's page (silences included) open to anyone who could reach it.
+    compose = load(COMPOSE / "compose.yaml")
+    with pytest.raises(Unset, match="GRAFANA_ADMIN_PASSWORD: set GRAFANA_ADMIN_PASSWORD to the password"):
+        interpolated(compose, {})
+    with pytest.raises(Unset):
+        interpolated(compose, {"GRAFANA_ADMIN_PASSWORD": ""})  # empty is unset, for :?
+    local = interpolated(compose, {"GRAFANA_ADMIN_PASSWORD": "s3cret-from-the-user"})
+    assert spec_errors(local) == []
+    published = {name: service["ports"] for name, service in local["services"].items()}
+    assert published == {"exporter": ["127.0.0.1:9947:9947"], "prometheus": ["127.0.0.1:9090:9090"], "alertmanager": ["127.0.0.1:9093:9093"], "grafana": ["127.0.0.1:3000:3000"]}
+    grafana = local["services"]["grafana"]["environment"]
+    assert grafana["GF_SECURITY_ADMIN_PASSWORD"] == "s3cret-from-the-user" and grafana["GF_AUTH_ANONYMOUS_ORG_ROLE"] == "Viewer"
+    everywhere = interpolated(compose, {"GRAFANA_ADMIN_PASSWORD": "x", "GPUEFF_PUBLISH_ADDRESS": "0.0.0.0"})
+    assert [port for service in everywhere["services"].values() for port in service["ports"]] == ["0.0.0.0:9947:9947", "0.0.0.0:9090:9090", "0.0.0.0:9093:9093", "0.0.0.0:3000:3000"]
+    text = (COMPOSE / "compose.yaml").read_text()
+    assert "admin / admin" not in text and not re.search(r"(?m)^\s*- \"?[0-9]+:[0-9]+", text)  # no port without an address
+    assert "/deploy/compose/.env" in (ROOT / ".gitignore").read_text().splitlines()
 
 
 def test_the_grafana_provisioning_files_follow_grafanas_format() -> None:
