@@ -4,7 +4,8 @@
 Helm can only package files inside the chart, so the chart carries copies:
   dashboards/*.json                          -> gpu-efficiency-exporter/files/dashboards/
   deploy/prometheus/rules-source.yml         -> gpu-efficiency-exporter/files/rules/
-  deploy/prometheus/dcgm-exporter-compat.yml -> gpu-efficiency-exporter/files/rules/ (prometheusRule.dcgmExporterCompat)
+  deploy/prometheus/dcgm-exporter-compat*.yml -> gpu-efficiency-exporter/files/rules/ (prometheusRule.dcgmExporterCompat:
+                                                both generations of names, each with its -per-pod variant)
   (the chart's PrometheusRule template builds the rules from that source and the alert values)
 Run it after changing a dashboard or a rule; tests/deploy/test_helm_chart.py fails while the copies differ.
 With --check it changes nothing and exits 1 if a copy is missing, differs or is left over.
@@ -24,7 +25,8 @@ CHART_FILES = ROOT / "helm" / "gpu-efficiency-exporter" / "files"
 def sources() -> dict[Path, Path]:
     """Chart copy -> project original."""
     pairs = {CHART_FILES / "dashboards" / path.name: path for path in sorted((ROOT / "dashboards").glob("*.json"))}
-    for source in (ROOT / "deploy" / "prometheus" / name for name in ("rules-source.yml", "dcgm-exporter-compat.yml", "dcgm-exporter-compat-per-pod.yml")):
+    for source in (ROOT / "deploy" / "prometheus" / name for name in ("rules-source.yml", "dcgm-exporter-compat.yml", "dcgm-exporter-compat-per-pod.yml",
+                                                                         "dcgm-exporter-compat-dcgm47.yml", "dcgm-exporter-compat-dcgm47-per-pod.yml")):
         pairs[CHART_FILES / "rules" / source.name] = source
     return pairs
 

@@ -289,6 +289,26 @@ def test_the_compat_rules_take_the_host_label_and_the_per_pod_copy_of_the_users_
         render({"prometheusRule": {"enabled": True, "dcgmExporterCompat": True, "dcgmExporterHostLabel": "node"}})
 
 
+def test_the_compat_rules_come_in_the_generation_of_the_users_dcgm_exporter_or_both() -> None:
+    """legacy (the default) the old names, dcgm47 the DCGM 4.7 names, both the two groups side by
+    side; the host label and the per-pod copy apply to either; any other generation is refused."""
+    prometheus = ROOT / "deploy" / "prometheus"
+    legacy = yaml.safe_load((prometheus / "dcgm-exporter-compat.yml").read_text())["groups"]
+    dcgm47 = yaml.safe_load((prometheus / "dcgm-exporter-compat-dcgm47.yml").read_text())["groups"]
+
+    def compat_groups(**values: Any) -> list[dict[str, Any]]:
+        groups = render({"prometheusRule": {"enabled": True, "dcgmExporterCompat": True, **values}})["PrometheusRule/gpueff-gpu-efficiency-exporter"]["spec"]["groups"]
+        return [group for group in groups if group["name"].startswith("dcgm-exporter-compat")]
+
+    assert compat_groups() == compat_groups(dcgmExporterGeneration="legacy") == legacy
+    assert compat_groups(dcgmExporterGeneration="dcgm47") == dcgm47
+    assert compat_groups(dcgmExporterGeneration="both") == legacy + dcgm47
+    per_pod = yaml.safe_load((prometheus / "dcgm-exporter-compat-dcgm47-per-pod.yml").read_text().replace("Hostname", "hostname"))["groups"]
+    assert compat_groups(dcgmExporterGeneration="dcgm47", dcgmExporterHostLabel="hostname", dcgmExporterCopyPerPod=True) == per_pod
+    with pytest.raises(helm.HelmError, match="dcgmExporterGeneration"):
+        compat_groups(dcgmExporterGeneration="4.9")
+
+
 def helm_test_pod(values: dict[str, Any]) -> dict[str, Any]:
     return render(values)["Pod/gpueff-gpu-efficiency-exporter-test"]
 
