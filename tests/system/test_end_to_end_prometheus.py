@@ -37,9 +37,13 @@ from exporter.taxonomy import WHAT_TO_TRY
 pytestmark = pytest.mark.e2e  # a real Prometheus and Alertmanager
 
 RULES = ROOT / "deploy" / "prometheus" / "gpu-efficiency-rules.yml"
+# Both generations of dcgm-exporter's names, loaded side by side.
 DCGM_COMPAT_RULES = ROOT / "deploy" / "prometheus" / "dcgm-exporter-compat.yml"
-# The panel and variable queries of dcgm-exporter's public Grafana dashboard (source in the file).
+DCGM47_COMPAT_RULES = ROOT / "deploy" / "prometheus" / "dcgm-exporter-compat-dcgm47.yml"
+# The panel and variable queries of dcgm-exporter's public Grafana dashboard (source in the file),
+# and the same under the DCGM 4.7 names (each panel whose field has a public new name).
 DCGM_EXPORTER_DASHBOARD = ROOT / "tests" / "deploy" / "dcgm_exporter" / "dashboard-queries.json"
+DCGM47_EXPORTER_DASHBOARD = ROOT / "tests" / "deploy" / "dcgm_exporter" / "dashboard-queries-dcgm47.json"
 # Alert rules in the shapes dcgm-exporter's users write (promtool fires each: tests/deploy/test_dcgm_compat.py).
 DCGM_EXPORTER_ALERTS = ROOT / "tests" / "deploy" / "dcgm_exporter" / "alert-examples.yml"
 ALERTMANAGER_CONFIG = ROOT / "deploy" / "prometheus" / "alertmanager.yml"
@@ -264,7 +268,7 @@ def stack(tmp_path_factory) -> Iterator[dict[str, Any]]:
         prom_port = free_port()
         (work / "prometheus.yml").write_text(json.dumps({
             "global": {"scrape_interval": f"{SCRAPE_INTERVAL:g}s", "scrape_timeout": f"{SCRAPE_INTERVAL:g}s", "evaluation_interval": "1s"},
-            "rule_files": [str(work / "rules.yml"), str(DCGM_COMPAT_RULES)],
+            "rule_files": [str(work / "rules.yml"), str(DCGM_COMPAT_RULES), str(DCGM47_COMPAT_RULES)],
             "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{am_port}"]}]}]},
             "scrape_configs": [
                 {"job_name": "gpu-efficiency-exporter", "static_configs": [{"targets": [f"127.0.0.1:{daemon.port}"]}]},
@@ -543,12 +547,11 @@ def assert_answers(prom: Prometheus, expr: str, panel: str) -> None:
     assert prom.query(expr), f"{panel!r}: {expr} returns nothing"
 
 
-def test_dcgm_exporter_dashboard_queries_return_data_through_the_compat_rules(stack):
-    """Every query of dcgm-exporter's own dashboard, its variables resolved as Grafana would, answers
-    from this exporter's series through dcgm-exporter-compat.yml, in dcgm-exporter's units."""
-    prom: Prometheus = stack["prometheus"]
-    dashboard = json.loads(DCGM_EXPORTER_DASHBOARD.read_text())
-    wait_for("the compat rules", lambda: prom.query("DCGM_FI_DEV_GPU_TEMP"), PATIENCE)
+def answer_dcgm_exporter_dashboard(prom: Prometheus, queries: Path) -> None:
+    """Every query of ``queries``, its variables resolved as Grafana would (every option selected),
+    answers from the recorded series."""
+    dashboard = json.loads(queries.read_text())
+    wait_for("the compat rules", lambda: prom.query(re.fullmatch(r"label_values\((\w+), *\w+\)", dashboard["variables"][0]["query"]).group(1)), PATIENCE)
     values = {}
     for variable in dashboard["variables"]:
         metric, label = re.fullmatch(r"label_values\((\w+), *(\w+)\)", variable["query"]).groups()
@@ -559,6 +562,13 @@ def test_dcgm_exporter_dashboard_queries_return_data_through_the_compat_rules(st
     for query in dashboard["queries"]:
         expr = grafana_queries.interpolate(query["expr"], values)
         eventually(f"{query['panel']!r}: {expr}", lambda expr=expr, query=query: assert_answers(prom, expr, query["panel"]))
+
+
+def test_dcgm_exporter_dashboard_queries_return_data_through_the_compat_rules(stack):
+    """Every query of dcgm-exporter's own dashboard answers from this exporter's series through
+    dcgm-exporter-compat.yml, in dcgm-exporter's units."""
+    prom: Prometheus = stack["prometheus"]
+    answer_dcgm_exporter_dashboard(prom, DCGM_EXPORTER_DASHBOARD)
     # dcgm-exporter's units (the exact conversions are promtool cases): MiB of a constant, MHz, percent.
     (total,) = prom.query("max(abs(DCGM_FI_DEV_FB_TOTAL - on (uuid) group_left gpueff_memory_total_bytes / 2^20))")
     assert float(total["value"][1]) == 0
@@ -570,6 +580,22 @@ def test_dcgm_exporter_dashboard_queries_return_data_through_the_compat_rules(st
     for rule in yaml.safe_load(DCGM_EXPORTER_ALERTS.read_text())["groups"][0]["rules"]:
         prom.query(rule["expr"])
     assert prom.query("DCGM_FI_DEV_GPU_TEMP > 0 < 85") and prom.query("DCGM_FI_DEV_FB_USED / (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE) <= 1")
+
+
+def test_dcgm_exporter_dashboard_queries_under_the_dcgm47_names_return_data_beside_the_old_ones(stack):
+    """The same dashboard under the DCGM 4.7 names (dcgm-exporter 4.9.0 on) answers through
+    dcgm-exporter-compat-dcgm47.yml, loaded beside the old generation's rules: utilization from 0
+    to 1 where the old name reads percent, the driver in DCGM_FI_SYSTEM_DRIVER_VERSION."""
+    prom: Prometheus = stack["prometheus"]
+    answer_dcgm_exporter_dashboard(prom, DCGM47_EXPORTER_DASHBOARD)
+    eventually("utilization from 0 to 1", lambda: assert_answers(prom, "count(DCGM_FI_DEV_GPU_UTIL_RATIO >= 0 <= 1) == 20", "GPU Utilization"))
+    assert prom.query("DCGM_FI_DEV_GPU_UTIL_RATIO > 0.01") and prom.query("DCGM_FI_DEV_GPU_UTIL > 1")
+    (labelled,) = prom.query('count(DCGM_FI_DEV_GPU_TEMP_CELSIUS{UUID!="", device=~"nvidia[0-9]+", modelName!="", Hostname="127.0.0.1", DCGM_FI_SYSTEM_DRIVER_VERSION!="", DCGM_FI_DRIVER_VERSION=""})')
+    assert labelled["value"][1] == "20"
+    assert prom.query("count(DCGM_FI_DEV_GPU_TEMP_CELSIUS) == count(DCGM_FI_DEV_GPU_TEMP)")  # the two generations side by side
+    groups = {group["name"]: group for group in prom.api("rules")["groups"]}
+    unhealthy = [(rule["name"], rule.get("lastError")) for name in ("dcgm-exporter-compat", "dcgm-exporter-compat-dcgm47") for rule in groups[name]["rules"] if rule["health"] == "err"]
+    assert not unhealthy, unhealthy
 
 
 def test_prometheus_2_stores_the_names_with_colons_escaped(stack):
