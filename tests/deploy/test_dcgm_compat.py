@@ -146,7 +146,7 @@ def test_both_generations_load_together_without_sharing_a_record_or_group():
 
 
 def test_the_dcgm47_dashboard_queries_are_nvidias_with_the_headers_new_names():
-    """tests/dcgm_exporter/dashboard-queries-dcgm47.json is the public dashboard's queries with each
+    """tests/deploy/dcgm_exporter/dashboard-queries-dcgm47.json is the public dashboard's queries with each
     field renamed as DCGM's header renames it; a panel whose field the dcgm47 rules leave out is listed
     as left out, not rewritten with a guessed name."""
     old = json.loads((DCGM_EXPORTER / "dashboard-queries.json").read_text())
