@@ -28,14 +28,22 @@ MAX_HOLDERS_PER_GPU = 64  # beyond this many holders on one GPU, new ones are co
 MAX_NAMES_PER_USER = 8  # one user's program names on one GPU kept apart; its further ones share its user holder
 
 
-def window_shares(sample: GpuSample, identities: Mapping[int, ProcessIdentity], state: str | None = None) -> dict[Holder, float]:
+def present_holders(sample: GpuSample, identities: Mapping[int, ProcessIdentity]) -> frozenset[Holder]:
+    """The holders of the processes NVML lists on the GPU at this poll."""
+    return frozenset(identities[process.pid].holder for process in sample.processes or () if process.pid in identities)
+
+
+def window_shares(sample: GpuSample, identities: Mapping[int, ProcessIdentity], state: str | None = None, before: frozenset[Holder] | None = None) -> dict[Holder, float]:
     """Each holder's share (summing to 1) of the GPU's busy time in this poll's window.
 
     Where NVML gave per-process samples, shares follow their summed ``sm``. Without samples (none
-    in the window, or the call unsupported, as on MIG devices) a GPU whose processes all belong to
-    one holder is that holder's; a window in ``state`` held_idle (no kernel ran) is shared equally
-    by the holders present, each of which holds the GPU through it; otherwise the window is
-    ``unattributed``.
+    in the window, or the call unsupported, as on MIG devices) a window in ``state`` held_idle (no
+    kernel ran) is shared equally by the holders present, each of which holds the GPU through it; a
+    GPU that one holder held alone at both ends of the window (``before``: the holders of the poll
+    before, None where there was none) is that holder's; otherwise the window is ``unattributed``.
+    A busy window in which a holder left is never the remaining one's: its kernels may be the one
+    that left (on an H200 a tenant's last quarter second, its samples gone with it, went to the
+    other tenant's holder before).
     """
     weights: dict[Holder, float] = {}
     for entry in sample.process_utilization or ():
@@ -45,9 +53,11 @@ def window_shares(sample: GpuSample, identities: Mapping[int, ProcessIdentity], 
     total = sum(weights.values())
     if total > 0:
         return {holder: weight / total for holder, weight in weights.items()}
-    present = {identities[process.pid].holder for process in sample.processes or () if process.pid in identities}
-    if len(present) == 1 or (present and state == HELD_IDLE):
+    present = present_holders(sample, identities)
+    if present and state == HELD_IDLE:
         return dict.fromkeys(present, 1 / len(present))
+    if len(present) == 1 and (before is None or before <= present):
+        return dict.fromkeys(present, 1.0)
     return {UNATTRIBUTED: 1.0}
 
 
@@ -71,6 +81,7 @@ class GpuLedger:
 
     holders: dict[Holder, HolderTotals] = field(default_factory=dict)
     last_timestamp: float | None = None
+    present: frozenset[Holder] | None = None  # the holders listed at the last poll that read the GPU; None before one
     energy: EnergySplit[tuple[Holder, str]] = field(default_factory=EnergySplit)  # by holder and the state it held the GPU in
 
     def add(self, sample: GpuSample, shares: Mapping[Holder, float], delta: Growth, max_gap: float) -> dict[Holder, HolderTotals]:
@@ -156,7 +167,8 @@ class Sharing:
     @staticmethod
     def split(ledger: GpuLedger, sample: GpuSample, identities: Mapping[int, ProcessIdentity], delta: Growth, max_gap: float) -> GpuSharing:
         """Add this poll's growth to the GPU's ledger, shared among its holders; what they hold now."""
-        holders = ledger.add(sample, window_shares(sample, identities, delta.state), delta, max_gap)
+        holders = ledger.add(sample, window_shares(sample, identities, delta.state, ledger.present), delta, max_gap)
+        ledger.present = present_holders(sample, identities) if sample.up else None
         jobs = {identities[p.pid].job for p in sample.processes or () if p.pid in identities and identities[p.pid].job is not None}
         copies = tuple(sorted((holder, replace(totals)) for holder, totals in holders.items()))
         return GpuSharing(copies, tuple(sorted({SlurmJob(job.job_id, user_id=job.user_id) for job in jobs if job is not None})))

@@ -164,6 +164,25 @@ def test_one_tenants_churn_of_names_leaves_a_later_tenant_its_own_holder(tmp_pat
     assert len(after) <= 12  # A's few names, A's own holder, B's, unattributed
 
 
+def test_a_tenants_last_kernels_are_not_the_next_tenants(tmp_path: Path, trace_paths) -> None:
+    """Live on an H200 (docs/real-gpu/2026-12-01-h200/issue45-owners): A's matmuls ended just after
+    a poll, with no per-process sample left, and B's idle process, alone on the GPU at the next
+    poll, took that window's busy time. A window that a holder left is no one else's."""
+    process(tmp_path, 101, "python3", uid=A)
+    process(tmp_path, 200, "python3", uid=B)
+    gpu = FakeGpu(load_trace(trace_paths["matmul_8192"]), processes=[(101, 8 * GIB, "/usr/bin/python3"), (200, 64 << 20, "/usr/bin/python3")])  # no samples (as on MIG)
+    backend, fake, clock = started_backend([gpu])
+    poller = Poller(backend, parse_config({"sharing": {"enabled": True}, "proc_root": str(tmp_path)}), clock=clock)
+    for _ in range(3):
+        clock.advance(1.0)
+        poller.poll_once()
+    fake.gpus[0].processes = [(200, 64 << 20, "/usr/bin/python3")]  # A is gone; the GPU was busy to the end of the window
+    clock.advance(1.0)
+    snapshot = poller.poll_once()
+    holders = {holder.label: totals.busy_seconds for holder, totals in snapshot.gpus[0].sharing.holders}
+    assert holders.get(f"{B}:python3", 0.0) == 0.0 and holders[""] > 0.5
+
+
 # ---- the owner of a process -------------------------------------------------------------------
 
 def test_the_owner_is_the_pod_then_the_slurm_job_then_the_real_uid(tmp_path: Path) -> None:

@@ -130,3 +130,13 @@ def test_two_users_programs_of_one_name_are_two_holders() -> None:
     ids = {1: ProcessIdentity(a), 2: ProcessIdentity(b)}
     assert window_shares(sample(1, ((1, 0.3), (2, 0.1)), pids=(1, 2)), ids) == pytest.approx({a: 0.75, b: 0.25})
     assert (a.label, b.label) == ("1001:python3", "1002:python3")
+
+
+def test_a_busy_window_in_which_a_holder_left_is_not_the_remaining_ones() -> None:
+    """Live on an H200: tenant A's last quarter second of matmuls, its samples gone with it, went to
+    tenant B's tiny process, alone on the GPU at the poll. A GPU is one holder's only where that
+    holder held it alone at both ends of the window."""
+    assert window_shares(sample(1, (), pids=(3,)), IDS, before=frozenset({A, B})) == {UNATTRIBUTED: 1.0}
+    assert window_shares(sample(1, (), pids=(3,)), IDS, before=frozenset({B})) == {B: 1.0}
+    assert window_shares(sample(1, (), pids=(3,)), IDS, before=frozenset()) == {B: 1.0}  # it came to a GPU no one held
+    assert window_shares(sample(1, ((1, 0.5),), pids=(3,)), IDS, before=frozenset({A, B})) == {A: 1.0}  # samples still say whose
