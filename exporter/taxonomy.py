@@ -295,7 +295,7 @@ COUNTER_CHECKS: dict[str, str] = {
     "pipe_above_sm": "a math pipe (tensor, FP64/32/16, integer) is active more than SM activity allows (by more than 5 points): a pipe only issues on an active SM",
     "occupancy_above_sm": "SM occupancy exceeds SM activity by more than 5 points: a resident warp makes its SM active",
     "sm_zero_while_busy": "SM activity reads exactly 0 while the engine was active at least half the window: any kernel makes some SM active (one thread on one SM of 132 reads 0.0076)",
-    "profiling_zero_under_load": "every profiling activity reads exactly 0 while NVML's utilization reads at least 0.5: the profiling counters are not counting",
+    "profiling_zero_under_load": "every profiling activity (and the links) reads exactly 0 while NVML's utilization reads at least 0.5: the profiling counters are not counting (DCGM's profiling module after an Xid, DCGM issue 303: utilization 100, every profiling field 0)",
 }
 
 
@@ -303,7 +303,8 @@ def implausible_checks(readings: dict[str, float], nvml_utilization: float | Non
     """Each counter-health check that can be judged from this window's profiling readings.
 
     ``readings``: the profiling activities by name (sm_active, graphics_active, sm_occupancy,
-    tensor_active, ...); ``nvml_utilization``: NVML's own utilization figure, where read; ``link``:
+    tensor_active, ...); ``nvml_utilization``: NVML's own utilization figure (the window's mean of the
+    driver's samples, else its latest; DCGM field 203), where read; ``link``:
     the busiest interconnect direction's share of its peak, where known (a copy moves bytes over
     PCIe with every activity at 0: that is no sign of counters that do not count).
     """

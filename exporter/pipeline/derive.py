@@ -292,7 +292,10 @@ def step(sample: GpuSample, settings: DeriveSettings, state: Smoothing | None) -
     window = activity(sample, peak)
     busy, sm_active = window.busy, window.sm_active
     readings = {name: value for name, value in zip(ACTIVITY_READINGS, _activities(sample.profiling), strict=True) if value is not None}
-    implausible = implausible_checks(readings, sample.gpu_utilization, window.link)
+    # NVML's (DCGM 203's) own figure, never the profiling counters it checks: the window's mean of the
+    # driver's samples where read, else the latest sample.
+    utilization = sample.gpu_utilization_window if sample.gpu_utilization_window is not None else sample.gpu_utilization
+    implausible = implausible_checks(readings, utilization, window.link)
     flagged = any(implausible.values())
     ratio = efficiency(busy, sm_active)
     rules = mismatch(busy, sm_active, ratio, settings.mismatch, busiest_unit(sample, window.link))

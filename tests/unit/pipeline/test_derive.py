@@ -480,3 +480,14 @@ def test_int8_is_estimated_at_the_mma_sync_rate_and_only_where_that_rate_is_meas
 def test_no_point_estimate_while_the_counters_are_implausible():
     derived = derive(synthetic(1.0, sm_active=0.95, tensor_active=0.9, tensor_hmma_active=0.9, sm_occupancy=0.0001, graphics_active=0.01))
     assert derived.counters_implausible and derived.estimated_flops is None
+
+
+def test_profiling_frozen_at_0_is_judged_against_the_windows_utilization():
+    """The check of counters that stopped counting compares them with NVML's figure over the same
+    window (the driver's samples inside it), not with its latest sample alone, which can land in a
+    gap of a busy window."""
+    zeros = {"sm_active": 0.0, "sm_occupancy": 0.0, "tensor_active": 0.0, "fp32_active": 0.0, "dram_active": 0.0}
+    frozen = dataclasses.replace(synthetic(0.3, **zeros), gpu_utilization_window=0.95)
+    derived = derive(frozen)
+    assert derived.implausible["profiling_zero_under_load"] and derived.bottleneck == "unknown" and not any(derived.mismatch.values())
+    assert not derive(dataclasses.replace(frozen, gpu_utilization_window=0.3)).counters_implausible

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import DCGM_FAKE, ROOT, running_daemon
 from fakes.nvml import FakeClock, FakeGpu, FakeNvml
+from frozen import frozen_trace_file
 from waiting import PATIENCE, wait_until
 
 from exporter.backends.auto import AutoBackend
@@ -769,3 +770,33 @@ def test_the_windows_utilization_is_the_mean_of_field_203s_samples_in_it(dcgm_en
     assert first.gpu_utilization_window is None  # the cache from before the first window is not a window
     recorded = [record["util_gpu"] / 100 for record in load_trace(trace_paths["matmul_8192"]).samples]
     assert sample.gpu_utilization_window is not None and min(recorded) <= sample.gpu_utilization_window <= max(recorded)
+
+
+def test_profiling_frozen_at_0_under_load_is_flagged_and_wastes_nothing(dcgm_engine, tmp_path):
+    """DCGM issue 303: after an Xid the profiling module decodes no samples and every DCGM_FI_PROF_*
+    field reads 0, while DCGM_FI_DEV_GPU_UTIL reads 100. The window is implausible: class unknown,
+    no mismatch, no point estimate, no busy-but-idle time."""
+    from exporter.poller import Poller
+    from exporter.settings import Config
+
+    dcgm_engine.CONTROL.traces = [str(frozen_trace_file(tmp_path))]
+    dcgm = backend(interval=0.1)
+    poller = Poller(dcgm, Config(collect_interval=0.1))
+    poller._devices = dcgm.start()
+    try:
+        assert dcgm.profiling_answers(PATIENCE)
+        states = []
+        deadline = time.monotonic() + PATIENCE
+        while len(states) < 5 and time.monotonic() < deadline:
+            time.sleep(0.1)
+            state = poller.poll_once().gpus[0]
+            if state.sample.profiling.sm_active is not None:
+                states.append(state)
+    finally:
+        dcgm.close()
+    assert len(states) == 5 and all(state.sample.profiling.sm_active == 0 and state.sample.gpu_utilization >= 0.9 for state in states)
+    for state in states:
+        derived = state.derived
+        assert derived.implausible["profiling_zero_under_load"] and derived.bottleneck == "unknown"
+        assert not any(derived.mismatch.values()) and derived.estimated_flops is None
+    assert states[-1].totals.busy_idle_sm_seconds == 0

@@ -12,6 +12,7 @@ import pytest
 from conftest import http_get, payloads_following
 from fakes.nvml import FakeClock, FakeGpu, FakeNvml, recorded_gpm
 from fakes.nvml import started_backend as started
+from frozen import frozen_trace
 from waiting import PATIENCE
 
 from exporter.backends.base import BackendUnavailable
@@ -509,3 +510,23 @@ def test_a_window_without_a_new_driver_sample_holds_the_newest_samples_value(tra
     assert len(held) >= 10
     assert all(windows[index][0] == windows[index - 1][0] for index in held)
     backend.close()
+
+
+def test_profiling_frozen_at_0_under_load_is_flagged_and_wastes_nothing():
+    """DCGM issue 303's failure, on GPM: every profiling reading 0 while NVML's utilization reads
+    99. The window is implausible: class unknown, no mismatch, no point estimate, no busy-but-idle time."""
+    clock = FakeClock()
+    backend = NvmlBackend(nvml=FakeNvml([frozen_trace()], clock=clock), clock=clock, wall_clock=clock)
+    poller = Poller(backend, Config(collect_interval=1.0), clock=clock)
+    poller._devices = backend.start()
+    states = []
+    for _ in range(8):
+        clock.advance(1.0)
+        states.append(poller.poll_once().gpus[0])
+    windows = [state for state in states if state.sample.profiling.sm_active is not None]
+    assert windows and all(state.sample.profiling.sm_active == 0 and state.sample.gpu_utilization >= 0.9 for state in windows)
+    for state in windows:
+        derived = state.derived
+        assert derived.implausible["profiling_zero_under_load"] and derived.bottleneck == "unknown"
+        assert not any(derived.mismatch.values()) and derived.estimated_flops is None
+    assert windows[-1].totals.busy_idle_sm_seconds == 0
