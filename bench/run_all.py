@@ -2,8 +2,12 @@
 
     python bench/run_all.py                  # the quick set (about 1.5 minutes, no GPU): one markdown table
     python bench/run_all.py --list           # every benchmark: what it needs, what it measures, where its figures are
-    python bench/run_all.py NAME [ARGS...]   # one benchmark, e.g. prometheus_spacing --gpus 1 8
+    python bench/run_all.py NAME [ARGS...]   # one benchmark, e.g. prometheus_spacing --gpus 1 8 (or web/prometheus_spacing)
     python bench/run_all.py --cpu            # every benchmark that needs no GPU, one after another, with its defaults
+
+The benchmarks sit by subject: web/ (the HTTP side and the live page), poll/ (a poll's CPU, memory
+and series), nvml/ (NVML's calls on a GPU), apps/ (app scraping), gpu/ (the daemon beside real jobs
+on a GPU), multi_gpu/ (several GPUs); harness.py and nvml_calls.py are what they share.
 
 In the quick table the "target" column says what each figure is measured against. One-off proofs
 whose result is recorded live beside that result under evidence/, not here.
@@ -33,34 +37,32 @@ class Benchmark(NamedTuple):
 
 
 BENCHMARKS = (
-    Benchmark("scrape_latency.py", "no GPU", "/metrics latency (keep-alive, new connection), HTTP floor, RSS; 1 and 8 replayed GPUs", "docs/benchmarks.md#running-them"),
-    Benchmark("poll_cpu.py", "no GPU", "CPU per GPU per poll on the fake pynvml, by stage; the daemon process's CPU", "docs/benchmarks.md#running-them"),
-    Benchmark("http_overhead.py", "no GPU", "the HTTP server against a bare http.server, failed logins, idle wake-ups", "docs/benchmarks.md#the-http-server-imports-and-idle-wake-ups-issue-15"),
-    Benchmark("scaling.py", "no GPU", "poll and render CPU, scrape latency at 1, 8 and 64 replayed GPUs", "docs/selftest.md#cpu-only-scaling"),
-    Benchmark("prometheus_spacing.py", "no GPU", "first-after-poll scrapes (plain, gzip) at 1-256 GPUs, CPU at 1 s and 100 ms, RSS; --baseline TREE", "docs/benchmarks.md#rendering-in-the-poller-gzip-the-catalogue-issue-15"),
-    Benchmark("scrape_timeline.py", "no GPU", "where a first-after-poll scrape waits: wake, serve, client; --baseline TREE", "docs/benchmarks.md#first-after-poll-waits-poll-cpu-and-memory-issue-28"),
-    Benchmark("poll_instructions.py", "valgrind", "instructions per poll, the daemon's own against the fake's; --baseline TREE", "docs/benchmarks.md#the-daemons-own-python-per-poll-issue-28-round-three"),
-    Benchmark("series_per_node.py", "no GPU", "series, bytes and RSS of a node (8 GPUs, 8 x 7 MIG) on the fake pynvml", "docs/benchmarks.md#series-and-memory-per-node-issue-18"),
-    Benchmark("live_page_memory.py", "no GPU", "the live page's history when full, /api/live answers, RSS with the page", "docs/benchmarks.md#the-live-page-issue-29"),
-    Benchmark("live_api_pollers.py", "no GPU", "a /metrics prober beside 32 /api/live or /metrics pollers; --tree TREE", "docs/benchmarks.md#apilive-pollers-beside-a-metrics-prober-issue-39"),
-    Benchmark("pipelining_fairness.py", "no GPU", "an ordinary scrape's latency while other clients pipeline", "docs/benchmarks.md#pipelining-clients-issue-25"),
-    Benchmark("tls_handshake_flood.py", "no GPU", "kept-alive and fresh TLS scrapes during a handshake flood", "docs/benchmarks.md#tls-handshake-floods-issue-25"),
-    Benchmark("stop_and_hang_latency.py", "no GPU", "SIGTERM to exit (idle, and with an NVML call hung), /metrics latency before and during the hang", "docs/benchmarks.md#what-the-tests-no-longer-time-issue-39"),
-    Benchmark("app_parse_cost.py", "no GPU", "CPU, wall time and memory of reading one counter out of large app answers; --old FILE", "docs/apps.md"),
-    Benchmark("compare_nvitop.py", "a GPU", "overhead beside nvitop-exporter and a baseline tree, the NVML calls of a poll (--fake-gpus N: the logic on the fake)", "docs/benchmarks.md#issue-28s-targets-after-round-three"),
-    Benchmark("nvml_poll_cost.py", "a GPU", "every NVML call of a poll with its cadence and cost, nvmlDeviceGetSamples' parts, collect of two trees", "docs/benchmarks.md#nvml-cost-per-poll-issue-28-round-two"),
-    Benchmark("nvml_health_cost.py", "a GPU", "what each NVML health reading answers and costs", "docs/health.md"),
-    Benchmark("nvlink_errors_cost.py", "a GPU", "what the NVLink error readings (totals, link states, per-link counters) cost and read", "docs/health.md"),
-    Benchmark("profile_poll.py", "a GPU", "process CPU with NVML open, polls under cProfile, RSS by start-up stage", "docs/selftest.md#overhead-benchmark-on-a-gpu-benchcompare_nvitoppy"),
-    Benchmark("live_verdicts.py", "a GPU", "the daemon's poller on a live GPU: every poll's verdicts as JSON lines (tools/record_corpus.py --live)", "docs/selftest.md#real-workloads-on-a-real-nvidia-h100-80gb-hbm3-2026-11-25"),
-    Benchmark("multi_gpu.py", "several GPUs", "NCCL collectives recorded on every GPU, the overhead at N GPUs", "docs/benchmarks.md#several-gpus"),
-    Benchmark("multi_gpu_jobs.py", "several GPUs", "multi-GPU jobs (one and two per node) beside the daemon, per GPU and per job; a DDP job's steps/s without and with the daemon", "docs/benchmarks.md#several-gpus"),
-    Benchmark("issue34_live.sh", "a GPU", "the real-workload corpus with the daemon's poller beside each job (table: issue34_table.py)", "docs/benchmarks.md#several-gpus"),
-    Benchmark("issue43_clock.py", "a GPU", "what a busy tensor cycle does and at which SM clock: NVML's clock, a clock64 probe and GPM's cycle counters beside a bf16 GEMM, a ViT step and a TF32 GEMM", "docs/peaks.md"),
-    Benchmark("two_owners.py", "a GPU", "two Unix users on one GPU beside the daemon: GPU 0's class, the holders, jobs and an app's process join, phase by phase (owners never cross)", "docs/security.md#owners-never-cross"),
-    Benchmark("issue43_device_a.sh", "a GPU", "issue43_clock.py, the zero-copy and ViT jobs recorded into the corpus with the daemon's poller beside, Nsight Compute's per-kernel clock and tensor counters", "docs/peaks.md"),
+    Benchmark("web/scrape_latency.py", "no GPU", "/metrics latency (keep-alive, new connection), HTTP floor, RSS; 1 and 8 replayed GPUs", "docs/benchmarks.md#running-them"),
+    Benchmark("web/http_overhead.py", "no GPU", "the HTTP server against a bare http.server, failed logins, idle wake-ups", "docs/benchmarks.md#the-http-server-imports-and-idle-wake-ups-issue-15"),
+    Benchmark("web/prometheus_spacing.py", "no GPU", "first-after-poll scrapes (plain, gzip) at 1-256 GPUs, CPU at 1 s and 100 ms, RSS; --baseline TREE", "docs/benchmarks.md#rendering-in-the-poller-gzip-the-catalogue-issue-15"),
+    Benchmark("web/scrape_timeline.py", "no GPU", "where a first-after-poll scrape waits: wake, serve, client; --baseline TREE", "docs/benchmarks.md#first-after-poll-waits-poll-cpu-and-memory-issue-28"),
+    Benchmark("web/live_page_memory.py", "no GPU", "the live page's history when full, /api/live answers, RSS with the page", "docs/benchmarks.md#the-live-page-issue-29"),
+    Benchmark("web/live_api_pollers.py", "no GPU", "a /metrics prober beside 32 /api/live or /metrics pollers; --tree TREE", "docs/benchmarks.md#apilive-pollers-beside-a-metrics-prober-issue-39"),
+    Benchmark("web/pipelining_fairness.py", "no GPU", "an ordinary scrape's latency while other clients pipeline", "docs/benchmarks.md#pipelining-clients-issue-25"),
+    Benchmark("web/tls_handshake_flood.py", "no GPU", "kept-alive and fresh TLS scrapes during a handshake flood", "docs/benchmarks.md#tls-handshake-floods-issue-25"),
+    Benchmark("poll/poll_cpu.py", "no GPU", "CPU per GPU per poll on the fake pynvml, by stage; the daemon process's CPU", "docs/benchmarks.md#running-them"),
+    Benchmark("poll/scaling.py", "no GPU", "poll and render CPU, scrape latency at 1, 8 and 64 replayed GPUs", "docs/selftest.md#cpu-only-scaling"),
+    Benchmark("poll/poll_instructions.py", "valgrind", "instructions per poll, the daemon's own against the fake's; --baseline TREE", "docs/benchmarks.md#the-daemons-own-python-per-poll-issue-28-round-three"),
+    Benchmark("poll/series_per_node.py", "no GPU", "series, bytes and RSS of a node (8 GPUs, 8 x 7 MIG) on the fake pynvml", "docs/benchmarks.md#series-and-memory-per-node-issue-18"),
+    Benchmark("poll/stop_and_hang_latency.py", "no GPU", "SIGTERM to exit (idle, and with an NVML call hung), /metrics latency before and during the hang", "docs/benchmarks.md#what-the-tests-no-longer-time-issue-39"),
+    Benchmark("poll/profile_poll.py", "a GPU", "process CPU with NVML open, polls under cProfile, RSS by start-up stage", "docs/selftest.md#overhead-benchmark-on-a-gpu-benchgpucompare_nvitoppy"),
+    Benchmark("nvml/nvml_poll_cost.py", "a GPU", "every NVML call of a poll with its cadence and cost, nvmlDeviceGetSamples' parts, collect of two trees", "docs/benchmarks.md#nvml-cost-per-poll-issue-28-round-two"),
+    Benchmark("nvml/nvml_health_cost.py", "a GPU", "what each NVML health reading answers and costs", "docs/health.md"),
+    Benchmark("nvml/nvlink_errors_cost.py", "a GPU", "what the NVLink error readings (totals, link states, per-link counters) cost and read", "docs/health.md"),
+    Benchmark("apps/app_parse_cost.py", "no GPU", "CPU, wall time and memory of reading one counter out of large app answers; --old FILE", "docs/apps.md"),
+    Benchmark("gpu/compare_nvitop.py", "a GPU", "overhead beside nvitop-exporter and a baseline tree, the NVML calls of a poll (--fake-gpus N: the logic on the fake)", "docs/benchmarks.md#issue-28s-targets-after-round-three"),
+    Benchmark("gpu/live_verdicts.py", "a GPU", "the daemon's poller on a live GPU: every poll's verdicts as JSON lines (tools/record_corpus.py --live)", "docs/selftest.md#real-workloads-on-a-real-nvidia-h100-80gb-hbm3-2026-11-25"),
+    Benchmark("gpu/tensor_clock.py", "a GPU", "what a busy tensor cycle does and at which SM clock: NVML's clock, a clock64 probe and GPM's cycle counters beside a bf16 GEMM, a ViT step and a TF32 GEMM", "docs/peaks.md"),
+    Benchmark("gpu/two_owners.py", "a GPU", "two Unix users on one GPU beside the daemon: GPU 0's class, the holders, jobs and an app's process join, phase by phase (owners never cross)", "docs/security.md#owners-never-cross"),
+    Benchmark("multi_gpu/multi_gpu.py", "several GPUs", "NCCL collectives recorded on every GPU, the overhead at N GPUs", "docs/benchmarks.md#several-gpus"),
+    Benchmark("multi_gpu/multi_gpu_jobs.py", "several GPUs", "multi-GPU jobs (one and two per node) beside the daemon, per GPU and per job; a DDP job's steps/s without and with the daemon", "docs/benchmarks.md#several-gpus"),
 )
-NOT_BENCHMARKS = ("harness.py", "nvml_calls.py", "issue34_table.py", "run_all.py")  # shared modules and helpers
+NOT_BENCHMARKS = ("harness.py", "nvml_calls.py", "run_all.py")  # shared modules and the runner
 
 
 def ms(seconds: float) -> str:
@@ -79,6 +81,7 @@ def machine() -> str:
 
 def quick_table() -> None:
     """scrape_latency and poll_cpu with 1 and 8 GPUs, as one table."""
+    sys.path[:0] = [str(HERE / "web"), str(HERE / "poll")]
     import poll_cpu
     import scrape_latency
 
@@ -122,7 +125,7 @@ def listing() -> str:
 
 def find(name: str) -> Benchmark:
     for bench in BENCHMARKS:
-        if name in (bench.script, bench.script.rsplit(".", 1)[0]):
+        if name in (bench.script, bench.script.rsplit(".", 1)[0], Path(bench.script).name, Path(bench.script).stem):
             return bench
     raise SystemExit(f"run_all: no benchmark named {name!r}; --list shows them")
 

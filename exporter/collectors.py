@@ -5,7 +5,7 @@ A disabled collector's series are not exported, and where its readings cost NVML
 own (the health collectors) those calls are not made. The GPU's identity (``gpueff_gpu_up``,
 ``gpueff_gpu_info``, ``gpueff_mig_device_info``, ``gpueff_gpu_attribution_info``), the per-pod, per-holder and per-app series (each
 behind its own feature switch) and the exporter's own series are always exported. Series per node
-for each collector: docs/collectors.md (bench/series_per_node.py). Each metric names its collector on
+for each collector: docs/collectors.md (bench/poll/series_per_node.py). Each metric names its collector on
 its row of the catalogue (exporter/metrics.py); this module says what each collector is.
 """
 

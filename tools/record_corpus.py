@@ -8,7 +8,7 @@ workload is warmed up first, so a trace holds only the steady state; then ``expo
 in its own process for ``--duration`` seconds while the workload keeps going, and the workload's own
 count of work over that time (FLOP, bytes) goes into the trace's ``truth``. One trace per workload
 lands in DIR as <name>.json, and DIR/corpus.log says what ran and what did not. With ``--live`` the
-daemon's own poller (bench/live_verdicts.py, 1 s) runs instead of the recorder and DIR gets
+daemon's own poller (bench/gpu/live_verdicts.py, 1 s) runs instead of the recorder and DIR gets
 <name>.verdicts.jsonl, its verdict at every poll, with a summary line per workload in corpus.log;
 with ``--both`` the recorder and the daemon's poller run side by side (two GPM readers: both read
 the same windows' counters) and DIR gets both files per workload.
@@ -97,7 +97,7 @@ def record_while(name: str, description: str, step: Callable[[Work], None], out:
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     command = [sys.executable, "-m", "exporter", "record", "-o", str(output), "--duration", f"{duration}s", "--interval", f"{int(interval * 1000)}ms", "--workload", name, "--description", description]
     verdicts_path = out / f"{name}.verdicts.jsonl"
-    live = [sys.executable, str(ROOT / "bench" / "live_verdicts.py"), "--output", str(verdicts_path), "--duration", str(duration), "--interval", "1"]
+    live = [sys.executable, str(ROOT / "bench" / "gpu" / "live_verdicts.py"), "--output", str(verdicts_path), "--duration", str(duration), "--interval", "1"]
     commands = [live] if LIVE[0] else [command, live] if BOTH[0] else [command]
     work = Work()
     launched = time.perf_counter()
@@ -359,7 +359,7 @@ def main() -> int:
     parser.add_argument("--only", help="comma-separated workload names (default: all)")
     parser.add_argument("--duration", type=float, default=24.0, help="seconds recorded per workload (default 24)")
     parser.add_argument("--interval", type=float, default=0.5, help="seconds between samples (default 0.5, record's default)")
-    parser.add_argument("--live", action="store_true", help="run the daemon's own poller (bench/live_verdicts.py, 1 s interval) beside each workload and write its verdicts at every poll instead of a trace")
+    parser.add_argument("--live", action="store_true", help="run the daemon's own poller (bench/gpu/live_verdicts.py, 1 s interval) beside each workload and write its verdicts at every poll instead of a trace")
     parser.add_argument("--both", action="store_true", help="record the trace and run the daemon's own poller beside it (both files per workload)")
     parser.add_argument("--compact", nargs="+", type=Path, metavar="TRACE", help="only rewrite these recorded traces compactly (rounded, one sample a line) and exit")
     parser.add_argument("--budget", type=float, default=540.0, help="start no recording that would end later than this many seconds after the start (default 540)")

@@ -49,7 +49,7 @@ REDIRECTS = (301, 302, 303, 307, 308)
 MAX_SERIES = 10_000  # sample lines of one configured counter; more fails the scrape
 # What the line filter holds, whatever the body's size: one line being assembled, the body's first
 # bytes, the wanted lines. prometheus-client's parser takes ~0.13 s per MB of wanted lines and holds
-# about twice their size (bench/app_parse_cost.py), so 4 MiB bound a scrape to ~10 MB and ~0.5 s of
+# about twice their size (bench/apps/app_parse_cost.py), so 4 MiB bound a scrape to ~10 MB and ~0.5 s of
 # CPU; 10,000 series of two counters at 200 bytes a line fit.
 MAX_LINE_BYTES = 64 * 1024  # a wanted line longer than this fails the scrape; another is dropped
 MAX_KEPT_BYTES = 4 * 1024 * 1024

@@ -21,7 +21,7 @@ def anchors(page: Path) -> set[str]:
 
 
 def test_the_catalogue_is_every_script_in_bench():
-    scripts = {path.name for path in BENCH.iterdir() if path.suffix in (".py", ".sh")}
+    scripts = {str(path.relative_to(BENCH)) for path in BENCH.rglob("*") if path.suffix in (".py", ".sh") and "__pycache__" not in path.parts}
     listed = [bench.script for bench in run_all.BENCHMARKS]
     assert len(listed) == len(set(listed))
     assert sorted(scripts - set(run_all.NOT_BENCHMARKS)) == sorted(listed), "every script in bench/ has its line in bench/run_all.py's BENCHMARKS (or NOT_BENCHMARKS for a shared module)"
@@ -39,7 +39,7 @@ def test_each_benchmarks_page_exists_and_names_it():
 
 
 def test_no_page_names_a_bench_script_that_is_gone():
-    named = {(page.name, name) for page in PAGES for name in re.findall(r"(?<![\w/])bench/([\w.]+\.(?:py|sh))", page.read_text(encoding="utf-8"))}
+    named = {(page.name, name) for page in PAGES for name in re.findall(r"(?<![\w/])bench/([\w./]+\.(?:py|sh))", page.read_text(encoding="utf-8"))}
     assert named and sorted((page, name) for page, name in named if not (BENCH / name).is_file()) == []
 
 

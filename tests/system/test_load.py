@@ -4,7 +4,7 @@
   the figure in the issue): every scraper answered, no error (a hung scrape is one: its connection
   times out), and the daemon's RSS flat; the same over TLS with basic auth for GPUEFF_TLS_LOAD_SECONDS
   (default 10). Latency figures are printed (run with -s to see them), never asserted: a busy machine
-  makes any bound on them flaky; bench/prometheus_spacing.py measures them on a quiet one.
+  makes any bound on them flaky; bench/web/prometheus_spacing.py measures them on a quiet one.
 - A soak of the poller and exposition with heavy churn: every refresh a new set of pods holds each GPU
   (a real gRPC kubelet fake on a unix socket) and new processes in new pods run on it (fake /proc
   cgroups, the fake pynvml's process list). Series of gone pods and processes must be gone by the

@@ -167,7 +167,7 @@ def test_runner_keeps_only_samples_inside_each_measured_run(trace_paths):
 
 @pytest.mark.slow
 def test_scaling_benchmark_prints_its_tables():
-    run = subprocess.run([sys.executable, "bench/scaling.py", "--gpus", "1,2", "--scrapes", "3", "--polls", "5"], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)
+    run = subprocess.run([sys.executable, "bench/poll/scaling.py", "--gpus", "1,2", "--scrapes", "3", "--polls", "5"], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)
     assert run.returncode == 0, run.stderr
     rows = [line for line in run.stdout.splitlines() if line.startswith(("| 1 |", "| 2 |"))]
     assert len(rows) == 3  # 1 and 2 GPUs in the figures, 2 GPUs in the growth table
@@ -175,7 +175,7 @@ def test_scaling_benchmark_prints_its_tables():
 
 @pytest.mark.skipif(Path("/dev/nvidiactl").exists(), reason="this machine has an NVIDIA driver")
 def test_overhead_benchmark_needs_a_gpu():
-    run = subprocess.run([sys.executable, "bench/compare_nvitop.py", "--parts", "floor"], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)
+    run = subprocess.run([sys.executable, "bench/gpu/compare_nvitop.py", "--parts", "floor"], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)
     assert run.returncode == 2
     assert run.stderr.startswith("compare_nvitop: this benchmark needs an NVIDIA GPU: NVML cannot start")
 

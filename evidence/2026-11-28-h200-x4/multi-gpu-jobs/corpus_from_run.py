@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Turn a `bench/multi_gpu_jobs.py` run (its --out folder) into the multi-GPU corpus: the recorded
+"""Turn a `bench/multi_gpu/multi_gpu_jobs.py` run (its --out folder) into the multi-GPU corpus: the recorded
 traces of each job, one file per GPU, named and tagged by job, with each rank's own truth.
 
 The 4-GPU layout's traces are kept as they are (job `4gpu_<phase>`); of the two 2-GPU jobs that ran

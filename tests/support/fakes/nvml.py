@@ -43,7 +43,7 @@ def recorded_gpm(trace: Trace) -> tuple[GpmMetric, ...]:
     return tuple(metric for metric in GPM_METRICS if any(record.get(metric.name) is not None for record in trace.samples))
 
 # Seconds per call measured on an H100 (docs/gpu-facts.md; nvmlDeviceGetSamples, GPM, energy, field
-# values and processes re-measured 2026-11-25 with bench/nvml_poll_cost.py, docs/benchmarks.md), for
+# values and processes re-measured 2026-11-25 with bench/nvml/nvml_poll_cost.py, docs/benchmarks.md), for
 # benchmarks that want them. nvmlDeviceGetSamples is pynvml's call: a 17 µs count query and the fill.
 # nvmlGpmMetricsGet on a fresh sample pair costs 11-16 µs for any one metric but GRAPHICS_UTIL, which
 # costs 1.48 ms, alone or with any others (evidence/2026-11-25-h100/poll-cost-driver/gpm_cost.txt):

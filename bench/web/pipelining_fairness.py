@@ -4,7 +4,7 @@ Four connections each send 500 pipelined ``GET /metrics`` at a time and read the
 over; one ordinary client scrapes ``/metrics`` one request at a time. Prints that client's p50 and
 p99 and how many pipelined answers were served, on the real server over loopback.
 
-    python bench/pipelining_fairness.py [--seconds 5]
+    python bench/web/pipelining_fairness.py [--seconds 5]
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import sys
 import threading
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared harness
 from harness import keepalive_latencies  # noqa: E402
 
 from exporter.web.payload import Payload  # noqa: E402

@@ -2,7 +2,7 @@
 """Where one NVML poll's time goes on this machine's GPU 0 (issue 28, round two).
 
 ``calls``: every NVML call of ``NvmlBackend.collect``, recorded where the backend makes it
-(bench/nvml_calls.py, the list bench/compare_nvitop.py prints too), with its cadence (every poll,
+(bench/nvml_calls.py, the list bench/gpu/compare_nvitop.py prints too), with its cadence (every poll,
 the slow round, the first poll, opening) and its wall and thread-CPU time (median, microseconds),
 over ``--polls`` polls ``--interval`` seconds apart (``--fake-gpus N``: on the fake pynvml).
 ``samples``: the parts of ``nvmlDeviceGetSamples``: pynvml's call (a count query, then the fill)
@@ -14,10 +14,10 @@ fake GPU (tests/support/fakes/nvml.py, each call sleeping its H100 cost, a fake 
 calls that cannot find a new sample are skipped) and an hour off it (every poll asks, as before):
 nvmlDeviceGetSamples calls and wall ms per poll, for ``--period`` seconds between driver samples.
 
-    python bench/nvml_poll_cost.py calls [--interval 0.1] [--polls 30] [--fake-gpus N]
-    python bench/nvml_poll_cost.py samples [--ticks 30]
-    python bench/nvml_poll_cost.py collect --tree PATH [--interval 0.1] [--polls 100]
-    python bench/nvml_poll_cost.py fake [--interval 0.1] [--polls 100] [--period 0.2]
+    python bench/nvml/nvml_poll_cost.py calls [--interval 0.1] [--polls 30] [--fake-gpus N]
+    python bench/nvml/nvml_poll_cost.py samples [--ticks 30]
+    python bench/nvml/nvml_poll_cost.py collect --tree PATH [--interval 0.1] [--polls 100]
+    python bench/nvml/nvml_poll_cost.py fake [--interval 0.1] [--polls 100] [--period 0.2]
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def timed(call: Callable[[], Any]) -> tuple[float, float, Any]:

@@ -10,7 +10,7 @@ For each GPU count it measures
 - the daemon's own mean poll time (gpueff_collect_duration_seconds sum/count) and its RSS.
 Growth ratios are against 1 GPU; "no worse than linear" means ratio <= GPU count.
 
-Run: .venv/bin/python bench/scaling.py [--gpus 1,8,64] [--scrapes 100] [--polls 200]; prints Markdown tables.
+Run: .venv/bin/python bench/poll/scaling.py [--gpus 1,8,64] [--scrapes 100] [--polls 200]; prints Markdown tables.
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared harness
 from harness import daemon, percentile, replay_daemon_command, trace_files  # noqa: E402
 
 from exporter.backends.replay import ReplayBackend  # noqa: E402

@@ -23,7 +23,7 @@ NVLink multicast stays off (NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST
 NVSHMEM_DISABLE_NVLS=1 are forced for every child). Needs PyTorch with CUDA and >= 2 GPUs for
 ``collectives``; nvitop-exporter on PATH for its half of ``overhead``.
 
-Run: python3 bench/multi_gpu.py --out DIR [--parts collectives,overhead] [--seconds 30]
+Run: python3 bench/multi_gpu/multi_gpu.py --out DIR [--parts collectives,overhead] [--seconds 30]
 """
 
 from __future__ import annotations
@@ -42,13 +42,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared harness
 from harness import (  # bench/ is first on sys.path when a benchmark runs
     free_port,
     live_threads_cpu_ns,
     process_cpu_seconds,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 SAMPLE_LINE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})? (?P<value>\S+)')

@@ -25,8 +25,8 @@ with a line saying so where none is found. ``--fake-gpus N`` runs everything on 
 (tests/support/fakes/nvml.py; the daemons through each tree's tools/fake_nvml_daemon.py) to check the bench
 on a machine without a GPU: no load, no nvitop-exporter. Prints Markdown tables.
 
-    python bench/compare_nvitop.py [--baseline TREE] [--parts floor,overhead] [--rounds 2] [--nvitop-cmd CMD]
-    python bench/compare_nvitop.py --fake-gpus 1 --baseline TREE --seconds 6 --fast-seconds 4 --warmup 7 --scrape-every 2
+    python bench/gpu/compare_nvitop.py [--baseline TREE] [--parts floor,overhead] [--rounds 2] [--nvitop-cmd CMD]
+    python bench/gpu/compare_nvitop.py --fake-gpus 1 --baseline TREE --seconds 6 --fast-seconds 4 --warmup 7 --scrape-every 2
 """
 
 from __future__ import annotations
@@ -51,9 +51,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared harness
 from harness import free_port, memory_kib, process_cpu_seconds, thread_cpu_ns  # noqa: E402 (bench/ is first on sys.path when a benchmark runs)
 
 from exporter.commands.selftest.workloads import SelftestUnavailable  # noqa: E402

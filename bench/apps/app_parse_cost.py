@@ -10,7 +10,7 @@ fetched as the scraper does:
 - ``wanted-4MB``: 10,000 series of the counter with 340-byte label values, just under the 4 MiB of
   wanted lines a scrape may keep: the most parsing one scrape can cost.
 
-    python bench/app_parse_cost.py [--old PATH_TO_OLD_SCRAPE_PY]
+    python bench/apps/app_parse_cost.py [--old PATH_TO_OLD_SCRAPE_PY]
 
 With --old, the same responses are also read by an older exporter/apps/scrape.py (e.g. from
 ``git show <commit>:exporter/apps/scrape.py > /tmp/old_scrape.py``), for a before/after figure.
@@ -31,10 +31,12 @@ import tracemalloc
 from pathlib import Path
 from types import ModuleType
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "support"))
 
 from fakes.apps import send, serving  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared harness
 from harness import keepalive_latencies  # noqa: E402
 
 NAME = "vllm:generation_tokens_total"

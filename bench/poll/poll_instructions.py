@@ -8,7 +8,7 @@ the NVML calls of those polls (each at its recorded fake time) once and twice, a
 is left is the daemon's own Python. With ``--baseline TREE`` the same for that tree (a checkout of
 the project). Prints figures; asserts nothing. Needs valgrind (Debian: apt-get install valgrind).
 
-    python bench/poll_instructions.py [--baseline TREE] [--gpus 1 8] [--interval 0.1] [--polls 150]
+    python bench/poll/poll_instructions.py [--baseline TREE] [--gpus 1 8] [--interval 0.1] [--polls 150]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 REFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 
 

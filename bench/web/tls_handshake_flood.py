@@ -5,7 +5,7 @@ client keeps one TLS connection alive and scrapes ``/metrics`` every 10 ms; anot
 TLS connection per scrape every 100 ms. Printed for an RSA-4096 and an ECDSA P-256 server key:
 handshakes the flood completed per second and both clients' p50/p99, on loopback.
 
-    python bench/tls_handshake_flood.py [--seconds 5]
+    python bench/web/tls_handshake_flood.py [--seconds 5]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from cryptography import x509  # noqa: E402
 from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402

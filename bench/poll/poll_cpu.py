@@ -9,7 +9,7 @@
 
 Prints figures; asserts nothing.
 
-    python bench/poll_cpu.py [--polls 300] [--seconds 20] [--gpus 1 8]
+    python bench/poll/poll_cpu.py [--polls 300] [--seconds 20] [--gpus 1 8]
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared harness
 from harness import ROOT, daemon, trace_files
 
 sys.path.insert(0, str(ROOT / "tests" / "support"))

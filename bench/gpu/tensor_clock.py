@@ -1,8 +1,8 @@
 """What a busy tensor cycle does, and at which SM clock it runs, on a live GPU (issue 43).
 
-    python3 bench/issue43_clock.py --output FILE
-    python3 bench/issue43_clock.py --ncu bf16|tf32       (a few GEMMs for Nsight Compute to profile)
-    python3 bench/issue43_clock.py --ncu-metrics LIST     (the metrics of ours that LIST, ncu --query-metrics, has)
+    python3 bench/gpu/tensor_clock.py --output FILE
+    python3 bench/gpu/tensor_clock.py --ncu bf16|tf32       (a few GEMMs for Nsight Compute to profile)
+    python3 bench/gpu/tensor_clock.py --ncu-metrics LIST     (the metrics of ours that LIST, ncu --query-metrics, has)
 
 On GPU 0, in one process, phase after phase (idle, a bf16 8192^3 GEMM loop with and without the
 probe below, a short burst after idle, timm's ViT-B/16 bf16 training step, a TF32 GEMM loop):

@@ -10,7 +10,7 @@ and the daemon's RSS with the page on and off (issue 29).
 2. The real daemon on --demo (18 GPUs), with the page on and with --no-web.ui, each for --seconds
    with one client polling /api/live every second as an open page does: RSS at the end.
 
-Run: .venv/bin/python bench/live_page_memory.py [--seconds 60]
+Run: .venv/bin/python bench/web/live_page_memory.py [--seconds 60]
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ import statistics
 import sys
 import time
 import tracemalloc
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared harness
 from harness import ROOT, daemon, trace_files
 
 sys.path.insert(0, str(ROOT))

@@ -34,8 +34,8 @@ slowdown
 Writes ``DIR/summary.json`` and everything else (scrapes, traces, logs) under DIR. Needs PyTorch with
 CUDA, ``torchrun``, 4 GPUs for ``4`` and ``2x2``; NVLink multicast stays off for every child.
 
-Run: python3 bench/multi_gpu_jobs.py --out DIR [--parts jobs,cost] [--layouts 4,2x2] [--phase-seconds 16]
-     python3 bench/multi_gpu_jobs.py report DIR/summary.json    # the jobs part as a Markdown table
+Run: python3 bench/multi_gpu/multi_gpu_jobs.py --out DIR [--parts jobs,cost] [--layouts 4,2x2] [--phase-seconds 16]
+     python3 bench/multi_gpu/multi_gpu_jobs.py report DIR/summary.json    # the jobs part as a Markdown table
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared harness
 from harness import free_port  # bench/ is first on sys.path when a benchmark runs
 from multi_gpu import ROOT, BenchError, Process, child_env, daemon, gpu_count, measure, parse, scrape
 
@@ -351,7 +352,7 @@ def poll_walls(tree: Path, count: int) -> list[float]:
 
 def cost_part(out: Path, counts: list[int], seconds: float, baseline: Path | None) -> list[dict[str, Any]]:
     nvitop_ready = subprocess_ok([sys.executable, "-c", "import nvitop_exporter"])
-    loads = [Process([sys.executable, str(ROOT / "bench" / "multi_gpu.py"), "matmul", str(gpu)], out / f"matmul{gpu}.log") for gpu in range(max(counts))]
+    loads = [Process([sys.executable, str(ROOT / "bench" / "multi_gpu" / "multi_gpu.py"), "matmul", str(gpu)], out / f"matmul{gpu}.log") for gpu in range(max(counts))]
     rows: list[dict[str, Any]] = []
     try:
         time.sleep(8)

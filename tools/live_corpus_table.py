@@ -1,7 +1,7 @@
-"""The live table of bench/issue34_live.sh: one row per job from the LIVE summary lines of its
+"""The live table of tools/live_corpus.sh: one row per job from the LIVE summary lines of its
 corpus logs (the daemon's poller beside the job), as Markdown.
 
-    python3 bench/issue34_table.py OUTDIR > OUTDIR/live.md
+    python3 tools/live_corpus_table.py OUTDIR > OUTDIR/live.md
 
 Columns: the classes the daemon reported (polls each), the means over the polls after the first of
 utilization, SM activity, occupancy, tensor and DRAM activity, the mismatch rules that fired (polls),

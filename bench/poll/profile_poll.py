@@ -3,7 +3,7 @@
 (the Xid event thread and the baseline), then N polls at the collect interval under cProfile,
 split into NVML calls and the daemon's own Python, and the RSS after each import stage.
 
-Run: python bench/profile_poll.py [--polls 30] [--interval 1]
+Run: python bench/poll/profile_poll.py [--polls 30] [--interval 1]
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 

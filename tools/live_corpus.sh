@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Issue 34 live: each job runs ~20 s while `exporter record` writes its trace (every GPM reading,
-# 500 ms) and the daemon's own poller (bench/live_verdicts.py, 1 s) writes its class, utilization,
+# The corpus live: each job runs ~20 s while `exporter record` writes its trace (every GPM reading,
+# 500 ms) and the daemon's own poller (bench/gpu/live_verdicts.py, 1 s) writes its class, utilization,
 # estimates and mismatch at every poll; the job counts its own FLOP/s, bytes/s and steps/s. Then the
 # selftest. Run on a GPU machine with PyTorch (and torchvision, transformers) in the repository root:
 #
-#     bash bench/issue34_live.sh OUTDIR part1|part2|jobs [WHEELS]
+#     bash tools/live_corpus.sh OUTDIR part1|part2|jobs [WHEELS]
 #
 # part1: the starved ResNet-18, the gather, ResNet-50 bf16 and FP32, INT8 and FP8 GEMMs, the bf16
 # GEMM, the skinny GEMM, the CUDA-graph LSTM; part2: Llama decode (eager generate, batch 1) and

@@ -16,7 +16,7 @@ Targets are printed beside the figures, never asserted.
 With ``--baseline TREE`` (another checkout, e.g. ``git worktree add /tmp/old <commit>``) the daemon
 of that tree is measured the same way first, on the same machine in the same run: the gain of a change.
 
-    python bench/prometheus_spacing.py [--gpus 1 8 64 256] [--scrapes 40] [--seconds 8] [--baseline TREE]
+    python bench/web/prometheus_spacing.py [--gpus 1 8 64 256] [--scrapes 40] [--seconds 8] [--baseline TREE]
 """
 
 from __future__ import annotations
@@ -33,9 +33,10 @@ import time
 import zlib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared harness
 from harness import daemon, live_threads_cpu_ns, percentile, polls_served, replay_daemon_command, trace_files  # noqa: E402
 
 from exporter.backends.replay import ReplayBackend  # noqa: E402

@@ -12,7 +12,7 @@ the same bytes, and the daemon's idle wake-ups and memory at rest.
 - At rest: the demo daemon (``--demo``) with nobody scraping; VmRSS, and context switches a second
   summed over all its threads (``/proc/PID/task/*/status``) over ``--rest-seconds``.
 
-    python bench/http_overhead.py [--gpus 1 8] [--rounds 10] [--rest-seconds 30] [--hammer-seconds 10]
+    python bench/web/http_overhead.py [--gpus 1 8] [--rounds 10] [--rest-seconds 30] [--hammer-seconds 10]
 
 Prints figures; asserts nothing.
 """
@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared harness
 from harness import ROOT, Daemon, daemon, free_port, percentile, replay_daemon_command
 
 BARE_SERVER = r"""

@@ -6,7 +6,7 @@ several polls. The first scrape after each poll renders the text (later ones are
 those are reported apart as "after a poll", the case Prometheus meets when it scrapes every 15s. GET /-/healthy (a few bytes) gives the floor: the
 HTTP round trip with this Python client. Then the daemon's resident memory (VmRSS) after that warm-up. Prints figures; asserts nothing.
 
-    python bench/scrape_latency.py [--seconds 5] [--gpus 1 8]
+    python bench/web/scrape_latency.py [--seconds 5] [--gpus 1 8]
 """
 
 from __future__ import annotations
@@ -14,9 +14,12 @@ from __future__ import annotations
 import argparse
 import http.client
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared harness
 from harness import daemon, percentile, polls_served, replay_daemon_command
 
 

@@ -7,7 +7,7 @@ median and maximum of --repeat calls in ms, with what they return; beside them t
 alternative the docs set aside, nvmlDeviceGetNvLinkErrorCounter for every active link and each of
 its counters (CRC flit, CRC data, replay, recovery, ECC data), timed once, with its counts.
 
-Run: python bench/nvlink_errors_cost.py [--repeat 20] [--json out.json]
+Run: python bench/nvml/nvlink_errors_cost.py [--repeat 20] [--json out.json]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import pynvml  # noqa: E402
 

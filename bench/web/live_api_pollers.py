@@ -10,7 +10,7 @@ different answer) or ``/metrics``, while this process sends ``GET /metrics`` eve
 each answer's latency. Printed: the prober's p50 and p99 and the requests the pollers made. With
 ``--tree`` the same runs against another checkout (e.g. one before the change) in the same run.
 
-Run: .venv/bin/python bench/live_api_pollers.py [--clients 32] [--gpus 64] [--fill 120] [--seconds 20] [--tree PATH]
+Run: .venv/bin/python bench/web/live_api_pollers.py [--clients 32] [--gpus 64] [--fill 120] [--seconds 20] [--tree PATH]
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import threading
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared harness
 from harness import ROOT, daemon, percentile
 
 

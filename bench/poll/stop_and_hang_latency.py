@@ -6,7 +6,7 @@ Run it on a quiet machine.
 The hung call comes from tests/system/test_faults.py run as a script (the real daemon over the fake NVML,
 ``FAULT_SCRIPT``): nvmlDeviceGetPowerUsage never returns once a trigger file appears.
 
-    python bench/stop_and_hang_latency.py [--rounds 5] [--scrapes 30]
+    python bench/poll/stop_and_hang_latency.py [--rounds 5] [--scrapes 30]
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared harness
 from harness import ROOT, Daemon, free_port, percentile, trace_files
 
 

@@ -22,8 +22,8 @@ name never joins A's app: with B alone the app has no GPU).
 Writes DIR/summary.json, DIR/scrapes.jsonl (one line a second), the daemon's and the workloads'
 logs. Needs root (to start processes as other users), PyTorch with CUDA, one GPU.
 
-Run: python3 bench/two_owners.py --out DIR [--seconds 40] [--b-after 12] [--uids 2001,2002]
-     python3 bench/two_owners.py report DIR/summary.json    # the phases as a Markdown table
+Run: python3 bench/gpu/two_owners.py --out DIR [--seconds 40] [--b-after 12] [--uids 2001,2002]
+     python3 bench/gpu/two_owners.py report DIR/summary.json    # the phases as a Markdown table
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the tree under test, for its /proc readers
 
 from exporter.attribution.holders import HolderResolver  # noqa: E402

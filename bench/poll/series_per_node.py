@@ -12,7 +12,7 @@ series each collector (exporter/collectors.py) adds, which is what ``--no-collec
 
 The figures size the ServiceMonitor's ``sampleLimit`` and the chart's memory request and limit.
 
-Run: .venv/bin/python bench/series_per_node.py [--seconds 60]
+Run: .venv/bin/python bench/poll/series_per_node.py [--seconds 60]
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared harness
 from harness import ROOT, daemon
 
 sys.path.insert(0, str(ROOT / "tests" / "support"))

@@ -8,7 +8,7 @@ nvml/health.py HEALTH_CALLS and the figures in docs/health.md come from this scr
 With --load-seconds N a PyTorch matrix-product loop runs on GPU 0 for N seconds while the backend
 polls once a second, so the P-state and the violation counters are seen moving.
 
-Run: python bench/nvml_health_cost.py [--repeat 200] [--load-seconds 0] [--json out.json]
+Run: python bench/nvml/nvml_health_cost.py [--repeat 200] [--load-seconds 0] [--json out.json]
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, NamedTuple
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import pynvml  # noqa: E402
 

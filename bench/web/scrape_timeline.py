@@ -15,7 +15,7 @@ and said whether a poll (collect, derive, render, gzip) ran during it. Medians a
 the median of the scrapes a poll overlapped beside that of the others (on a busy machine the
 share that overlaps varies from run to run: compare like with like).
 
-    python bench/scrape_timeline.py [--gpus 1 256] [--scrapes 40] [--baseline TREE]
+    python bench/web/scrape_timeline.py [--gpus 1 256] [--scrapes 40] [--baseline TREE]
 """
 
 from __future__ import annotations
@@ -32,9 +32,10 @@ import time
 import zlib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared harness
 from harness import daemon, percentile, polls_served, trace_files  # noqa: E402
 
 # Runs in the daemon's process: wraps the loop, poller and payloads, then starts the daemon as usual.

@@ -1,6 +1,6 @@
 """Run the daemon's poller on a live GPU for a while and write what it derived at every poll.
 
-    python3 bench/live_verdicts.py --output FILE [--duration 20] [--interval 1] [--gpu 0]
+    python3 bench/gpu/live_verdicts.py --output FILE [--duration 20] [--interval 1] [--gpu 0]
 
 The poller, backend and derivations are the daemon's own (NVML with GPM, default config but the
 interval); each line of FILE is one poll of GPU ``--gpu`` as JSON: the reported class and the
@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from exporter.backends.nvml.backend import NvmlBackend  # noqa: E402
 from exporter.poller import Poller  # noqa: E402
