@@ -356,7 +356,6 @@ def test_auto_generated_tls_mounts_a_certificate_for_the_service_and_the_monitor
     holding only ca.crt connects to it under the Service's name."""
     import base64
     import ssl
-    import urllib.request
 
     objects = render(AUTO_TLS)
     validate_all(obj for key, obj in objects.items() if key != "NOTES")
