@@ -98,6 +98,13 @@ def test_every_relative_link_in_the_readme_and_docs_leads_to_a_file_and_heading_
     assert len(LINKED_PAGES) >= 60 and not broken, broken
 
 
+def test_device_results_live_under_evidence_not_docs():
+    """docs/ holds the pages and their pictures; what a device run produced goes to
+    evidence/<date>-<machine>/<topic>/ (evidence/README.md)."""
+    strays = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "docs").rglob("*") if path.is_file() and not (path.suffix == ".md" and path.parent == ROOT / "docs") and path.parent != ROOT / "docs" / "images")
+    assert not strays, f"move these to evidence/<date>-<machine>/<topic>/: {strays}"
+
+
 def test_every_repository_path_a_page_names_exists():
     made_here = {line.lstrip("/") for line in (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()}  # what a user makes (deploy/compose/.env)
     missing = []

@@ -165,7 +165,7 @@ def test_one_tenants_churn_of_names_leaves_a_later_tenant_its_own_holder(tmp_pat
 
 
 def test_a_tenants_last_kernels_are_not_the_next_tenants(tmp_path: Path, trace_paths) -> None:
-    """Live on an H200 (docs/real-gpu/2026-12-01-h200/issue45-owners): A's matmuls ended just after
+    """Live on an H200 (evidence/2026-12-01-h200/owners): A's matmuls ended just after
     a poll, with no per-process sample left, and B's idle process, alone on the GPU at the next
     poll, took that window's busy time. A window that a holder left is no one else's."""
     process(tmp_path, 101, "python3", uid=A)
