@@ -159,6 +159,21 @@ def test_names_paths_and_selectors_of_the_right_form_are_taken() -> None:
     assert any('up{job=~"gpu|gpu-eff", cluster!="lab\\"1\\""}' in rule["expr"] for rule in rules)
 
 
+def test_notes_say_what_the_exporters_uid_can_do_to_the_node_with_hostpid() -> None:
+    # Before, nothing said it, and docs/security.md said uid 0 without capabilities could open
+    # root-owned files "and nothing more": in the node's PID namespace it can also signal every
+    # uid-0 process (tests/unit/attribution/test_privileges.py shows both).
+    root = render({"hostPID": True})
+    assert pod_spec(root)["securityContext"]["runAsUser"] == 0
+    assert "can still stop or kill\nevery uid-0 process of the node" in root["NOTES"] and "podResources.enabled=false runs the exporter as uid 65532" in root["NOTES"]
+    unprivileged = render({"hostPID": True, "podResources": {"enabled": False}})
+    assert pod_spec(unprivileged)["securityContext"]["runAsUser"] == 65532 and pod_spec(unprivileged)["hostPID"] is True
+    assert "as uid 65532, can signal and read the processes of uid 65532" in unprivileged["NOTES"] and "uid 0" not in unprivileged["NOTES"]
+    chosen = render({"hostPID": True, "podResources": {"enabled": False}, "podSecurityContext": {"runAsUser": 40123}})
+    assert "as uid 40123, can signal" in chosen["NOTES"]
+    assert "hostPID is on" not in render()["NOTES"]
+
+
 def test_servicemonitor_prometheusrule_and_dashboards() -> None:
     objects = render({**ALL_ON, "serviceMonitor": {"enabled": True, "additionalLabels": {"release": "kube-prometheus-stack"}}})
     monitor = objects["ServiceMonitor/gpueff-gpu-efficiency-exporter"]
