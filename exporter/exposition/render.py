@@ -37,6 +37,7 @@ from exporter.pipeline.derive import BOTTLENECK_CLASSES, MISMATCH_RULES
 from exporter.pipeline.peers import JobState
 from exporter.pipeline.split import HolderTotals
 from exporter.pipeline.states import HELD_STATES, STATE_INDEX, STATES
+from exporter.pipeline.totals import PIPE_SECONDS
 from exporter.selfstats import ProcessStats
 from exporter.snapshot import GpuState, Snapshot
 from exporter.taxonomy import CLASSES, COUNTER_CHECKS
@@ -160,6 +161,12 @@ def _states(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]:
     return list(zip(((name,) for name in STATES), state.totals.state_seconds, strict=True))
 
 
+def _pipe_seconds(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]:
+    """Each pipe's active seconds, for the pipes this GPU's profiling reads (never a fake 0 for one it does not)."""
+    profiling = state.sample.profiling
+    return [((label,), total) for (label, field), total in zip(PIPE_SECONDS, state.totals.pipe_active_seconds, strict=True) if getattr(profiling, field) is not None]
+
+
 def _state_joules(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]:
     return list(zip(((name,) for name in STATES), state.totals.state_joules, strict=True)) if state.sample.energy_joules is not None else ()
 
@@ -193,6 +200,8 @@ _SPECIAL: dict[str, Single | Labelled] = {
     "gpueff_readings_implausible": _implausible,
     "gpueff_gpu_busy_seconds_total": _when(_has_busy, _path("totals.busy_seconds")),
     "gpueff_sm_active_seconds_total": _when(_has_sm_active, _path("totals.sm_active_seconds")),
+    "gpueff_pipe_active_seconds_total": _pipe_seconds,
+    "gpueff_dram_active_seconds_total": _when(lambda state: state.sample.profiling.dram_active is not None, _path("totals.dram_active_seconds")),
     "gpueff_busy_idle_sm_seconds_total": _when(lambda state: _has_sm_active(state) and _has_busy(state), _path("totals.busy_idle_sm_seconds")),
     "gpueff_peer_wait_seconds_total": _when(lambda state: state.totals.peer_wait_seconds > 0, _path("totals.peer_wait_seconds")),
     "gpueff_gpu_state_seconds_total": _states,

@@ -1,5 +1,7 @@
-"""The time totals behind the busy, busy-but-idle and state counters: each GPU's ratios integrated
-over the time between its consecutive up samples, and each such window's time in its state
+"""The time totals behind the busy, busy-but-idle, activity and state counters: each GPU's ratios
+integrated over the time between its consecutive up samples (with GPM, exactly the window its
+profiling ratios are the means of: each window's ratio times its length, every window once, so
+``rate()`` of an activity counter over any range is that range's mean activity), and each such window's time in its state
 (pipeline/states.py). ``integrate`` returns the new totals and what they grew by (the fair split
 divides that among the GPU's holders)."""
 
@@ -15,12 +17,20 @@ if TYPE_CHECKING:
     from exporter.pipeline.derive import Derived
 
 
+# The pipes integrated into gpueff_pipe_active_seconds_total{pipe}: (label, Profiling field), in this order.
+PIPE_SECONDS = (("tensor", "tensor_active"), ("tensor_hmma", "tensor_hmma_active"), ("tensor_imma", "tensor_imma_active"), ("tensor_dfma", "tensor_dfma_active"),
+                ("fp64", "fp64_active"), ("fp32", "fp32_active"), ("fp16", "fp16_active"), ("integer", "integer_active"))
+NO_PIPE_SECONDS = (0.0,) * len(PIPE_SECONDS)
+
+
 @dataclass(frozen=True, slots=True)
 class Totals:
     """Time integrals of one GPU since the daemon started (Prometheus counters)."""
 
     busy_seconds: float = 0.0  # integral of coarse utilization
     sm_active_seconds: float = 0.0  # integral of SM activity
+    pipe_active_seconds: tuple[float, ...] = NO_PIPE_SECONDS  # integral of each pipe's activity, in PIPE_SECONDS order
+    dram_active_seconds: float = 0.0  # integral of DRAM activity
     busy_idle_sm_seconds: float = 0.0  # integral of max(0, utilization - SM activity), not while the counters are implausible
     busy_idle_sm_cost: float = 0.0  # the same in money, at the price in force at the time
     last_timestamp: float | None = None
@@ -64,12 +74,17 @@ def integrate(totals: Totals, sample: GpuSample, derived: Derived | None, max_ga
         wasted = max(0.0, derived.busy - sm_active) * elapsed
         if price_per_gpu_hour is not None:
             cost = wasted * price_per_gpu_hour / 3600
+    profiling = sample.profiling
+    pipes = tuple(total + (value * elapsed if (value := getattr(profiling, field)) is not None else 0.0) for total, (_, field) in zip(totals.pipe_active_seconds, PIPE_SECONDS, strict=True))
+    dram = profiling.dram_active * elapsed if profiling.dram_active is not None else 0.0
     state = window_state(sample, derived)
     window_cost = elapsed * price_per_gpu_hour / 3600 if price_per_gpu_hour is not None else 0.0
     grown = replace(
         totals,
         busy_seconds=totals.busy_seconds + busy,
         sm_active_seconds=totals.sm_active_seconds + active,
+        pipe_active_seconds=pipes,
+        dram_active_seconds=totals.dram_active_seconds + dram,
         busy_idle_sm_seconds=totals.busy_idle_sm_seconds + wasted,
         busy_idle_sm_cost=totals.busy_idle_sm_cost + cost,
         last_timestamp=sample.timestamp,

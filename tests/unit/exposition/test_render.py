@@ -257,7 +257,8 @@ def test_a_gpu_without_profiling_gets_coarse_series_only():
     names = {s.name for s in series(text)}
     assert {"gpueff_gpu_utilization_ratio", "gpueff_power_watts", "gpueff_power_limit_watts", "gpueff_temperature_celsius", "gpueff_gpu_busy_seconds_total"} <= names
     for absent in ("gpueff_sm_active_ratio", "gpueff_efficiency_ratio", "gpueff_mismatch", "gpueff_pipe_busy_flops_per_second",
-                   "gpueff_busy_idle_sm_seconds_total", "gpueff_sm_active_seconds_total", "gpueff_energy_joules_total", "gpueff_memory_used_bytes"):
+                   "gpueff_busy_idle_sm_seconds_total", "gpueff_sm_active_seconds_total", "gpueff_pipe_active_seconds_total", "gpueff_dram_active_seconds_total",
+                   "gpueff_energy_joules_total", "gpueff_memory_used_bytes"):
         assert absent not in names, absent
     assert 'class="unknown"} 1' in text
 

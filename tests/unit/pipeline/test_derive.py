@@ -384,6 +384,24 @@ def test_integrate_returns_the_new_totals_and_what_they_grew_by():
     assert (after.busy_seconds, after.sm_active_seconds, after.busy_idle_sm_seconds, after.last_timestamp) == (2.0, 0.5, 1.5, 2.0)
 
 
+def test_each_pipe_and_dram_active_seconds_are_each_windows_activity_times_its_length(trace_paths):
+    """The activity counters add each window's mean times its length: over the recorded duty-cycled
+    matmul (windows swinging between busy and idle) their rise is the windows' exact integral, so
+    rate() over any range reads the range's mean activity whatever the scrape interval."""
+    from exporter.pipeline.totals import PIPE_SECONDS
+
+    samples = steady_samples(trace_paths["matmul_8192_duty50"])
+    totals = integrate_all(samples)
+    pairs = list(zip(samples, samples[1:]))
+    for (label, field), total in zip(PIPE_SECONDS, totals.pipe_active_seconds, strict=True):
+        expected = sum((getattr(s.profiling, field) or 0.0) * (s.timestamp - p.timestamp) for p, s in pairs)
+        assert total == pytest.approx(expected), label
+    hmma = dict(zip((label for label, _ in PIPE_SECONDS), totals.pipe_active_seconds, strict=True))["tensor_hmma"]
+    span = samples[-1].timestamp - samples[0].timestamp
+    assert 0.3 < hmma / span < 0.6  # the 50 % duty cycle's mean HMMA activity (0.45 recorded)
+    assert totals.dram_active_seconds == pytest.approx(sum(s.profiling.dram_active * (s.timestamp - p.timestamp) for p, s in pairs))
+
+
 def test_no_busy_idle_without_sm_activity():
     samples = [synthetic(1.0).replace(timestamp=t) for t in (0.0, 1.0, 2.0)]
     totals = integrate_all(samples)
