@@ -71,6 +71,10 @@ SERVING: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
 }
 
 
+# The pipes of gpueff_pipe_active_seconds_total a panel reads (a range's mean activity is the rate of its counter).
+TENSOR_PIPE, TENSOR_SUB_PIPES, OTHER_PIPES = 'pipe="tensor"', 'pipe=~"tensor_hmma|tensor_imma|tensor_dfma"', 'pipe=~"fp64|fp32|fp16|integer"'
+
+
 def sel(*extra: str) -> str:
     return "{" + ", ".join((*extra, SEL)) + "}"
 
@@ -397,8 +401,8 @@ def fleet() -> dict[str, Any]:
         stat("Power now", "Power drawn by the selected GPUs now, in watts (blue: a figure to read, neither good nor bad; Power per node below sets it against the limits).",
              [target(f"sum(gpueff_power_watts{s})", "power", instant=True)], "watt", decimals=0, thresholds_=NEUTRAL),
         row("Over time (scales to thousands of GPUs: distributions and the worst GPUs, not a line per GPU)"),
-        timeseries("Coarse utilization vs SM activity", "Fleet average of utilization (share of time any kernel ran: nvidia-smi's quantity, averaged over each poll window) against SM activity (share of SMs with work). The gap between the two lines is GPU time that looks busy but is not: one thread on one SM reads 100 % utilization and 0.8 % SM activity.",
-                   [target(f"avg(gpueff_gpu_utilization_ratio{s})", "utilization"), target(f"avg(gpueff_sm_active_ratio{s})", "SM activity")], "percentunit", min_=0, max_=1),
+        timeseries("Coarse utilization vs SM activity", "Fleet average of utilization (share of time any kernel ran: nvidia-smi's quantity) against SM activity (share of SMs with work), each over the whole step: the rate of its seconds counter (gpueff_gpu_busy_seconds_total, gpueff_sm_active_seconds_total), exact at any range and scrape interval, where a gauge would show one poll window per step. The gap between the two lines is GPU time that looks busy but is not: one thread on one SM reads 100 % utilization and 0.8 % SM activity.",
+                   [target(f"avg(rate(gpueff_gpu_busy_seconds_total{s}[$__rate_interval]))", "utilization"), target(f"avg(rate(gpueff_sm_active_seconds_total{s}[$__rate_interval]))", "SM activity")], "percentunit", min_=0, max_=1),
         heatmap("Efficiency across GPUs", "How many GPUs sit at each efficiency (SM activity / utilization, gpueff_efficiency_ratio) over time: a band near the top is a fleet doing real work; a band near the bottom is busy-looking GPUs doing little. Readable at 1,000 GPUs, unlike one line per GPU.",
                 [target(f"gpueff_efficiency_ratio{s}", GPU_LEGEND)], "percentunit"),
         timeseries("Efficiency: fleet spread and the 5 worst GPUs", "The 10th, 50th and 90th percentile of per-GPU efficiency across the selected GPUs, and the five least efficient busy GPUs at each moment (bottomk). Click a GPU's line for its detail dashboard.",
@@ -521,21 +525,19 @@ def gpu_detail() -> dict[str, Any]:
     s = sel()
     panels = [
         row("Activity"),
-        timeseries("Utilization vs SM activity", "Per GPU: utilization (dashed; share of time any kernel ran, averaged over each poll window) against SM activity (share of SMs with work, over the same window). A dashed line at 100 % over a solid line near 0 is a GPU that looks busy and does almost nothing.",
-                   [target(f"gpueff_gpu_utilization_ratio{s}", GPU_LEGEND + " utilization"), target(f"gpueff_sm_active_ratio{s}", GPU_LEGEND + " SM activity")], "percentunit", min_=0, max_=1, overrides=[dashed(".* utilization")]),
+        timeseries("Utilization vs SM activity", "Per GPU: utilization (dashed; share of time any kernel ran) against SM activity (share of SMs with work), each the mean over the whole step from its seconds counter (the rate of gpueff_gpu_busy_seconds_total, gpueff_sm_active_seconds_total: exact at any range). A dashed line at 100 % over a solid line near 0 is a GPU that looks busy and does almost nothing.",
+                   [target(f"rate(gpueff_gpu_busy_seconds_total{s}[$__rate_interval])", GPU_LEGEND + " utilization"), target(f"rate(gpueff_sm_active_seconds_total{s}[$__rate_interval])", GPU_LEGEND + " SM activity")], "percentunit", min_=0, max_=1, overrides=[dashed(".* utilization")]),
         timeseries("Utilization: window mean vs nvidia-smi's instant figure", "Two readings of the same quantity (share of time a kernel ran). Window mean (solid, gpueff_gpu_utilization_ratio): the engine's activity over the whole poll window (GPM GRAPHICS_UTIL or DCGM GR_ENGINE_ACTIVE), the figure every derived metric, class and alert uses. Instant (dashed, gpueff_gpu_utilization_instant_ratio): what nvidia-smi shows, the driver's latest ~200 ms sample at each poll. They agree on steady work; under bursty or duty-cycled work the instant figure swings or aliases (0 / 0.99 on a 1 s duty cycle) while the window mean holds. Without profiling both are NVML's figure.",
                    [target(f"gpueff_gpu_utilization_ratio{s}", GPU_LEGEND + " window mean"), target(f"gpueff_gpu_utilization_instant_ratio{s}", GPU_LEGEND + " instant (nvidia-smi)")],
                    "percentunit", min_=0, max_=1, overrides=[dashed(".* instant \\(nvidia-smi\\)")]),
         timeseries("SM occupancy", "Resident warps over the theoretical maximum, per GPU. Low occupancy with high SM activity means every SM has a little work: latency-bound kernels (one warp per SM fools SM activity, not occupancy).",
                    [target(f"gpueff_sm_occupancy_ratio{s}", GPU_LEGEND)], "percentunit", min_=0, max_=1),
-        timeseries("Tensor and DRAM activity", "Share of cycles the tensor pipes were active, and DRAM bandwidth used over its peak. Tensor high: compute bound (good for matmuls). DRAM near 0.8: memory-bandwidth bound (0.8 is the practical peak).",
-                   [target(f"gpueff_tensor_active_ratio{s}", GPU_LEGEND + " tensor"), target(f"gpueff_dram_active_ratio{s}", GPU_LEGEND + " DRAM")], "percentunit", min_=0, max_=1),
-        timeseries("Tensor pipes by precision", "The tensor-pipe activity split by instruction: HMMA (FP16/BF16/TF32/FP8 matrix math), IMMA (integer matrix math) and DFMA (FP64 tensor). Work expected in BF16 that shows in DFMA or not at all is a precision or kernel-choice problem.",
-                   [target(f"gpueff_tensor_hmma_active_ratio{s}", GPU_LEGEND + " HMMA"), target(f"gpueff_tensor_imma_active_ratio{s}", GPU_LEGEND + " IMMA"),
-                    target(f"gpueff_tensor_dfma_active_ratio{s}", GPU_LEGEND + " DFMA")], "percentunit", min_=0, max_=1),
-        timeseries("Other pipes", "Activity of the non-tensor FP64, FP32, FP16 and integer pipes. Work that should run on tensor cores but shows here instead (FP32 high, tensor low) is a precision or kernel-choice problem.",
-                   [target(f"gpueff_fp64_active_ratio{s}", GPU_LEGEND + " FP64"), target(f"gpueff_fp32_active_ratio{s}", GPU_LEGEND + " FP32"),
-                    target(f"gpueff_fp16_active_ratio{s}", GPU_LEGEND + " FP16"), target(f"gpueff_integer_active_ratio{s}", GPU_LEGEND + " integer")], "percentunit", min_=0, max_=1),
+        timeseries("Tensor and DRAM activity", "Share of cycles the tensor pipes were active, and DRAM bandwidth used over its peak, each the mean over the whole step (the rate of gpueff_pipe_active_seconds_total{pipe=\"tensor\"} and gpueff_dram_active_seconds_total: exact at any range). Tensor high: compute bound (good for matmuls). DRAM near 0.8: memory-bandwidth bound (0.8 is the practical peak).",
+                   [target(f"rate(gpueff_pipe_active_seconds_total{sel(TENSOR_PIPE)}[$__rate_interval])", GPU_LEGEND + " tensor"), target(f"rate(gpueff_dram_active_seconds_total{s}[$__rate_interval])", GPU_LEGEND + " DRAM")], "percentunit", min_=0, max_=1),
+        timeseries("Tensor pipes by precision", "The tensor-pipe activity split by instruction: HMMA (FP16/BF16/TF32/FP8 matrix math), IMMA (integer matrix math) and DFMA (FP64 tensor), each the mean over the whole step (the rate of gpueff_pipe_active_seconds_total). Work expected in BF16 that shows in DFMA or not at all is a precision or kernel-choice problem.",
+                   [target(f"rate(gpueff_pipe_active_seconds_total{sel(TENSOR_SUB_PIPES)}[$__rate_interval])", GPU_LEGEND + " {{pipe}}")], "percentunit", min_=0, max_=1),
+        timeseries("Other pipes", "Activity of the non-tensor FP64, FP32, FP16 and integer pipes, each the mean over the whole step (the rate of gpueff_pipe_active_seconds_total). Work that should run on tensor cores but shows here instead (FP32 high, tensor low) is a precision or kernel-choice problem.",
+                   [target(f"rate(gpueff_pipe_active_seconds_total{sel(OTHER_PIPES)}[$__rate_interval])", GPU_LEGEND + " {{pipe}}")], "percentunit", min_=0, max_=1),
         state_timeline("Bottleneck class", "The bottleneck class of each GPU over time (the one gpueff_bottleneck class at 1). idle (no kernel ran), host (gaps between kernels), compute, memory (at the DRAM roof), memory_latency (waiting on memory below the DRAM roof), communication, underfilled (few SMs busy), latency (too few warps), mixed, unknown (no profiling).",
                        [target(bottleneck_index(SEL), GPU_LEGEND)], mappings=index_mappings(BOTTLENECK_CLASSES), w=24),
         table("Bottleneck now: what to try", "Each selected GPU's bottleneck class now (gpueff_bottleneck == 1), what it means and the one thing to try first, from the exporter's gpueff_bottleneck_class_info (the same text the waste alerts carry in their what_to_try annotation). unknown: no profiling, or the counters read something impossible (Counter health below).",
@@ -660,8 +662,8 @@ def app_throughput() -> dict[str, Any]:
     panels = [
         row("Throughput against the GPU"),
         timeseries("Throughput vs SM activity", "The application's throughput (left axis, from the Throughput counter variable) on the same time axis as the selected GPUs' average SM activity, SM occupancy and utilization (right axis). Utilization near 100 % with SM activity low and throughput flat under rising load is a batching or launch problem, not a full GPU.",
-                   [target(tput, "throughput"), target(f"avg(gpueff_sm_active_ratio{s})", "SM activity"), target(f"avg(gpueff_sm_occupancy_ratio{s})", "SM occupancy"),
-                    target(f"avg(gpueff_gpu_utilization_ratio{s})", "utilization")],
+                   [target(tput, "throughput"), target(f"avg(rate(gpueff_sm_active_seconds_total{s}[$__rate_interval]))", "SM activity"), target(f"avg(gpueff_sm_occupancy_ratio{s})", "SM occupancy"),
+                    target(f"avg(rate(gpueff_gpu_busy_seconds_total{s}[$__rate_interval]))", "utilization")],
                    "short", min_=0, overrides=right_axis("SM activity", "SM occupancy", "utilization", unit="percentunit"), w=24),
         timeseries("Request arrivals vs completions vs throughput", "Requests arriving (the recording rule namespace:app_requests_arrived:rate5m = completions + growth of the requests waiting and running) and completing per second (left), throughput (right). Arrivals that keep rising while completions and throughput stay flat mean the server is saturated: look at SM and DRAM activity to see why.",
                    [target('sum(namespace:app_requests_arrived:rate5m{cluster=~"$cluster", namespace=~"$namespace"})', "arrivals/s"), target(reqs, "completions/s"), target(tput, "throughput")], "reqps", min_=0,
@@ -690,8 +692,9 @@ def app_throughput() -> dict[str, Any]:
         timeseries("KV-cache use", "Share of the KV cache in use, per server (vllm:kv_cache_usage_perc, or vllm:gpu_cache_usage_perc before vLLM V1 renamed it; sglang:token_usage). Near 1 with a queue: the cache, not the GPU's compute, limits the batch.",
                    [target(per_server("kv_cache", averaged), "{{server}} KV cache")], "percentunit", min_=0, max_=1, w=6),
         row("Why throughput is flat"),
-        timeseries("SM, tensor and DRAM activity", "Average SM, tensor-pipe and DRAM activity of the selected GPUs. Throughput flat with DRAM near 0.8: memory-bandwidth ceiling (quantise, fuse attention, add replicas). Flat with SM and DRAM both low: batching limit (raise the batch size / max concurrent sequences).",
-                   [target(f"avg(gpueff_sm_active_ratio{s})", "SM activity"), target(f"avg(gpueff_tensor_active_ratio{s})", "tensor"), target(f"avg(gpueff_dram_active_ratio{s})", "DRAM")],
+        timeseries("SM, tensor and DRAM activity", "Average SM, tensor-pipe and DRAM activity of the selected GPUs, each the mean over the whole step (the rates of their seconds counters: exact at any range). Throughput flat with DRAM near 0.8: memory-bandwidth ceiling (quantise, fuse attention, add replicas). Flat with SM and DRAM both low: batching limit (raise the batch size / max concurrent sequences).",
+                   [target(f"avg(rate(gpueff_sm_active_seconds_total{s}[$__rate_interval]))", "SM activity"), target(f"avg(rate(gpueff_pipe_active_seconds_total{sel(TENSOR_PIPE)}[$__rate_interval]))", "tensor"),
+                    target(f"avg(rate(gpueff_dram_active_seconds_total{s}[$__rate_interval]))", "DRAM")],
                    "percentunit", min_=0, max_=1, w=24),
     ]
     variables = gpu_variables() + [app_var, throughput_var, requests_var]

@@ -122,11 +122,25 @@ def test_detail_dashboard_health_and_only_active_throttle_reasons():
     assert panels["Throttle reasons"]["targets"][0]["expr"].endswith("> 0")
     temperature = panels["Temperature"]["fieldConfig"]["defaults"]
     assert temperature["custom"]["thresholdsStyle"]["mode"] != "off" and [s["value"] for s in temperature["thresholds"]["steps"]] == [None, 80, 85]
-    assert {"gpueff_tensor_hmma_active_ratio", "gpueff_tensor_imma_active_ratio", "gpueff_tensor_dfma_active_ratio"} <= {m for t in panels["Tensor pipes by precision"]["targets"] for m in re.findall(r"gpueff_\w+", t["expr"])}
+    (precision,) = panels["Tensor pipes by precision"]["targets"]
+    assert "rate(gpueff_pipe_active_seconds_total{" in precision["expr"] and 'pipe=~"tensor_hmma|tensor_imma|tensor_dfma"' in precision["expr"]
     for title in ("Xid errors", "ECC errors and remapped rows", "Profiling, row remaps and GPU state", "Energy in the time range", "Exporter health"):
         assert title in panels, title
     assert "gpueff_readings_implausible" in panels["Counter health"]["targets"][0]["expr"]
     assert "gpueff_kubernetes_attribution_up" in panels["Kubernetes attribution"]["targets"][0]["expr"]
+
+
+def test_activity_over_time_is_the_rate_of_its_seconds_counter() -> None:
+    """A gauge sampled once per step shows one poll window per step; the rate of the activity's
+    seconds counter is the step's mean, exact at any range (issue 43). Every activity time series
+    reads the counters; the window-against-instant panel keeps the two gauges it compares."""
+    gauges = ("gpueff_sm_active_ratio", "gpueff_tensor_active_ratio", "gpueff_dram_active_ratio", "gpueff_tensor_hmma_active_ratio", "gpueff_fp32_active_ratio", "gpueff_integer_active_ratio")
+    for path in PATHS:
+        for panel in grafana_queries.panels(grafana_queries.load(path)):
+            if panel.get("type") != "timeseries":
+                continue
+            for target in panel.get("targets", []):
+                assert not any(gauge in target["expr"] for gauge in gauges), (path.stem, panel["title"], target["expr"])
 
 
 def test_detail_dashboard_shows_window_and_instant_utilization() -> None:
