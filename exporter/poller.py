@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from exporter.apps.monitor import AppMonitor
+from exporter.attribution.declared import declared_identities, declared_pods
 from exporter.attribution.doctor import Doctor
 from exporter.attribution.jobs import JobKey, JobResolver, memberships
 from exporter.attribution.kubernetes.attribution import Attributor
@@ -191,11 +192,12 @@ class Poller:
         """How many GPUs have state kept across polls (those of the last poll)."""
         return len(self._trackers)
 
-    def _sharing_for(self, config: Config) -> Sharing | None:
+    def _sharing_for(self, config: Config, declared: bool = False) -> Sharing | None:
         """The process identification of the fair split, made anew (with every GPU's ledger) when
-        it is switched on, its /proc moves or process_names changes."""
+        it is switched on, its /proc moves or process_names changes. A backend that declares its
+        GPUs' owners (the demo) has them split whether or not sharing.enabled."""
         settings = config.sharing
-        if not settings.enabled:
+        if not settings.enabled and not declared:
             self._sharing = None
         elif self._sharing is None or str(self._sharing.resolver.proc_root) != config.proc_root or self._sharing.resolver.names != config.process_names:
             self._sharing = Sharing(Path(config.proc_root), config.process_names)
@@ -218,11 +220,17 @@ class Poller:
             self._config_parts = _ConfigParts(config)
         parts = self._config_parts
         owners = self.attributor.owners(config.kubernetes, samples, self.clock(), parts.proc_root)
-        sharing = self._sharing_for(config)
-        identities = sharing.identities(samples) if sharing is not None else {}
+        declared = self.backend.declared_owners()  # a replay's demo owners: its processes are known from them, never from /proc
+        sharing = self._sharing_for(config, bool(declared))
+        if declared:
+            if not config.kubernetes.enabled:  # with it, a kubelet's answer says which pods hold the replayed GPUs
+                owners = declared_pods(declared)
+            identities = declared_identities(samples, declared, config.process_names)
+        else:
+            identities = sharing.identities(samples) if sharing is not None else {}
         if self._doctor.proc_root != parts.proc_root:
             self._doctor = Doctor(parts.proc_root)
-        attribution = self._doctor.diagnose(samples, owners, self.attributor.kubelet(), parts.switches, identities if sharing is not None else None)
+        attribution = self._doctor.diagnose(samples, owners, self.attributor.kubelet(), parts.switches, identities if sharing is not None else None, declared)
         per_gpu = [(sample, *self._trackers.of(sample.device.uuid).advance(sample, parts.tracker_settings, sharing, identities)) for sample in samples]
         self._trackers.forget({sample.device.uuid for sample in samples})
         # the cross-GPU stage, pure: each multi-GPU job's GPUs judged together (pipeline/peers.py)

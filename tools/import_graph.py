@@ -23,7 +23,7 @@ GENERATED = {"podresources_pb2.py"}
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("engine", ("exporter", "exporter.config", "exporter.untrusted", "exporter.logs", "exporter.deadline")),
     ("toolkit", ("exporter.httpserver",)),
-    ("ground", ("exporter.metrics", "exporter.sample", "exporter.gpm_metrics", "exporter.peaks", "exporter.taxonomy", "exporter.collectors", "exporter.trace", "exporter.selfstats")),
+    ("ground", ("exporter.metrics", "exporter.sample", "exporter.gpm_metrics", "exporter.peaks", "exporter.taxonomy", "exporter.collectors", "exporter.trace", "exporter.trace_owners", "exporter.selfstats")),
     ("sources", ("exporter.backends", "exporter.attribution")),
     ("pipeline", ("exporter.pipeline", "exporter.apps")),
     ("published", ("exporter.snapshot", "exporter.overview", "exporter.exposition")),

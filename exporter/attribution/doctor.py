@@ -1,8 +1,8 @@
 """The attribution doctor: for every GPU, which path found its owner, and whether a series names it
 or, where none does (or only a fallback found it), the exact reason (exporter/attribution/reasons.py).
 
-Paths, tried in order: the replay's declared owners (``demo``); the kubelet's assignment of the GPU
-to a container (``kubelet``, ``dra``); a GPU process's cgroup naming its pod (``pod_cgroup``) or
+Paths, tried in order: the kubelet's assignment of the GPU to a container (``kubelet``, ``dra``);
+the replay's declared owners (``demo``); a GPU process's cgroup naming its pod (``pod_cgroup``) or
 Slurm job (``slurm_cgroup``); the process itself, its Unix user and name (``process``); else ``none``. The reason says what
 kept the expected path from naming it: the kubelet's socket or call, device ids it cannot read, a
 pod without a GPU request, PIDs not the host's, or the switch (sharing, process attribution) that
@@ -65,10 +65,10 @@ class Doctor:
 
     def _one(self, sample: GpuSample, owners: GpuOwners | None, kubelet: KubeletView | None, switches: Switches, identities: Mapping[int, ProcessIdentity], declared: Collection[str]) -> Attribution:
         device = sample.device
+        if owners is not None and owners.pods and kubelet is not None:
+            return Attribution("dra" if device.uuid in kubelet.findings.dra_uuids else "kubelet", "ok")
         if device.uuid in declared:
             return Attribution("demo", "ok")
-        if owners is not None and owners.pods:
-            return Attribution("dra" if kubelet is not None and device.uuid in kubelet.findings.dra_uuids else "kubelet", "ok")
         kube = None
         if kubelet is not None:
             kube = kubelet.problem or kubelet.findings.by_uuid.get(device.uuid) or (kubelet.findings.by_index.get(device.index) if not device.parent_uuid else None)

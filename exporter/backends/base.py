@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from exporter.sample import DeviceInfo, GpuSample
+from exporter.trace_owners import DeclaredOwner
 from exporter.untrusted import MAX_STRING_BYTES, decode
 
 
@@ -75,6 +76,10 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def collect(self) -> list[GpuSample]:
         """One sample per GPU. A GPU that cannot be read is returned with ``up=False``."""
+
+    def declared_owners(self) -> Mapping[str, DeclaredOwner]:
+        """GPU UUID -> the owner declared for it (a replay's demo owners); real backends declare none."""
+        return {}
 
     def configure(self, settings: CollectSettings) -> None:
         """Take the settings of a start or a reload; the next ``collect`` follows them."""

@@ -11,8 +11,13 @@ from collections.abc import Callable
 from typing import Any
 
 from exporter.backends.base import Backend
-from exporter.sample import DeviceInfo, GpuSample
+from exporter.sample import DeviceInfo, GpuProcess, GpuSample
 from exporter.trace import GPM_KEYS, HEALTH_COUNTERS, WINDOW_KEYS, Trace, sample_from_record
+from exporter.trace_owners import DeclaredOwner
+
+# A declared owner's process gets a PID no real process can have: above the kernel's PID_MAX_LIMIT
+# (2^22), so nothing that reads /proc for it (jobs, Kubernetes process attribution) finds anyone's.
+DECLARED_PID_BASE = (1 << 22) + 1
 
 
 def unique_identities(devices: list[DeviceInfo]) -> list[DeviceInfo]:
@@ -48,11 +53,16 @@ class ReplayBackend(Backend):
     name = "replay"
     replayed = True
 
-    def __init__(self, traces: list[Trace], clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, traces: list[Trace], clock: Callable[[], float] = time.monotonic, owners: list[DeclaredOwner | None] | None = None) -> None:
         super().__init__()
+        if owners is not None and len(owners) != len(traces):
+            raise ValueError(f"{len(owners)} declared owners for {len(traces)} traces")
         self.traces = traces
         self.clock = clock
         self.devices = unique_identities([trace.device(index) for index, trace in enumerate(traces)])
+        # With owners (--demo): each owned GPU lists one compute process, and an unowned one none (free).
+        self.owners = owners
+        self._declared = {device.uuid: owner for device, owner in zip(self.devices, owners or (), strict=False) if owner is not None}
         # Each steady sample covers (previous sample's t, its own t] of loop time, from 0 to loop_seconds.
         self._ends = [[record["t"] - trace.loop_start for record in trace.steady_samples] for trace in traces]
         self._started = 0.0
@@ -130,5 +140,11 @@ class ReplayBackend(Backend):
             if since_last is not None and sample.power_watts is not None:
                 self._energy[index] += sample.power_watts * since_last
             sample.energy_joules = self._energy[index]
+            if self.owners is not None:
+                owner = self.owners[index]
+                sample.processes = (GpuProcess(DECLARED_PID_BASE + index, owner.process),) if owner is not None else ()
             samples.append(sample)
         return samples
+
+    def declared_owners(self) -> dict[str, DeclaredOwner]:
+        return self._declared

@@ -63,13 +63,15 @@ def choose_backend(args: argparse.Namespace, config: Config) -> Backend:
     if args.demo or args.replay:
         from exporter.backends.replay import ReplayBackend
         from exporter.trace import TraceError, demo_trace_paths, load_trace  # with json: only for --demo and --replay
+        from exporter.trace_owners import OwnersError, demo_owners
 
         paths = demo_trace_paths() if args.demo else [Path(path) for path in args.replay]
         try:
             traces = [load_trace(path) for path in paths]
-        except TraceError as error:
+            owners = demo_owners(paths) if args.demo else None  # the demo's made-up owners (exporter/traces/demo-owners.json)
+        except (TraceError, OwnersError) as error:
             raise StartupError(str(error)) from None
-        return ReplayBackend(traces)
+        return ReplayBackend(traces, owners=owners)
     from exporter.backends.nvml.backend import NvmlBackend
 
     return NvmlBackend(slow_interval=config.slow_collect_interval)

@@ -16,7 +16,7 @@ KNOWN = import_graph.modules(ROOT)
 # The product above the engine: config/ (the schema engine, value parsers, the safe YAML loader)
 # knows none of it; each feature's section lives beside the feature, the root Config in settings.py.
 PRODUCT = (
-    "exporter.metrics", "exporter.sample", "exporter.gpm_metrics", "exporter.peaks", "exporter.taxonomy", "exporter.collectors", "exporter.trace", "exporter.selfstats",
+    "exporter.metrics", "exporter.sample", "exporter.gpm_metrics", "exporter.peaks", "exporter.taxonomy", "exporter.collectors", "exporter.trace", "exporter.trace_owners", "exporter.selfstats",
     "exporter.backends", "exporter.attribution", "exporter.pipeline", "exporter.apps", "exporter.snapshot", "exporter.overview", "exporter.exposition", "exporter.web",
     "exporter.otlp", "exporter.settings", "exporter.poller", "exporter.commands",
 )  # fmt: skip

@@ -1,6 +1,6 @@
 """The demo's /metrics, byte for byte, against tests/unit/exposition/golden/demo.metrics (as node_exporter keeps its
-e2e output): every shipped trace replayed on a fake clock, polled 12 times half a second apart, with
-the daemon's own timings and process figures fixed. A change to the exposition that is meant shows
+e2e output): every shipped trace replayed on a fake clock with the demo's declared owners, polled 12
+times half a second apart, with the daemon's own timings and process figures fixed. A change to the exposition that is meant shows
 up here as a diff to review; regenerate the file with ``python tests/unit/exposition/test_render_golden.py``."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from exporter.poller import Poller
 from exporter.selfstats import ProcessStats
 from exporter.settings import Config
 from exporter.trace import demo_trace_paths, load_trace
+from exporter.trace_owners import demo_owners
 from exporter.web.payload import Payloads
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "demo.metrics"
@@ -33,7 +34,8 @@ class Ticks:
 
 def demo_metrics() -> bytes:
     clock = Ticks(100.0)
-    backend = ReplayBackend([load_trace(path) for path in demo_trace_paths()], clock=clock)
+    paths = demo_trace_paths()
+    backend = ReplayBackend([load_trace(path) for path in paths], clock=clock, owners=demo_owners(paths))
     poller = Poller(backend, Config(), clock=clock, wall_clock=lambda: 1_763_000_000.5, timer=Ticks(0.0, 0.001), process_stats=lambda: PROCESS)
     served = Payloads(clock)
     poller.subscribe(served.publish)  # as the daemon: each poll rendered as it is published

@@ -412,7 +412,7 @@ def test_keys_sort_scroll_and_help_and_a_resize_redraws_at_once_at_80x24_and_160
         whole = lambda: (lines if len(rows_of(lines := terminal.screen().splitlines())) == 20 else None)  # noqa: E731
         lines = wait_until(whole, "the 160x48 frame's 20 rows")
         assert len(rows_of(lines)) == 20 and not any(line.startswith("lines ") for line in lines) and max(len(line) for line in lines) <= 160
-        assert f"top {stamp} " in lines[0] and rows_of(lines)[0].startswith("  4 ") and "spin_1sm" in rows_of(lines)[0] and rows_of(lines)[0].endswith("busy-SMs-idle low-eff no-work")
+        assert f"top {stamp} " in lines[0] and rows_of(lines)[0].startswith("  4 ") and "research/sweep-lr-3e4" in rows_of(lines)[0] and rows_of(lines)[0].endswith("busy-SMs-idle low-eff no-work")
         terminal.tmux("send-keys", "-t", "top", "q")
         deadline = time.monotonic() + PATIENCE
         while not terminal.dead():
