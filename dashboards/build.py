@@ -1,10 +1,12 @@
 """Builds the Grafana dashboards (Grafana 10/11 JSON) from code.
 
-    python dashboards/build.py          # rewrite dashboards/*.json and the mixin's copies
+    python dashboards/build.py          # rewrite deploy/mixin/dashboards/*.json
     python dashboards/build.py --check  # exit 1 if a committed file differs from the build
 
-The monitoring mixin (deploy/mixin/) carries byte-identical copies in deploy/mixin/dashboards/: a
-mixin is imported on its own (jsonnet-bundler vendors its folder), so it cannot reach this one.
+The JSON is committed once, in the monitoring mixin's folder (deploy/mixin/dashboards/): a mixin is
+imported on its own (jsonnet-bundler vendors its folder), so its files must be real ones there. The
+Helm chart reads them through a symbolic link (helm/gpu-efficiency-exporter/files/dashboards: Helm
+packages the files behind it), and the compose stack mounts that folder.
 
 Every panel carries a description and a unit; every query selects GPUs through the same variables
 (cluster, job, instance, gpu, namespace, pod) whose "All" value is ``.*``, so the dashboards work
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-MIXIN_COPIES = HERE.parent / "deploy" / "mixin" / "dashboards"
+OUT = HERE.parent / "deploy" / "mixin" / "dashboards"
 sys.path.insert(0, str(HERE.parent))
 
 from exporter.backends.base import SLOW_INTERVAL  # noqa: E402
@@ -717,13 +719,13 @@ def main(argv: list[str]) -> int:
     stale = []
     for name, build in DASHBOARDS.items():
         text = render(build)
-        for path in (HERE / name, MIXIN_COPIES / name):
-            if check:
-                if not path.exists() or path.read_text(encoding="utf-8") != text:
-                    stale.append(str(path.relative_to(HERE.parent)))
-            else:
-                path.parent.mkdir(exist_ok=True)
-                path.write_text(text, encoding="utf-8")
+        path = OUT / name
+        if check:
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                stale.append(str(path.relative_to(HERE.parent)))
+        else:
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(text, encoding="utf-8")
     if stale:
         print(f"out of date (run python dashboards/build.py): {', '.join(stale)}", file=sys.stderr)
         return 1

@@ -1,4 +1,4 @@
-// The Grafana dashboards: copies of dashboards/*.json (built by dashboards/build.py), with
+// The Grafana dashboards: dashboards/*.json here, the one committed copy (written by dashboards/build.py), with
 // _config.gpuEfficiencyDashboardSelector added to every GPU selector where it is set.
 local dashboards = {
   'gpu-efficiency-fleet.json': import 'dashboards/gpu-efficiency-fleet.json',

@@ -13,8 +13,8 @@ of those fields, in the unit the name says; dcgm-exporter moved to the DCGM 4.7 
 
 Writes deploy/prometheus/dcgm-exporter-compat.yml and dcgm-exporter-compat-dcgm47.yml, the
 --copy-per-pod variant of each (-per-pod.yml), and the migration guide's tables (between their
-BEGIN/END markers). COMPAT and DCGM47_NAMES below are the one source of all. Then run
-helm/sync_chart_files.py: the chart carries copies (prometheusRule.dcgmExporterCompat,
+BEGIN/END markers). COMPAT and DCGM47_NAMES below are the one source of all. The Helm chart reads
+the files through its links in helm/gpu-efficiency-exporter/files/rules/ (prometheusRule.dcgmExporterCompat,
 dcgmExporterGeneration).
 
 The shipped file matches dcgm-exporter's released versions: the node in ``Hostname``, one series per

@@ -21,6 +21,7 @@ import yaml
 from conftest import ROOT, free_port, running_daemon
 from grafana_provisioning import DASHBOARD_PROVIDERS, DATASOURCES, problems
 from jsonschema import Draft7Validator
+from repo import DASHBOARDS
 from waiting import PATIENCE, wait_until
 
 pytestmark = pytest.mark.e2e  # Debian's Prometheus and Alertmanager
@@ -121,9 +122,9 @@ def test_the_services_are_wired_to_each_other_and_to_the_shipped_files() -> None
     assert datasource["datasources"][0]["url"] == "http://prometheus:9090" and "${GPUEFF_PUBLISH_ADDRESS:-127.0.0.1}:9090:9090" in services["prometheus"]["ports"]
     provider = load(next(source for target, source in grafana.items() if target.startswith("/etc/grafana/provisioning/dashboards/")))
     dashboards_path = provider["providers"][0]["options"]["path"]
-    assert grafana[dashboards_path] == (ROOT / "dashboards").resolve() and sorted((ROOT / "dashboards").glob("*.json"))
+    assert grafana[dashboards_path] == DASHBOARDS.resolve() and sorted(DASHBOARDS.glob("*.json"))
     home = services["grafana"]["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
-    assert home.startswith(dashboards_path + "/") and (ROOT / "dashboards" / home.rsplit("/", 1)[1]).exists()
+    assert home.startswith(dashboards_path + "/") and (DASHBOARDS / home.rsplit("/", 1)[1]).exists()
 
 
 def test_the_stack_listens_on_loopback_and_grafanas_admin_has_no_default_password() -> None:

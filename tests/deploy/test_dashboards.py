@@ -14,14 +14,14 @@ import pytest
 import yaml
 from conftest import ROOT
 from fakes.app_servers.server_metrics import exposed_name, servers
+from repo import DASHBOARDS
 from waiting import PATIENCE
 
 from exporter.backends.base import SLOW_INTERVAL
 from exporter.metrics import COUNTER, READINGS, SLOW
 from exporter.pipeline.derive import BOTTLENECK_CLASSES
 
-DASHBOARD_DIR = ROOT / "dashboards"
-PATHS = sorted(DASHBOARD_DIR.glob("*.json"))
+PATHS = sorted(DASHBOARDS.glob("*.json"))
 GPU_VARIABLES = ("datasource", "cluster", "job", "instance", "gpu", "namespace", "pod")
 # Per-exporter series (no gpu or pod label): selected by node only.
 EXPORTER_METRICS = ("gpueff_collect_errors_total", "gpueff_collect_stale", "gpueff_snapshot_age_seconds", "gpueff_bottleneck_class_info",
@@ -31,7 +31,7 @@ EXPORTER_METRICS = ("gpueff_collect_errors_total", "gpueff_collect_stale", "gpue
 
 
 def test_committed_dashboards_equal_the_build():
-    result = subprocess.run([sys.executable, str(DASHBOARD_DIR / "build.py"), "--check"], capture_output=True, text=True, timeout=PATIENCE)
+    result = subprocess.run([sys.executable, str(ROOT / "dashboards" / "build.py"), "--check"], capture_output=True, text=True, timeout=PATIENCE)
     assert result.returncode == 0, result.stderr
     assert [path.name for path in PATHS] == sorted(["gpu-efficiency-fleet.json", "gpu-efficiency-gpu-detail.json", "gpu-efficiency-app-throughput.json"])
 
@@ -88,15 +88,15 @@ def test_every_panel_is_complete(path):
 
 
 def test_detail_dashboard_opens_on_one_gpu_and_fleet_on_all():
-    detail = {v["name"]: v for v in grafana_queries.load(DASHBOARD_DIR / "gpu-efficiency-gpu-detail.json")["templating"]["list"]}
-    fleet = {v["name"]: v for v in grafana_queries.load(DASHBOARD_DIR / "gpu-efficiency-fleet.json")["templating"]["list"]}
+    detail = {v["name"]: v for v in grafana_queries.load(DASHBOARDS / "gpu-efficiency-gpu-detail.json")["templating"]["list"]}
+    fleet = {v["name"]: v for v in grafana_queries.load(DASHBOARDS / "gpu-efficiency-fleet.json")["templating"]["list"]}
     # An empty current makes Grafana select the first value.
     assert detail["gpu"]["current"] == {} and detail["instance"]["current"] == {}
     assert fleet["gpu"]["current"]["value"] == ["$__all"]
 
 
 def test_fleet_scales_past_one_line_per_gpu():
-    panels = {p["title"]: p for p in grafana_queries.panels(grafana_queries.load(DASHBOARD_DIR / "gpu-efficiency-fleet.json"))}
+    panels = {p["title"]: p for p in grafana_queries.panels(grafana_queries.load(DASHBOARDS / "gpu-efficiency-fleet.json"))}
     assert panels["Efficiency across GPUs"]["type"] == "heatmap"
     spread = [t["expr"] for t in panels["Efficiency: fleet spread and the 5 worst GPUs"]["targets"]]
     assert any(e.startswith("bottomk(5,") for e in spread) and any(e.startswith("quantile(0.5,") for e in spread)
@@ -118,7 +118,7 @@ def test_fleet_scales_past_one_line_per_gpu():
 
 
 def test_detail_dashboard_health_and_only_active_throttle_reasons():
-    panels = {p["title"]: p for p in grafana_queries.panels(grafana_queries.load(DASHBOARD_DIR / "gpu-efficiency-gpu-detail.json"))}
+    panels = {p["title"]: p for p in grafana_queries.panels(grafana_queries.load(DASHBOARDS / "gpu-efficiency-gpu-detail.json"))}
     assert panels["Throttle reasons"]["targets"][0]["expr"].endswith("> 0")
     temperature = panels["Temperature"]["fieldConfig"]["defaults"]
     assert temperature["custom"]["thresholdsStyle"]["mode"] != "off" and [s["value"] for s in temperature["thresholds"]["steps"]] == [None, 80, 85]
@@ -144,14 +144,14 @@ def test_activity_over_time_is_the_rate_of_its_seconds_counter() -> None:
 
 
 def test_detail_dashboard_shows_window_and_instant_utilization() -> None:
-    panels = {p["title"]: p for p in grafana_queries.panels(grafana_queries.load(DASHBOARD_DIR / "gpu-efficiency-gpu-detail.json"))}
+    panels = {p["title"]: p for p in grafana_queries.panels(grafana_queries.load(DASHBOARDS / "gpu-efficiency-gpu-detail.json"))}
     (panel,) = [p for title, p in panels.items() if title.startswith("Utilization: window mean")]
     assert [re.findall(r"gpueff_\w+", t["expr"])[0] for t in panel["targets"]] == ["gpueff_gpu_utilization_ratio", "gpueff_gpu_utilization_instant_ratio"]
     assert "nvidia-smi" in panel["description"] and "window" in panel["description"]
 
 
 def test_detail_dashboard_joins_the_class_now_with_what_to_try() -> None:
-    panels = {p["title"]: p for p in grafana_queries.panels(grafana_queries.load(DASHBOARD_DIR / "gpu-efficiency-gpu-detail.json"))}
+    panels = {p["title"]: p for p in grafana_queries.panels(grafana_queries.load(DASHBOARDS / "gpu-efficiency-gpu-detail.json"))}
     (target,) = panels["Bottleneck now: what to try"]["targets"]
     assert target["instant"] and target["format"] == "table"
     assert "gpueff_bottleneck{" in target["expr"] and "== 1" in target["expr"] and "group_left (meaning, what_to_try)" in target["expr"]
@@ -166,7 +166,7 @@ def test_firing_alerts_annotate_the_timelines(path):
 
 
 def test_application_dashboard_takes_counters_from_variables_and_filters_them():
-    dashboard = grafana_queries.load(DASHBOARD_DIR / "gpu-efficiency-app-throughput.json")
+    dashboard = grafana_queries.load(DASHBOARDS / "gpu-efficiency-app-throughput.json")
     variables = {v["name"]: v for v in dashboard["templating"]["list"]}
     for name in ("throughput", "requests"):
         variable = variables[name]
@@ -199,7 +199,7 @@ def test_the_app_dashboard_reads_each_recorded_server_in_either_spelling(server)
     """Driven by tests/support/fakes/app_servers/server_metrics.yml: each server's work and requests counters are among
     the variables' names in both spellings (what the server writes, what Prometheus 2.x stores);
     the serving panels read vLLM's (current and older names) and SGLang's in both spellings."""
-    dashboard = grafana_queries.load(DASHBOARD_DIR / "gpu-efficiency-app-throughput.json")
+    dashboard = grafana_queries.load(DASHBOARDS / "gpu-efficiency-app-throughput.json")
     variables = {v["name"]: v for v in dashboard["templating"]["list"]}
     patterns = {name: re.search(r'__name__=~"([^"]+)"', variables[name]["definition"]).group(1) for name in ("throughput", "requests")}
     by_title = {p["title"]: " ".join(t["expr"] for t in p["targets"]) for p in grafana_queries.panels(dashboard)}
@@ -218,7 +218,7 @@ def test_the_app_dashboard_reads_each_recorded_server_in_either_spelling(server)
 
 
 def test_bottleneck_state_timeline_maps_every_class():
-    dashboard = grafana_queries.load(DASHBOARD_DIR / "gpu-efficiency-gpu-detail.json")
+    dashboard = grafana_queries.load(DASHBOARDS / "gpu-efficiency-gpu-detail.json")
     (panel,) = [p for p in grafana_queries.panels(dashboard) if p["title"] == "Bottleneck class"]
     mapping = panel["fieldConfig"]["defaults"]["mappings"][0]["options"]
     assert [mapping[str(i)]["text"] for i in range(len(BOTTLENECK_CLASSES))] == list(BOTTLENECK_CLASSES)
@@ -232,7 +232,7 @@ def test_rates_of_slow_counters_span_at_least_four_slow_steps():
     step, or Grafana's 1 m window of 15 s scrapes reads 0.67x then 1.33x of the truth."""
     slow = {metric.name for metric, reading in READINGS if reading.dcgm is not None and reading.dcgm.cadence == SLOW and metric.type == COUNTER}
     checked = []
-    for path in sorted(DASHBOARD_DIR.glob("*.json")):
+    for path in sorted(DASHBOARDS.glob("*.json")):
         for panel in grafana_queries.panels(grafana_queries.load(path)):
             for target in panel["targets"]:
                 for name in re.findall(r"(?:rate|increase)\((\w+)\{[^}]*\}\[\$__rate_interval\]", target["expr"]):
@@ -273,7 +273,7 @@ def test_holder_table_computes_each_jobs_figures_over_the_range(tmp_path):
     two jobs sharing a GPU, with everything at All and a 1h range."""
     promtool = shutil.which("promtool")
     assert promtool, "tests/run.sh installs the Debian package prometheus"
-    dashboard = grafana_queries.load(DASHBOARD_DIR / "gpu-efficiency-fleet.json")
+    dashboard = grafana_queries.load(DASHBOARDS / "gpu-efficiency-fleet.json")
     (panel,) = [p for p in grafana_queries.panels(dashboard) if p["title"] == "Holders: efficiency, waste, energy and cost"]
     values = {v["name"]: v.get("allValue", "") for v in dashboard["templating"]["list"]} | grafana_queries.builtins(3600, 60)
     series = [{"series": name.format(metric), "values": f"0+{per_minute!r}x70"} for name, metrics in HOLDER_SERIES.items() for metric, per_minute in metrics.items()]
@@ -324,7 +324,7 @@ def test_exporter_health_never_counts_other_jobs_down_targets(tmp_path):
     """kube-prometheus-stack: kube-scheduler's target is down all along (its metrics port is not
     exposed on most clusters). With the Job variable at All, the fleet's Exporter health counts the
     one exporter that stopped answering at 31m, not kube-scheduler."""
-    dashboard = grafana_queries.load(DASHBOARD_DIR / "gpu-efficiency-fleet.json")
+    dashboard = grafana_queries.load(DASHBOARDS / "gpu-efficiency-fleet.json")
     (panel,) = [p for p in grafana_queries.panels(dashboard) if p["title"] == "Exporter health"]
     down = next(t["expr"] for t in panel["targets"] if t["legendFormat"] == "down")
     info = 'gpueff_exporter_build_info{{job="gpu-efficiency-exporter",instance="{}",version="0.1.0",backend="nvml",replayed="false"}}'

@@ -14,6 +14,7 @@ import yaml
 from conftest import ROOT, running_daemon
 from helm_render import CHART, exporter_config, pod_spec, render
 from kube_schemas import validate_all
+from repo import DASHBOARDS
 from waiting import PATIENCE
 
 from exporter.commands.cli import daemon_parser
@@ -190,7 +191,7 @@ def test_servicemonitor_prometheusrule_and_dashboards() -> None:
     expected_groups = [group for path in rules for group in yaml.safe_load(path.read_text().replace('job="gpu-efficiency-exporter"', f'job="{service["metadata"]["name"]}"').replace('job=\\"gpu-efficiency-exporter\\"', f'job=\\"{service["metadata"]["name"]}\\"'))["groups"]]
     assert objects["PrometheusRule/gpueff-gpu-efficiency-exporter"]["spec"]["groups"] == expected_groups
 
-    dashboards = sorted((ROOT / "dashboards").glob("*.json"))
+    dashboards = sorted(DASHBOARDS.glob("*.json"))
     maps = {key: obj for key, obj in objects.items() if key.startswith("ConfigMap/") and obj["metadata"]["labels"].get("grafana_dashboard") == "1"}
     assert len(maps) == len(dashboards)
     served = {name: json.loads(text) for obj in maps.values() for name, text in obj["data"].items()}
@@ -198,9 +199,14 @@ def test_servicemonitor_prometheusrule_and_dashboards() -> None:
     assert all(len(name.split("/", 1)[1]) <= 63 for name in maps)
 
 
-def test_chart_copies_of_dashboards_and_rules_are_in_sync() -> None:
-    result = subprocess.run([sys.executable, str(ROOT / "helm" / "sync_chart_files.py"), "--check"], capture_output=True, text=True, timeout=PATIENCE)
-    assert result.returncode == 0, f"run helm/sync_chart_files.py: {result.stdout}{result.stderr}"
+def test_the_chart_reads_the_one_committed_copy_of_the_dashboards_and_rules() -> None:
+    """Helm reads only files inside the chart, so its files/ are symbolic links to the one committed
+    copy (deploy/mixin/dashboards/, deploy/prometheus/); Helm follows them when it loads or packages
+    the chart (the rendered objects above, the package in test_release.py), so no copy can drift."""
+    files = CHART / "files"
+    assert (files / "dashboards").is_symlink() and (files / "dashboards").resolve() == DASHBOARDS.resolve()
+    rules = sorted((files / "rules").iterdir())
+    assert rules and all(path.is_symlink() and path.resolve() == (ROOT / "deploy" / "prometheus" / path.name).resolve() for path in rules), rules
 
 
 def alert_rules(objects: dict[str, Any]) -> dict[str, Any]:

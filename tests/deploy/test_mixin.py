@@ -15,12 +15,13 @@ import grafana_queries
 import pytest
 import yaml
 from conftest import ROOT
+from repo import DASHBOARDS
 from waiting import PATIENCE
 
 MIXIN = ROOT / "deploy" / "mixin"
 PROMETHEUS_DIR = ROOT / "deploy" / "prometheus"
 RULES = PROMETHEUS_DIR / "gpu-efficiency-rules.yml"
-DASHBOARDS = sorted((ROOT / "dashboards").glob("*.json"))
+SHIPPED_DASHBOARDS = sorted(DASHBOARDS.glob("*.json"))
 # The variables whose queries select the exporter's series (the app dashboard's server counters are other jobs').
 GPU_VARIABLES = {"cluster", "job", "instance", "gpu", "namespace", "pod", "app"}
 
@@ -58,8 +59,8 @@ def test_by_default_the_mixin_is_the_shipped_rules_and_dashboards(default: dict[
     assert default["rules"]["groups"] + default["alerts"]["groups"] == shipped
     assert all("record" in rule for group in default["rules"]["groups"] for rule in group["rules"])
     assert all("alert" in rule for group in default["alerts"]["groups"] for rule in group["rules"])
-    assert sorted(default["dashboards"]) == [path.name for path in DASHBOARDS]
-    for path in DASHBOARDS:
+    assert sorted(default["dashboards"]) == [path.name for path in SHIPPED_DASHBOARDS]
+    for path in SHIPPED_DASHBOARDS:
         assert default["dashboards"][path.name] == json.loads(path.read_text(encoding="utf-8")), path.name
     source = yaml.safe_load((PROMETHEUS_DIR / "rules-source.yml").read_text(encoding="utf-8"))
     assert default["config"] == {"gpuEfficiencyExporterSelector": source["job_selector"], "gpuEfficiencyDashboardSelector": "",

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import ROOT
+from repo import DASHBOARDS
 
 sys.path.insert(0, str(ROOT / "tools"))
 import check_release  # noqa: E402
@@ -133,6 +134,9 @@ def test_helm_packages_and_lints_the_chart_the_release_pushes(tmp_path: Path) ->
         chart = yaml.safe_load(packed.extractfile("gpu-efficiency-exporter/Chart.yaml").read())
         values = yaml.safe_load(packed.extractfile("gpu-efficiency-exporter/values.yaml").read())
         names = packed.getnames()
+        # The chart's files/ are links to the one committed copy: the package carries them as files.
+        carried = {member.name.split("/files/", 1)[1]: packed.extractfile(member).read() for member in packed.getmembers() if "/files/" in member.name and member.isfile()}
+    assert carried == {f"dashboards/{path.name}": path.read_bytes() for path in DASHBOARDS.glob("*.json")} | {f"rules/{path.name}": path.read_bytes() for path in (CHART / "files" / "rules").iterdir()}
     assert chart["version"] == chart["appVersion"] == __version__
     assert "gpu-efficiency-exporter/values.schema.json" in names and "gpu-efficiency-exporter/templates/tests/test-ready.yaml" in names
     assert f"{values['image']['registry']}/{values['image']['repository']}" == "ghcr.io/gpu-efficiency-exporter/gpu-efficiency-exporter"

@@ -11,6 +11,7 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parents[2]
 SUPPORT = ROOT / "tests" / "support"
 BENCH = ROOT / "bench"
+DASHBOARDS = ROOT / "deploy" / "mixin" / "dashboards"  # the one committed copy (dashboards/build.py writes it)
 
 
 def bench_module(name: str) -> ModuleType:

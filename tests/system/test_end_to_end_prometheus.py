@@ -30,6 +30,7 @@ import grafana_queries
 import pytest
 import yaml
 from conftest import ROOT, free_port, http_get, running_daemon
+from repo import DASHBOARDS
 from waiting import PATIENCE, wait_until
 
 from exporter.taxonomy import WHAT_TO_TRY
@@ -47,7 +48,7 @@ DCGM47_EXPORTER_DASHBOARD = ROOT / "tests" / "deploy" / "dcgm_exporter" / "dashb
 # Alert rules in the shapes dcgm-exporter's users write (promtool fires each: tests/deploy/test_dcgm_compat.py).
 DCGM_EXPORTER_ALERTS = ROOT / "tests" / "deploy" / "dcgm_exporter" / "alert-examples.yml"
 ALERTMANAGER_CONFIG = ROOT / "deploy" / "prometheus" / "alertmanager.yml"
-DASHBOARDS = sorted((ROOT / "dashboards").glob("*.json"))
+DASHBOARD_FILES = sorted(DASHBOARDS.glob("*.json"))
 SCRAPE_INTERVAL = 1.0
 SPIN_UUID = "GPU-replay-4-spin_1sm"
 # Metrics that replay outside Kubernetes cannot produce (gpu-trace/1 holds no process list; no
@@ -350,7 +351,7 @@ def run_dashboard_queries(stack: dict[str, Any], pick: Callable[[dict[str, Any],
     builtins = grafana_queries.builtins(end - start, SCRAPE_INTERVAL)
     step = builtins["__interval"]
     failures, count = [], 0
-    for path in DASHBOARDS:
+    for path in DASHBOARD_FILES:
         dashboard = grafana_queries.load(path)
         values = {**grafana_queries.resolve_variables(dashboard, _label_values(prom, start, end), pick), **builtins}
         for query in grafana_queries.queries(dashboard, values):
@@ -400,7 +401,7 @@ def test_per_watt_of_an_app_is_the_same_with_all_and_with_its_gpus_selected(stac
     """The app dashboard's units-per-joule query gives an app the same figure whatever GPU
     selection holds one of its GPUs: All, both of its GPUs, or just one of them."""
     prom: Prometheus = stack["prometheus"]
-    dashboard = grafana_queries.load(ROOT / "dashboards" / "gpu-efficiency-app-throughput.json")
+    dashboard = grafana_queries.load(DASHBOARDS / "gpu-efficiency-app-throughput.json")
     (panel,) = [p for p in grafana_queries.panels(dashboard) if p["title"] == "Units per joule"]
     now = time.time()
     builtins = grafana_queries.builtins(60, SCRAPE_INTERVAL)
@@ -609,7 +610,7 @@ def test_prometheus_2_stores_the_names_with_colons_escaped(stack):
 
 
 def app_dashboard_values(prom: Prometheus, stack: dict[str, Any], **chosen: str) -> tuple[dict[str, Any], dict[str, str], float]:
-    dashboard = grafana_queries.load(ROOT / "dashboards" / "gpu-efficiency-app-throughput.json")
+    dashboard = grafana_queries.load(DASHBOARDS / "gpu-efficiency-app-throughput.json")
     end = time.time()
     start = stack["started"] + 1
     values = {**grafana_queries.resolve_variables(dashboard, _label_values(prom, start, end), pick_all), **grafana_queries.builtins(end - start, SCRAPE_INTERVAL), **chosen}
