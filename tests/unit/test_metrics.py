@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import subprocess
+import sys
 import time
 from collections import Counter
 
@@ -25,7 +27,18 @@ from exporter.backends.dcgm.bindings import load_bindings
 from exporter.backends.dcgm.fields import FIELDS
 from exporter.backends.nvml.backend import NvmlBackend
 from exporter.backends.replay import ReplayBackend
-from exporter.metrics import BY_NAME, DCGM, METRICS, NVML, PROFILING_FIELDS, READINGS, REPLAY, SUMMARY, Reading
+from exporter.metrics import (
+    BY_NAME,
+    DCGM,
+    HELP_LIMIT,
+    METRICS,
+    NVML,
+    PROFILING_FIELDS,
+    READINGS,
+    REPLAY,
+    SUMMARY,
+    Reading,
+)
 from exporter.pipeline.derive import derive
 from exporter.pipeline.peers import JobGpu, JobState, LinkTraffic
 from exporter.pipeline.split import GpuSharing, Holder, HolderTotals
@@ -70,6 +83,12 @@ def test_each_metric_is_defined_once_and_follows_prometheus_conventions():
             assert metric.name.removesuffix("_total").endswith(metric.unit), metric.name
         labelled = [reading.label for reading in metric.readings if reading.label]
         assert not labelled or len(labelled) == len(metric.readings) and len(metric.labels) == 1, metric.name
+
+
+def test_every_help_is_one_short_line_and_the_rest_is_the_references():
+    for metric in METRICS:
+        assert "\n" not in metric.help and len(metric.help) <= HELP_LIMIT, f"{metric.name}: {len(metric.help)} characters of HELP"
+        assert metric.detail != metric.help and (not metric.detail or metric.detail[-1] in ".)"), metric.name
 
 
 FULL_HEALTH = Health(**{field.name: 1 for field in dataclasses.fields(Health)} | {"nvlink_links_active": ((0, True), (1, False)), "nvlink_link_errors": ((0, "replay", 2.0),), "retired_pages_pending": False})
@@ -123,6 +142,11 @@ def test_the_metrics_page_documents_exactly_the_catalogue():
     documented = documented_names()
     assert sorted(set(BY_NAME) - documented) == [], "exported but not in docs/metrics.md's reference"
     assert sorted(documented - set(BY_NAME)) == [], "in docs/metrics.md's reference but not exported"
+
+
+def test_the_metrics_reference_is_generated_from_the_catalogue():
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "metrics_reference.py"), "--check"], capture_output=True, text=True, timeout=PATIENCE)
+    assert result.returncode == 0, result.stderr
 
 
 def test_gpm_ids_are_pynvmls():

@@ -53,6 +53,11 @@ def test_the_demo_exposition_is_byte_for_byte_the_golden_file():
     assert demo_metrics() == GOLDEN.read_bytes(), "the demo's /metrics changed: review `git diff` after `python tests/unit/exposition/test_render_golden.py`"
 
 
+def test_the_demos_help_lines_are_short():
+    helps = [line for line in demo_metrics().splitlines() if line.startswith(b"# HELP ")]
+    assert helps and sum(len(line) + 1 for line in helps) / len(helps) <= 120  # bytes a family; 192 (18,976 a scrape) while HELP carried each metric's whole description
+
+
 if __name__ == "__main__":
     GOLDEN.write_bytes(demo_metrics())
     sys.exit(0)
