@@ -6,8 +6,10 @@ Only the kubelet cannot exist here; the gRPC stack, the socket and the wire form
 from __future__ import annotations
 
 import threading
+import time
 from concurrent import futures
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -75,3 +77,15 @@ class FakeKubelet:
     def __exit__(self, *exc: object) -> None:
         self.release.set()
         self._server.stop(grace=None)
+
+
+def first_owners(attributor: Any, settings: Any, samples: Any, now: float | None = None) -> Any:
+    """``attributor.owners`` once its first List (and the API server's calls) have come back, well or
+    not, however long a busy machine makes them: the daemon's first poll waits only FIRST_CALL_WAIT
+    (1 s) for them, and a test that took the first poll's answer guessed they came that fast."""
+    from waiting import PATIENCE
+
+    now = time.monotonic() if now is None else now
+    attributor.owners(settings, samples, now)  # (re)configures the attribution and starts its refresher
+    assert attributor._refresher._answered.wait(PATIENCE), f"no first List answer within {PATIENCE:g} s"
+    return attributor.owners(settings, samples, now)

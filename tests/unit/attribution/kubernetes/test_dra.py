@@ -7,12 +7,11 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 from fakes.kube_api import FakeApiServer, resource_slice
-from fakes.kubelet import FakeKubelet, dra_pod, pod
+from fakes.kubelet import FakeKubelet, dra_pod, first_owners, pod
 
 from exporter.attribution.kubernetes.attribution import Attributor
 from exporter.attribution.kubernetes.dra import device_uuids
@@ -50,8 +49,9 @@ def samples() -> list[GpuSample]:
 
 
 def settings(socket_path: Path, api: FakeApiServer, **changes: object):
+    """Each call (the kubelet's, the API server's over TLS) may take the whole 10 s refresh interval."""
     return parse_config({"kubernetes": {"enabled": True, "pod_resources_socket": str(socket_path), "dra_drivers": [DRIVER], "node_name": NODE,
-                                        "service_account_dir": str(api.service_account), **changes}}).kubernetes
+                                        "service_account_dir": str(api.service_account), "timeout": "10s", **changes}}).kubernetes
 
 
 def test_resource_slices_map_driver_pool_and_device_to_uuids_in_every_api_version():
@@ -70,7 +70,7 @@ def test_dra_gpus_are_attributed_like_device_plugin_ones(socket_dir, tmp_path, m
             monkeypatch.setenv(name, value)
         attributor = Attributor()
         try:
-            owners = attributor.owners(settings(socket_dir / "kubelet.sock", api), samples(), time.monotonic())
+            owners = first_owners(attributor, settings(socket_dir / "kubelet.sock", api), samples())
         finally:
             attributor.close()
     assert owners[GPU_PLUGIN].single_pod == PodOwner("ml", "plugin-pod", "main")
@@ -87,7 +87,7 @@ def test_an_older_api_server_is_asked_for_the_beta_version(socket_dir, tmp_path,
             monkeypatch.setenv(name, value)
         attributor = Attributor()
         try:
-            owners = attributor.owners(settings(socket_dir / "kubelet.sock", api), samples(), time.monotonic())
+            owners = first_owners(attributor, settings(socket_dir / "kubelet.sock", api), samples())
             attributor._refresher.refresh()  # the next round asks the version that answered only
         finally:
             attributor.close()
@@ -104,7 +104,7 @@ def test_without_the_api_server_dra_gpus_are_unattributed_and_the_rest_works(soc
         attributor = Attributor()
         with caplog.at_level(logging.WARNING):
             try:
-                owners = attributor.owners(settings(socket_dir / "kubelet.sock", api), samples(), time.monotonic())
+                owners = first_owners(attributor, settings(socket_dir / "kubelet.sock", api), samples())
                 attributor._refresher.refresh()
             finally:
                 attributor.close()

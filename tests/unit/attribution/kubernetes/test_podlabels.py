@@ -12,6 +12,7 @@ import pytest
 from conftest import running_daemon
 from fakes.kube_api import FakeApiServer
 from fakes.kubelet import FakeKubelet, pod
+from waiting import wait_until
 
 from exporter.attribution.kubernetes.podlabels import label_name, pod_labels
 from exporter.config.engine import ConfigError
@@ -82,9 +83,11 @@ def test_the_daemon_copies_allow_listed_pod_labels_onto_the_gpu_series(socket_di
     config = tmp_path / "config.yml"
     with FakeApiServer(tmp_path, {"/api/v1/pods": answer}) as api, FakeKubelet(socket_dir / "kubelet.sock", pods):
         config.write_text(f"kubernetes:\n  enabled: true\n  pod_resources_socket: {socket_dir / 'kubelet.sock'}\n  node_name: {NODE}\n"
-                          f"  service_account_dir: {api.service_account}\n  pod_label_keys: [team, app.kubernetes.io/name]\n")
+                          f"  service_account_dir: {api.service_account}\n  pod_label_keys: [team, app.kubernetes.io/name]\n  timeout: 10s\n")
         with running_daemon("--demo", "--config", str(config), "--collect-interval", "200ms", env=api.environment()) as daemon:
-            body = daemon.metrics()
+            # The first poll waits 1 s at most for the kubelet's and the API server's answers: the
+            # labels come with a later one on a busy machine.
+            body = wait_until(lambda: next((page for page in [daemon.metrics()] if 'team="vision"' in page), None), "the pod labels on the GPU series")
     sm = [line for line in body.splitlines() if line.startswith("gpueff_sm_active_ratio{") and 'gpu="2"' in line]
     assert sm and sm[0].startswith('gpueff_sm_active_ratio{gpu="2",uuid="GPU-replay-2-matmul_8192",namespace="ml",pod="trainer-0",container="main",'
                                    'app_kubernetes_io_name="trainer",team="vision"} ')

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import running_daemon
-from fakes.kubelet import FakeKubelet, pod
+from fakes.kubelet import FakeKubelet, first_owners, pod
 from waiting import PATIENCE, wait_until
 
 from exporter.attribution.kubernetes.attribution import Attributor
@@ -90,7 +90,10 @@ def _samples(*uuids: str) -> list[GpuSample]:
 
 
 def _settings(socket_path: Path, **changes: str) -> KubernetesConfig:
-    return parse_config({"kubernetes": {"enabled": True, "pod_resources_socket": str(socket_path), "refresh_interval": "10s", **changes}}).kubernetes
+    """Attribution from the fake kubelet; its List may take the whole refresh interval (the default
+    1 s is a guess on a busy machine)."""
+    interval = changes.get("refresh_interval", "10s")
+    return parse_config({"kubernetes": {"enabled": True, "pod_resources_socket": str(socket_path), "refresh_interval": interval, "timeout": interval, **changes}}).kubernetes
 
 
 def _wait_until(condition, timeout: float = PATIENCE) -> None:
@@ -106,7 +109,7 @@ def test_attributor_reads_the_refresher_and_never_calls_from_the_poll(socket_dir
     samples = _samples(GPU_A, GPU_B, "GPU-unassigned")
     with FakeKubelet(socket_path, PODS) as kubelet:
         try:
-            first = attributor.owners(_settings(socket_path), samples, time.monotonic())  # the first answer is waited for
+            first = first_owners(attributor, _settings(socket_path), samples)
             for _ in range(20):
                 assert attributor.owners(_settings(socket_path), samples, time.monotonic()) == first
             assert kubelet.calls == 1  # polls read the kept answer; the thread asks every refresh_interval
@@ -131,7 +134,7 @@ def test_a_failed_call_keeps_the_last_assignment_for_three_intervals(socket_dir:
     caplog.set_level(logging.INFO, logger="exporter.attribution.kubernetes")
     with FakeKubelet(socket_path, PODS) as kubelet:
         try:
-            assert attributor.owners(_settings(socket_path), samples, now[0])[GPU_A].single_pod.pod == "trainer-0"
+            assert first_owners(attributor, _settings(socket_path), samples, now[0])[GPU_A].single_pod.pod == "trainer-0"
             assert attributor.health() == AttributionHealth(up=True, errors_total=0, last_success_wall=1.7e9 + 1000.0)
             kubelet.failing = True
             for _ in range(3):  # three failed refreshes, 10 s apart: the assignment stays
@@ -172,8 +175,8 @@ def test_a_compromised_kubelets_names_and_crowds_are_left_out_and_counted(socket
     caplog.set_level(logging.WARNING, logger="exporter.attribution.kubernetes")
     with FakeKubelet(socket_path, [*PODS[:1], *hostile]):
         try:
-            settings = _settings(socket_path, max_message_bytes=8 << 20)
-            owners = attributor.owners(settings, _samples(GPU_A, GPU_B), time.monotonic())
+            settings = _settings(socket_path, max_message_bytes=8 << 20, refresh_interval="1h", timeout=f"{PATIENCE:g}s")  # 8 MB: slow to read on a busy machine; no refresh but the two below
+            owners = first_owners(attributor, settings, _samples(GPU_A, GPU_B))
             attributor._refresher.refresh()  # the same answer again: counted again, not logged again
             health = attributor.health()
         finally:

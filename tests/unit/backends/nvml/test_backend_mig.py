@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from fakes.kubelet import FakeKubelet, pod
+from fakes.kubelet import FakeKubelet, first_owners, pod
 from fakes.nvml import FakeClock, FakeGpu, FakeNvml
 
 from exporter.backends.nvml.backend import NvmlBackend
@@ -66,12 +66,13 @@ def test_mig_devices_exported_with_their_pods_and_graphics_based_efficiency(fake
     socket_dir = Path(tempfile.mkdtemp(prefix="kl", dir="/tmp"))
     socket_path = socket_dir / "kubelet.sock"
     pods = [pod("research", "finetune-7", {"trainer": {"nvidia.com/mig-3g.71gb": [MIG_BUSY]}})]
-    config = parse_config({"kubernetes": {"enabled": True, "pod_resources_socket": str(socket_path)}})
+    config = parse_config({"kubernetes": {"enabled": True, "pod_resources_socket": str(socket_path), "timeout": "10s"}})
     backend = NvmlBackend(nvml=nvml, clock=clock)
     poller = Poller(backend, config, clock=clock)
     try:
         with FakeKubelet(socket_path, pods):
             backend.start()
+            first_owners(poller.attributor, config.kubernetes, [], clock.now)  # the kubelet's first answer, however late
             poller.poll_once()
             clock.advance(1.0)
             snapshot = poller.poll_once()
