@@ -351,6 +351,9 @@ def test_the_poller_hands_pod_owners_to_the_apps(trace_paths):
         def health(self):
             return None
 
+        def kubelet(self):  # what the attribution doctor reads: no kubelet call made
+            return None
+
         def close(self):
             pass
 
