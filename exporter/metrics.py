@@ -55,7 +55,7 @@ class Dcgm:
 class Reading:
     """One value a metric renders, and where it comes from."""
 
-    path: str  # attribute path on a GpuState: sample.<field>, sample.profiling.<field>, sample.device.<field>, derived.<field>, totals.<field>
+    path: str  # attribute path on a GpuState: sample.<field>, sample.profiling.<field>, sample.cycles.<field>, sample.device.<field>, derived.<field>, totals.<field>
     label: str = ""  # the value of the metric's own label this reading feeds (type="corrected"); "" where the row has one reading
     gpm: Gpm | None = None
     dcgm: Dcgm | None = None
@@ -256,6 +256,33 @@ METRICS: tuple[Metric, ...] = (
           "NVLink traffic sent over all links, bytes per second over the last window."),
     _rate("nvlink_rx_bytes_per_second", "gpueff_nvlink_rx_bytes_per_second", Gpm("NVLINK_TOTAL_RX_PER_SEC", 60, MIB), Dcgm(1012, "DCGM_FI_PROF_NVLINK_RX_BYTES", 1, PROFILING),
           "NVLink traffic received over all links, bytes per second over the last window."),
+    # ---- DCGM 4.6's monotonic counters (dcgm_fields.h 1084-1096): exact over any range where DCGM gives them ----
+    Metric("gpueff_sm_cycles_elapsed_total", COUNTER, "", "SM cycles elapsed since the driver loaded (DCGM 4.6's raw counter, field 1084).",
+           detail="SM cycles elapsed since the driver loaded, DCGM's raw counter (DCGM_FI_PROF_SM_CYCLES_ELAPSED_TOTAL, 1084; DCGM 4.6 and newer). With gpueff_sm_cycles_active_total and gpueff_pipe_cycles_active_total, increase(active) / increase(elapsed) over any range is that range's exact activity. DCGM backend only; absent where DCGM does not give it.",
+           readings=_r("sample.cycles.sm_elapsed", dcgm=Dcgm(1084, "DCGM_FI_PROF_SM_CYCLES_ELAPSED_TOTAL", 1, FAST)), backends=DCGM_ONLY, collector="profiling"),
+    Metric("gpueff_sm_cycles_active_total", COUNTER, "", "SM cycles with a warp resident since the driver loaded (DCGM 4.6's raw counter, field 1085).",
+           detail="SM cycles with at least one warp resident since the driver loaded, DCGM's raw counter (DCGM_FI_PROF_SM_CYCLES_ACTIVE_TOTAL, 1085): over gpueff_sm_cycles_elapsed_total, the exact SM activity of any range. DCGM backend only.",
+           readings=_r("sample.cycles.sm_active", dcgm=Dcgm(1085, "DCGM_FI_PROF_SM_CYCLES_ACTIVE_TOTAL", 1, FAST)), backends=DCGM_ONLY, collector="profiling"),
+    Metric("gpueff_pipe_cycles_active_total", COUNTER, "", "Cycles each pipe was active since the driver loaded, by pipe (DCGM 4.6's raw counters).",
+           detail="Cycles each pipe was active since the driver loaded, DCGM's raw counters (1086-1090, 1093-1096): pipe is tensor (any tensor pipe, MMA), tensor_dmma, tensor_hmma, tensor_imma, tensor_dfma, integer, fp64, fp32 or fp16; over gpueff_sm_cycles_elapsed_total, the exact activity of any range. DCGM backend only.",
+           labels=("pipe",), backends=DCGM_ONLY, collector="profiling", readings=tuple(
+               Reading(f"sample.cycles.{pipe}", pipe, dcgm=Dcgm(field_id, name, 1, FAST)) for pipe, field_id, name in (
+                   ("tensor", 1086, "DCGM_FI_PROF_MMA_CYCLES_ACTIVE_TOTAL"),
+                   ("tensor_dmma", 1087, "DCGM_FI_PROF_DMMA_CYCLES_ACTIVE_TOTAL"),
+                   ("tensor_hmma", 1088, "DCGM_FI_PROF_HMMA_CYCLES_ACTIVE_TOTAL"),
+                   ("tensor_imma", 1089, "DCGM_FI_PROF_IMMA_CYCLES_ACTIVE_TOTAL"),
+                   ("tensor_dfma", 1090, "DCGM_FI_PROF_DFMA_CYCLES_ACTIVE_TOTAL"),
+                   ("integer", 1093, "DCGM_FI_PROF_INT_CYCLES_ACTIVE_TOTAL"),
+                   ("fp64", 1094, "DCGM_FI_PROF_FP64_CYCLES_ACTIVE_TOTAL"),
+                   ("fp32", 1095, "DCGM_FI_PROF_FP32_CYCLES_ACTIVE_TOTAL"),
+                   ("fp16", 1096, "DCGM_FI_PROF_FP16_CYCLES_ACTIVE_TOTAL"),
+               ))),
+    Metric("gpueff_pcie_bytes_total", COUNTER, "bytes", "PCIe bytes since the driver loaded, by direction (DCGM 4.6's raw counters).",
+           detail="PCIe bytes since the driver loaded by direction (tx from the GPU, rx to it), DCGM's raw counters (DCGM_FI_PROF_PCIE_TX_BYTES_TOTAL 1091, _RX_ 1092): rate() over any range is its exact mean traffic. DCGM backend only.",
+           labels=("direction",), backends=DCGM_ONLY, collector="profiling", readings=(
+               Reading("sample.cycles.pcie_tx_bytes", "tx", dcgm=Dcgm(1091, "DCGM_FI_PROF_PCIE_TX_BYTES_TOTAL", 1, FAST)),
+               Reading("sample.cycles.pcie_rx_bytes", "rx", dcgm=Dcgm(1092, "DCGM_FI_PROF_PCIE_RX_BYTES_TOTAL", 1, FAST)),
+           )),
     # ---- derived (exporter/pipeline/derive.py, exporter/pipeline/totals.py) ----
     Metric("gpueff_efficiency_ratio", GAUGE, "ratio", "SM activity / utilization over the same window, 0..1; absent when utilization is 0.", detail="SM activity / utilization over the same window, 0..1: how much of the 'busy' time the SMs really worked. Absent when utilization is 0.", readings=_r("derived.efficiency"), collector="efficiency"),
     Metric("gpueff_mismatch", GAUGE, "", "1 while the GPU is 'busy but not working' by this rule.", detail="1 while the GPU is 'busy but not working' by this rule: high_util_low_sm (high utilization, low SM activity), low_efficiency (high enough utilization, low efficiency), high_util_low_work (high utilization while every math pipe, DRAM and link is below a tenth of its peak: busy, nothing near any roof, which SM activity misses when warps sit resident and issue nothing); thresholds under mismatch: in the config. Never 1 while gpueff_readings_implausible is.", labels=("rule",), readings=_r("derived.mismatch"), collector="efficiency"),

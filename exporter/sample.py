@@ -44,6 +44,30 @@ NO_PROFILING = Profiling()
 
 
 @dataclass(frozen=True, slots=True)
+class Cycles:
+    """DCGM 4.6's monotonic counters (dcgm_fields.h 1084-1096, from GPM on Hopper and newer): raw SM
+    and pipe cycle counts and PCIe bytes since the driver loaded, read where DCGM gives them. The
+    ratio of two counters' increases over any range is that range's exact activity. None: not read."""
+
+    sm_elapsed: float | None = None
+    sm_active: float | None = None
+    tensor: float | None = None  # any tensor pipe (MMA)
+    tensor_dmma: float | None = None
+    tensor_hmma: float | None = None
+    tensor_imma: float | None = None
+    tensor_dfma: float | None = None
+    integer: float | None = None
+    fp64: float | None = None
+    fp32: float | None = None
+    fp16: float | None = None
+    pcie_tx_bytes: float | None = None
+    pcie_rx_bytes: float | None = None
+
+
+NO_CYCLES = Cycles()
+
+
+@dataclass(frozen=True, slots=True)
 class Health:
     """The health readings dcgm-exporter's default counters cover (docs/health.md): one field per
     catalogue reading, None where the GPU, driver or backend does not give it (never a fake 0).
@@ -183,6 +207,7 @@ class GpuSample:
     process_utilization: tuple[ProcessUtilization, ...] | None = None
     profiling: Profiling = NO_PROFILING
     health: Health = NO_HEALTH
+    cycles: Cycles = NO_CYCLES
     # DCGM before Hopper: the profiling counters are time-shared between metric groups (several passes),
     # so a profiling value can read 0 for an interval whose pass did not run. None where not known.
     profiling_multiplexed: bool | None = None

@@ -65,7 +65,7 @@ from exporter.backends.dcgm.window import Sample, WindowMean, update_interval_us
 from exporter.backends.dcgm.xid import XidCounter
 from exporter.logs import gpu_fields
 from exporter.metrics import PROFILING_RATIOS
-from exporter.sample import DeviceInfo, GpuSample, Profiling, down_sample
+from exporter.sample import Cycles, DeviceInfo, GpuSample, Profiling, down_sample
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,7 @@ CONTENTION_CHECK = 60.0  # seconds between looks at other clients' field groups
 FINAL_IN_EMBEDDED = (MODULE_NOT_LOADED, REQUIRES_ROOT)  # whole refusals an embedded engine gives for its whole life
 PAUSED = "paused"
 GPU_ENTITY = 1  # dcgm_fields.h DCGM_FE_GPU
+CYCLES_PREFIX = "cycles."  # DCGM 4.6's monotonic counters (sample.Cycles)
 POWER_LIMIT_TARGET = "power_limit_watts"  # the one DeviceInfo attribute read again (a limit changed at run time); the rest are read once
 CONNECTION_ERRORS = {"DCGM_ST_CONNECTION_NOT_VALID", "DCGM_ST_UNINITIALIZED"}  # the host engine, not one watch
 # Field 203 (NVML's utilization: any engine, copy engines included) is sampled at the driver's own
@@ -659,6 +660,7 @@ class DcgmBackend(Backend):
         assert self._decode is not None
         sample = GpuSample(device=gpu.info, timestamp=now)
         health_values: dict[str, float] = {}
+        cycle_values: dict[str, float] = {}
         link_errors: list[tuple[int, str, float]] = []
         for raw in values:
             resolved = self._by_id.get(raw.fieldId)
@@ -677,6 +679,8 @@ class DcgmBackend(Backend):
                 sample.device = gpu.info
             elif spec.target.startswith(HEALTH_PREFIX):
                 health_values[spec.target.removeprefix(HEALTH_PREFIX)] = number * spec.scale
+            elif spec.target.startswith(CYCLES_PREFIX):
+                cycle_values[spec.target.removeprefix(CYCLES_PREFIX)] = number * spec.scale
             elif spec.target.startswith(NVLINK_LINK_PREFIX):
                 link, kind = spec.target.removeprefix(NVLINK_LINK_PREFIX).split(":")
                 link_errors.append((int(link), kind, number))
@@ -687,6 +691,7 @@ class DcgmBackend(Backend):
             else:
                 setattr(sample, spec.target, number * spec.scale)
         sample.health = health(health_values, self._nvlink.get(gpu.gpu_id) if gpu.parent is None else None, link_errors)
+        sample.cycles = Cycles(**cycle_values)
         profiling: dict[str, float] = {}
         for field_id in sorted(gpu.profiling.watched):
             spec = self._by_id[field_id].spec

@@ -24,7 +24,7 @@ DCGM_FE_GPU = 1
 DCGM_FE_GPU_I = 4
 DCGM_FE_GPU_CI = 5
 
-# ID -> (DCGM 4.6 name, legacy name, field type)
+# ID -> (DCGM 4.6 name, legacy name (None: the field is new in 4.6), field type)
 FIELD_NAMES = {
     50: ("DCGM_FI_DEV_GPU_NAME", "DCGM_FI_DEV_NAME", "s"),
     52: ("DCGM_FI_DEV_NVML_INDEX", "DCGM_FI_DEV_NVML_INDEX", "i"),
@@ -94,6 +94,20 @@ FIELD_NAMES = {
     1014: ("DCGM_FI_PROF_HMMA_UTIL_RATIO", "DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE", "d"),
     1015: ("DCGM_FI_PROF_DFMA_UTIL_RATIO", "DCGM_FI_PROF_PIPE_TENSOR_DFMA_ACTIVE", "d"),
     1016: ("DCGM_FI_PROF_INT_UTIL_RATIO", "DCGM_FI_PROF_PIPE_INT_ACTIVE", "d"),
+    # New in DCGM 4.6 (no legacy name: DCGM 3 does not know them): monotonic counters, int64.
+    1084: ("DCGM_FI_PROF_SM_CYCLES_ELAPSED_TOTAL", None, "i"),
+    1085: ("DCGM_FI_PROF_SM_CYCLES_ACTIVE_TOTAL", None, "i"),
+    1086: ("DCGM_FI_PROF_MMA_CYCLES_ACTIVE_TOTAL", None, "i"),
+    1087: ("DCGM_FI_PROF_DMMA_CYCLES_ACTIVE_TOTAL", None, "i"),
+    1088: ("DCGM_FI_PROF_HMMA_CYCLES_ACTIVE_TOTAL", None, "i"),
+    1089: ("DCGM_FI_PROF_IMMA_CYCLES_ACTIVE_TOTAL", None, "i"),
+    1090: ("DCGM_FI_PROF_DFMA_CYCLES_ACTIVE_TOTAL", None, "i"),
+    1091: ("DCGM_FI_PROF_PCIE_TX_BYTES_TOTAL", None, "i"),
+    1092: ("DCGM_FI_PROF_PCIE_RX_BYTES_TOTAL", None, "i"),
+    1093: ("DCGM_FI_PROF_INT_CYCLES_ACTIVE_TOTAL", None, "i"),
+    1094: ("DCGM_FI_PROF_FP64_CYCLES_ACTIVE_TOTAL", None, "i"),
+    1095: ("DCGM_FI_PROF_FP32_CYCLES_ACTIVE_TOTAL", None, "i"),
+    1096: ("DCGM_FI_PROF_FP16_CYCLES_ACTIVE_TOTAL", None, "i"),
 }
 # The per-link NVLink error fields, links 0-17 (dcgm_fields.h, DCGM 4.6): by type, the first ID of the
 # runs of links 0-5, 6-11, 12-14 and 15-17.
@@ -102,7 +116,7 @@ for _name, _starts in (("CRC_FLIT", (400, 451, 406, 481)), ("CRC_DATA", (410, 45
         _run = 3 if _link >= 15 else 2 if _link >= 12 else 1 if _link >= 6 else 0
         FIELD_NAMES[_starts[_run] + _link - (0, 6, 12, 15)[_run]] = (f"DCGM_FI_DEV_NVLINK_{_name}_ERROR_L{_link}_TOTAL", f"DCGM_FI_DEV_NVLINK_{_name}_ERROR_COUNT_L{_link}", "i")
 _NEW = {new: field_id for field_id, (new, _legacy, _kind) in FIELD_NAMES.items()}
-_LEGACY = {legacy: field_id for field_id, (_new, legacy, _kind) in FIELD_NAMES.items()}
+_LEGACY = {legacy: field_id for field_id, (_new, legacy, _kind) in FIELD_NAMES.items() if legacy is not None}
 
 
 def __getattr__(name):
@@ -130,4 +144,6 @@ def DcgmFieldGetById(fieldId):
     if fieldId not in FIELD_NAMES or not fake_hostengine.CONTROL.knows(fieldId, set(FIELD_NAMES)):
         return None
     new, legacy, kind = FIELD_NAMES[fieldId]
+    if fake_hostengine.CONTROL.naming != "4.6" and legacy is None:
+        return None  # a field DCGM 3 does not have
     return c_dcgm_field_meta_t(fieldId, kind, (new if fake_hostengine.CONTROL.naming == "4.6" else legacy).lower())

@@ -118,7 +118,7 @@ def test_without_a_metadata_lookup_the_bindings_names_decide(dcgm_engine, monkey
     dcgm.start()
     try:
         assert {resolved.field_id: resolved.name for resolved in dcgm.fields}[1004] == "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"
-        assert [spec.field_id for spec in dcgm.unknown_fields] == [1016]
+        assert sorted(spec.field_id for spec in dcgm.unknown_fields) == [1016, *range(1084, 1097)]  # DCGM 3 has no cycle counters either
         assert dcgm.profiling_answers(PATIENCE)
     finally:
         dcgm.close()
@@ -800,3 +800,38 @@ def test_profiling_frozen_at_0_under_load_is_flagged_and_wastes_nothing(dcgm_eng
         assert derived.implausible["profiling_zero_under_load"] and derived.bottleneck == "unknown"
         assert not any(derived.mismatch.values()) and derived.estimated_flops is None
     assert states[-1].totals.busy_idle_sm_seconds == 0
+
+
+def test_dcgm_46s_monotonic_counters_are_read_and_exported(dcgm_engine):
+    """Fields 1084-1096 (DCGM 4.6, dcgm_fields.h): raw SM and pipe cycle counts and PCIe bytes since
+    the driver loaded, read with the device fields and exported as counters, so increase(active) /
+    increase(elapsed) over any range is that range's exact activity."""
+    from exporter.exposition.render import render
+    from exporter.poller import Poller
+    from exporter.settings import Config
+
+    dcgm = backend(interval=0.1)
+    poller = Poller(dcgm, Config(collect_interval=0.1))
+    poller._devices = dcgm.start()
+    engine = dcgm_engine.CONTROL.embedded[-1]
+    clock_hz, active_share, hmma_share = 1.4e9, 0.95, 0.92  # a power-capped matmul: elapsed cycles grow at the clock
+    engine.values[(0, 1084)] = lambda ts: float(int(ts / 1e6 * clock_hz))
+    engine.values[(0, 1085)] = lambda ts: float(int(ts / 1e6 * clock_hz * active_share))
+    engine.values[(0, 1088)] = lambda ts: float(int(ts / 1e6 * clock_hz * hmma_share))
+    engine.values[(0, 1092)] = lambda ts: float(int(ts / 1e6 * 2e9))
+    try:
+        first = wait_until(lambda: (state := poller.poll_once().gpus[0]).sample.cycles.sm_elapsed is not None and state, PATIENCE)
+        time.sleep(0.5)
+        second = poller.poll_once()
+    finally:
+        dcgm.close()
+    later = second.gpus[0].sample.cycles
+    earlier = first.sample.cycles
+    assert later.sm_elapsed > earlier.sm_elapsed and later.tensor_hmma > earlier.tensor_hmma
+    assert (later.sm_active - earlier.sm_active) / (later.sm_elapsed - earlier.sm_elapsed) == pytest.approx(active_share, rel=1e-3)
+    assert (later.tensor_hmma - earlier.tensor_hmma) / (later.sm_elapsed - earlier.sm_elapsed) == pytest.approx(hmma_share, rel=1e-3)
+    assert later.fp32 is None and later.pcie_tx_bytes is None  # not given: absent, never 0
+    text = render(second).decode()
+    assert f'gpueff_sm_cycles_elapsed_total{{gpu="0",uuid="{first.sample.device.uuid}"}}' in text
+    cycles = [line for line in text.splitlines() if line.startswith(("gpueff_pipe_cycles_active_total{", "gpueff_pcie_bytes_total{"))]
+    assert [line.split("{", 1)[1].split("}")[0].rsplit(",", 1)[1] for line in cycles] == ['pipe="tensor_hmma"', 'direction="rx"']
