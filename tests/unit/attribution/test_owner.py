@@ -6,6 +6,8 @@ other. The property tests at the end hold for any placement and any readings."""
 
 from __future__ import annotations
 
+import os
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -365,3 +367,40 @@ def test_without_process_names_no_reader_learns_which_programs_the_nodes_users_r
         assert f'job_id="{A}:1-2"' in exposition and f'"{A}:1-2"' in live  # A's job, by uid and GPUs
         for text in (exposition, live):
             assert "secret-ft" not in text and "python" not in text and ":sh:" not in text
+
+
+class _Opens:
+    """Every path opened while ``recording`` is a list (an audit hook, installed once per process)."""
+
+    recording: list[str] | None = None
+    installed = False
+
+    @classmethod
+    def hook(cls, event: str, args: tuple) -> None:
+        if cls.recording is not None and event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
+            cls.recording.append(os.fsdecode(args[0]))
+
+
+@pytest.mark.parametrize("names", [True, False], ids=["process_names", "uids-only"])
+def test_of_a_tenants_process_only_its_cgroup_status_stat_and_name_are_read(tenants: Path, trace_paths, names: bool) -> None:
+    """A process's command line and environment (arguments, tokens, paths) are never opened, so
+    they can reach no label, log line, page or trace; without process_names not even its name is."""
+    if not _Opens.installed:
+        sys.addaudithook(_Opens.hook)
+        _Opens.installed = True
+    for pid in (101, 102, 301):
+        (tenants / str(pid) / "cmdline").write_bytes(b"python\0train.py\0--hf-token=s3cret\0")
+        (tenants / str(pid) / "environ").write_bytes(b"HF_TOKEN=s3cret\0")
+    matmul = load_trace(trace_paths["matmul_8192"])
+    gpus = [FakeGpu(matmul, processes=[(101, GIB, "python"), (301, GIB, "python")], process_duty={101: 0.5, 301: 0.4}), FakeGpu(matmul, processes=[(102, GIB, "python")], process_duty={102: 0.9})]
+    backend, _, clock = started_backend(gpus)
+    poller = Poller(backend, parse_config({"sharing": {"enabled": True}, "proc_root": str(tenants), "process_names": names}), clock=clock)
+    _Opens.recording = []
+    try:
+        for _ in range(3):
+            poller.poll_once()
+            clock.advance(1.0)
+    finally:
+        opened, _Opens.recording = _Opens.recording, None
+    read = {Path(path).name for path in opened if path.startswith(str(tenants))}
+    assert read == ({"cgroup", "status", "stat", "comm"} if names else {"cgroup", "status", "stat"}), read
