@@ -57,3 +57,22 @@ def test_the_import_graph_has_no_cycle_and_no_import_back_up_its_layers(capsys: 
 
 def test_an_import_from_a_layer_above_is_counted_as_running_back_up() -> None:
     assert import_graph.upward({"exporter.config.values": {"exporter.apps.patterns"}, "exporter.poller": {"exporter.settings"}}) == ["exporter.config.values -> exporter.apps.patterns"]
+
+
+# The tests of the whole package rather than of one module (docs/contributing.md, "Where is the test of X?").
+WHOLE_PACKAGE = {"test_architecture.py", "test_fuzz.py"}
+
+
+def test_every_unit_test_is_named_after_the_module_it_tests() -> None:
+    """tests/unit/<a>/test_<b>.py (or test_<b>_<aspect>.py) tests exporter/<a>/<b>.py (a module or a
+    package), so the test of a module is found from its name."""
+    unit = ROOT / "tests" / "unit"
+    strays = []
+    for test in sorted(unit.rglob("test_*.py")):
+        where = test.relative_to(unit)
+        package = ROOT / "exporter" / where.parent
+        modules = {path.stem for path in package.glob("*.py")} | {path.parent.name for path in package.glob("*/__init__.py")}
+        name = test.stem.removeprefix("test_")
+        if str(where) not in WHOLE_PACKAGE and not any(name == module or name.startswith(f"{module}_") for module in modules):
+            strays.append(str(where))
+    assert strays == [], "name each after its module (exporter/a/b.py: tests/unit/a/test_b.py), or put a daemon trial in tests/system/, an artifact's test in tests/deploy/"
