@@ -10,6 +10,10 @@ of the corpus; each counts its own work.
   memory, a warp a row (the shape of a UVA embedding lookup). ``pcie_gbps``: row bytes read.
 - ``vit_b16_train_bf16``: timm's ViT-B/16 (random weights), bf16 autocast, batch 128, fused AdamW.
   FLOP per step from FlopCounterMode; ``images_per_s``.
+- ``matmul_from_idle``: a job that starts while the recording runs: the GPU idles for the first
+  ``IDLE_FIRST`` seconds, then bf16 8192^3 matmuls back to back; ``started_s`` is when (seconds after
+  the recording's launch), ``tflops`` the matmuls' own count over the whole recording. Beside the
+  daemon's poller it shows how many polls the class takes to follow the start (issue 43: two).
 
 The zero-copy kernels are CuPy RawKernels on pinned memory from ``cudaHostAlloc`` (CuPy's pinned
 pool): under unified addressing its host pointer is valid on the device.
@@ -167,7 +171,44 @@ def vit_training(torch: Any, record: Record, wanted: Callable[[str], bool], say:
     record(name, f"timm ViT-B/16 (vit_base_patch16_224, random weights) training, bf16 autocast, batch {batch}, fused AdamW", step, ("tflops",), lambda: {"images_per_s": round(batch / step_time, 1)})
 
 
+IDLE_FIRST = 8.0
+MATMUL_N = 8192
+
+
+def matmul_from_idle(torch: Any, record: Record, wanted: Callable[[str], bool], say: Callable[[str], None]) -> None:
+    name = "matmul_from_idle"
+    if not wanted(name):
+        return
+    a, b = (torch.randn(MATMUL_N, MATMUL_N, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    for _ in range(10):
+        a @ b
+    torch.cuda.synchronize()
+    flop = 2.0 * MATMUL_N**3
+    first: list[float] = []
+    started: list[float] = []
+
+    def step(work: Any) -> None:
+        now = time.perf_counter()
+        if not first:
+            first.append(now)
+        if now - first[0] < IDLE_FIRST:
+            time.sleep(0.05)  # the job has not started yet: the GPU idles
+            work.add()
+            return
+        if not started:
+            started.append(now - first[0])
+        for _ in range(10):
+            a @ b
+        torch.cuda.synchronize()
+        work.add(flop=10 * flop)
+
+    time.sleep(3.0)  # the warm-up's clock boost and power settle back to idle first
+    record(name, f"the GPU idles {IDLE_FIRST:g} s, then torch bf16 {MATMUL_N}^3 matmuls back to back (a job starting under the daemon)", step, ("tflops",),
+           lambda: {"started_s": round(started[0], 2) if started else -1.0})
+
+
 GROUPS: tuple[tuple[str, frozenset[str], Callable[..., None]], ...] = (
     ("zero_copy", frozenset({"zerocopy_read", "zerocopy_write", "zerocopy_gather"}), zero_copy),
     ("vit", frozenset({"vit_b16_train_bf16"}), vit_training),
+    ("from_idle", frozenset({"matmul_from_idle"}), matmul_from_idle),
 )
