@@ -63,7 +63,7 @@ def parse_stat(text: str) -> ProcessStat | None:
     if not close or "(" not in head:
         return None
     fields = tail.split()
-    if len(fields) < 4 or not all(field.lstrip("-").isdigit() for field in fields[1:4]):
+    if len(fields) < 4 or not all(field.lstrip("-").isascii() and field.lstrip("-").isdigit() for field in fields[1:4]):
         return None
     return ProcessStat(head.split("(", 1)[1], int(fields[1]), int(fields[3]))
 

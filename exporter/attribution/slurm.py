@@ -21,7 +21,7 @@ from dataclasses import dataclass
 # Anchored at the path's start (after any ``..`` of the exporter's own cgroup namespace): under cgroup
 # v2 the user owns the cgroups below its task's (Slurm delegates them) and anyone with a delegated
 # user slice can name directories ``slurmstepd.scope/job_7``; only Slurm's own place counts.
-_JOB = re.compile(r"^/(?:\.\./)*(?:system\.slice/)?(?:slurm(?:_[^/]+)?|(?:[^/]+_)?slurmstepd\.scope)/(?:uid_(\d+)/)?job_(\d+)(?:/step_([^/]+))?(?:/|$)")
+_JOB = re.compile(r"^/(?:\.\./)*(?:system\.slice/)?(?:slurm(?:_[^/]+)?|(?:[^/]+_)?slurmstepd\.scope)/(?:uid_([0-9]+)/)?job_([0-9]+)(?:/step_([^/]+))?(?:/|$)")
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -65,7 +65,7 @@ def test_holder_of_a_process_with_a_non_utf8_name_and_cgroup(tmp_path: Path) -> 
 def test_a_process_that_cannot_be_identified_is_unattributed_and_remembered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
 
-    def broken(pid: int, name: str, root: Path) -> None:
+    def broken(pid: int, name: str, root: Path, names: bool = True) -> None:
         calls.append(pid)
         raise ValueError("unexpected")
 

@@ -42,7 +42,7 @@ class ApiServer:
     @classmethod
     def in_cluster(cls, service_account: Path, timeout: float, max_bytes: int) -> ApiServer:
         host, port = os.environ.get("KUBERNETES_SERVICE_HOST", ""), os.environ.get("KUBERNETES_SERVICE_PORT", "443")
-        if not host or not port.isdigit():
+        if not host or not (port.isascii() and port.isdigit()):
             raise ApiError("not running in a Kubernetes pod: KUBERNETES_SERVICE_HOST/KUBERNETES_SERVICE_PORT are not set")
         return cls(host, int(port), service_account, timeout, max_bytes)
 

@@ -84,3 +84,11 @@ def test_resolver_reads_each_pid_once_and_forgets_gone_ones(tmp_path: Path) -> N
     assert resolver.resolve([(20, ""), (20, "")])[20].holder == Holder("slurm_job", "778")
     resolver.resolve([])
     assert resolver.resolve([(20, "")])[20].holder == Holder("user", "", "1000")  # read again: in no job now, and nameless
+
+
+def test_a_job_number_in_other_scripts_digits_is_no_job() -> None:
+    """re's \\d takes every script's digits, and int() reads them: job_١٢ (Arabic-Indic) was job 12."""
+    assert job_of_cgroup_line("0::/system.slice/slurmstepd.scope/job_12/step_0") == SlurmJob("12", "0")
+    for digits in ("١٢", "１２", "१२"):
+        assert job_of_cgroup_line(f"0::/system.slice/slurmstepd.scope/job_{digits}/step_0") is None
+        assert job_of_cgroup_line(f"0::/system.slice/slurmstepd.scope/uid_{digits}/job_12/step_0") is None
