@@ -49,6 +49,38 @@ def read_lines(path: Path, max_bytes: int = MAX_PROC_FILE_BYTES) -> list[str] | 
     return None if any(_CONTROL.search(line) for line in found) else found
 
 
+def writable_by_others(path: str | Path) -> str | None:
+    """Why a user other than the file's owner (and root) could change what ``path`` holds, where the
+    daemon would take it as its operator's word; None where no one else can. Another user can where
+    anyone may write the file, where a stranger's file (or symbolic link) sits in a folder anyone may
+    write to (``/tmp``: its sticky bit keeps others from replacing a file, not from making one first),
+    or where a folder on the file's real path is writable by anyone without the sticky bit (anyone
+    may replace the file). A file on a read-only file system (a Kubernetes ConfigMap) is no one's to
+    change. Raises OSError where the file cannot be checked."""
+    trusted = {0, os.geteuid()}
+    given = os.path.abspath(path)
+    link = os.lstat(given)
+    if stat.S_ISLNK(link.st_mode) and link.st_uid not in trusted and os.stat(os.path.dirname(given)).st_mode & stat.S_IWOTH:
+        return f"it is a symbolic link of uid {link.st_uid} in {os.path.dirname(given)}, a folder anyone can write to"
+    real = os.path.realpath(given)
+    if os.statvfs(real).f_flag & os.ST_RDONLY:
+        return None
+    info = os.stat(real)
+    if info.st_mode & stat.S_IWOTH:
+        return f"anyone can write to {real} (chmod o-w)"
+    folder = os.path.dirname(real)
+    if info.st_uid not in trusted and os.stat(folder).st_mode & stat.S_IWOTH:
+        return f"{real} is owned by uid {info.st_uid} in {folder}, a folder anyone can write to"
+    while True:
+        mode = os.stat(folder).st_mode
+        if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
+            return f"anyone can replace it: its folder {folder} is writable by anyone, without the sticky bit"
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+
+
 def read_file(path: str | Path, max_bytes: int) -> bytes:
     """A regular file's bytes, at most ``max_bytes``. Raises OSError where it cannot be read, and
     ValueError (saying why) where it is not a regular file or is larger: the size is checked

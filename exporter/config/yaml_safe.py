@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from exporter.config.values import cut, shown
-from exporter.untrusted import read_file
+from exporter.untrusted import read_file, writable_by_others
 
 if TYPE_CHECKING:
     import yaml
@@ -80,15 +80,19 @@ def _expanded_nodes(node: yaml.Node, sizes: dict[int, int], open_nodes: set[int]
 def read_yaml(path: str | Path, what: str, error: type[Exception], max_bytes: int = MAX_YAML_BYTES) -> Any:
     """Read and decode a YAML file; every problem is raised as ``error`` naming ``what`` and the file.
 
-    Only a regular file of at most ``max_bytes`` is read (``untrusted.read_file``). Duplicate keys,
-    alias bombs and recursive aliases are refused (``_strict_loader``)."""
+    Only a regular file of at most ``max_bytes`` is read (``untrusted.read_file``), and only where no
+    other user can change it (``untrusted.writable_by_others``: the daemon, often root, would follow
+    it). Duplicate keys, alias bombs and recursive aliases are refused (``_strict_loader``)."""
     where = f"{what} {path}"
     try:
         raw = read_file(path, max_bytes)
+        others = writable_by_others(path)
     except OSError as problem:
         raise error(f"{where}: cannot read it: {problem.strerror or problem}") from None
     except ValueError as problem:
         raise error(f"{where}: {problem}") from None
+    if others is not None:
+        raise error(f"{where}: refused, since another user could change what it says: {others}") from None
     import yaml
 
     try:

@@ -5,6 +5,7 @@ nothing, and a FIFO in a file's place never blocks a reload or the shutdown afte
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import tracemalloc
@@ -19,6 +20,7 @@ from exporter.config.engine import ConfigError
 from exporter.httpserver.tlsconfig import WebConfigError, load_web_config
 from exporter.settings import load_config
 from exporter.trace import TraceError, load_trace
+from exporter.untrusted import writable_by_others
 
 SPARSE = 256 * 1024 * 1024  # no disk, but read whole it is 256 MB of memory
 
@@ -106,3 +108,63 @@ def test_sighup_with_a_fifo_web_config_then_sigterm_exits(trace_paths, tmp_path)
         assert daemon.process.wait(PATIENCE) == 0
         output = daemon.finished_output()
     assert "web config reload failed, keeping the running TLS and auth settings" in output and "not a regular file" in output
+
+
+# ---- a config another user can change ------------------------------------------------------------
+
+STRANGER = 4242  # another user's uid (the test, as root, makes files of it with chown)
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="makes files of another user (chown): needs root")
+
+
+def shared_folder(tmp_path: Path, mode: int) -> Path:
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    folder.chmod(mode)
+    return folder
+
+
+@needs_root
+def test_a_config_another_user_can_change_is_refused_naming_who_and_how(tmp_path):
+    """The daemon, often root, would take it as the operator's word: a tenant who could edit it
+    would choose proc_root (and so every GPU's owners), the app URLs it fetches, the kubelet socket
+    and, in a web config, who may log in. Before, each of these loaded."""
+    own = tmp_path / "own.yml"
+    own.write_text("currency: EUR\n")
+    assert writable_by_others(own) is None and load_config(own).currency == "EUR"
+    own.chmod(0o666)
+    assert writable_by_others(own) == f"anyone can write to {own} (chmod o-w)"
+    with pytest.raises(ConfigError, match=re.escape(f"config file {own}: refused, since another user could change what it says: anyone can write to {own}")):
+        load_config(own)
+
+    public = shared_folder(tmp_path, 0o1777)  # /tmp's mode: a stranger may create a file first
+    planted = public / "config.yml"
+    planted.write_text("proc_root: /home/tenant/proc\n")
+    assert writable_by_others(planted) is None  # root's own file there: the sticky bit keeps it root's
+    os.chown(planted, STRANGER, STRANGER)
+    assert writable_by_others(planted) == f"{planted} is owned by uid {STRANGER} in {public}, a folder anyone can write to"
+    link = public / "web.yml"
+    link.symlink_to(own)
+    own.chmod(0o644)
+    assert writable_by_others(link) is None
+    os.lchown(link, STRANGER, STRANGER)  # a stranger's link to a file of root's: the stranger chooses which
+    assert writable_by_others(link) == f"it is a symbolic link of uid {STRANGER} in {public}, a folder anyone can write to"
+    with pytest.raises(WebConfigError, match="refused, since another user could change what it says: it is a symbolic link of uid 4242"):
+        load_web_config(link)
+
+    (tmp_path / "x").mkdir()
+    open_folder = shared_folder(tmp_path / "x", 0o777)  # anyone may rename the file away and put another in its place
+    inner = open_folder / "config.yml"
+    inner.write_text("currency: EUR\n")
+    assert writable_by_others(inner) == f"anyone can replace it: its folder {open_folder} is writable by anyone, without the sticky bit"
+
+
+def test_a_config_on_a_read_only_file_system_is_no_ones_to_change(tmp_path, monkeypatch):
+    """A Kubernetes ConfigMap: its folder reads 0777, but the volume is mounted read-only."""
+    folder = shared_folder(tmp_path, 0o777)
+    config = folder / "config.yml"
+    config.write_text("currency: EUR\n")
+    config.chmod(0o666)
+    assert writable_by_others(config) is not None
+    read_only = os.statvfs_result((4096, 4096, 1, 1, 1, 1, 1, 1, os.ST_RDONLY, 255))
+    monkeypatch.setattr(os, "statvfs", lambda path: read_only)
+    assert writable_by_others(config) is None and load_config(config).currency == "EUR"
