@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from exporter.config.engine import setting
+from exporter.config.engine import SettingError, setting
 from exporter.config.values import boolean, cut, shown
-from exporter.metrics import GPU, METRICS
+from exporter.metrics import GPU, MAX_PROCESSES, METRICS
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,8 +41,12 @@ _HELP = {
     "violations": "time the clocks were held down, by policy",
     "video": "video encoder and decoder utilization",
     "fan": "fan speed",
+    "per_process": f"each compute process's device memory and share of the GPU's busy time, by PID, user, program and holder (at most {MAX_PROCESSES} per GPU, the rest summed as pid=\"other\")",
 }
 COLLECTORS: dict[str, Collector] = {name: Collector(help, tuple(metric.name for metric in METRICS if metric.collector == name)) for name, help in _HELP.items()}
+# Off unless asked for (node_exporter's default-disabled collectors): a series per PID churns with
+# every process started, so only an operator who wants them pays for them.
+OFF_BY_DEFAULT = frozenset({"per_process"})
 ALWAYS = frozenset(metric.name for metric in METRICS if metric.scope == GPU and not metric.collector)
 COLLECTOR_OF: dict[str, str] = {metric.name: metric.collector for metric in METRICS if metric.collector}
 
@@ -62,9 +66,29 @@ def collector_names(value: object) -> tuple[str, ...]:
     return tuple(sorted(set(value)))
 
 
+def off_by_default_names(value: object) -> tuple[str, ...]:
+    """A list of the collectors that are off by default; sorted, without repeats."""
+    names = collector_names(value)
+    usual = sorted(set(names) - OFF_BY_DEFAULT)
+    if usual:
+        raise ValueError(f"{cut(usual[0])!r} is on by default (only {', '.join(sorted(OFF_BY_DEFAULT))} need enabling)")
+    return names
+
+
 @dataclass(frozen=True)
 class CollectorsConfig:
     """Which per-GPU metric families are exported (docs/collectors.md)."""
 
     disabled: tuple[str, ...] = setting((), collector_names, f"collectors not to export: {', '.join(COLLECTORS)} (the --collector.NAME and --no-collector.NAME flags override it)")
+    enabled: tuple[str, ...] = setting((), off_by_default_names, f"collectors that are off by default to export: {', '.join(sorted(OFF_BY_DEFAULT))} (--collector.NAME)")
     exporter_metrics: bool = setting(True, boolean, "export the daemon's own process_* series (CPU, memory, file descriptors); --web.disable-exporter-metrics turns them off")
+
+    def check(self) -> None:
+        both = sorted(set(self.disabled) & set(self.enabled))
+        if both:
+            raise SettingError("enabled", f"{both[0]!r} is also in disabled: name it in one of the two")
+
+    @property
+    def off(self) -> tuple[str, ...]:
+        """Every collector not exported: those disabled, and those off by default not enabled."""
+        return tuple(sorted(set(self.disabled) | (OFF_BY_DEFAULT - set(self.enabled))))

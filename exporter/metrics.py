@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 MIB = 1024 * 1024
 HELP_LIMIT = 100  # characters of a HELP text: one line a metrics browser shows whole
+MAX_PROCESSES = 16  # processes shown and exported per GPU (pipeline/processes.py); the rest are summed as "other"
 
 # Metric types.
 GAUGE, COUNTER, SUMMARY = "gauge", "counter", "summary"
@@ -220,6 +221,12 @@ METRICS: tuple[Metric, ...] = (
            )), collector="thermal"),
     Metric("gpueff_compute_processes", GAUGE, "", "Compute processes running on the GPU.", readings=_r("sample.process_count"), backends=NVML_ONLY, collector="processes"),
     Metric("gpueff_compute_process_memory_bytes", GAUGE, "bytes", "Device memory used by the running compute processes, bytes.", readings=_r("sample.process_memory_bytes"), backends=NVML_ONLY, collector="processes"),
+    Metric("gpueff_process_memory_bytes", GAUGE, "bytes", "Device memory used by one compute process (per_process collector, off by default).",
+           detail=f"Device memory used by one compute process (the per_process collector, off by default: --collector.per_process): at most {MAX_PROCESSES} per GPU, the most memory first; the rest summed in one series with pid=\"other\" and the other labels empty. command is the program's name (/proc/<pid>/comm), empty with process_names: false; holder_kind and holder are the fair split's owner. A PID is a label, so every process started is a new series: why it is opt-in, docs/collectors.md.",
+           labels=("pid", "user_id", "command", "holder_kind", "holder"), readings=_r("processes.rows"), backends=NOT_DCGM, collector="per_process"),
+    Metric("gpueff_process_busy_share_ratio", GAUGE, "ratio", "One compute process's share of the GPU's busy time over the poll window (per_process).",
+           detail="This compute process's share of the GPU's busy time over the poll window, from NVML's per-process samples (the per_process collector; the same rows and labels as gpueff_process_memory_bytes).",
+           labels=("pid", "user_id", "command", "holder_kind", "holder"), readings=_r("processes.rows"), backends=NVML_ONLY, collector="per_process"),
     # ---- profiling (GPM on Hopper+, DCGM 1001-1016): ratios 0..1 and bytes per second over the window ----
     _ratio("sm_active", "gpueff_sm_active_ratio", Gpm("SM_UTIL", 2, 0.01), Dcgm(1002, "DCGM_FI_PROF_SM_UTIL_RATIO DCGM_FI_PROF_SM_ACTIVE", 1, PROFILING),
            "SM activity: average share of SMs with at least one warp resident over the window.", detail="SM activity: average share of SMs with at least one warp resident (GPM SM_UTIL / DCGM SM_ACTIVE). The truth that coarse utilization is not."),

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from exporter.attribution.kubernetes.owners import PodOwner
 from exporter.attribution.slurm import SlurmJob
+from exporter.pipeline.processes import GpuProcesses
 from exporter.snapshot import GpuState, Snapshot
 
 NO_PROFILING_FLAG = "no_profiling"  # SM activity is not read: utilization cannot be told from work
@@ -56,6 +57,7 @@ class GpuOverview:
     pods: tuple[PodOwner, ...] = ()  # the containers the kubelet assigned the GPU to (namespace, pod, container; labels not carried)
     slurm_jobs: tuple[SlurmJob, ...] = ()  # the Slurm jobs whose processes run on it (job id, user id; no step)
     attribution: tuple[str, str] | None = None  # (path, reason) of gpueff_gpu_attribution_info; None where not known
+    processes: GpuProcesses | None = None  # its compute processes (pipeline/processes.py); None where not listed (or, over --url, not exported)
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -173,6 +175,7 @@ def gpu_overview(state: GpuState, stale: bool, apps: tuple[AppFigures, ...] = ()
         pods=tuple(sorted({PodOwner(owner.namespace, owner.pod, owner.container) for owner in state.owners.pods})) if state.owners is not None else (),
         slurm_jobs=state.sharing.jobs if state.sharing is not None else (),
         attribution=(state.attribution.path, state.attribution.reason) if state.attribution is not None and up else None,
+        processes=state.processes if up else None,
     )
 
 

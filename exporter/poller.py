@@ -22,6 +22,7 @@ from exporter.config.values import MAX_DURATION
 from exporter.logs import fields, one_line
 from exporter.peaks import DERIVED_FROM_DEVICE, peak_for, unknown_model_note
 from exporter.pipeline.peers import across_gpus
+from exporter.pipeline.processes import gpu_processes
 from exporter.pipeline.split import Sharing
 from exporter.pipeline.tracker import Trackers
 from exporter.sample import DeviceInfo, GpuSample, down_sample
@@ -230,7 +231,8 @@ class Poller:
             identities = sharing.identities(samples) if sharing is not None else {}
         if self._doctor.proc_root != parts.proc_root:
             self._doctor = Doctor(parts.proc_root)
-        attribution = self._doctor.diagnose(samples, owners, self.attributor.kubelet(), parts.switches, identities if sharing is not None else None, declared)
+        seen = identities if sharing is not None or declared else self._doctor.identities(samples)  # the split's (or the declared ones), else the doctor's own
+        attribution = self._doctor.diagnose(samples, owners, self.attributor.kubelet(), parts.switches, seen, declared)
         per_gpu = [(sample, *self._trackers.of(sample.device.uuid).advance(sample, parts.tracker_settings, sharing, identities)) for sample in samples]
         self._trackers.forget({sample.device.uuid for sample in samples})
         # the cross-GPU stage, pure: each multi-GPU job's GPUs judged together (pipeline/peers.py)
@@ -241,7 +243,7 @@ class Poller:
             uuid = sample.device.uuid
             if after is not totals:
                 self._trackers.of(uuid).keep(after)
-            states.append(GpuState(sample, derived, after, owners.get(uuid), split, attribution[uuid]))
+            states.append(GpuState(sample, derived, after, owners.get(uuid), split, attribution[uuid], gpu_processes(sample, seen, config.process_names)))
         duration = self.timer() - started
         self._polls += 1
         self._duration_sum += duration
@@ -286,10 +288,12 @@ class _ConfigParts:
 
 def poll_settings(config: Config) -> PollSettings:
     """What a snapshot's readers need of the config it was polled under."""
-    return PollSettings(config.collect_interval, config.effective_stale_after, config.kubernetes.pod_labels, config.price_per_gpu_hour, config.currency, config.collectors.disabled, config.collectors.exporter_metrics)
+    return PollSettings(config.collect_interval, config.effective_stale_after, config.kubernetes.pod_labels, config.price_per_gpu_hour, config.currency, config.collectors.off, config.collectors.exporter_metrics)
 
 
 def collect_settings(config: Config) -> CollectSettings:
-    """What the backend follows of the config."""
-    return CollectSettings(config.collect_interval, config.slow_collect_interval, config.sharing.enabled, config.collectors.disabled)
+    """What the backend follows of the config: per-process samples for the fair split and for the
+    per_process collector's busy shares."""
+    off = config.collectors.off
+    return CollectSettings(config.collect_interval, config.slow_collect_interval, config.sharing.enabled or "per_process" not in off, off)
 

@@ -153,6 +153,7 @@ class GpuProcess:
 
     pid: int
     name: str  # nvmlSystemGetProcessName (usually the executable's path); "" where it cannot be read
+    memory_bytes: float | None = None  # the device memory it uses (usedGpuMemory); None where the driver does not say
 
 
 @dataclass(frozen=True, slots=True)

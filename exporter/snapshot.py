@@ -9,6 +9,7 @@ from exporter.attribution.doctor import Attribution
 from exporter.attribution.kubernetes.owners import AttributionHealth, GpuOwners
 from exporter.pipeline.derive import Derived
 from exporter.pipeline.peers import JobState
+from exporter.pipeline.processes import GpuProcesses
 from exporter.pipeline.split import GpuSharing
 from exporter.pipeline.totals import Totals
 from exporter.sample import GpuSample
@@ -23,6 +24,7 @@ class GpuState:
     owners: GpuOwners | None = None  # Kubernetes pod attribution; None where there is none
     sharing: GpuSharing | None = None  # the fair split among holders; None while sharing is disabled
     attribution: Attribution | None = None  # which path named the GPU's owner, or why none did
+    processes: GpuProcesses | None = None  # its compute processes (pipeline/processes.py); None where the backend lists none
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,11 +15,12 @@ from exporter.trace_owners import DeclaredOwner
 
 
 def identity(owner: DeclaredOwner, names: bool = True) -> ProcessIdentity:
+    name = owner.process if names else ""
     if owner.kind == "pod":
-        return ProcessIdentity(Holder("pod", owner.pod_uid))
+        return ProcessIdentity(Holder("pod", owner.pod_uid), name=name)
     if owner.kind == "slurm_job":
-        return ProcessIdentity(Holder("slurm_job", owner.job_id), SlurmJob(owner.job_id, user_id=owner.user_id))
-    return ProcessIdentity(Holder("process", owner.process, owner.user_id) if names else Holder("user", "", owner.user_id))
+        return ProcessIdentity(Holder("slurm_job", owner.job_id), SlurmJob(owner.job_id, user_id=owner.user_id), owner.user_id, name)
+    return ProcessIdentity(Holder("process", owner.process, owner.user_id) if names else Holder("user", "", owner.user_id), user_id=owner.user_id, name=name)
 
 
 def declared_identities(samples: Iterable[GpuSample], declared: Mapping[str, DeclaredOwner], names: bool = True) -> dict[int, ProcessIdentity]:

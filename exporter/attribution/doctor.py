@@ -47,6 +47,10 @@ class Doctor:
         self.proc_root = proc_root
         self._resolver = HolderResolver(proc_root)
 
+    def identities(self, samples: Iterable[GpuSample]) -> dict[int, ProcessIdentity]:
+        """PID -> identity for the processes the samples list (read once per PID, as the split's)."""
+        return self._resolver.resolve((process.pid, process.name) for sample in samples for process in sample.processes or ())
+
     def diagnose(
         self,
         samples: Iterable[GpuSample],
@@ -60,7 +64,7 @@ class Doctor:
         ``identities``: the fair split's, where it runs; ``declared``: the GPUs a replay names the owner of."""
         samples = list(samples)
         if identities is None:
-            identities = self._resolver.resolve((process.pid, process.name) for sample in samples for process in sample.processes or ())
+            identities = self.identities(samples)
         return {sample.device.uuid: self._one(sample, owners.get(sample.device.uuid), kubelet, switches, identities, declared) for sample in samples}
 
     def _one(self, sample: GpuSample, owners: GpuOwners | None, kubelet: KubeletView | None, switches: Switches, identities: Mapping[int, ProcessIdentity], declared: Collection[str]) -> Attribution:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from exporter.attribution.cgroup import read_cgroup
-from exporter.attribution.owner import owner_of
+from exporter.attribution.owner import owner_of, real_uid
 from exporter.attribution.slurm import SlurmJob, job_of_lines
 from exporter.logs import fields
 from exporter.untrusted import read_text
@@ -56,27 +56,36 @@ UNATTRIBUTED = Holder("unattributed", "")
 class ProcessIdentity:
     holder: Holder
     job: SlurmJob | None = None  # the Slurm job, where the process runs in one
+    user_id: str = ""  # its real uid in decimal; "" where it cannot be read
+    name: str = ""  # its program's name (comm); "" where it cannot be read, or names are not read
+
+
+def program_name(pid: int, nvml_name: str, proc_root: Path) -> str:
+    """The name a process gave itself (``/proc/<pid>/comm``, bytes it chose), else NVML's name
+    without its directory; "" where neither is known."""
+    try:
+        return read_text(proc_root / str(pid) / "comm").strip()
+    except OSError:
+        return nvml_name.rsplit("/", 1)[-1].strip()
 
 
 def identify(pid: int, nvml_name: str, proc_root: Path, names: bool = True) -> ProcessIdentity:
-    """The holder of one process, from its owner and name; unattributed where its owner cannot be
-    read. Every file is bytes the process's owner chose (untrusted.py). Without ``names`` a user's
-    processes are its user holder: their names are not read."""
+    """The holder of one process, from its owner and name, with its uid and name for the process
+    view (pipeline/processes.py); unattributed where its owner cannot be read. Every file is bytes
+    the process's owner chose (untrusted.py). Without ``names`` no name is read and a user's
+    processes are its user holder."""
     lines = read_cgroup(pid, proc_root) or []
     owner = owner_of(pid, lines, proc_root)
     if owner is None:
         return ProcessIdentity(UNATTRIBUTED)
+    name = program_name(pid, nvml_name, proc_root) if names else ""
+    if owner.kind == "user":
+        return ProcessIdentity(Holder("process", name, owner.id) if name else Holder("user", "", owner.id), user_id=owner.id, name=name)
+    uid = real_uid(pid, proc_root)
+    user_id = "" if uid is None else str(uid)
     if owner.kind == "pod":
-        return ProcessIdentity(Holder("pod", owner.id))
-    if owner.kind == "slurm_job":
-        return ProcessIdentity(Holder("slurm_job", owner.id), job_of_lines(lines))
-    if not names:
-        return ProcessIdentity(Holder("user", "", owner.id))
-    try:
-        name = read_text(proc_root / str(pid) / "comm").strip()
-    except OSError:
-        name = nvml_name.rsplit("/", 1)[-1].strip()
-    return ProcessIdentity(Holder("process", name, owner.id) if name else Holder("user", "", owner.id))
+        return ProcessIdentity(Holder("pod", owner.id), user_id=user_id, name=name)
+    return ProcessIdentity(Holder("slurm_job", owner.id), job_of_lines(lines), user_id, name)
 
 
 class HolderResolver:

@@ -10,7 +10,7 @@ from typing import NoReturn
 
 from exporter import logs
 from exporter.backends.dcgm.settings import DcgmConfig
-from exporter.collectors import COLLECTORS, CollectorsConfig
+from exporter.collectors import COLLECTORS, OFF_BY_DEFAULT, CollectorsConfig
 from exporter.config.values import MAX_DURATION, min_duration
 
 
@@ -80,8 +80,8 @@ def add_collector_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--collector.disable-defaults", dest="collector_disable_defaults", action="store_true",
                         help="start from no collector: only those named with --collector.NAME are exported (node_exporter's flag)")
     for name, collector in COLLECTORS.items():
-        parser.add_argument(f"--collector.{name}", dest=f"collector_{name}", action=argparse.BooleanOptionalAction, default=None,
-                            help=f"export {collector.help} (on by default; --no-collector.{name} drops them, over the config file's collectors.disabled)")
+        default = f"off by default; --collector.{name} turns them on, over the config file's collectors.enabled" if name in OFF_BY_DEFAULT else f"on by default; --no-collector.{name} drops them, over the config file's collectors.disabled"
+        parser.add_argument(f"--collector.{name}", dest=f"collector_{name}", action=argparse.BooleanOptionalAction, default=None, help=f"export {collector.help} ({default})")
 
 
 def collectors_settings(args: argparse.Namespace, base: CollectorsConfig) -> CollectorsConfig:
@@ -89,12 +89,16 @@ def collectors_settings(args: argparse.Namespace, base: CollectorsConfig) -> Col
     ``--web.disable-exporter-metrics`` applied over it; with ``--collector.disable-defaults`` only the
     collectors named by ``--collector.NAME`` stay."""
     disabled = set(COLLECTORS) if getattr(args, "collector_disable_defaults", False) else set(base.disabled)
+    enabled = set(base.enabled)
     for name in COLLECTORS:
         wanted = getattr(args, f"collector_{name}", None)
         if wanted is not None:
             (disabled.discard if wanted else disabled.add)(name)
+            if name in OFF_BY_DEFAULT:
+                (enabled.add if wanted else enabled.discard)(name)
+    enabled -= disabled
     exporter_metrics = base.exporter_metrics and not getattr(args, "disable_exporter_metrics", False)
-    return CollectorsConfig(disabled=tuple(sorted(disabled)), exporter_metrics=exporter_metrics)
+    return CollectorsConfig(disabled=tuple(sorted(disabled)), enabled=tuple(sorted(enabled)), exporter_metrics=exporter_metrics)
 
 
 def dcgm_settings(args: argparse.Namespace, base: DcgmConfig) -> DcgmConfig:

@@ -35,6 +35,7 @@ from exporter.metrics import (
 )
 from exporter.pipeline.derive import BOTTLENECK_CLASSES, MISMATCH_RULES
 from exporter.pipeline.peers import JobState
+from exporter.pipeline.processes import GpuProcesses, ProcessRow
 from exporter.pipeline.split import HolderTotals
 from exporter.pipeline.states import HELD_STATES, STATE_INDEX, STATES
 from exporter.pipeline.totals import PIPE_SECONDS
@@ -171,6 +172,20 @@ def _state_joules(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]
     return list(zip(((name,) for name in STATES), state.totals.state_joules, strict=True)) if state.sample.energy_joules is not None else ()
 
 
+def _gpu_process_row(value: Callable[[ProcessRow], float | None], other: Callable[[GpuProcesses], float | None]) -> Labelled:
+    """One figure of each listed process (pipeline/processes.py), and of the rest summed as pid="other"."""
+
+    def values(state: GpuState) -> Iterable[tuple[tuple[object, ...], float]]:
+        listed = state.processes
+        if listed is None:
+            return ()
+        found: list[tuple[tuple[object, ...], float]] = [((row.pid, row.user_id, row.name, row.holder_kind, row.holder), figure) for row in listed.rows if (figure := value(row)) is not None]
+        rest = other(listed) if listed.others else None
+        return found if rest is None else [*found, (("other", "", "", "", ""), rest)]
+
+    return values
+
+
 def _by_label(metric: Metric) -> Labelled:
     """A row with one reading per value of its own label (gpueff_ecc_errors_total{type})."""
     readings = [((reading.label,), _path(reading.path, metric.scale)) for reading in metric.readings]
@@ -206,6 +221,8 @@ _SPECIAL: dict[str, Single | Labelled] = {
     "gpueff_peer_wait_seconds_total": _when(lambda state: state.totals.peer_wait_seconds > 0, _path("totals.peer_wait_seconds")),
     "gpueff_gpu_state_seconds_total": _states,
     "gpueff_gpu_state_joules_total": _state_joules,
+    "gpueff_process_memory_bytes": _gpu_process_row(lambda row: row.memory_bytes, lambda rest: rest.others_memory_bytes),
+    "gpueff_process_busy_share_ratio": _gpu_process_row(lambda row: row.busy_share, lambda rest: rest.others_busy_share),
 }
 
 

@@ -45,6 +45,10 @@ def _gpu(view: GpuOverview) -> dict[str, Any]:
     fields["pods"] = [{"namespace": pod.namespace, "pod": pod.pod, "container": pod.container} for pod in view.pods]
     fields["slurm_jobs"] = [{"id": job.job_id, "user_id": job.user_id} for job in view.slurm_jobs]
     fields["attribution"] = None if view.attribution is None else {"path": view.attribution[0], "reason": view.attribution[1]}
+    listed = view.processes
+    fields["processes"] = None if listed is None else {
+        "rows": [_fields(row) for row in listed.rows], "others": listed.others, "others_memory_bytes": listed.others_memory_bytes, "others_busy_share": listed.others_busy_share,
+    }
     return fields
 
 

@@ -13,13 +13,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.backends.base import CollectSettings
 from exporter.backends.nvml.backend import NvmlBackend
-from exporter.collectors import ALWAYS, COLLECTORS
+from exporter.collectors import ALWAYS, COLLECTORS, OFF_BY_DEFAULT
 from exporter.commands.cli import daemon_parser
 from exporter.commands.daemon import effective_config
 from exporter.config.engine import ConfigError
 from exporter.exposition.render import render
 from exporter.metrics import BY_NAME, GPU
-from exporter.settings import parse_config
+from exporter.poller import collect_settings
+from exporter.settings import Config, parse_config
 from exporter.trace import load_trace
 from unit.test_metrics import full_snapshot
 
@@ -56,6 +57,26 @@ def test_flags_switch_collectors_over_the_config_file(tmp_path):
     args = daemon_parser().parse_args(["--config", str(config), "--collector.nvlink", "--no-collector.profiling", "--no-collector.fan"])
     assert effective_config(args).collectors.disabled == ("fan", "profiling", "video")
     assert effective_config(daemon_parser().parse_args(["--config", str(config)])).collectors.disabled == ("nvlink", "video")
+
+
+def test_the_per_process_collector_is_off_until_the_config_or_a_flag_turns_it_on(tmp_path):
+    assert {"per_process"} == OFF_BY_DEFAULT and Config().collectors.off == ("per_process",)
+    assert collect_settings(Config()).process_utilization is False  # no per-process samples read by default
+    on = parse_config({"collectors": {"enabled": ["per_process"]}})
+    assert on.collectors.off == () and collect_settings(on).process_utilization is True  # the busy shares need them
+    with pytest.raises(ConfigError, match=r"collectors\.enabled.*'nvlink' is on by default \(only per_process need enabling\)"):
+        parse_config({"collectors": {"enabled": ["nvlink"]}})
+    with pytest.raises(ConfigError, match=r"collectors\.enabled.*'per_process' is also in disabled"):
+        parse_config({"collectors": {"enabled": ["per_process"], "disabled": ["per_process"]}})
+    config = tmp_path / "config.yml"
+    config.write_text("collectors:\n  enabled: [per_process]\n")
+    parsed = lambda *flags: effective_config(daemon_parser().parse_args(list(flags))).collectors  # noqa: E731
+    assert parsed("--config", str(config)).off == () and parsed("--config", str(config), "--no-collector.per_process").off == ("per_process",)
+    assert parsed("--collector.per_process").off == () and parsed().off == ("per_process",)
+    assert parsed("--collector.disable-defaults", "--collector.power").off == tuple(sorted(set(COLLECTORS) - {"power"}))
+    assert parsed("--collector.disable-defaults", "--collector.per_process").off == tuple(sorted(set(COLLECTORS) - {"per_process"}))
+    helps = {action.dest: action.help for action in daemon_parser()._actions}
+    assert "(off by default; --collector.per_process turns them on" in helps["collector_per_process"] and "(on by default" in helps["collector_nvlink"]
 
 
 def test_a_disabled_collector_exports_nothing_and_the_rest_is_unchanged():

@@ -27,6 +27,7 @@ from exporter.backends.dcgm.bindings import load_bindings
 from exporter.backends.dcgm.fields import FIELDS
 from exporter.backends.nvml.backend import NvmlBackend
 from exporter.backends.replay import ReplayBackend
+from exporter.collectors import CollectorsConfig
 from exporter.metrics import (
     BY_NAME,
     DCGM,
@@ -41,6 +42,7 @@ from exporter.metrics import (
 )
 from exporter.pipeline.derive import derive
 from exporter.pipeline.peers import JobGpu, JobState, LinkTraffic
+from exporter.pipeline.processes import GpuProcesses, ProcessRow
 from exporter.pipeline.split import GpuSharing, Holder, HolderTotals
 from exporter.pipeline.totals import Totals
 from exporter.poller import poll_settings
@@ -104,11 +106,12 @@ def full_snapshot() -> Snapshot:
     sample = GpuSample(device=device, timestamp=10.0, window_seconds=1.0, clock_event_reasons=4, remapped_rows_pending=False, remapped_rows_failure=True, profiling_multiplexed=False,
                        xid_errors={79: 1}, last_xid=79, process_count=1, profiling=Profiling(**dict.fromkeys(PROFILING_FIELDS, 0.5)), health=FULL_HEALTH,
                        cycles=Cycles(**{field.name: 1e9 for field in dataclasses.fields(Cycles)}), **values)
-    config = Config(price_per_gpu_hour=2.0)
+    config = Config(price_per_gpu_hour=2.0, collectors=CollectorsConfig(enabled=("per_process",)))
     totals = Totals(busy_seconds=1.0, sm_active_seconds=0.5, busy_idle_sm_seconds=0.5, busy_idle_sm_cost=0.01, peer_wait_seconds=0.25)
     owners = GpuOwners(pods=(PodOwner("ns", "pod", "main"),), processes=((ProcessOwner("uid", "cid"), 1),))
     sharing = GpuSharing(holders=((Holder("slurm_job", "42"), HolderTotals(1.0, 0.5, 0.5, 10.0)),), jobs=(SlurmJob("42", user_id="1000"),))
-    states = tuple(GpuState(s, derive(s, config.derive_settings), totals, owners, sharing, Attribution("kubelet", "ok")) for s in (sample, dataclasses.replace(sample, device=mig)))
+    processes = GpuProcesses((ProcessRow(4242, "1000", "python3", 1e9, 0.75, "slurm_job", "42"),), others=2, others_memory_bytes=2e8, others_busy_share=0.25)
+    states = tuple(GpuState(s, derive(s, config.derive_settings), totals, owners, sharing, Attribution("kubelet", "ok"), processes) for s in (sample, dataclasses.replace(sample, device=mig)))
     app = AppState(name="llm", unit="tokens", up=True, gpus=(device,), units_total=1.0, throughput=1.0, requests_per_second=1.0, units_per_joule=1.0,
                    units_per_sm_active_second=1.0, flops_per_second=1e14, model_flops_utilization=0.1, cost_per_million_units=1.0, scrape_duration_seconds=0.01)
     return Snapshot(sequence=1, gpus=states, taken_monotonic=10.0, settings=poll_settings(config), backend_name="nvml", replayed=False, polls_total=1,

@@ -355,7 +355,7 @@ class NvmlBackend(Backend):
         if processes is not None:
             sample.process_count = len(processes)
             sample.process_memory_bytes = float(sum(p.usedGpuMemory or 0 for p in processes))
-            sample.processes = tuple(GpuProcess(int(p.pid), self._process_name(p.pid)) for p in processes)
+            sample.processes = tuple(GpuProcess(int(p.pid), self._process_name(p.pid), None if p.usedGpuMemory is None else float(p.usedGpuMemory)) for p in processes)
             if self.process_utilization and processes:
                 sample.process_utilization = self._read_process_utilization(gpu)
         self._read_slow(gpu, now)

@@ -253,7 +253,7 @@ def test_process_pattern_follows_the_processes_nvml_lists(trace_paths, tmp_path)
             poller = Poller(backend, parse_config({"apps": [app_entry(url, process=r"python3?$", user=998)], "proc_root": str(tmp_path)}), clock=clock)
             poller.apps.scrapers[0].scrape_once()
             snapshot = poller.poll_once()
-            assert snapshot.gpus[2].sample.processes == (GpuProcess(77, "/opt/tritonserver/bin/tritonserver"), GpuProcess(4243, "/usr/bin/python3"))
+            assert snapshot.gpus[2].sample.processes == (GpuProcess(77, "/opt/tritonserver/bin/tritonserver", 1 << 30), GpuProcess(4243, "/usr/bin/python3", 1 << 30))
             assert [device.index for device in snapshot.apps[0].gpus] == [0, 2]
             fake.gpus[0].processes = []  # the process on GPU 0 exited
             clock.advance(1.0)
