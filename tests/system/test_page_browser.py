@@ -284,3 +284,68 @@ def test_a_multi_gpu_job_shows_in_the_summary_with_its_straggler_one_click_away(
         browser.wait_for(f"document.getElementById('gpu-{straggler}').classList.contains('target')")
         owner = browser.evaluate("document.querySelector('#gpu-0 .owner').textContent")
         assert owner == 'job trace <img src=x onerror="document.title=1"> (GPUs 0, 1)'
+
+
+@contextlib.contextmanager
+def nvml_page(tmp_path: Path, trace_paths, gpus: list, processes: dict[int, tuple[str, str | None, int]], settings: dict | None = None) -> Iterator[str]:
+    """The live page of the daemon's own server and poller over the fake pynvml (real time), its
+    processes' /proc in ``tmp_path``: pid -> (name, cgroup or None for a login session, uid)."""
+    from fakes.nvml import FakeNvml
+    from fakes.proc import process
+
+    from exporter.backends.nvml.backend import NvmlBackend
+    from exporter.commands.daemon import live_page
+    from exporter.poller import Poller
+    from exporter.settings import parse_config
+    from exporter.web.payload import Payloads
+    from exporter.web.server import WebServer
+
+    proc = tmp_path / "proc"
+    for pid, (name, cgroup, uid) in processes.items():
+        process(proc, pid, name, cgroup=cgroup, uid=uid)
+    backend = NvmlBackend(nvml=FakeNvml(gpus))
+    devices = backend.start()
+    poller = Poller(backend, parse_config({"proc_root": str(proc), "collect_interval": "500ms", **(settings or {})}))
+    payloads = Payloads()
+    poller.subscribe(payloads.publish)
+    page = live_page(poller, "fake NVML", "/metrics")
+    web = WebServer("127.0.0.1:0", payloads.payload, poller.is_ready, "fake NVML", page=page)
+    web.start()
+    poller.start(devices)
+    try:
+        yield f"http://127.0.0.1:{web.port}"
+    finally:
+        poller.stop()
+        web.close()
+        backend.close()
+
+
+POD_CGROUP = "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1f2e3d4c_5b6a_4789_8a9b_0c1d2e3f4a5b.slice/cri-containerd-" + "a" * 64 + ".scope"
+PROCESS_TABLE = "[...document.querySelectorAll('#gpu-{index} .procs tr')].map((row) => [...row.children].map((cell) => cell.textContent))"
+
+
+def test_each_gpu_card_lists_its_processes_with_their_owners_and_names_as_text(tmp_path: Path, trace_paths) -> None:
+    from fakes.nvml import FakeGpu
+
+    from exporter.trace import load_trace
+
+    gib = 1 << 30
+    shared = FakeGpu(load_trace(trace_paths["matmul_8192"]), processes=[(10, 8 * gib, "/usr/bin/python3"), (20, 2 * gib, "/usr/bin/python3"), (30, gib, "/tmp/x")], process_duty={10: 0.6, 20: 0.3, 30: 0.1})
+    free = FakeGpu(load_trace(trace_paths["idle"]))
+    processes = {10: ("python3", POD_CGROUP, 0), 20: ("python3", "0::/system.slice/slurmstepd.scope/job_4242/step_0/user/task_0", 2001), 30: ("<b>x</b>", None, 1001)}
+    with nvml_page(tmp_path, trace_paths, [shared, free], processes, {"sharing": {"enabled": True}}) as url, Browser(tmp_path / "profile", *DESKTOP) as browser:
+        browser.navigate(url + "/")
+        browser.wait_for("window.gpueffPage && gpueffPage.updates >= 1 && document.querySelectorAll('#gpus .gpu').length === 2")
+        browser.wait_for("document.querySelector('#gpu-0 .procs td:nth-child(4)').textContent === '60 %'")  # a window's per-process samples (the first poll only primes them)
+        assert browser.evaluate("document.querySelector('#gpu-0 .procs summary').textContent") == "3 processes · 11264 MiB"
+        assert browser.evaluate("document.querySelector('#gpu-0 .procs').open") is True  # a few: shown at once
+        rows = browser.evaluate(PROCESS_TABLE.format(index=0))
+        assert rows == [
+            ["PID", "user", "memory", "busy", "owner", "command"],
+            ["10", "0", "8192 MiB", "60 %", "pod 1f2e3d4c-5b6a-4789-8a9b-0c1d2e3f4a5b", "python3"],
+            ["20", "2001", "2048 MiB", "30 %", "job 4242", "python3"],
+            ["30", "1001", "1024 MiB", "10 %", "user 1001", "<b>x</b>"],  # a bare host's Unix user owns it; its name is text
+        ]
+        assert browser.evaluate("document.querySelectorAll('#gpus b').length") == browser.evaluate("document.querySelectorAll('#gpus .figures b').length")  # no <b> from the name
+        assert browser.evaluate("document.querySelector('#gpu-1 .procs summary').textContent") == "no compute process"
+        save(browser, "live-page-processes.png", DESKTOP)

@@ -14,6 +14,7 @@ import argparse
 import contextlib
 import dataclasses
 import os
+import pwd
 import select
 import shutil
 import signal
@@ -35,10 +36,11 @@ from exporter.commands.top.view import View, WasteWindow
 from exporter.commands.top.view import keys as view_keys
 from exporter.config.engine import ConfigError
 from exporter.config.values import MIN_COLLECT_INTERVAL
-from exporter.overview import job_overviews, snapshot_overview
+from exporter.overview import GpuOverview, job_overviews, snapshot_overview
 from exporter.poller import Poller
 
 DEFAULT_INTERVAL = 1.0
+MAX_USERS = 4096  # user names remembered
 ENTER_SCREEN, LEAVE_SCREEN = "\x1b[?1049h\x1b[?25l", "\x1b[?25h\x1b[?1049l"
 HOME, CLEAR_LINE, CLEAR_BELOW = "\x1b[H", "\x1b[K", "\x1b[J"
 
@@ -71,17 +73,41 @@ class LocalSource:
 
     def __init__(self, args: argparse.Namespace) -> None:
         config = effective_config(args)
+        # The process panel's busy shares need NVML's per-process samples, which the per_process collector reads.
+        config = dataclasses.replace(config, collectors=dataclasses.replace(config.collectors, enabled=tuple(sorted({*config.collectors.enabled, "per_process"} - set(config.collectors.disabled)))))
         self.backend: Backend = choose_backend(args, config)
         self.backend.start()
         self.poller = Poller(self.backend, config)
         self.source = ("replayed traces, not live GPUs" if self.backend.replayed else f"{self.backend.name} backend",)
+        self.users = UserNames()
 
     def frame(self) -> Frame:
         snapshot = self.poller.poll_once()
-        return Frame(self.source, snapshot_overview(snapshot, stale=False), time.time(), jobs=job_overviews(snapshot, stale=False))
+        gpus = snapshot_overview(snapshot, stale=False)
+        return Frame(self.source, gpus, time.time(), jobs=job_overviews(snapshot, stale=False), users=self.users.of(gpus))
 
     def close(self) -> None:
         self.backend.close()
+
+
+class UserNames:
+    """uid -> user name from this host's user database, each uid looked up once (top reads its own
+    host's GPUs, so their processes' uids are this host's; a page from --url keeps its uids)."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, str] = {}
+
+    def of(self, gpus: list[GpuOverview]) -> dict[str, str]:
+        for gpu in gpus:
+            for row in gpu.processes.rows if gpu.processes is not None else ():
+                if row.user_id and row.user_id not in self._known:
+                    if len(self._known) >= MAX_USERS:
+                        self._known.clear()  # a node that saw this many users looks them up afresh
+                    try:
+                        self._known[row.user_id] = pwd.getpwuid(int(row.user_id)).pw_name
+                    except (KeyError, ValueError, OverflowError):
+                        self._known[row.user_id] = ""  # not in the user database: the uid is shown
+        return self._known
 
 
 class UrlSource:

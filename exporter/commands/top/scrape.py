@@ -18,7 +18,9 @@ from exporter.attribution.kubernetes.owners import PodOwner
 from exporter.attribution.reasons import PATHS, REASONS
 from exporter.attribution.slurm import SlurmJob
 from exporter.deadline import exchange_deadline
+from exporter.metrics import MAX_PROCESSES
 from exporter.overview import AppFigures, GpuOverview, JobOverview
+from exporter.pipeline.processes import GpuProcesses, ProcessRow
 from exporter.untrusted import whole_number
 
 MAX_BYTES = 16 * 1024 * 1024  # the largest node's page is under 1 MiB (docs/benchmarks.md)
@@ -44,7 +46,9 @@ _VALUES = {
     "gpueff_memory_used_bytes": "memory_used_bytes",
     "gpueff_memory_total_bytes": "memory_total_bytes",
     "gpueff_busy_idle_sm_seconds_total": "busy_idle_sm_seconds",
+    "gpueff_compute_processes": "process_count",  # not shown: how many processes the per_process rows leave out
 }
+_PROCESS_VALUES = {"gpueff_process_memory_bytes": "memory_bytes", "gpueff_process_busy_share_ratio": "busy_share"}
 _JOB_VALUES = ("gpueff_job_efficiency_ratio", "gpueff_job_peer_wait_ratio")
 _LINKS = ("nvlink", "pcie")
 
@@ -71,6 +75,17 @@ class _Gpu:
     pods: set[PodOwner] = field(default_factory=set)
     slurm_jobs: set[SlurmJob] = field(default_factory=set)
     attribution: tuple[str, str] | None = None
+    processes: dict[str, _Process] = field(default_factory=dict)  # by pid label ("other": the rest, summed)
+
+
+@dataclass(slots=True)
+class _Process:
+    user_id: str = ""
+    name: str = ""
+    holder_kind: str = ""
+    holder: str = ""
+    memory_bytes: float | None = None
+    busy_share: float | None = None
 
 
 @dataclass(slots=True)
@@ -310,12 +325,24 @@ class _Page:
             gpu.slurm_jobs.add(SlurmJob(self.kept(labels.get("job_id", "")), user_id=self.kept(labels.get("user_id", ""))))
         elif name == "gpueff_gpu_attribution_info" and labels.get("path") in PATHS and labels.get("reason") in REASONS:
             gpu.attribution = (labels["path"], labels["reason"])
+        elif name in _PROCESS_VALUES and ((pid := labels.get("pid", "")) == "other" or whole_number(pid, 10) is not None):
+            self._process(gpu, pid, labels, _PROCESS_VALUES[name], value)
         elif value == 1 and name == "gpueff_readings_implausible":
             gpu.implausible[self.kept(labels.get("check", ""))] = None
         elif name == "gpueff_pipe_busy_flops_per_second" and labels.get("pipe") == "hmma_bf16_equivalent":
             gpu.values["tensor_flops"] = value
         elif name in _VALUES:
             gpu.values[_VALUES[name]] = value
+
+    def _process(self, gpu: _Gpu, pid: str, labels: dict[str, str], figure: str, value: float) -> None:
+        """A per_process series: at most MAX_PROCESSES processes a GPU and its "other" are kept (the exporter sends no more)."""
+        process = gpu.processes.get(pid)
+        if process is None:
+            if len(gpu.processes) > MAX_PROCESSES:
+                return
+            self._count(len(pid))
+            process = gpu.processes[pid] = _Process(self.kept(labels.get("user_id", "")), self.kept(labels.get("command", "")), self.kept(labels.get("holder_kind", "")), self.kept(labels.get("holder", "")))
+        setattr(process, figure, _number(value))
 
     def exporter(self) -> Exporter:
         joined: dict[str, list[AppFigures]] = {}
@@ -384,4 +411,16 @@ def _overview(uuid: str, gpu: _Gpu, apps: tuple[AppFigures, ...]) -> GpuOverview
         pods=tuple(sorted(gpu.pods)),
         slurm_jobs=tuple(sorted(gpu.slurm_jobs)),
         attribution=gpu.attribution if gpu.up else None,
+        processes=_processes(gpu.processes, gpu.values.get("process_count")) if gpu.up and gpu.processes else None,
     )
+
+
+def _processes(found: dict[str, _Process], count: float | None) -> GpuProcesses:
+    """The per_process series of one GPU back into its process rows, in the exporter's order."""
+    rows = [ProcessRow(int(pid), p.user_id, p.name, p.memory_bytes, p.busy_share, p.holder_kind, p.holder) for pid, p in found.items() if pid != "other"]
+    rows.sort(key=lambda row: (-(row.memory_bytes or 0.0), -(row.busy_share or 0.0), row.pid))
+    rest = found.get("other")
+    if rest is None:
+        return GpuProcesses(tuple(rows))
+    others = max(0, int(count) - len(rows)) if count is not None and math.isfinite(count) else 0  # 0: how many is not known (no gpueff_compute_processes)
+    return GpuProcesses(tuple(rows), others, rest.memory_bytes, rest.busy_share)

@@ -6,14 +6,14 @@ character takes two), never its length. Pure: text in, lines out."""
 
 from __future__ import annotations
 
-import re
 import textwrap
 import time
-import unicodedata
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from exporter.commands.top.processes import header, listed_anywhere, process_lines
+from exporter.commands.top.text import display_width, fit, pad, printable, visible_width
 from exporter.commands.top.view import View, ordered
 from exporter.overview import NO_PROFILING_FLAG, GpuOverview, JobOverview, fleet
 from exporter.taxonomy import CLASSES, WHAT_TO_TRY
@@ -39,6 +39,7 @@ class Frame:
     error: str = ""  # the last fetch's failure, shown above the (last good) figures
     jobs: Sequence[JobOverview] = ()  # the multi-GPU jobs (docs/jobs.md)
     waste: Mapping[str, float] = field(default_factory=dict)  # uuid -> GPU-seconds busy while the SMs idled over top's window
+    users: Mapping[str, str] = field(default_factory=dict)  # uid -> user name, where top reads its own host's GPUs
 
 
 def _percent(value: float | None) -> str:
@@ -84,55 +85,6 @@ class _Painter:
         return f"{style}{text}{RESET}" if self.colour and style else text
 
 
-_ESCAPES = re.compile(r"\x1b\[[0-9;]*m")
-# C0 and C1 controls, and the invisible format characters that reorder or hide text (bidi overrides
-# and isolates, zero-width ones, the BOM; Unicode category Cf, U+00AD aside: terminals show it).
-_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]")
-
-
-def printable(text: str) -> str:
-    """Text from outside (GPU, trace and app names, URLs, errors) with control and format characters
-    shown as '?': an escape sequence in a name must not drive the terminal, nor a bidi override
-    reorder a row."""
-    return _CONTROLS.sub("?", text)
-
-
-def _char_width(char: str) -> int:
-    if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me", "Cf"):
-        return 0  # a combining mark or a format character (printable has shown the harmful ones as '?')
-    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
-
-
-def display_width(text: str) -> int:
-    """The columns a terminal gives ``text`` (printable's output, no escapes): East Asian wide and
-    fullwidth characters (CJK, most emoji) two, combining marks none, the rest one."""
-    return len(text) if text.isascii() else sum(_char_width(char) for char in text)
-
-
-def visible_width(line: str) -> int:
-    """The columns a line with colour escapes takes."""
-    return display_width(_ESCAPES.sub("", line))
-
-
-def _fit(text: str, width: int) -> str:
-    """``text`` in at most ``width`` columns: cut with '…' where it is wider."""
-    if display_width(text) <= width:
-        return text
-    kept, used = [], 0
-    for char in text:
-        used += _char_width(char)
-        if used > width - 1:
-            break
-        kept.append(char)
-    return "".join(kept) + "…" if width > 0 else ""
-
-
-def _pad(text: str, width: int) -> str:
-    """``text`` cut to ``width`` columns and padded to exactly that many (what ``f"{text:<{width}}"`` does by length)."""
-    fitted = _fit(text, width)
-    return fitted + " " * (width - display_width(fitted))
-
-
 def _wrap_parts(parts: list[str], width: int) -> list[str]:
     """Parts joined with ' · ', onto as many lines as the width needs, never split inside a part."""
     lines = [parts[0]]
@@ -141,7 +93,7 @@ def _wrap_parts(parts: list[str], width: int) -> list[str]:
             lines[-1] += " · " + part
         else:
             lines.append(part)
-    return [_fit(line, width) for line in lines]
+    return [fit(line, width) for line in lines]
 
 
 def job_line(job: JobOverview) -> str:
@@ -255,7 +207,24 @@ def help_lines(width: int) -> list[str]:
             lines.append(name)
             continue
         lines.extend(textwrap.wrap(f"  {name:<13}{text}", width, subsequent_indent=" " * 15))
-    return [_fit(line, width) for line in lines]
+    return [fit(line, width) for line in lines]
+
+
+def _panel(gpus: Sequence[GpuOverview], users: Mapping[str, str], width: int, paint: _Painter) -> list[str]:
+    """The process panel (processes.py) under its header; none where no GPU lists processes."""
+    if not listed_anywhere(gpus):
+        return []
+    found = process_lines(gpus, users, width)
+    return [paint(header(width), BOLD), *(found or [fit("no compute process on any GPU", width)])]
+
+
+def _cut(panel: list[str], room: int, width: int, paint: _Painter) -> list[str]:
+    """The panel in ``room`` lines: none under two, else cut with a line saying how many rows did not fit."""
+    if len(panel) <= room:
+        return panel
+    if room < 2:
+        return []
+    return [*panel[: room - 1], paint(fit(f"… {len(panel) - room + 1} more: top --once shows every process", width), DIM)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,7 +249,7 @@ def render(frame: Frame, width: int, height: int | None, colour: bool, view: Vie
     hints = (view.label, "h: help") if live else (view.label,)
     lines = _wrap_parts([f"gpu-efficiency-exporter top{taken}", *(printable(part) for part in frame.source), *hints], width)
     if frame.error:
-        lines.append(paint(_fit(printable(frame.error), width), BOLD + RED))
+        lines.append(paint(fit(printable(frame.error), width), BOLD + RED))
     parts = [
         f"{summary.gpus} GPUs ({summary.up} up)",
         f"util {_percent(summary.utilization)}",
@@ -307,39 +276,41 @@ def render(frame: Frame, width: int, height: int | None, colour: bool, view: Vie
         head += f" {'WHOSE':<{WHOSE_NARROW}}"
     lines.append(paint(head + " FLAGS", BOLD))
     rows: list[str] = []
-    for gpu in ordered(frame.gpus, frame.waste, view.sort, view.reverse):
+    order = ordered(frame.gpus, frame.waste, view.sort, view.reverse)
+    for gpu in order:
         name = printable(gpu.bottleneck) if gpu.up and gpu.bottleneck else "down" if not gpu.up else "–"
         cells = f"{gpu.index:>3} {_percent(gpu.utilization):>4} {_percent(gpu.sm_active):>4} "
         efficiency = _ratio(gpu.efficiency)
         style = "" if gpu.efficiency is None else RED if gpu.efficiency < 0.3 else YELLOW if gpu.efficiency < 0.7 else GREEN
-        row = cells + paint(f"{efficiency:>4}", style) + " " + paint(_pad(SHORT_CLASSES.get(name, name), 11), CLASS_COLOURS.get(name, DIM))
+        row = cells + paint(f"{efficiency:>4}", style) + " " + paint(pad(SHORT_CLASSES.get(name, name), 11), CLASS_COLOURS.get(name, DIM))
         row += f" {waste_text(frame.waste.get(gpu.uuid)):>5} {_scaled(gpu.tensor_flops, 1e12):>7}"
         if not narrow_whose:
             row += f" {_scaled(gpu.dram_bytes_per_second, 1e12, 2):>5}"
         row += f" {_scaled(gpu.power_watts, 1.0, 0) + 'W' if gpu.power_watts is not None else '–':>5}"
         if wide:
-            row += f" [{usage_bar(gpu)}] {_pad(whose(gpu) or printable(gpu.source or gpu.model), WHOSE_WIDE)}"
+            row += f" [{usage_bar(gpu)}] {pad(whose(gpu) or printable(gpu.source or gpu.model), WHOSE_WIDE)}"
         elif narrow_whose:
-            row += f" {_pad(whose(gpu), WHOSE_NARROW)}"
+            row += f" {pad(whose(gpu), WHOSE_NARROW)}"
         flags = " ".join(flag_name(flag) for flag in gpu.flags)
         flag_style = YELLOW if gpu.flags == (NO_PROFILING_FLAG,) else RED
         if flags and display_width(flags) <= width - visible_width(row) - 1:
             row += " " + paint(flags, flag_style)
         rows.append(row.rstrip())
         if flags and flags not in row:  # too many to fit beside the figures: on their own line below, whole
-            rows.append(paint(_fit(f"{'':>5}{flags}", width), flag_style))
+            rows.append(paint(fit(f"{'':>5}{flags}", width), flag_style))
         for app in gpu.apps:
             figures = f"{_si(app.throughput, app.unit + '/s')} · {_si(app.units_per_joule, app.unit + '/J')}" if app.up else "not answering"
-            rows.append(_fit(printable(f"    └ {app.name}: {figures}"), width))
+            rows.append(fit(printable(f"    └ {app.name}: {figures}"), width))
     for job in frame.jobs:
-        rows.append(paint(_fit(printable(job_line(job)), width), RED if job.straggler is not None else ""))
+        rows.append(paint(fit(printable(job_line(job)), width), RED if job.straggler is not None else ""))
     tips, urgent = advice(frame.gpus, frame.waste, width)
     styled = [paint(line, "" if number < urgent else DIM) for number, line in enumerate(tips)]
+    panel = _panel(order, frame.users, width, paint)
     if height is None:
-        return Screen(lines + rows + styled, 0, len(rows))
+        return Screen(lines + rows + styled + panel, 0, len(rows))
     room = max(0, height - len(lines))
     if len(rows) + len(tips) <= room:
-        return Screen(lines + rows + styled, 0, len(rows))
+        return Screen(lines + rows + styled + _cut(panel, room - len(rows) - len(tips), width, paint), 0, len(rows))  # the panel takes what is left
     kept = min(len(tips), max(min(ADVICE_KEPT, len(tips)), room - len(rows)))  # the flagged GPUs' advice stays on screen
     if len(rows) <= room - kept:
         return Screen(lines + rows + styled[: room - len(rows)], 0, len(rows))
@@ -347,4 +318,4 @@ def render(frame: Frame, width: int, height: int | None, colour: bool, view: Vie
     scroll = min(view.scroll, max(0, len(rows) - page))
     shown = rows[scroll : scroll + page]
     where = f"lines {scroll + 1}-{scroll + len(shown)} of {len(rows)} · ↑↓ PgUp PgDn scroll" if live else f"… {len(rows) - len(shown)} more lines: top --once | less shows them"
-    return Screen((lines + shown + [paint(_fit(where, width), DIM)] + styled[:kept])[: max(height, 1)], scroll, page)
+    return Screen((lines + shown + [paint(fit(where, width), DIM)] + styled[:kept])[: max(height, 1)], scroll, page)

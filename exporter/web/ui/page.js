@@ -194,10 +194,14 @@
     meters.append(tensor.row, dram.row);
     const misc = element("div", "misc");
     const apps = element("div", "apps");
+    const procs = element("details", "procs");
+    const procsSummary = element("summary");
+    const procsTable = element("table");
+    procs.append(procsSummary, procsTable);
     const flags = element("div", "flags");
-    root.append(head, owner, figures, chart, tryLine, meters, misc, apps, flags);
+    root.append(head, owner, figures, chart, tryLine, meters, misc, apps, procs, flags);
     byId("gpus").appendChild(root);
-    held = { root, index, model, source, badge, owner, figures, chart, tryLine, tensor, dram, misc, apps, flags, plot: chartFor(chart) };
+    held = { root, index, model, source, badge, owner, figures, chart, tryLine, tensor, dram, misc, apps, procs, procsSummary, procsTable, procsSeen: false, flags, plot: chartFor(chart) };
     state.cards.set(gpu.uuid, held);
     return held;
   }
@@ -221,6 +225,47 @@
     if (jobs.length) parts.push([jobs.length > 1 ? "Slurm jobs" : "Slurm job", jobs.map((job) => job.id + (job.user_id ? " (uid " + job.user_id + ")" : "")).join(", ")]);
     for (const job of state.jobsOf.get(gpu.index) || []) parts.push(["job", job.kind + " " + job.name + " (GPUs " + job.gpus.join(", ") + ")"]);
     return parts;
+  }
+
+  const mib = (bytes) => (bytes === null || bytes === undefined ? "–" : Math.round(bytes / 1048576) + " MiB");
+  // Whose one process is: its pod (by UID: a cgroup names no pod name), its Slurm job, or on a bare host its Unix user.
+  function processOwner(row) {
+    if (row.holder_kind === "pod") return "pod " + row.holder;
+    if (row.holder_kind === "slurm_job") return "job " + row.holder;
+    if (row.holder_kind === "process" || row.holder_kind === "user") return "user " + (row.holder.split(":")[0] || row.user_id);
+    return "–";
+  }
+
+  // The GPU's compute processes (pipeline/processes.py): at most 16, the most memory first, the rest on one line.
+  function renderProcesses(held, gpu) {
+    const listed = gpu.processes;
+    held.procs.hidden = !listed;
+    if (!listed) return;
+    const rows = listed.rows;
+    const count = rows.length + listed.others;
+    const used = rows.reduce((sum, row) => sum + (row.memory_bytes || 0), listed.others_memory_bytes || 0);
+    held.procsSummary.textContent = count === 0 ? "no compute process" : count + (count === 1 ? " process · " : " processes · ") + mib(used);
+    held.procs.classList.toggle("none", count === 0);
+    if (count === 0) held.procs.open = false;
+    if (!held.procsSeen) {
+      held.procs.open = count > 0 && count <= 4; // a few are shown at once; more are one click away
+      held.procsSeen = true;
+    }
+    const head = element("tr");
+    for (const name of ["PID", "user", "memory", "busy", "owner", "command"]) head.appendChild(element("th", null, name));
+    const lines = rows.map((row) => {
+      const line = element("tr");
+      const cells = [String(row.pid), row.user_id || "–", mib(row.memory_bytes), percent(row.busy_share), processOwner(row), row.name || "–"];
+      for (const text of cells) line.appendChild(element("td", null, text));
+      line.title = cells.join(" · ");
+      return line;
+    });
+    if (listed.others || listed.others_memory_bytes !== null || listed.others_busy_share !== null) {
+      const line = element("tr", "rest");
+      for (const text of [listed.others ? "+" + listed.others + " more" : "the rest", "", mib(listed.others_memory_bytes), percent(listed.others_busy_share), "", ""]) line.appendChild(element("td", null, text));
+      lines.push(line);
+    }
+    held.procsTable.replaceChildren(...(count ? [head, ...lines] : []));
   }
 
   // Why no owner is named (gpueff_gpu_attribution_info): [label, text, meaning], or null where a series names it.
@@ -270,6 +315,7 @@
       line.append(element("b", null, app.name), app.up ? ": " + si(app.throughput, app.unit + "/s") + " · " + si(app.units_per_joule, app.unit + "/J") : ": not answering");
       return line;
     }));
+    renderProcesses(held, gpu);
     held.flags.replaceChildren(...gpu.flags.map((flag) => {
       const chip = element("span", "flag" + (flag === "no_profiling" ? " info" : ""), own(FLAG_LABELS, flag) || flag);
       chip.title = flag;
@@ -460,7 +506,7 @@
         state.cards.delete(uuid);
       }
     }
-    let empty = main.querySelector(".empty");
+    let empty = main.querySelector(":scope > .empty");
     if (data.gpus.length === 0) {
       if (!empty) main.appendChild((empty = element("p", "empty")));
       empty.textContent = "No GPU in the exporter's last poll.";
