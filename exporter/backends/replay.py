@@ -142,7 +142,8 @@ class ReplayBackend(Backend):
             sample.energy_joules = self._energy[index]
             if self.owners is not None:
                 owner = self.owners[index]
-                sample.processes = (GpuProcess(DECLARED_PID_BASE + index, owner.process),) if owner is not None else ()
+                # its one process holds what the recording's device memory reading says is used
+                sample.processes = (GpuProcess(DECLARED_PID_BASE + index, owner.process, sample.memory_used_bytes),) if owner is not None else ()
             samples.append(sample)
         return samples
 
