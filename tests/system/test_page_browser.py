@@ -90,7 +90,7 @@ def kubelet_config(tmp_path: Path, pods: dict[str, tuple[str, str, str]]) -> Ite
 
     socket_dir = Path(tempfile.mkdtemp(prefix="kl", dir="/tmp"))  # a unix socket's path must be short
     config = tmp_path / "config.yml"
-    config.write_text(f"kubernetes:\n  enabled: true\n  pod_resources_socket: {socket_dir / 'kubelet.sock'}\n  refresh_interval: 1s\n")
+    config.write_text(f"kubernetes:\n  enabled: true\n  pod_resources_socket: {socket_dir / 'kubelet.sock'}\n  refresh_interval: 5s\n  timeout: 5s\n")  # a List may take seconds on a busy machine
     messages = [pod(namespace, name, {container: {"nvidia.com/gpu": [uuid]}}) for uuid, (namespace, name, container) in pods.items()]
     try:
         with FakeKubelet(socket_dir / "kubelet.sock", messages):
