@@ -1,4 +1,4 @@
-"""Command line: the daemon (default), and the ``record``, ``check``, ``top`` and ``selftest`` subcommands."""
+"""Command line: the daemon (default), and the ``record``, ``check``, ``top``, ``report`` and ``selftest`` subcommands."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from exporter.untrusted import whole_number
 
 DEFAULT_LISTEN_ADDRESS = ":9947"
 REVISION_VARIABLE = "GPU_EFFICIENCY_EXPORTER_REVISION"  # the container image's build sets it
-USAGE = "%(prog)s [flags]\n       %(prog)s {record,check,top,selftest} [flags]  (each with its own --help)"
+USAGE = "%(prog)s [flags]\n       %(prog)s {record,check,top,report,selftest} [flags]  (each with its own --help)"
 
 
 def revision() -> str:
@@ -68,6 +68,7 @@ def daemon_parser() -> argparse.ArgumentParser:
         description="Prometheus exporter that tells how much real work each NVIDIA GPU does. "
         "Subcommands: 'record' writes gpu-trace/1 files from real GPUs (see 'record --help'); "
         "'check' tells which backends and fields work on this machine (see 'check --help'); "
+        "'report' ranks the owners of GPU time over a range by what they wasted, from Prometheus (see 'report --help'); "
         "'selftest' runs planted workloads on a GPU and checks the readings against them (see 'selftest --help'); "
         "'top' shows each GPU's real work in a live table, from the local GPUs or a running exporter (see 'top --help').",
     )
@@ -130,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
         from exporter.commands.top.command import main as top
 
         return top(argv[1:])
+    if argv and argv[0] == "report":
+        from exporter.commands.report.command import main as report
+
+        return report(argv[1:])
     if argv and argv[0] == "selftest":
         from exporter.commands.selftest.command import main as selftest
 

@@ -60,8 +60,9 @@ NOT_IN_REPLAY = ("gpueff_compute_processes", "gpueff_compute_process_memory_byte
                  # error counters, and only the 2-GPU job's have NVLink link states).
                  "gpueff_xid_errors_total", "gpueff_memory_temperature_celsius", "gpueff_nvlink_errors_total",
                  "gpueff_fan_speed_ratio", "gpueff_retired_pages",
-                 # The fair split of shared GPUs needs NVML's process list: none under replay (its
-                 # dashboard queries are checked with promtool in tests/deploy/test_dashboards.py).
+                 # The fair split: on --demo its holders are the declared owners' (exporter/traces/demo-owners.json),
+                 # exported and so checked here; a replay without owners has none (promtool checks the queries:
+                 # tests/deploy/test_dashboards.py).
                  "gpueff_holder_busy_seconds_total", "gpueff_holder_sm_active_seconds_total", "gpueff_holder_busy_idle_sm_seconds_total",
                  "gpueff_holder_energy_joules_total", "gpueff_gpu_job_info",
                  # Never set without a kubelet that answered once.

@@ -63,7 +63,7 @@ def test_a_bad_variable_is_named_in_the_error(environ, message):
 
 
 def test_usage_names_the_subcommands_and_version_the_revision():
-    assert "{record,check,top,selftest}" in exporter("--help").stdout
+    assert "{record,check,top,report,selftest}" in exporter("--help").stdout
     version = exporter("--version", env={"GPU_EFFICIENCY_EXPORTER_REVISION": "0123abcd"}).stdout
     assert version.startswith("gpu-efficiency-exporter, version ") and "(revision: 0123abcd)" in version and "python: " in version
 
