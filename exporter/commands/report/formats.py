@@ -17,7 +17,7 @@ from typing import Any
 
 from exporter.attribution.reasons import REASONS
 from exporter.commands.report.ledger import WASTE, Amounts, Ledger, Owner
-from exporter.commands.top.table import printable
+from exporter.commands.top.text import printable
 from exporter.pipeline.states import STATES
 
 FORMATS = ("text", "markdown", "csv", "json")
