@@ -223,6 +223,9 @@
     }
     const jobs = gpu.slurm_jobs || [];
     if (jobs.length) parts.push([jobs.length > 1 ? "Slurm jobs" : "Slurm job", jobs.map((job) => job.id + (job.user_id ? " (uid " + job.user_id + ")" : "")).join(", ")]);
+    // On a bare host (no pod, no job), the Unix users whose processes hold it.
+    const users = [...new Set(((gpu.processes || {}).rows || []).filter((row) => row.holder_kind === "process" || row.holder_kind === "user").map((row) => row.holder.split(":")[0] || row.user_id))];
+    if (!pods.length && !jobs.length && users.length) parts.push([users.length > 1 ? "users" : "user", users.slice(0, 3).join(", ") + (users.length > 3 ? ", …" : "")]);
     for (const job of state.jobsOf.get(gpu.index) || []) parts.push(["job", job.kind + " " + job.name + " (GPUs " + job.gpus.join(", ") + ")"]);
     return parts;
   }
@@ -272,7 +275,7 @@
   function attributionPart(gpu) {
     const found = gpu.attribution;
     if (!found) return null;
-    if (found.path === "demo") return ["demo", "owners declared beside the replayed traces, not real ones", own(state.paths, "demo") || ""];
+    if (found.path === "demo") return ["demo", "(made-up owner)", own(state.paths, "demo") || ""];
     if (found.reason === "ok" || found.reason === "processes_not_listed") return null;
     const via = found.path === "none" ? "" : " (found by " + found.path.replace(/_/g, " ") + ")";
     return [found.reason === "no_process" ? "free" : "no owner", found.reason.replace(/_/g, " ") + via, own(state.reasons, found.reason) || ""];
