@@ -363,7 +363,7 @@ def dashboard(uid: str, title: str, description: str, panels: list[dict[str, Any
             {"builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"}, "enable": True, "hide": True, "iconColor": "rgba(0, 211, 255, 1)", "name": "Annotations & Alerts", "type": "dashboard"},
             alert_annotation(),
         ]},
-        "links": [{"title": "GPU efficiency", "type": "dashboards", "tags": ["gpu-efficiency"], "asDropdown": True, "includeVars": True, "keepTime": True}],
+        "links": [{"title": "GPU efficiency", "type": "dashboards", "tags": TAGS, "asDropdown": True, "includeVars": True, "keepTime": True}],
         "templating": {"list": variables},
         "panels": lay_out(panels),
     }

@@ -37,7 +37,7 @@ command -v podman >/dev/null || missing+=(podman)  # builds and runs the image (
 command -v runc >/dev/null || missing+=(runc)  # podman's runtime here: crun refuses hybrid cgroup v1 hosts
 command -v chromium >/dev/null || missing+=(chromium)  # the live page's browser test (tests/system/test_page_browser.py)
 command -v tmux >/dev/null || missing+=(tmux)  # the terminal view's test (tests/unit/commands/top/test_command.py)
-command -v jsonnet >/dev/null || missing+=(jsonnet)  # the monitoring mixin, rendered by the real jsonnet (tests/deploy/test_mixin.py)
+{ command -v jsonnet && command -v jsonnetfmt; } >/dev/null || missing+=(jsonnet)  # the monitoring mixin, rendered and format-checked by the real jsonnet and jsonnetfmt (tests/deploy/test_mixin.py)
 if ((${#missing[@]})); then
     sudo=""
     [ "$(id -u)" = 0 ] || sudo="sudo"

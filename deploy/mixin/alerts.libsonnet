@@ -1,22 +1,20 @@
-// The recording rules and alerts, from rules.libsonnet (generated from
-// deploy/prometheus/rules-source.yml), with _config's selector and runbook base filled in.
-local generated = import 'rules.libsonnet';
-
-// Every string inside ``value`` with each [placeholder, text] pair of ``pairs`` replaced.
-local fill(value, pairs) =
-  if std.isString(value) then std.foldl(function(text, pair) std.strReplace(text, pair[0], pair[1]), pairs, value)
-  else if std.isArray(value) then [fill(item, pairs) for item in value]
-  else if std.isObject(value) then { [key]: fill(value[key], pairs) for key in std.objectFields(value) }
-  else value;
+// The alerts of rules-source.libsonnet (generated from deploy/prometheus/rules-source.yml), each
+// with its _config.alerts settings (a disabled one left out), the selectors, cluster label and
+// runbook base of _config.
+local render = import 'lib/render.libsonnet';
+local source = import 'rules-source.libsonnet';
 
 {
-  prometheusRules+:: {
-    groups+: generated.prometheusRules.groups,
-  },
   prometheusAlerts+:: {
-    groups+: fill(generated.prometheusAlerts.groups, [
-      ['$job_selector', $._config.gpuEfficiencyExporterSelector],
-      ['$runbook_base_url', $._config.runbookURLBase],
-    ]),
+    local config = $._config,
+    local settings = render.alertSettings(source, config),
+    local groups = [
+      {
+        name: group.name,
+        rules: [render.alertRule(rule, settings[rule.alert], config) for rule in group.rules if settings[rule.alert].enabled],
+      }
+      for group in source.alert_groups
+    ],
+    groups+: [group for group in groups if group.rules != []],
   },
 }

@@ -1,0 +1,2 @@
+// jsonnet -S rules.jsonnet > rules.yaml: the recording rules as a Prometheus rules file.
+std.manifestYamlDoc((import 'mixin.libsonnet').prometheusRules)
