@@ -220,19 +220,19 @@ class Poller:
         if self._config_parts.config is not config:
             self._config_parts = _ConfigParts(config)
         parts = self._config_parts
-        owners = self.attributor.owners(config.kubernetes, samples, self.clock(), parts.proc_root)
+        assigned = self.attributor.owners(config.kubernetes, samples, self.clock(), parts.proc_root)  # the kubelet's
         declared = self.backend.declared_owners()  # a replay's demo owners: its processes are known from them, never from /proc
         sharing = self._sharing_for(config, bool(declared))
+        owners = assigned
         if declared:
-            if not config.kubernetes.enabled:  # with it, a kubelet's answer says which pods hold the replayed GPUs
-                owners = declared_pods(declared)
+            owners = {**declared_pods(declared), **assigned}  # a kubelet's answer says which pods hold the GPUs it names
             identities = declared_identities(samples, declared, config.process_names)
         else:
             identities = sharing.identities(samples) if sharing is not None else {}
         if self._doctor.proc_root != parts.proc_root:
             self._doctor = Doctor(parts.proc_root)
         seen = identities if sharing is not None or declared else self._doctor.identities(samples)  # the split's (or the declared ones), else the doctor's own
-        attribution = self._doctor.diagnose(samples, owners, self.attributor.kubelet(), parts.switches, seen, declared)
+        attribution = self._doctor.diagnose(samples, assigned, self.attributor.kubelet(), parts.switches, seen, declared)
         per_gpu = [(sample, *self._trackers.of(sample.device.uuid).advance(sample, parts.tracker_settings, sharing, identities)) for sample in samples]
         self._trackers.forget({sample.device.uuid for sample in samples})
         # the cross-GPU stage, pure: each multi-GPU job's GPUs judged together (pipeline/peers.py)

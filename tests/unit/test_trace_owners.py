@@ -5,10 +5,13 @@ reach every series a cluster's do, marked as demo data, from the declaration alo
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from fakes.kubelet import FakeKubelet, pod
 from fakes.proc import process
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -144,7 +147,14 @@ def test_on_the_demo_the_owners_reach_every_series_a_clusters_do_from_the_declar
     assert cost == pytest.approx(5.0 * 4.0 / 3600)
 
 
-def test_with_kubernetes_the_kubelets_answer_replaces_the_declared_pods(tmp_path: Path) -> None:
-    found = demo_series({"kubernetes": {"enabled": True, "pod_resources_socket": str(tmp_path / "no.sock")}}, polls=2)
-    assert "gpueff_gpu_pod_info" not in found
-    assert all("pod" not in dict(key) for key in found["gpueff_gpu_up"])
+def test_a_kubelets_answer_wins_on_the_gpus_it_names_and_the_declared_pods_stay_elsewhere(tmp_path: Path) -> None:
+    socket_path = Path(tempfile.mkdtemp(prefix="kl", dir="/tmp")) / "kubelet.sock"
+    try:
+        with FakeKubelet(socket_path, [pod("ml", "trainer-0", {"main": {"nvidia.com/gpu": ["GPU-replay-1-idle"]}})]):
+            found = demo_series({"kubernetes": {"enabled": True, "pod_resources_socket": str(socket_path)}}, polls=2)
+    finally:
+        shutil.rmtree(socket_path.parent, ignore_errors=True)
+    assert [(each["namespace"], each["pod"]) for each in labels_of(found, "gpueff_gpu_pod_info", "1")] == [("ml", "trainer-0")]
+    assert [(each["namespace"], each["pod"]) for each in labels_of(found, "gpueff_gpu_pod_info", "4")] == [("research", "sweep-lr-3e4-0")]
+    attribution = {dict(key)["gpu"]: dict(key)["path"] for key in found["gpueff_gpu_attribution_info"]}
+    assert attribution["1"] == "kubelet" and attribution["4"] == "demo"

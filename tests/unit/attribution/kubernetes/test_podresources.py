@@ -20,6 +20,7 @@ from exporter.attribution.kubernetes.podresources import PodResourcesClient, Pod
 from exporter.attribution.kubernetes.settings import KubernetesConfig
 from exporter.sample import DeviceInfo, GpuSample
 from exporter.settings import parse_config
+from exporter.trace import planted_trace_paths
 
 GPU_A = "GPU-11111111-2222-3333-4444-555555555555"
 GPU_B = "GPU-66666666-7777-8888-9999-000000000000"
@@ -262,11 +263,12 @@ def test_daemon_labels_gpu_series_with_their_pod(socket_dir: Path, tmp_path: Pat
         calls = kubelet.calls
     up = {line.split(" ")[0] for line in _series(body, "gpueff_gpu_up")}
     assert 'gpueff_gpu_up{gpu="2",uuid="GPU-replay-2-matmul_8192",namespace="ml",pod="trainer-0",container="main"}' in up
-    assert 'gpueff_gpu_up{gpu="1",uuid="GPU-replay-1-idle"}' in up  # no pod: no pod labels
+    assert 'gpueff_gpu_up{gpu="7",uuid="GPU-b2b8a1d8-e5c8-70fd-7d84-8283968b10d8-replay-7"}' in up  # no pod (the demo's free GPU): no pod labels
+    assert 'gpueff_gpu_up{gpu="1",uuid="GPU-replay-1-idle",namespace="notebooks",pod="jupyter-alice-0",container="notebook"}' in up  # the demo's own, where the kubelet names none
     assert 'gpueff_gpu_up{gpu="0",uuid="GPU-replay-0-copy_2GB"}' in up  # shared by two pods: see gpueff_gpu_pod_info
     sm = [line for line in _series(body, "gpueff_sm_active_ratio") if 'gpu="2"' in line]
     assert len(sm) == 1 and 'pod="trainer-0"' in sm[0]
-    info = sorted(line.split(" ")[0] for line in _series(body, "gpueff_gpu_pod_info"))
+    info = sorted(line.split(" ")[0] for line in _series(body, "gpueff_gpu_pod_info") if 'gpu="0"' in line or 'gpu="2"' in line)
     assert info == [
         'gpueff_gpu_pod_info{gpu="0",uuid="GPU-replay-0-copy_2GB",namespace="web",pod="infer-a",container="server"}',
         'gpueff_gpu_pod_info{gpu="0",uuid="GPU-replay-0-copy_2GB",namespace="web",pod="infer-b",container="server"}',
@@ -281,7 +283,8 @@ def test_daemon_labels_gpu_series_with_their_pod(socket_dir: Path, tmp_path: Pat
 def test_daemon_without_the_socket_logs_once_and_serves(socket_dir: Path, tmp_path: Path) -> None:
     config = tmp_path / "config.yml"
     config.write_text(f"kubernetes:\n  enabled: true\n  pod_resources_socket: {socket_dir / 'absent.sock'}\n  refresh_interval: 1s\n")
-    with running_daemon("--demo", "--config", str(config), "--collect-interval", "200ms") as daemon:
+    # The planted traces, not --demo: its made-up pods would label GPUs the kubelet does not name.
+    with running_daemon("--replay", *map(str, planted_trace_paths()), "--config", str(config), "--collect-interval", "200ms") as daemon:
         body = wait_until(lambda: (page := daemon.metrics()) and exported(page, "gpueff_kubernetes_attribution_errors_total") >= 2 and page, "two refreshes")
         assert daemon.stop() == 0
         output = daemon.finished_output()
@@ -297,7 +300,7 @@ def test_daemon_without_grpcio_logs_once_and_serves(socket_dir: Path, tmp_path: 
     socket_path = socket_dir / "kubelet.sock"
     config = tmp_path / "config.yml"
     config.write_text(f"kubernetes:\n  enabled: true\n  pod_resources_socket: {socket_path}\n  refresh_interval: 1s\n")
-    with FakeKubelet(socket_path, PODS), running_daemon("--demo", "--config", str(config), "--collect-interval", "200ms", env={"PYTHONPATH": str(blocker.parent)}) as daemon:
+    with FakeKubelet(socket_path, PODS), running_daemon("--replay", *map(str, planted_trace_paths()), "--config", str(config), "--collect-interval", "200ms", env={"PYTHONPATH": str(blocker.parent)}) as daemon:
         body = wait_until(lambda: (page := daemon.metrics()) and exported(page, "gpueff_kubernetes_attribution_errors_total") >= 2 and page, "two refreshes")
         assert daemon.stop() == 0
         output = daemon.finished_output()
