@@ -145,7 +145,7 @@ def test_check_says_whose_each_gpu_is_and_why_not(trace_paths, tmp_path):
     assert lines[2] == "  GPU 1  path=none  reason=socket_missing" and "pod-resources socket is not mounted" in lines[3]
 
 
-def test_check_refuses_a_config_file_that_is_not_valid(tmp_path, capsys):
+def test_check_refuses_a_config_file_that_is_not_valid(tmp_path, capsys, restore_logging):
     bad = tmp_path / "config.yml"
     bad.write_text("sharing: {enabled: maybe}\n")
     assert check.main(["--config", str(bad)]) == 2
