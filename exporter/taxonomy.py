@@ -9,9 +9,9 @@ between cards, and the recorded jobs that show it):
   have nothing to run is the limit, whatever the other readings say: checked first, so a transfer
   the graphics engine does not see is never called idle. So is a link at its practical roof
   (``communication_roof`` of ``link_roof``) while no math pipe is as near its own and DRAM is below
-  its roof band, whatever
-  the SM share: kernels that read or write host memory directly (zero-copy, UVA) fill every SM
-  with warps that wait on the link, and SM activity counts a waiting warp as active.
+  its roof band, whatever the SM share: kernels that read or write host memory directly (zero-copy,
+  UVA) fill every SM with warps that wait on the link, and SM activity counts a waiting warp as
+  active.
 - ``idle`` only where it is known that no kernel ran (SM activity, or the engine's, exactly 0 over a
   profiling window) and no engine was busy: a job that runs kernels rarely is starved (``host``) on
   every card, however fast the card makes its kernels. Utilization 0 with no such reading (no
@@ -34,6 +34,10 @@ between cards, and the recorded jobs that show it):
 - ``memory_latency``: the memory side with DRAM carrying ``memory_latency_dram`` or more but below
   its roof: the SMs wait on memory accesses (latency, too few bytes in flight), which a card with
   more bandwidth does not shorten (the same gather moves the same bytes/s on H100 and H200).
+- ``communication`` below the link's roof with the SMs busy: where nothing above holds and the link
+  is the only unit doing work (at least ``transfer_link`` of its peak, every math pipe and DRAM
+  below that share of theirs), the warps the SMs hold wait on the link: scattered reads of host
+  memory from kernels run at the link's latency, not its bandwidth (the link's ``memory_latency``).
 A change of class is reported only once it holds when any one reading moves by ``margin`` (so a
 job sitting on a threshold keeps one verdict) and has won ``hold_polls`` polls in a row.
 """
@@ -71,7 +75,7 @@ class BottleneckThresholds:
     communication_link: float = setting(0.3, ratio, "communication: PCIe or NVLink at least this share of its peak while SM activity is below underfilled_sm_active (checked before every other rule)")
     link_roof: float = setting(0.9, ratio, "a link's practical roof as a share of its per-direction peak (pinned copies and zero-copy kernels reach 0.85-0.94 of PCIe Gen5 x16's 64 GB/s)")
     communication_roof: float = setting(0.8, ratio, "communication whatever the SM share: the busiest link direction at this nearness to its practical roof (link / link_roof) or more while no math pipe is that near its own (pipes / pipe_roof) and DRAM is below memory_dram: the warps the SMs hold wait on the link")
-    transfer_link: float = setting(0.1, ratio, "communication below the link's roof: where most SMs are idle (else underfilled), PCIe or NVLink at least this share of its peak and above every math pipe's and DRAM's share: moving bytes is the GPU's main work (NCCL's point-to-point transfers run on few SMs by design)")
+    transfer_link: float = setting(0.1, ratio, "communication below the link's roof: where most SMs are idle (else underfilled), PCIe or NVLink at least this share of its peak and above every math pipe's and DRAM's share: moving bytes is the GPU's main work (NCCL's point-to-point transfers run on few SMs by design); where the SMs are busy, the link at least this share while every math pipe and DRAM is below it (else mixed): the warps wait on the link (scattered host reads from kernels)")
     underfilled_sm_active: float = setting(0.5, ratio, "underfilled: SM activity below this while the GPU is busy")
     latency_occupancy: float = setting(0.1, ratio, "latency: SM occupancy below this ...")
     latency_work: float = setting(0.2, ratio, "... and every pipe and DRAM below this")
@@ -121,8 +125,8 @@ CLASSES: tuple[BottleneckClass, ...] = (
     ),
     BottleneckClass(
         "communication",
-        "PCIe or NVLink moves data near its peak, or is the unit nearest its roof, while most SMs have nothing to run; or a link is at its practical roof with no math pipe or DRAM near theirs, whatever the SM share (kernels reading host memory directly keep every SM's warps waiting on the link): moving bytes is the GPU's work and the link is the limit",
-        "Move fewer bytes over the link: stage data through device memory in large batched copies instead of reading host memory from kernels (zero-copy, UVA), keep hot data resident on the GPU, batch or compress transfers, overlap them with compute, let NCCL use more channels (NCCL_MIN_NCHANNELS), use a faster path (NVLink, GPUDirect, C2C).",
+        "PCIe or NVLink moves data near its peak, or is the unit nearest its roof, while most SMs have nothing to run; or a link is at its practical roof with no math pipe or DRAM near theirs, or the only unit doing work, whatever the SM share (kernels reading host memory directly keep every SM's warps waiting on the link): moving bytes is the GPU's work and the link is the limit",
+        "Move fewer bytes over the link: stage data through device memory in large batched copies instead of reading host memory from kernels (zero-copy, UVA; scattered host reads run at the link's latency, not its bandwidth: sort and coalesce them, cache the hot rows on the GPU), keep hot data resident on the GPU, batch or compress transfers, overlap them with compute, let NCCL use more channels (NCCL_MIN_NCHANNELS), use a faster path (NVLink, GPUDirect, C2C).",
         "cyan",
     ),
     BottleneckClass(
@@ -261,6 +265,8 @@ def classify(activity: Activity, limits: BottleneckThresholds) -> str:
         return "latency"
     if dram >= limits.memory_latency_dram and memory_side:
         return "memory_latency"
+    if link is not None and link >= limits.transfer_link > max(pipes, dram):
+        return "communication"  # the link is the only unit doing work: the SMs' warps wait on it (host reads from kernels)
     return "mixed"
 
 

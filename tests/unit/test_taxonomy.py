@@ -89,6 +89,10 @@ BOUND: dict[str, tuple[str | None, str | None]] = {
     "h200-live/resnet50_train_bf16": (None, None),
     "h200-live/matmul_skinny_b8": (DRAM, None),
     "h200-live/llama_prefill": ("tensor_flops", None),
+    "h200-live/zerocopy_read": (PCIE, None),
+    "h200-live/zerocopy_write": (PCIE, None),
+    "h200-live/zerocopy_gather": (None, None),
+    "h200-live/vit_b16_train_bf16": ("tensor_flops", None),
 }
 
 
@@ -158,8 +162,8 @@ def project(job: Job, home: Peak, target: Peak, bound: str | None) -> Projection
             continue
         if field == DRAM and share >= LIMITS.memory_dram:
             moved_to = field  # the kept bytes/s fill the target's DRAM roof band
-        elif field == PCIE and share >= LIMITS.communication_link:
-            moved_to = field
+        elif field == PCIE and share >= LIMITS.communication_roof * LIMITS.link_roof:
+            moved_to = field  # the kept bytes/s fill the target's link to its roof band
         elif field not in (DRAM, PCIE) and share >= LIMITS.compute_pipe and share / LIMITS.pipe_roof > dram / LIMITS.dram_roof:
             moved_to = field  # the job's FLOP per byte is above the target's ridge point: its pipe is the nearer roof
     in_window = busy / job.busy if job.busy else 0.0  # the window's shares: the running shares x the kernels' time share

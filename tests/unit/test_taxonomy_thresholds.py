@@ -66,7 +66,12 @@ def test_memory_compute_and_underfilled_at_their_boundaries():
     assert busy(100, sm_active=0.5, pipes=0.2) == "compute"  # pipe at exactly 0.2 with SM activity at exactly 0.5
     assert busy(100, sm_active=0.49, pipes=0.2) == "underfilled"
     assert busy(100, sm_active=0.49, link=0.3) == "communication"  # a link at exactly 30 % of its peak
-    assert busy(100, sm_active=0.5, link=0.3) == "mixed"
+    assert busy(100, sm_active=0.5, link=0.3, pipes=0.3) == "compute"  # SMs busy with a math pipe at work beside the link
+    assert busy(100, sm_active=0.49, link=0.3, pipes=0.3) == "communication"
+    assert busy(100, sm_active=0.5, link=0.3) == "communication"  # SMs busy, the link the only unit working: the warps wait on it
+    assert busy(100, sm_active=0.9, link=0.1, pipes=0.09, dram=0.09) == "communication"  # at transfer_link, the rest below it
+    assert busy(100, sm_active=0.9, link=0.099, pipes=0.09) == "mixed"
+    assert busy(100, sm_active=0.9, link=0.3, pipes=0.1) == "mixed"  # a math pipe at a tenth of its peak is work the link does not explain
 
 
 def test_latency_at_its_boundaries():

@@ -51,6 +51,10 @@ EXPERT_LABEL = {
     "h200-live/resnet50_train_bf16": "memory_latency",
     "h200-live/matmul_skinny_b8": "memory",
     "h200-live/llama_prefill": "compute",
+    "h200-live/zerocopy_read": "communication",
+    "h200-live/zerocopy_write": "communication",
+    "h200-live/zerocopy_gather": "communication",
+    "h200-live/vit_b16_train_bf16": "compute",
 }
 # Multi-GPU jobs on 4 x H200 (NV18): each GPU's label, judged with its job's other GPUs (docs/jobs.md),
 # so they are replayed together; apart from EXPERT_LABEL, whose traces stand alone (tests/unit/test_taxonomy.py).
