@@ -52,6 +52,7 @@ class GpuOverview:
     estimated_flops: float | None  # the FLOP/s done where the counters support a point estimate (gpueff_estimated_flops_per_second)
     memory_used_bytes: float | None
     memory_total_bytes: float | None
+    temperature_celsius: float | None
     busy_idle_sm_seconds: float | None  # ∫ max(0, utilization − SM activity) dt since the exporter started
     apps: tuple[AppFigures, ...] = ()
     pods: tuple[PodOwner, ...] = ()  # the containers the kubelet assigned the GPU to (namespace, pod, container; labels not carried)
@@ -170,6 +171,7 @@ def gpu_overview(state: GpuState, stale: bool, apps: tuple[AppFigures, ...] = ()
         estimated_flops=live.estimated_flops if live else None,
         memory_used_bytes=sample.memory_used_bytes if up else None,
         memory_total_bytes=sample.memory_total_bytes if up else None,
+        temperature_celsius=sample.temperature_celsius if up else None,
         busy_idle_sm_seconds=state.totals.busy_idle_sm_seconds,
         apps=apps,
         pods=tuple(sorted({PodOwner(owner.namespace, owner.pod, owner.container) for owner in state.owners.pods})) if state.owners is not None else (),

@@ -23,7 +23,7 @@ import termios
 import threading
 import time
 import tty
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TextIO
 
 from exporter import logs
@@ -31,7 +31,8 @@ from exporter.backends.base import Backend, BackendUnavailable
 from exporter.commands.daemon import StartupError, choose_backend, effective_config
 from exporter.commands.flags import Parser, add_common_flags, add_dcgm_flags, duration_flag
 from exporter.commands.top.scrape import ScrapeError, metrics_url, read
-from exporter.commands.top.table import Frame, printable, render
+from exporter.commands.top.table import Frame, Screen, render
+from exporter.commands.top.text import printable
 from exporter.commands.top.view import View, WasteWindow
 from exporter.commands.top.view import keys as view_keys
 from exporter.config.engine import ConfigError
@@ -50,7 +51,8 @@ def parser() -> argparse.ArgumentParser:
         prog="gpu-efficiency-exporter top",
         description="A live table of each GPU's utilization against its SM activity, efficiency, bottleneck class, estimated FLOP/s and bandwidth and flags, "
         "read from the local GPUs (through the exporter's own backend) or from a running exporter (--url), the GPUs that waste the most time first. "
-        "Keys: h or ? help, w u s e p i order by waste, utilization, SM activity, efficiency, power, index, r reverse, arrows and PgUp/PgDn scroll, q or Ctrl-C quit.",
+        "Keys (htop's and nvitop's): h, ? or F1 help, arrows select a GPU and Enter opens its detail and processes, / (F3, F4) filters by name, pod, namespace, job, user or class, "
+        "F6 the sort menu, w u s e p m t i order by waste, utilization, SM activity, efficiency, power, memory, temperature, index, r reverse, q, F10 or Ctrl-C quit.",
     )
     source = result.add_mutually_exclusive_group()
     source.add_argument("--url", help="read a running exporter's metrics instead of the local GPUs, e.g. http://gpu-node-1:9947 (/metrics is added)")
@@ -166,10 +168,10 @@ def _keys(stream: TextIO) -> Iterator[int | None]:
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
 
-def _frame_unless_quit(source: LocalSource | UrlSource, last: Frame, interval: float, keys: int | None, pressed: list[str]) -> Frame | None:
-    """The next frame, read on a worker thread while the keys are watched: None where q was pressed
-    before it came (a slow exporter never keeps top from quitting); the other keys pressed
-    meanwhile are added to ``pressed``."""
+def _frame_unless_quit(source: LocalSource | UrlSource, last: Frame, interval: float, keys: int | None, press: Callable[[str], bool]) -> Frame | None:
+    """The next frame, read on a worker thread while the keys are watched: each key is handed to
+    ``press`` as it comes, and None returned where it says to quit (a slow exporter never keeps top
+    from quitting)."""
     result: list[Frame] = []
     failed: list[Exception] = []
 
@@ -186,10 +188,8 @@ def _frame_unless_quit(source: LocalSource | UrlSource, last: Frame, interval: f
     while worker.is_alive():
         if keys is None:
             worker.join()
-        elif select.select([keys], [], [], 0.05)[0]:
-            pressed.extend(view_keys(os.read(keys, 64)))
-            if "quit" in pressed:
-                return None
+        elif select.select([keys], [], [], 0.05)[0] and any(press(key) for key in view_keys(os.read(keys, 64))):
+            return None
     if failed:
         raise failed[0]
     return result[0]
@@ -223,12 +223,19 @@ def _size(out: TextIO) -> os.terminal_size:
 
 
 def live(source: LocalSource | UrlSource, interval: float, colour: bool, out: TextIO) -> int:
-    """Poll every ``interval`` and redraw, and redraw at once on a key or a resize, until q or
+    """Poll every ``interval`` and redraw, and redraw at once on a key or a resize, until q, F10 or
     Ctrl-C. A failed fetch keeps the last figures, with the failure above them."""
     shown = Frame(source.source, [])
     window = WasteWindow()
     view = View()
-    page = 1
+    screen = Screen([], 0, 1)
+
+    def press(key: str) -> bool:
+        """Take one key (the last screen says which GPUs it lists and how many rows a page is); True: quit."""
+        nonlocal view
+        view = view.after(key, screen.order, screen.page)
+        return view.done
+
     due = time.monotonic()
     out.write(ENTER_SCREEN)
     try:
@@ -236,27 +243,21 @@ def live(source: LocalSource | UrlSource, interval: float, colour: bool, out: Te
             while True:
                 if time.monotonic() >= due:
                     due = time.monotonic() + interval
-                    pressed: list[str] = []
-                    frame = _frame_unless_quit(source, shown, interval, keys, pressed)
+                    frame = _frame_unless_quit(source, shown, interval, keys, press)
                     if frame is None:
                         return 0
                     shown = frame if frame.error else dataclasses.replace(frame, waste=window.add(frame.gpus, time.monotonic()))
-                    for key in pressed:
-                        view = view.after(key, page)
                 size = _size(out)
                 screen = render(shown, size.columns, size.lines, colour, view, live=True)
-                view, page = dataclasses.replace(view, scroll=screen.scroll), screen.page
+                view = dataclasses.replace(view, scroll=screen.scroll)
                 out.write(HOME + (CLEAR_LINE + "\n").join(screen.lines) + CLEAR_LINE + CLEAR_BELOW)
                 out.flush()
                 waiting = [resizes] if keys is None else [keys, resizes]
                 ready = select.select(waiting, [], [], max(0.0, due - time.monotonic()))[0]  # a signal's handler wakes it through the pipe
                 if resizes in ready:
                     os.read(resizes, 64)
-                if keys is not None and keys in ready:
-                    for key in view_keys(os.read(keys, 64)):
-                        if key == "quit":
-                            return 0
-                        view = view.after(key, page)
+                if keys is not None and keys in ready and any(press(key) for key in view_keys(os.read(keys, 64))):
+                    return 0
     except KeyboardInterrupt:
         return 0
     finally:

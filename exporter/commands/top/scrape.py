@@ -45,6 +45,7 @@ _VALUES = {
     "gpueff_estimated_flops_per_second": "estimated_flops",
     "gpueff_memory_used_bytes": "memory_used_bytes",
     "gpueff_memory_total_bytes": "memory_total_bytes",
+    "gpueff_temperature_celsius": "temperature_celsius",
     "gpueff_busy_idle_sm_seconds_total": "busy_idle_sm_seconds",
     "gpueff_compute_processes": "process_count",  # not shown: how many processes the per_process rows leave out
 }
@@ -406,6 +407,7 @@ def _overview(uuid: str, gpu: _Gpu, apps: tuple[AppFigures, ...]) -> GpuOverview
         estimated_flops=value("estimated_flops"),
         memory_used_bytes=value("memory_used_bytes"),
         memory_total_bytes=value("memory_total_bytes"),
+        temperature_celsius=value("temperature_celsius"),
         busy_idle_sm_seconds=value("busy_idle_sm_seconds"),
         apps=apps,
         pods=tuple(sorted(gpu.pods)),

@@ -1,8 +1,10 @@
-"""One frame of ``top``: a fleet line, a table row per GPU in the chosen order, and what to try for
-each class shown (the flagged GPUs' first), fitted to the terminal's width (80 columns and up) and,
-in a live terminal, its height (the rows scroll); or the help screen. Colours are ANSI escapes, only
-where asked for. Widths are the columns a terminal gives the text (``display_width``: a CJK
-character takes two), never its length. Pure: text in, lines out."""
+"""One frame of ``top``: the fleet lines, a table row per GPU in the chosen order (those the
+filter finds), what to try for each class shown (the flagged GPUs' first) and the process panel,
+fitted to the terminal's width (columns drop by priority: columns.py) and, in a live terminal, its
+height (the rows scroll to keep the selected GPU in sight; the process panel takes the rows left);
+or the help, the sort menu, or the selected GPU's detail. Colours are ANSI escapes, only where asked
+for. Widths are the columns a terminal gives the text (``display_width``: a CJK character takes
+two), never its length. Pure: text in, lines out."""
 
 from __future__ import annotations
 
@@ -12,22 +14,31 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from exporter.commands.top.processes import header, listed_anywhere, process_lines
-from exporter.commands.top.text import display_width, fit, pad, printable, visible_width
-from exporter.commands.top.view import View, ordered
-from exporter.overview import NO_PROFILING_FLAG, GpuOverview, JobOverview, fleet
-from exporter.taxonomy import CLASSES, WHAT_TO_TRY
+from exporter.commands.top.columns import SHORT_FLAGS, WIDE, Cells, header, layout, row
+from exporter.commands.top.detail import detail_lines
+from exporter.commands.top.figures import (
+    BOLD,
+    DIM,
+    NO_PROFILING_FLAG,
+    RED,
+    YELLOW,
+    Painter,
+    flag_name,
+    job_line,
+    percent,
+    ratio,
+    si,
+)
+from exporter.commands.top.processes import header as process_header
+from exporter.commands.top.processes import listed_anywhere, process_lines
+from exporter.commands.top.search import found
+from exporter.commands.top.text import display_width, fit, joined, printable, visible_width
+from exporter.commands.top.view import SORTS, View, ordered
+from exporter.overview import GpuOverview, JobOverview, fleet
+from exporter.taxonomy import WHAT_TO_TRY
 
-RESET = "\x1b[0m"
-BOLD, DIM, RED, GREEN, YELLOW, BLUE, MAGENTA, CYAN = "\x1b[1m", "\x1b[2m", "\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[34m", "\x1b[35m", "\x1b[36m"
-TERMINAL_ESCAPES = {"dim": DIM, "red": RED, "green": GREEN, "yellow": YELLOW, "blue": BLUE, "magenta": MAGENTA, "cyan": CYAN}  # taxonomy.TERMINAL_COLOURS
-CLASS_COLOURS = {each.name: TERMINAL_ESCAPES[each.colour] for each in CLASSES}  # each class's colour, from its row
-SHORT_CLASSES = {"communication": "comm", "memory_latency": "mem-latency"}  # the class column is 11 wide
-FLAG_NAMES = {"high_util_low_sm": "busy-SMs-idle", "low_efficiency": "low-eff", "high_util_low_work": "no-work", NO_PROFILING_FLAG: "no-profiling"}
-WIDE = 112  # from this width on, a bar shows utilization against SM activity, and whose the GPU is (or its workload's name)
-BAR = 12
-WHOSE_WIDE, WHOSE_NARROW = 22, 14
 ADVICE_KEPT = 3  # lines of advice a short terminal keeps below the rows it scrolls
+MIN_WIDTH = 40  # narrower terminals get lines of 40 columns
 DEFAULT_VIEW = View()
 
 
@@ -40,101 +51,6 @@ class Frame:
     jobs: Sequence[JobOverview] = ()  # the multi-GPU jobs (docs/jobs.md)
     waste: Mapping[str, float] = field(default_factory=dict)  # uuid -> GPU-seconds busy while the SMs idled over top's window
     users: Mapping[str, str] = field(default_factory=dict)  # uid -> user name, where top reads its own host's GPUs
-
-
-def _percent(value: float | None) -> str:
-    return "–" if value is None else f"{value * 100:.0f}%"
-
-
-def _ratio(value: float | None) -> str:
-    return "–" if value is None else f"{value:.2f}"
-
-
-def _scaled(value: float | None, scale: float, digits: int = 1) -> str:
-    return "–" if value is None else f"{value / scale:.{digits}f}"
-
-
-def _si(value: float | None, unit: str) -> str:
-    if value is None:
-        return "–"
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}"
-
-
-def flag_name(flag: str) -> str:
-    """A flag as the table shows it: the mismatch rules shortened, a failed counter check as implausible."""
-    return FLAG_NAMES.get(flag, f"implausible:{printable(flag)}")
-
-
-def usage_bar(gpu: GpuOverview, width: int = BAR) -> str:
-    """``█`` for SM activity, ``░`` for the rest of utilization (busy while the SMs idled), blank for idle."""
-    if gpu.utilization is None:
-        return " " * width
-    busy = round(min(1.0, max(0.0, gpu.utilization)) * width)
-    working = min(busy, round(min(1.0, max(0.0, gpu.sm_active or 0.0)) * width))
-    return "█" * working + "░" * (busy - working) + " " * (width - busy)
-
-
-class _Painter:
-    def __init__(self, colour: bool) -> None:
-        self.colour = colour
-
-    def __call__(self, text: str, style: str) -> str:
-        return f"{style}{text}{RESET}" if self.colour and style else text
-
-
-def _wrap_parts(parts: list[str], width: int) -> list[str]:
-    """Parts joined with ' · ', onto as many lines as the width needs, never split inside a part."""
-    lines = [parts[0]]
-    for part in parts[1:]:
-        if display_width(lines[-1]) + 3 + display_width(part) <= width:
-            lines[-1] += " · " + part
-        else:
-            lines.append(part)
-    return [fit(line, width) for line in lines]
-
-
-def job_line(job: JobOverview) -> str:
-    """One multi-GPU job: its GPUs, efficiency, classes, and the GPU the others wait on."""
-    classes = ", ".join(f"{name} {count}" for name, count in sorted(job.classes.items()))
-    line = f"job {job.kind} {job.name}: GPUs {','.join(map(str, job.gpus))} · eff {_ratio(job.efficiency)} · {classes}"
-    if job.nvlink_bytes_per_second is not None:
-        line += f" · NVLink {_si(job.nvlink_bytes_per_second, 'B/s')}"
-    if job.straggler is not None:
-        waiting = f"GPU {job.waiting[0]} waits" if len(job.waiting) == 1 else f"GPUs {','.join(map(str, job.waiting))} wait"
-        line += f" · {waiting} on GPU {job.straggler} ({_percent(job.peer_wait)} of the job's GPU time lost)"
-    return line
-
-
-def waste_text(seconds: float | None) -> str:
-    """GPU time in at most 5 characters: 0.3s, 42s, 9.5m, 57m, 3.2h, 240h."""
-    if seconds is None:
-        return "–"
-    if seconds < 9.95:
-        return f"{seconds:.1f}s"
-    if seconds < 59.5:
-        return f"{seconds:.0f}s"
-    if seconds < 595:
-        return f"{seconds / 60:.1f}m"
-    if seconds < 3570:
-        return f"{seconds / 60:.0f}m"
-    return f"{seconds / 3600:.1f}h" if seconds < 35640 else f"{seconds / 3600:.0f}h"
-
-
-def whose(gpu: GpuOverview) -> str:
-    """Whose the GPU is, shown safely: its pod (namespace/pod, +N more under time-slicing), else its
-    Slurm jobs; "" where neither is known."""
-    if gpu.pods:
-        first = gpu.pods[0]
-        more = f" +{len(gpu.pods) - 1}" if len(gpu.pods) > 1 else ""
-        return printable(f"{first.namespace}/{first.pod}{more}")
-    if gpu.slurm_jobs:
-        return printable("job " + ",".join(job.job_id for job in gpu.slurm_jobs))
-    if gpu.attribution is not None and gpu.attribution[1] not in ("ok", "processes_not_listed"):
-        return "free" if gpu.attribution[1] == "no_process" else "? " + gpu.attribution[1].replace("_", " ")
-    return ""
 
 
 def attribution_parts(gpus: Sequence[GpuOverview]) -> list[str]:
@@ -182,21 +98,27 @@ def advice(gpus: Sequence[GpuOverview], waste: Mapping[str, float], width: int) 
 
 HELP = [
     ("Keys", ""),
-    ("q, Ctrl-C", "quit"),
-    ("h, ?", "this help; any key closes it"),
-    ("w u s e p i", "order by waste, utilization, SM activity, efficiency, power, GPU index"),
-    ("< >", "the previous or next order;  r  reverse it"),
-    ("↑ ↓, k j", "scroll a row;  PgUp PgDn, b space  a page;  Home End, g G  top, end"),
+    ("q, F10, Ctrl-C", "quit"),
+    ("h, ?, F1", "this help; any key closes it"),
+    ("↑ ↓, k j", "select a GPU;  PgUp PgDn, b space  a page;  Home End, g G  the first, the last"),
+    ("Enter, →", "the selected GPU's detail and all its processes (Esc, Enter or ← returns; ↑ ↓ scroll; Tab, n p the next, previous GPU)"),
+    ("/, F3, F4", "filter: type words (Enter keeps them, Esc clears); each must be in the GPU's name, model, trace or processes' names, pods, namespaces, jobs, users or class; name a field to look only there: name: pod: ns: job: user: class:"),
+    ("F6", "the sort menu (↑ ↓ and Enter, or the order's letter)"),
+    ("w u s e p m t i", "order by waste, utilization, SM activity, efficiency, power, memory, temperature, GPU index"),
+    ("< >", "the previous or next order;  r  reverse it;  Esc  clears the filter"),
     ("Columns", ""),
     ("UTIL", "utilization: the share of time a kernel ran (what nvidia-smi shows)"),
     ("SM", "SM activity: the share of the SMs with work"),
     ("EFF", "efficiency: SM activity over utilization"),
     ("CLASS", "the bottleneck class (comm: communication, mem-latency: memory_latency); what to try for each is below the table"),
     ("WASTE", "GPU time busy while the SMs idled, over the last 10 minutes (since top started, if less)"),
+    ("MEM TEMP", "device memory used of the total (GiB), GPU temperature"),
     ("TCBUSY TB/s", "busy tensor cycles at full rate in TFLOP/s (an upper bound of the work), estimated DRAM traffic"),
-    ("WHOSE", "the pod (namespace/pod), else the Slurm job, else why no owner is named (free: no process holds it); from 112 columns the replayed trace where none of these"),
+    ("WHOSE", "the pod (namespace/pod), else the Slurm job, else a bare host's Unix user, else why no owner is named (free: no process holds it); from 112 columns the replayed trace where none of these"),
     ("owners:", "the line above the table: how many GPUs each path named the owner of, then each reason none did, with its GPUs (docs/troubleshooting.md)"),
     ("FLAGS", "busy-SMs-idle, no-work: busy but not working; low-eff; no-profiling; implausible:<check>"),
+    ("processes", "below the advice: PID, user, GPU memory, BUSY (share of the GPU's busy time), owner (pod UID, Slurm job, or a bare host's user), COMMAND (the program's name; – with process_names: false)"),
+    ("narrow", "columns give way from the right by priority: TB/s and TCBUSY first, then TEMP, POWER, MEM, WHOSE, WASTE, EFF"),
 ]
 
 
@@ -206,116 +128,145 @@ def help_lines(width: int) -> list[str]:
         if not text:
             lines.append(name)
             continue
-        lines.extend(textwrap.wrap(f"  {name:<13}{text}", width, subsequent_indent=" " * 15))
+        lines.extend(textwrap.wrap(f"  {name:<16}{text}", width, subsequent_indent=" " * 18))
     return [fit(line, width) for line in lines]
 
 
-def _panel(gpus: Sequence[GpuOverview], users: Mapping[str, str], width: int, paint: _Painter) -> list[str]:
+def _panel(gpus: Sequence[GpuOverview], users: Mapping[str, str], width: int, paint: Painter) -> list[str]:
     """The process panel (processes.py) under its header; none where no GPU lists processes."""
     if not listed_anywhere(gpus):
         return []
-    found = process_lines(gpus, users, width)
-    return [paint(header(width), BOLD), *(found or [fit("no compute process on any GPU", width)])]
+    rows = process_lines(gpus, users, width)
+    return [paint(process_header(width), BOLD), *(rows or [fit("no compute process on these GPUs", width)])]
 
 
-def _cut(panel: list[str], room: int, width: int, paint: _Painter) -> list[str]:
-    """The panel in ``room`` lines: none under two, else cut with a line saying how many rows did not fit."""
+def _cut(panel: list[str], room: int, width: int, paint: Painter) -> list[str]:
+    """The panel in ``room`` lines, cut with a line saying how many rows did not fit (one line: only that)."""
     if len(panel) <= room:
         return panel
-    if room < 2:
+    if room < 1:
         return []
-    return [*panel[: room - 1], paint(fit(f"… {len(panel) - room + 1} more: top --once shows every process", width), DIM)]
+    more = len(panel) - room + (1 if room > 1 else 0)  # rows of the panel not shown (the header aside, where it is not)
+    return [*panel[: room - 1], paint(fit(f"… {more} {'more ' if room > 1 else ''}processes: Enter on a GPU shows all of its own, top --once every one", width), DIM)]
 
 
 @dataclass(frozen=True, slots=True)
 class Screen:
     lines: list[str]
-    scroll: int  # the first table row shown (the view's, kept within the rows)
-    page: int  # table lines one screen shows
+    scroll: int  # the first line shown of what scrolls (the table's rows, or the detail), kept within them
+    page: int  # lines of it one screen shows
+    order: tuple[str, ...] = ()  # the uuids of the GPUs listed, in their order (what the arrows move through)
+
+
+def _head(frame: Frame, width: int, view: View, live: bool, listed: int, paint: Painter) -> list[str]:
+    """The lines above the table: where the figures come from, the order and filter, the fleet, the owners."""
+    summary = fleet(frame.gpus)
+    taken = f" {time.strftime('%H:%M:%S', time.localtime(frame.taken))}" if frame.taken is not None else ""
+    chosen = f"filter {printable(view.query)!r}: {listed} of {len(frame.gpus)} GPUs" if view.query else ""
+    hints = [view.label, *([chosen] if chosen else []), *(["h: help"] if live else [])]
+    lines = joined([f"gpu-efficiency-exporter top{taken}", *(printable(part) for part in frame.source), *hints], width)
+    if frame.error:
+        lines.append(paint(fit(printable(frame.error), width), BOLD + RED))
+    parts = [f"{summary.gpus} GPUs ({summary.up} up)", f"util {percent(summary.utilization)}", f"SM {percent(summary.sm_active)}", f"eff {ratio(summary.efficiency)}", f"{summary.flagged} busy-not-working"]
+    if summary.tensor_flops is not None:
+        parts.append(f"tensor-busy {si(summary.tensor_flops, 'FLOP/s')} of {si(summary.peak_tensor_flops, 'FLOP/s')}")
+    if summary.estimated_flops is not None:
+        parts.append(f"work est. {si(summary.estimated_flops, 'FLOP/s')} ({summary.estimated_gpus} of {summary.up})")
+    if summary.power_watts is not None:
+        parts.append(si(summary.power_watts, "W"))
+    lines.extend(joined(parts, width))
+    owners = attribution_parts(frame.gpus)
+    if owners:
+        lines.extend(joined(owners, width))
+    return lines
+
+
+def _rows(frame: Frame, gpus: Sequence[GpuOverview], width: int, paint: Painter) -> tuple[list[str], dict[str, int], str]:
+    """The table's rows (a GPU's flags below it where they do not fit beside, its apps below), the
+    row each GPU starts at, and the header."""
+    owned = any(gpu.pods or gpu.slurm_jobs or (gpu.attribution is not None and gpu.attribution[1] not in ("ok", "processes_not_listed")) for gpu in frame.gpus)
+    short = [size for gpu in gpus if (size := display_width(" ".join(flag_name(flag) for flag in gpu.flags))) <= SHORT_FLAGS]
+    columns = layout(width, owned, max(short, default=0))
+    cells = Cells(frame.waste, frame.users, width >= WIDE)
+    rows: list[str] = []
+    starts: dict[str, int] = {}
+    for gpu in gpus:
+        line = row(gpu, columns, cells, paint)
+        flags = " ".join(flag_name(flag) for flag in gpu.flags)
+        flag_style = YELLOW if gpu.flags == (NO_PROFILING_FLAG,) else RED
+        beside = bool(flags) and display_width(flags) <= width - visible_width(line) - 1
+        starts[gpu.uuid] = len(rows)
+        rows.append((line + " " + paint(flags, flag_style) if beside else line).rstrip())
+        if flags and not beside:  # too many to fit beside the figures: on their own line below, whole
+            rows.append(paint(fit(f"{'':>5}{flags}", width), flag_style))
+        for app in gpu.apps:
+            figures = f"{si(app.throughput, app.unit + '/s')} · {si(app.units_per_joule, app.unit + '/J')}" if app.up else "not answering"
+            rows.append(fit(printable(f"    └ {app.name}: {figures}"), width))
+    listed = {gpu.index for gpu in gpus}
+    for job in frame.jobs:
+        if listed & set(job.gpus):
+            rows.append(paint(fit(printable(job_line(job)), width), RED if job.straggler is not None else ""))
+    return rows, starts, paint(header(columns), BOLD)
+
+
+def _sort_menu(head: list[str], view: View, width: int, height: int | None) -> Screen:
+    lines = [*head, "Sort by (↑ ↓ and Enter, or the letter; Esc closes):"]
+    letters = {name: letter for letter, name in (("w", "waste"), ("u", "utilization"), ("s", "sm_active"), ("e", "efficiency"), ("p", "power"), ("m", "memory"), ("t", "temperature"), ("i", "index"))}
+    for number, (name, (_, label, most_first)) in enumerate(SORTS.items()):
+        line = fit(f"  {'*' if name == view.sort else ' '} {letters.get(name, ' ')}  {label}, {'most' if most_first else 'least'} first", width)
+        lines.append(Painter.selected(line) if number == view.choice else line)
+    return Screen(lines[:height] if height is not None else lines, 0, 0)
+
+
+def _detail(frame: Frame, gpu: GpuOverview, head: list[str], view: View, width: int, height: int | None, paint: Painter, order: tuple[str, ...]) -> Screen:
+    body = detail_lines(gpu, frame.jobs, frame.waste, frame.users, width, paint)
+    if height is None:
+        return Screen(head + body, 0, len(body), order)
+    footer = paint(fit("Esc, Enter or ←: the table · ↑ ↓ PgUp PgDn: scroll · Tab, n p: the next, previous GPU", width), DIM)
+    page = max(1, height - len(head) - 1)
+    scroll = min(view.scroll, max(0, len(body) - page))
+    return Screen((head + body[scroll : scroll + page] + [footer])[: max(height, 1)], scroll, page, order)
 
 
 def render(frame: Frame, width: int, height: int | None, colour: bool, view: View = DEFAULT_VIEW, live: bool = False) -> Screen:
-    """The frame's lines, none wider than ``width`` characters (escapes aside). With a ``height``
-    (a live terminal), at most that many lines: the table rows scroll from ``view.scroll`` where
-    they do not fit, and the advice for the flagged GPUs' classes keeps up to three lines."""
-    paint = _Painter(colour)
-    width = max(width, 40)
+    """The frame's lines, none wider than ``width`` columns (escapes aside). With a ``height`` (a
+    live terminal), at most that many lines: the rows scroll to keep the selected GPU in sight, the
+    advice for the flagged GPUs' classes keeps up to three lines, and the process panel takes what is left."""
+    paint = Painter(colour)
+    width = max(width, MIN_WIDTH)
     if view.help:
         lines = help_lines(width)
         return Screen(lines[:height] if height is not None else lines, view.scroll, 0)
-    wide = width >= WIDE
-    summary = fleet(frame.gpus)
-    taken = f" {time.strftime('%H:%M:%S', time.localtime(frame.taken))}" if frame.taken is not None else ""
-    hints = (view.label, "h: help") if live else (view.label,)
-    lines = _wrap_parts([f"gpu-efficiency-exporter top{taken}", *(printable(part) for part in frame.source), *hints], width)
-    if frame.error:
-        lines.append(paint(fit(printable(frame.error), width), BOLD + RED))
-    parts = [
-        f"{summary.gpus} GPUs ({summary.up} up)",
-        f"util {_percent(summary.utilization)}",
-        f"SM {_percent(summary.sm_active)}",
-        f"eff {_ratio(summary.efficiency)}",
-        f"{summary.flagged} busy-not-working",
-    ]
-    if summary.tensor_flops is not None:
-        parts.append(f"tensor-busy {_si(summary.tensor_flops, 'FLOP/s')} of {_si(summary.peak_tensor_flops, 'FLOP/s')}")
-    if summary.estimated_flops is not None:
-        parts.append(f"work est. {_si(summary.estimated_flops, 'FLOP/s')} ({summary.estimated_gpus} of {summary.up})")
-    if summary.power_watts is not None:
-        parts.append(_si(summary.power_watts, "W"))
-    lines.extend(_wrap_parts(parts, width))
-    whose_parts = attribution_parts(frame.gpus)
-    if whose_parts:
-        lines.extend(_wrap_parts(whose_parts, width))
-    owned = any(gpu.pods or gpu.slurm_jobs for gpu in frame.gpus)
-    narrow_whose = owned and not wide  # at 80 columns a WHOSE column takes the place of TB/s
-    head = f"{'GPU':>3} {'UTIL':>4} {'SM':>4} {'EFF':>4} {'CLASS':<11} {'WASTE':>5} {'TCBUSY':>7}" + ("" if narrow_whose else f" {'TB/s':>5}") + f" {'POWER':>5}"
-    if wide:
-        head += f" {'UTIL vs SM':<{BAR + 2}} {'WHOSE':<{WHOSE_WIDE}}"
-    elif narrow_whose:
-        head += f" {'WHOSE':<{WHOSE_NARROW}}"
-    lines.append(paint(head + " FLAGS", BOLD))
-    rows: list[str] = []
-    order = ordered(frame.gpus, frame.waste, view.sort, view.reverse)
-    for gpu in order:
-        name = printable(gpu.bottleneck) if gpu.up and gpu.bottleneck else "down" if not gpu.up else "–"
-        cells = f"{gpu.index:>3} {_percent(gpu.utilization):>4} {_percent(gpu.sm_active):>4} "
-        efficiency = _ratio(gpu.efficiency)
-        style = "" if gpu.efficiency is None else RED if gpu.efficiency < 0.3 else YELLOW if gpu.efficiency < 0.7 else GREEN
-        row = cells + paint(f"{efficiency:>4}", style) + " " + paint(pad(SHORT_CLASSES.get(name, name), 11), CLASS_COLOURS.get(name, DIM))
-        row += f" {waste_text(frame.waste.get(gpu.uuid)):>5} {_scaled(gpu.tensor_flops, 1e12):>7}"
-        if not narrow_whose:
-            row += f" {_scaled(gpu.dram_bytes_per_second, 1e12, 2):>5}"
-        row += f" {_scaled(gpu.power_watts, 1.0, 0) + 'W' if gpu.power_watts is not None else '–':>5}"
-        if wide:
-            row += f" [{usage_bar(gpu)}] {pad(whose(gpu) or printable(gpu.source or gpu.model), WHOSE_WIDE)}"
-        elif narrow_whose:
-            row += f" {pad(whose(gpu), WHOSE_NARROW)}"
-        flags = " ".join(flag_name(flag) for flag in gpu.flags)
-        flag_style = YELLOW if gpu.flags == (NO_PROFILING_FLAG,) else RED
-        if flags and display_width(flags) <= width - visible_width(row) - 1:
-            row += " " + paint(flags, flag_style)
-        rows.append(row.rstrip())
-        if flags and flags not in row:  # too many to fit beside the figures: on their own line below, whole
-            rows.append(paint(fit(f"{'':>5}{flags}", width), flag_style))
-        for app in gpu.apps:
-            figures = f"{_si(app.throughput, app.unit + '/s')} · {_si(app.units_per_joule, app.unit + '/J')}" if app.up else "not answering"
-            rows.append(fit(printable(f"    └ {app.name}: {figures}"), width))
-    for job in frame.jobs:
-        rows.append(paint(fit(printable(job_line(job)), width), RED if job.straggler is not None else ""))
-    tips, urgent = advice(frame.gpus, frame.waste, width)
+    gpus = ordered(found(frame.gpus, view.query, frame.users, frame.jobs), frame.waste, view.sort, view.reverse)
+    order = tuple(gpu.uuid for gpu in gpus)
+    head = _head(frame, width, view, live, len(gpus), paint)
+    if view.sorting:
+        return _sort_menu(head, view, width, height)
+    if view.detail and view.selected in order:
+        return _detail(frame, gpus[order.index(view.selected)], head, view, width, height, paint, order)
+    rows, starts, table_header = _rows(frame, gpus, width, paint)
+    if not gpus:
+        rows = [fit(f"no GPU matches {printable(view.query)!r}" + (" (Esc clears the filter)" if live else ""), width)]
+    selected = starts.get(view.selected) if live else None
+    if selected is not None:
+        rows[selected] = Painter.selected(rows[selected] + " " * max(0, width - visible_width(rows[selected])))  # the bar across the screen
+    lines = [*head, table_header]
+    prompt = [paint(fit(f"filter: {printable(view.query)}█  Enter keeps it · Esc clears it", width), BOLD)] if view.editing else []
+    tips, urgent = advice(gpus, frame.waste, width)
     styled = [paint(line, "" if number < urgent else DIM) for number, line in enumerate(tips)]
-    panel = _panel(order, frame.users, width, paint)
+    panel = _panel(gpus, frame.users, width, paint)
     if height is None:
-        return Screen(lines + rows + styled + panel, 0, len(rows))
-    room = max(0, height - len(lines))
+        return Screen(lines + rows + styled + panel, 0, len(rows), order)
+    room = max(0, height - len(lines) - len(prompt))
     if len(rows) + len(tips) <= room:
-        return Screen(lines + rows + styled + _cut(panel, room - len(rows) - len(tips), width, paint), 0, len(rows))  # the panel takes what is left
+        return Screen(lines + rows + styled + _cut(panel, room - len(rows) - len(tips), width, paint) + prompt, 0, len(rows), order)  # the panel takes what is left
     kept = min(len(tips), max(min(ADVICE_KEPT, len(tips)), room - len(rows)))  # the flagged GPUs' advice stays on screen
     if len(rows) <= room - kept:
-        return Screen(lines + rows + styled[: room - len(rows)], 0, len(rows))
+        return Screen(lines + rows + styled[: room - len(rows)] + prompt, 0, len(rows), order)
     page = max(1, room - kept - 1)  # one line says which rows show
     scroll = min(view.scroll, max(0, len(rows) - page))
+    if selected is not None:  # the selected GPU's row in sight
+        scroll = selected if selected < scroll else selected - page + 1 if selected >= scroll + page else scroll
     shown = rows[scroll : scroll + page]
-    where = f"lines {scroll + 1}-{scroll + len(shown)} of {len(rows)} · ↑↓ PgUp PgDn scroll" if live else f"… {len(rows) - len(shown)} more lines: top --once | less shows them"
-    return Screen((lines + shown + [paint(fit(where, width), DIM)] + styled[:kept])[: max(height, 1)], scroll, page)
+    where = f"lines {scroll + 1}-{scroll + len(shown)} of {len(rows)} · ↑↓ select · Enter: its detail" if live else f"… {len(rows) - len(shown)} more lines: top --once | less shows them"
+    return Screen((lines + shown + [paint(fit(where, width), DIM)] + styled[:kept] + prompt)[: max(height, 1)], scroll, page, order)

@@ -54,3 +54,14 @@ def pad(text: str, width: int) -> str:
     """``text`` cut to ``width`` columns and padded to exactly that many (what ``f"{text:<{width}}"`` does by length)."""
     fitted = fit(text, width)
     return fitted + " " * (width - display_width(fitted))
+
+
+def joined(parts: list[str], width: int) -> list[str]:
+    """Parts joined with ' · ', onto as many lines as the width needs, never split inside a part."""
+    lines = [parts[0]]
+    for part in parts[1:]:
+        if display_width(lines[-1]) + 3 + display_width(part) <= width:
+            lines[-1] += " · " + part
+        else:
+            lines.append(part)
+    return [fit(line, width) for line in lines]

@@ -21,24 +21,19 @@ from waiting import PATIENCE, wait_until
 
 from exporter.apps.derive import AppState
 from exporter.backends.replay import ReplayBackend
+from exporter.commands.top.figures import CLASS_COLOURS, SHORT_CLASSES, TERMINAL_ESCAPES, usage_bar
 from exporter.commands.top.scrape import ScrapeError, metrics_url, parse
-from exporter.commands.top.table import (
-    CLASS_COLOURS,
-    SHORT_CLASSES,
-    TERMINAL_ESCAPES,
-    Frame,
-    render,
-    usage_bar,
-    visible_width,
-)
+from exporter.commands.top.table import Frame, render
+from exporter.commands.top.text import visible_width
 from exporter.commands.top.view import View, WasteWindow
 from exporter.commands.top.view import keys as view_keys
 from exporter.exposition.render import render as render_metrics
-from exporter.overview import GpuOverview, snapshot_overview
+from exporter.overview import GpuOverview, job_overviews, snapshot_overview
 from exporter.poller import Poller
 from exporter.settings import Config
 from exporter.taxonomy import CLASS_NAMES, CLASSES, TERMINAL_COLOURS
 from exporter.trace import demo_trace_paths, load_trace
+from exporter.trace_owners import demo_owners
 
 pytestmark = pytest.mark.usefixtures("restore_logging")  # main() installs its own log handler
 
@@ -48,6 +43,17 @@ ESCAPE = re.compile(r"\x1b\[")
 
 def demo_snapshot(polls: int = 3):
     backend = ReplayBackend([load_trace(path) for path in demo_trace_paths()])
+    backend.start()
+    poller = Poller(backend, Config())
+    for _ in range(polls):
+        snapshot = poller.poll_once()
+    return snapshot
+
+
+def owned_demo_snapshot(polls: int = 3):
+    """The demo as --demo replays it: with its declared owners (pods, Slurm jobs, bare-host users) and their processes."""
+    paths = demo_trace_paths()
+    backend = ReplayBackend([load_trace(path) for path in paths], owners=demo_owners(paths))
     backend.start()
     poller = Poller(backend, Config())
     for _ in range(polls):
@@ -171,24 +177,117 @@ def test_sort_keys_order_the_gpus_and_any_key_closes_the_help() -> None:
     gpus = snapshot_overview(demo_snapshot(), stale=False)
     frame = Frame(("replayed traces",), gpus, time.time())
     view = View()
-    for key, first in (("u", max), ("s", max), ("p", max)):
-        view = view.after(view_keys(key.encode())[0], 10)
-        field = {"u": "utilization", "s": "sm_active", "p": "power_watts"}[key]
+    for key, field in (("u", "utilization"), ("s", "sm_active"), ("p", "power_watts"), ("m", "memory_used_bytes"), ("t", "temperature_celsius")):
+        view = view.after(key)
         rows = rows_of(render(frame, 80, None, False, view).lines)
-        leader = first(gpus, key=lambda gpu: getattr(gpu, field) or 0)
+        leader = max(gpus, key=lambda gpu: getattr(gpu, field) or 0)
         assert int(rows[0].split()[0]) == leader.index, (key, rows[0])
-    view = view.after("sort:index", 10)
+    view = view.after("i")
     assert [int(row.split()[0]) for row in rows_of(render(frame, 80, None, False, view).lines)] == list(range(20))
-    view = view.after("reverse", 10)
+    view = view.after("r")
     assert [int(row.split()[0]) for row in rows_of(render(frame, 80, None, False, view).lines)] == list(range(19, -1, -1))
     assert "sorted by GPU index, reversed" in render(frame, 80, None, False, view).lines[1]
-    assert view.after("next_sort", 10).sort == "waste" and view.after("previous_sort", 10).sort == "power"
-    assert View(scroll=5).after("page_down", 10).scroll == 14 and View(scroll=5).after("home", 10).scroll == 0 and View(scroll=5).after("up", 10).scroll == 4
-    helped = view.after("help", 10)
-    lines = render(frame, 80, 24, False, helped, live=True).lines
-    assert lines[0].startswith("gpu-efficiency-exporter top: help") and len(lines) <= 24 and max(len(line) for line in lines) <= 80
-    assert helped.after("other", 10) == view  # any key closes it, and does nothing else
-    assert view_keys(b"x?i\x1b[A\x1b[6~\x1b[2~q\x1bOBG \x1b") == ["other", "help", "sort:index", "up", "page_down", "other", "quit", "down", "end", "page_down", "other"]
+    assert view.after(">").sort == "waste" and view.after("<").sort == "temperature"
+    for key in ("h", "?", "f1"):
+        helped = view.after(key)
+        lines = render(frame, 80, 24, False, helped, live=True).lines
+        assert lines[0].startswith("gpu-efficiency-exporter top: help") and len(lines) <= 24 and max(len(line) for line in lines) <= 80
+        assert helped.after("x") == view and helped.after("q") == view  # any key closes it, and does nothing else
+    assert view_keys(b"x?i\x1b[A\x1b[6~\x1b[2~q\x1bOBG \x1b") == ["x", "?", "i", "up", "page_down", "other", "q", "down", "G", " ", "escape"]
+    assert view_keys(b"\x1bOP\x1b[11~\x1bOS\x1b[17~\x1b[21~\r\n\x7f\x08\x1b[C\x1b[D\t\x01") == ["f1", "f1", "f4", "f6", "f10", "enter", "enter", "backspace", "backspace", "right", "left", "tab", "other"]
+    assert view_keys("/研究".encode()) == ["/", "研", "究"]  # a filter may be typed in any script
+
+
+def test_the_selection_follows_its_gpu_and_enter_opens_its_detail_with_every_process() -> None:
+    gpus = snapshot_overview(owned_demo_snapshot(), stale=False)
+    frame = Frame(("replayed traces",), gpus, time.time())
+    screen = render(frame, 100, 30, False, View(), live=True)
+    assert "\x1b[7m" not in "".join(screen.lines)  # nothing selected until an arrow picks a GPU
+    view = View().after("down", screen.order, screen.page)
+    assert view.selected == screen.order[0] and view.after("up", screen.order, screen.page).selected == screen.order[0]
+    view = view.after("down", screen.order, screen.page).after("j", screen.order, screen.page)
+    assert view.selected == screen.order[2]
+    chosen = next(gpu for gpu in gpus if gpu.uuid == view.selected)
+    selected = [line for line in render(frame, 100, 30, False, view, live=True).lines if line.startswith("\x1b[7m")]
+    assert len(selected) == 1 and selected[0].startswith(f"\x1b[7m{chosen.index:>3} ") and visible_width(selected[0]) == 100  # highlighted across the screen
+    assert rows_of(render(frame, 100, 30, False, view.after("i"), live=True).lines)  # a new order keeps the selection on its GPU
+    moved = view.after("i")
+    assert moved.selected == chosen.uuid and any(line.startswith(f"\x1b[7m{chosen.index:>3} ") for line in render(frame, 100, 30, False, moved, live=True).lines)
+    end = View().after("end", screen.order, screen.page)
+    shown = render(frame, 80, 24, False, end, live=True)
+    assert end.selected == screen.order[-1] and any(line.startswith("\x1b[7m") for line in shown.lines)  # scrolled to it
+    # Enter: the GPU's detail, its processes, every figure the table shortens; Esc returns.
+    detail = view.after("enter", screen.order, screen.page)
+    assert detail.detail and detail.selected == chosen.uuid
+    lines = render(frame, 100, 30, False, detail, live=True).lines
+    assert any(line.startswith(f"GPU {chosen.index} · {chosen.model}") for line in lines) and any(line.startswith("utilization ") for line in lines)
+    assert any(line.startswith("memory ") and "temperature" in line for line in lines) and any(line.startswith("GPU     PID USER") for line in lines)
+    assert lines[-1].startswith("Esc, Enter or ←: the table") and len(lines) <= 30 and max(visible_width(line) for line in lines) <= 100
+    assert detail.after("tab", screen.order).selected == screen.order[3] and detail.after("p", screen.order).selected == screen.order[1]
+    for key in ("escape", "enter", "left", "backspace"):
+        assert not detail.after(key).detail
+    assert detail.after("q").done and detail.after("f10").done and View().after("f10").done
+
+
+def test_slash_filters_by_name_pod_namespace_job_user_and_class_and_f6_picks_an_order() -> None:
+    snapshot = owned_demo_snapshot()
+    gpus = snapshot_overview(snapshot, stale=False)
+    frame = Frame(("replayed traces",), gpus, time.time(), jobs=job_overviews(snapshot, stale=False), users={"1003": "alice"})
+    view = View()
+    for key in "/class:host q":  # q is text while the prompt is open
+        view = view.after(key)
+    assert view.editing and view.query == "class:host q" and not view.done
+    view = view.after("backspace").after("backspace").after("enter")
+    lines = render(frame, 100, 40, False, view, live=True).lines
+    hosts = [gpu.index for gpu in gpus if gpu.bottleneck == "host"]
+    assert sorted(int(row.split()[0]) for row in rows_of(lines)) == sorted(hosts) and f"filter 'class:host': {len(hosts)} of 20 GPUs" in "\n".join(lines)
+    found = lambda query: sorted(int(row.split()[0]) for row in rows_of(render(frame, 100, None, False, View(query=query)).lines))  # noqa: E731
+    pods = {pod.namespace: gpu.index for gpu in gpus for pod in gpu.pods}
+    assert found("ns:research") == [pods["research"]] and found("pod:sweep-lr") == [pods["research"]]
+    assert found("SERVING") == sorted(gpu.index for gpu in gpus if any(pod.namespace == "serving" for pod in gpu.pods))  # letter case aside
+    assert found("job:48377") == [gpu.index for gpu in gpus if any(job.job_id == "48377" for job in gpu.slurm_jobs)]
+    assert found("user:alice") == found("user:1003") != []  # a user by name (top's own host) or uid
+    assert found("job:2gpu_straggler") == [18, 19] and found("name:spin_1sm") == [4] and found("serving host") == found("ns:serving class:host")
+    assert found("nothing-is-called-this") == [] and "no GPU matches 'nothing-is-called-this'" in render(frame, 100, 30, False, View(query="nothing-is-called-this"), live=True).lines[-1]
+    assert View(query="x").after("escape").query == "" and View(query="x", editing=True).after("escape") == View()
+    menu = View().after("f6")
+    assert menu.sorting and menu.choice == 0
+    lines = render(frame, 80, 24, False, menu.after("down"), live=True).lines
+    assert lines[lines.index(next(line for line in lines if line.startswith("Sort by"))) + 2].startswith("\x1b[7m    u  utilization")
+    assert menu.after("down").after("enter").sort == "utilization" and menu.after("t").sort == "temperature" and not menu.after("escape").sorting
+
+
+def test_columns_give_way_by_priority_and_the_header_never_wraps() -> None:
+    from exporter.commands.top.columns import header, layout
+
+    previous: set[str] = set()
+    for width in range(40, 201):
+        for owned in (False, True):
+            names = [column.name for column in layout(width, owned)]
+            assert visible_width(header(layout(width, owned))) <= width, (width, owned)
+            if owned:
+                assert previous <= set(names), width  # a wider terminal only adds columns
+                previous = set(names)
+    assert [column.name for column in layout(60, True)] == ["gpu", "util", "sm", "eff", "class", "waste", "whose"]
+    assert [column.name for column in layout(80, True)] == ["gpu", "util", "sm", "eff", "class", "waste", "memory", "temperature", "power", "whose"]
+    assert [column.name for column in layout(80, False)] == ["gpu", "util", "sm", "eff", "class", "waste", "memory", "temperature", "power", "tensor", "dram"]
+    assert [column.name for column in layout(40, True)] == ["gpu", "util", "sm", "eff", "class"]
+    assert len(layout(160, True)) == 13 and [column.width for column in layout(160, True) if column.name == "whose"] == [22]
+    assert "bar" in {column.name for column in layout(112, True)} and "bar" not in {column.name for column in layout(112, True, len("no-profiling"))}  # room for a short flag beside its row
+    snapshot = owned_demo_snapshot()
+    frame = Frame(("replayed traces",), snapshot_overview(snapshot, stale=False), time.time(), jobs=job_overviews(snapshot, stale=False))
+    for width, height in ((160, 48), (120, 40), (80, 24), (60, 24), (200, 60)):
+        lines = render(frame, width, height, True, live=True).lines
+        everything = render(frame, width, None, True).lines  # what a pipe gets: all there is to show
+        assert len(lines) == min(height, len(everything)) and all(line.strip() for line in lines), (width, height)  # every row of the terminal used
+        assert len(everything) > 48 or width > 160  # at 160x48 there is more than fits: no row is left blank
+        assert max(visible_width(line) for line in lines) <= width
+        head = next(line for line in lines if "GPU UTIL" in line)
+        assert visible_width(head) <= width and "FLAGS" in head
+    lines = render(frame, 160, 48, False, live=True).lines
+    assert "MEM TEMP POWER" in next(line for line in lines if "GPU UTIL" in line)
+    memory = next(gpu for gpu in frame.gpus if gpu.index == 0)
+    assert re.search(rf"(?m)^  0 .* {memory.memory_used_bytes / 2**30:.1f}/140G +{memory.temperature_celsius:.0f}C ", "\n".join(lines))
 
 
 def test_the_waste_window_keeps_ten_minutes_and_starts_again_with_the_counter() -> None:
@@ -391,7 +490,7 @@ def test_keys_sort_scroll_and_help_and_a_resize_redraws_at_once_at_80x24_and_160
         assert rows_of(lines)[0].startswith("  4 ") and lines[lines.index(rows_of(lines)[0]) + 1].strip().startswith("busy-SMs-idle")
         assert any(line.startswith("underfilled (GPU 4): Give each kernel more parallel work") for line in lines)  # the flagged GPU's advice, on screen
         terminal.tmux("send-keys", "-t", "top", "?")
-        terminal.wait_for(r"top: help .*\n(.*\n)*  w u s e p i +order by waste")
+        terminal.wait_for(r"top: help .*\n(.*\n)*  w u s e p m t i +order by waste")
         terminal.tmux("send-keys", "-t", "top", "x")  # any key closes the help
         terminal.wait_for(r"sorted by waste · h: help")
         terminal.tmux("send-keys", "-t", "top", "i")
@@ -400,8 +499,9 @@ def test_keys_sort_scroll_and_help_and_a_resize_redraws_at_once_at_80x24_and_160
         terminal.tmux("send-keys", "-t", "top", "End")
         screen = terminal.wait_for(r"(?m)^lines \d+-22 of 22")
         assert rows_of(screen.splitlines())[-1].startswith(" 19 ")
+        assert re.search(r"(?m)^\x1b\[7m 19 ", terminal.screen(escapes=True))  # End selects the last GPU
         terminal.tmux("send-keys", "-t", "top", "Up")
-        terminal.wait_for(r"(?m)^lines \d+-21 of 22")
+        wait_until(lambda: re.search(r"(?m)^\x1b\[7m 18 ", terminal.screen(escapes=True)), "the selection one row up")
         terminal.tmux("send-keys", "-t", "top", "r")
         screen = terminal.wait_for(r"sorted by GPU index, reversed")
         assert rows_of(screen.splitlines())[0].startswith(" 19 ") and "lines 1-" in screen  # a new order starts at the top
@@ -413,10 +513,56 @@ def test_keys_sort_scroll_and_help_and_a_resize_redraws_at_once_at_80x24_and_160
         lines = wait_until(whole, "the 160x48 frame's 20 rows")
         assert len(rows_of(lines)) == 20 and not any(line.startswith("lines ") for line in lines) and max(len(line) for line in lines) <= 160
         assert f"top {stamp} " in lines[0] and rows_of(lines)[0].startswith("  4 ") and "research/sweep-lr-3e4" in rows_of(lines)[0] and rows_of(lines)[0].endswith("busy-SMs-idle low-eff no-work")
+        assert len(lines) == 48 and all(line.strip() for line in lines)  # no blank row: the process panel takes what the table and the advice leave
+        assert any(line.startswith("GPU     PID USER") for line in lines) and lines[-1].startswith("… ")
         terminal.tmux("send-keys", "-t", "top", "q")
         deadline = time.monotonic() + PATIENCE
         while not terminal.dead():
             assert time.monotonic() < deadline, "q did not quit"
+            time.sleep(0.1)
+    finally:
+        terminal.close()
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed: tests/run.sh installs it (apt-get install tmux)")
+def test_as_nvitop_users_expect_filter_f_keys_a_selected_gpus_detail_and_60_columns() -> None:
+    python = " ".join([sys.executable, "-m", "exporter", "top", "--demo", "--interval", "1h"])
+    terminal = Tmux([f"cd {ROOT} &&", python], width=60, height=24)
+    try:
+        screen = terminal.wait_for(r"(?m)^lines 1-\d+ of 22")
+        lines = screen.splitlines()
+        head = next(line for line in lines if line.startswith("GPU UTIL"))
+        assert head.rstrip().endswith("FLAGS") and max(len(line) for line in lines) <= 60  # the header whole on one line
+        assert lines[lines.index(head) + 1].startswith("  4 ")  # the row right below it: nothing wrapped
+        terminal.tmux("send-keys", "-t", "top", "F1")
+        terminal.wait_for(r"top: help")
+        terminal.tmux("send-keys", "-t", "top", "x")
+        terminal.wait_for(r"sorted by waste")
+        terminal.tmux("send-keys", "-t", "top", "/")
+        terminal.wait_for(r"(?m)^filter: █")
+        terminal.tmux("send-keys", "-t", "top", "-l", "ns:serving")
+        screen = terminal.wait_for(r"filter 'ns:serving': 3 of 20 GPUs")
+        assert sorted(int(row.split()[0]) for row in rows_of(screen.splitlines())) == [6, 8, 9]
+        terminal.tmux("send-keys", "-t", "top", "Enter")
+        terminal.wait_for(r"(?m)^(?!filter: )")
+        terminal.tmux("send-keys", "-t", "top", "Down", "Down")
+        wait_until(lambda: re.search(r"(?m)^\x1b\[7m  8 ", terminal.screen(escapes=True)), "GPU 8 selected")
+        terminal.tmux("send-keys", "-t", "top", "Enter")
+        screen = terminal.wait_for(r"(?m)^GPU 8 · ")
+        assert "owner: pod serving/llama-b1-6f7c" in screen and re.search(r"(?m)^GPU +PID USER", screen) and re.search(r"(?m)^  8 +\d+ ", screen)  # its process
+        terminal.tmux("send-keys", "-t", "top", "Escape")
+        terminal.wait_for(r"(?m)^(lines |GPU UTIL)")
+        terminal.tmux("send-keys", "-t", "top", "F6")
+        terminal.wait_for(r"Sort by")
+        terminal.tmux("send-keys", "-t", "top", "Down", "Enter")
+        terminal.wait_for(r"sorted by utilization")
+        terminal.tmux("send-keys", "-t", "top", "Escape")  # clears the filter: every GPU again, GPU 8 still selected and in sight
+        screen = terminal.wait_for(r"(?m)^lines \d+-\d+ of 22")
+        assert re.search(r"(?m)^\x1b\[7m  8 ", terminal.screen(escapes=True)) and "filter '" not in screen
+        terminal.tmux("send-keys", "-t", "top", "F10")
+        deadline = time.monotonic() + PATIENCE
+        while not terminal.dead():
+            assert time.monotonic() < deadline, "F10 did not quit"
             time.sleep(0.1)
     finally:
         terminal.close()

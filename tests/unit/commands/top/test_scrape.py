@@ -210,7 +210,8 @@ def cjk_page(gpus: int) -> str:
 
 
 def test_wide_characters_are_measured_by_the_columns_they_take() -> None:
-    from exporter.commands.top.table import display_width, visible_width, whose
+    from exporter.commands.top.figures import whose
+    from exporter.commands.top.text import display_width, visible_width
 
     assert [display_width(text) for text in ("abc", "研究", "e\u0301", "\U0001f600", "\uff41", "a\u200bb")] == [3, 4, 1, 2, 2, 2]
     exporter = parse(cjk_page(3), "x")
