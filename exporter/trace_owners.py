@@ -18,7 +18,6 @@ file is loaded; an error names the file, the entry and the key.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -131,6 +130,8 @@ def parse_owners(data: Any, where: str) -> dict[str, DeclaredOwner]:
 
 
 def load_owners(path: Path) -> dict[str, DeclaredOwner]:
+    import json  # only where owners are replayed: a live daemon imports no JSON reader
+
     try:
         data = json.loads(read_file(path, MAX_BYTES).decode("utf-8"))
     except OSError as error:

@@ -182,10 +182,11 @@ def payloads_of(snapshot: Snapshot, clock: Callable[[], float] = time.monotonic)
     return payloads
 
 
-@pytest.fixture()
+@pytest.fixture(autouse=True)
 def restore_logging():
-    """The commands' main() installs its own root handler (logs.setup); put pytest's back afterwards,
-    so later tests' caplog still sees records."""
+    """The commands' main() installs its own root handler (logs.setup) on the stream the test had;
+    put pytest's back after every test, so a later test neither loses caplog's records nor has its
+    lines written to a closed stream ("--- Logging error ---" on stderr)."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     yield

@@ -52,9 +52,11 @@ def test_demo_serves_every_shipped_trace_labelled_as_replayed():
     with running_daemon("--demo", "--collect-interval", "200ms") as daemon:
         body = daemon.metrics()
     assert re.search(r'^gpueff_exporter_build_info\{version="[^"]+",backend="replay",replayed="true"\} 1$', body, re.M)
-    traces = re.findall(r'^gpueff_gpu_info\{gpu="(\d)",uuid="[^"]+",model="NVIDIA H200",driver="580\.159\.04",pci_bus_id="replay:\d",trace="(\w+)"\} 1$', body, re.M)
+    # The demo's GPUs held by one declared pod carry its labels (kubernetes.pod_labels every_series).
+    pod = '(?:namespace="[^"]+",pod="[^"]+",container="[^"]+",)?'
+    traces = re.findall(rf'^gpueff_gpu_info\{{gpu="(\d)",uuid="[^"]+",{pod}model="NVIDIA H200",driver="580\.159\.04",pci_bus_id="replay:\d",trace="(\w+)"\}} 1$', body, re.M)
     assert traces == [(str(index), name) for index, name in enumerate(WORKLOADS)]
-    assert body.count("gpueff_gpu_up{") == 20 and "gpueff_gpu_up{gpu=\"0\",uuid=\"GPU-replay-0-copy_2GB\"} 1" in body
+    assert body.count("gpueff_gpu_up{") == 20 and re.search(rf'^gpueff_gpu_up\{{gpu="0",uuid="GPU-replay-0-copy_2GB"(,{pod[3:-3]})?\}} 1$', body, re.M)
 
 
 def test_replay_of_given_files_in_the_given_order(trace_paths, tmp_path):
