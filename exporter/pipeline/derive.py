@@ -15,7 +15,7 @@ time-weighted mean of recent windows, with hysteresis (exporter/pipeline/smoothi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import attrgetter
 
 from exporter.peaks import Peak, PeakOverride, peak_for
@@ -227,6 +227,17 @@ def pipe_figures(sample: GpuSample, clock: float | None, peak: Peak | None) -> t
 # A pipe's busy cycles are taken as work only where that pipe is busy for at least this share of the
 # SMs' active cycles (both are shares of cycles, so the test reads the same on every card).
 WORK_PIPE_SHARE = 0.25
+# NVML's clock-event reasons that say a power or thermal limit holds the clocks: sw_power_cap,
+# hw_slowdown, sw_thermal_slowdown, hw_thermal_slowdown, hw_power_brake_slowdown (DCGM field 112 is
+# the same mask). While one does, the SM clock read is not the rate the SMs' cycles ran at.
+CLOCK_LIMITS = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+
+
+def clocks_held(sample: GpuSample) -> bool:
+    """Whether a power or thermal limit held the clocks at this reading, or the reasons were not read
+    (then nothing says the reading is the SMs' rate)."""
+    reasons = sample.clock_event_reasons
+    return reasons is None or bool(reasons & CLOCK_LIMITS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,8 +260,15 @@ def carries_work(activity: float | None, sm_active: float | None) -> bool:
     return activity is not None and bool(sm_active) and activity >= WORK_PIPE_SHARE * (sm_active or 0.0)
 
 
-def estimated_work(sample: GpuSample, pipe_busy: PipeFigures, busy_flops: float | None, peak: Peak | None) -> WorkEstimate:
+def estimated_work(sample: GpuSample, pipe_busy: PipeFigures, busy_flops: float | None, peak: Peak | None, clocks_counted: bool = True) -> WorkEstimate:
     """The work done, where the counters can support a point estimate.
+
+    ``clocks_counted``: the window's SM clock is the rate the SMs' cycles ran at. Where a power or
+    thermal limit held the clocks recently it is not (measured on an H200 at its 700 W cap: NVML read
+    1525 MHz while the SMs' cycle counter advanced at 1378, 1962 against 1833 on a ViT step, the
+    same at idle; docs/peaks.md): the busy cycles' work is known only to the gap, which no reading
+    gives and which differs by card and job (0 on an H100's GEMM at its cap), so nothing is estimated,
+    not even 0 (a duty cycle's idle windows would otherwise read 0 beside its withheld busy ones).
 
     FLOP/s: every floating pipe's busy work (busy_flops), where the pipe that carries most of it
     carries work (carries_work). The HMMA pipe counts at the BF16 rate: TF32 work reads twice its
@@ -259,6 +277,8 @@ def estimated_work(sample: GpuSample, pipe_busy: PipeFigures, busy_flops: float 
     slower of the two paths the counters cannot tell apart, so an INT8 GEMM on wgmma reads 2/3 of
     its work rather than the mma.sync one 1.5x; where it carries work and the share is known.
     Either is 0 where its pipes had no busy cycle: the upper bound holds the work to 0."""
+    if not clocks_counted:
+        return WorkEstimate()
     sm_active = sample.profiling.sm_active
     carried = [(work, activity) for (name, _, _), activity in zip(PIPES, _pipe_activities(sample.profiling), strict=True)
                if name in FLOATING_PIPES and (work := getattr(pipe_busy, name)) is not None]
@@ -304,13 +324,17 @@ def step(sample: GpuSample, settings: DeriveSettings, state: Smoothing | None) -
     window_class = "unknown" if flagged else classify(window, settings.bottleneck)
     clock, power = sample.sm_clock_mhz, sample.power_watts
     reported, following = window_class, None
+    held = clocks_held(sample)
+    recently_held = held
     if state is not None:
         clock, power = state.window_mean(sample, "sm_clock_mhz"), state.window_mean(sample, "power_watts")
         reported, following = state.judge(sample, window, flagged, settings.bottleneck)
+        recently_held = held or state.clocks_held_within(sample, settings.bottleneck.window)
+        following = replace(following, clocks_held_at=sample.timestamp if held else state.clocks_held_at)
     pipe_busy, share = pipe_figures(sample, clock, peak)
     floating = [value for name in FLOATING_PIPES if (value := getattr(pipe_busy, name)) is not None]
     total = sum(floating) if floating else None
-    work = WorkEstimate() if flagged else estimated_work(sample, pipe_busy, total, peak)
+    work = WorkEstimate() if flagged else estimated_work(sample, pipe_busy, total, peak, clocks_counted=not recently_held)
     derived = Derived(
         busy=busy,
         utilization_instant=sample.gpu_utilization,

@@ -16,6 +16,9 @@ Immutable: each poll makes the next state from the previous one (``judge``).
   of two points on its first window below it, would read the other class for good). Leaving
   ``unknown`` (the first poll has no profiling window yet) needs no hold, nor leaving ``idle`` once
   the readings show a kernel ran: ``idle`` is a fact (no kernel ran), and then no longer true.
+- Whether a power or thermal limit held the clocks at any reading of the last ``bottleneck.window``
+  (``clocks_held_at``): the point estimates of work are withheld while it did
+  (exporter/pipeline/derive.py ``clocks_counted``).
 - A change of regime restarts the mean: a window whose utilization, SM activity, busiest math pipe,
   DRAM or link lies more than ``bottleneck.step`` outside the range of every recent window's (a job
   started, stopped or changed phase) starts the mean afresh at it, so the class follows within
@@ -63,10 +66,16 @@ class Smoothing:
     settled: bool = False  # the class in place was judged from a mean spanning the whole window
     fresh: int = 0  # the newest windows the class's mean spans: those since the last change of regime
     stepped: int = 0  # the newest window's step out of the recent range: +1 up, -1 down, 0 none (STEP_READINGS)
+    clocks_held_at: float | None = None  # the newest reading at which a power or thermal limit held the clocks (or none was read)
 
     def opened_by_previous(self, sample: GpuSample) -> bool:
         previous, window = self.previous, sample.window_seconds
         return previous is not None and window is not None and abs(sample.timestamp - window - previous.timestamp) <= WINDOW_START_TOLERANCE
+
+    def clocks_held_within(self, sample: GpuSample, span: float) -> bool:
+        """Whether a reading of the last ``span`` seconds (at least this window's) found the clocks held."""
+        held = self.clocks_held_at
+        return held is not None and sample.timestamp - held <= max(span, sample.window_seconds or 0.0) + WINDOW_START_TOLERANCE
 
     def window_mean(self, sample: GpuSample, attribute: str) -> float | None:
         """The mean of an instant reading at both ends of the window, or this poll's where the start is unknown."""
@@ -118,7 +127,7 @@ class Smoothing:
         if challenger is not None and wins >= limits.hold_polls:
             reported, challenger, wins = challenger, None, 0
         settled = sum(lengths) >= limits.window or len(lengths) == MAX_WINDOWS  # the mean spans all it will: no better estimate comes
-        return reported, Smoothing(sample, lengths, weights, products, reported, challenger, wins, settled, fresh, stepped)
+        return reported, Smoothing(sample, lengths, weights, products, reported, challenger, wins, settled, fresh, stepped, self.clocks_held_at)
 
     def mean(self) -> Activity | None:
         """The readings' time-weighted mean the class in place was judged from: the windows since the last change of regime."""

@@ -103,7 +103,8 @@ def full_snapshot() -> Snapshot:
                         max_sm_clock_mhz=1980, max_memory_clock_mhz=2619, power_limit_watts=700, peers=(PeerLink(1, "GPU-peer", "pcie_switch", "direct", 18),))
     mig = dataclasses.replace(device, index=1, uuid="MIG-full", name="NVIDIA H100 80GB HBM3 MIG 1g.10gb", parent_uuid="GPU-full", gpu_instance_id=7)
     values = {field.name: 0.5 for field in dataclasses.fields(GpuSample) if field.type == "float | None" and field.name not in NOT_METRICS}
-    sample = GpuSample(device=device, timestamp=10.0, window_seconds=1.0, clock_event_reasons=4, remapped_rows_pending=False, remapped_rows_failure=True, profiling_multiplexed=False,
+    # applications_clocks_setting: a clock event that holds no power or thermal limit, so the point estimates render
+    sample = GpuSample(device=device, timestamp=10.0, window_seconds=1.0, clock_event_reasons=2, remapped_rows_pending=False, remapped_rows_failure=True, profiling_multiplexed=False,
                        xid_errors={79: 1}, last_xid=79, process_count=1, profiling=Profiling(**dict.fromkeys(PROFILING_FIELDS, 0.5)), health=FULL_HEALTH,
                        cycles=Cycles(**{field.name: 1e9 for field in dataclasses.fields(Cycles)}), **values)
     config = Config(price_per_gpu_hour=2.0, collectors=CollectorsConfig(enabled=("per_process",)))

@@ -9,7 +9,8 @@ import statistics
 import pytest
 
 from exporter.peaks import PeakOverride
-from exporter.pipeline.derive import BOTTLENECK_CLASSES, DEFAULTS, MISMATCH_RULES, DeriveSettings, derive
+from exporter.pipeline.derive import BOTTLENECK_CLASSES, DEFAULTS, MISMATCH_RULES, DeriveSettings, derive, step
+from exporter.pipeline.smoothing import Smoothing
 from exporter.pipeline.totals import Growth, Totals, integrate
 from exporter.sample import DeviceInfo, GpuSample, Profiling, down_sample
 from exporter.taxonomy import BottleneckThresholds, MismatchThresholds
@@ -33,8 +34,9 @@ def steady_samples(path, device: DeviceInfo = H200) -> list[GpuSample]:
 
 
 def synthetic(utilization: float | None, sm_clock: float | None = 1980, **profiling: float) -> GpuSample:
+    """A window of an H200 whose clocks no limit holds (clock-event reasons 0)."""
     return GpuSample(device=H200, timestamp=0.0, window_seconds=1.0, gpu_utilization=utilization, sm_clock_mhz=sm_clock,
-                     power_watts=500.0, profiling=Profiling(**profiling))
+                     power_watts=500.0, clock_event_reasons=0, profiling=Profiling(**profiling))
 
 
 def test_the_six_traces_cover_the_expected_workloads(trace_paths):
@@ -496,6 +498,37 @@ def test_a_point_estimate_only_where_the_pipe_carrying_the_work_is_busy_a_quarte
     # a tensor pipe at 0.2 carries more busy FLOP than FP32 at 0.3: it decides, and withholds
     assert derive(synthetic(1.0, sm_active=0.9, tensor_active=0.2, tensor_hmma_active=0.2, fp32_active=0.3)).estimated_flops is None
     assert derive(synthetic(1.0, sm_active=0.0, tensor_active=0.0, tensor_hmma_active=0.0)).estimated_flops is None
+
+
+GEMM = {"sm_active": 0.95, "tensor_active": 0.9, "tensor_hmma_active": 0.9, "fp32_active": 0.0}
+
+
+@pytest.mark.parametrize(("reasons", "estimated"), [(0, True), (0x1, True), (0x2, True), (0x10, True), (0x100, True),
+                                                    (0x4, False), (0x8, False), (0x20, False), (0x40, False), (0x80, False), (0x4 | 0x1, False), (None, False)])
+def test_no_point_estimate_while_a_power_or_thermal_limit_holds_the_clocks(reasons, estimated):
+    """Under a power or thermal limit the SM clock read is the controller's setting, not the SMs' rate
+    (an H200 at its 700 W cap: 1525 MHz read, 1378 counted by the SMs' own cycle counter): the busy
+    figure stays (an upper bound), the point estimates go, INT8's too; where the reasons are not read,
+    nothing says the clock is the SMs'. Idle, the application clocks, sync boost and the display
+    clock hold no limit that moves the SMs' rate off the reading."""
+    gemm = derive(dataclasses.replace(synthetic(1.0, **GEMM), clock_event_reasons=reasons))
+    assert gemm.busy_flops and (gemm.estimated_flops == gemm.busy_flops if estimated else gemm.estimated_flops is None)
+    int8 = derive(dataclasses.replace(synthetic(1.0, sm_active=0.95, tensor_active=0.74, tensor_imma_active=0.74), clock_event_reasons=reasons))
+    assert (int8.estimated_int8_ops is not None) is estimated
+
+
+def test_the_estimate_stays_withheld_for_the_class_window_after_the_limit_last_held_the_clocks():
+    """A reading at the power cap withholds the estimate for bottleneck.window (5 s), so a duty cycle's
+    busy windows (capped) and idle ones (not) do not alternate between absent and 0; no limit on any
+    reading of the last 5 s: the estimate is back."""
+    state, estimates = Smoothing(), []
+    for second in range(1, 13):
+        reasons = 0x4 if second in (3, 4) else 0
+        sample = dataclasses.replace(synthetic(1.0, **GEMM), timestamp=float(second), clock_event_reasons=reasons)
+        derived, state = step(sample, DeriveSettings(), state)
+        assert state is not None
+        estimates.append(derived.estimated_flops is not None)
+    assert estimates == [True, True, False, False, False, False, False, False, False, True, True, True]
 
 
 def test_int8_is_estimated_at_the_mma_sync_rate_and_only_where_that_rate_is_measured():

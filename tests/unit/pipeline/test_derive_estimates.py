@@ -14,7 +14,7 @@ from repo import ROOT
 
 from exporter.backends.replay import ReplayBackend
 from exporter.peaks import BUILTIN_PEAKS
-from exporter.pipeline.derive import PIPES
+from exporter.pipeline.derive import CLOCK_LIMITS, PIPES
 from exporter.poller import Poller
 from exporter.settings import Config
 from exporter.trace import load_trace
@@ -33,9 +33,6 @@ def counted(path: Path) -> bool:
 
 # Every trace in the repository with the job's own count: the shipped corpus and the device runs.
 COUNTED = sorted(path for path in (*TRACES.glob("*/*.json"), *REAL_GPU.rglob("*.json")) if counted(path))
-# The one job above 1.3x: the HMMA pipe reads the same busy at TF32 and BF16, and no counter says
-# which ran, so TF32 work counts twice its FLOP (docs/peaks.md).
-TF32 = {"h100-fleet/matmul_tf32_8192", "2026-11-28-h200/point-estimate/matmul_tf32_8192"}
 
 
 def mean(name: str, figure) -> float:
@@ -180,26 +177,54 @@ def label(path: Path) -> str:
     return str(path.relative_to(TRACES if path.is_relative_to(TRACES) else REAL_GPU))[:-5]
 
 
+def clocks_held(path: Path) -> bool:
+    """Whether a power or thermal limit held the clocks at any steady sample of the recording."""
+    return any(sample.get("throttle") is None or sample["throttle"] & CLOCK_LIMITS for sample in load_trace(path).steady_samples)
+
+
+# A job that starts while it is recorded (8 s idle, then matmuls): the estimate reads 0 on the idle
+# polls, where no pipe had a busy cycle, and is withheld once the power cap holds the clocks.
+STARTS = {"2026-12-01-h200/truth-round-four/matmul_from_idle"}
+
+
 @pytest.mark.parametrize("path", COUNTED, ids=label)
-def test_no_point_estimate_above_1_3x_the_jobs_own_count(path):
-    """issue 34: on every job with its own count, recorded or live, the estimate is at most 1.3x the
-    work done, or withheld; the ratio per job is printed (pytest -s) and tabled in docs/peaks.md."""
+def test_every_point_estimate_is_within_10_percent_of_the_jobs_own_count_or_withheld(path):
+    """issue 43: on every job with its own count, recorded or live, the estimate is 0.9-1.1x the work
+    done, or withheld; the ratio per job is printed (pytest -s) and tabled in docs/peaks.md. Withheld
+    wherever a power or thermal limit held the clocks (the SM clock read is then not the SMs' rate:
+    1525 MHz read against 1378 counted on an H200's GEMM at 700 W), which covers every recorded
+    tensor-bound job on both cards; the precisions the HMMA pipe cannot tell apart (TF32 reads
+    twice its FLOP, FP8 half) were recorded only at the power cap, so they are withheld too."""
     ratio, busy, given, polls = estimate_over_count(path)
     print(f"{label(path)}: busy {busy:.2f}x, estimate {'withheld' if ratio is None else f'{ratio:.2f}x'} on {given}/{polls} polls")
-    if label(path) in TF32:
-        assert ratio is not None and 2.0 <= ratio <= 2.3  # twice the BF16 GEMM's band on the same card
-    else:
-        assert ratio is None or ratio <= 1.3, (label(path), ratio)
+    if label(path) in STARTS:
+        assert ratio == 0 and 0 < given < polls  # 0 while idle, withheld from the start on
+        return
+    assert ratio is None or 0.9 <= ratio <= 1.1, (label(path), ratio)
     assert given in (0, polls)  # one verdict per job: the estimate does not come and go
+    if clocks_held(path) and all(sample["throttle"] & CLOCK_LIMITS for sample in load_trace(path).steady_samples):
+        assert ratio is None, label(path)  # held on every reading: never an estimate
 
 
-@pytest.mark.parametrize(("name", "low", "high"), [
-    ("h100/matmul_8192", 0.95, 1.15), ("h200/matmul_8192", 0.95, 1.15), ("h100-fleet/matmul_fp64_8192", 0.95, 1.15),
-    ("h200-live/llama_prefill", 0.95, 1.15), ("h100-fleet/sdpa_train_bf16", 0.95, 1.15), ("h100/llama_train", 0.95, 1.15),
-    ("h100-fleet/resnet50_train_fp32", 0.95, 1.15), ("h100-fleet/matmul_int8_8192", 0.95, 1.15)])
-def test_the_jobs_bound_by_their_math_keep_an_estimate_within_15_percent(name, low, high):
-    ratio, _, _, _ = estimate_over_count(TRACES / f"{name}.json")
-    assert ratio is not None and low <= ratio <= high, (name, ratio)
+@pytest.mark.parametrize("path", [TRACES / "h100-fleet/resnet50_train_fp32.json", H200_LIVE / "resnet50_train_fp32.json",
+                                  TRACES / "h200-jobs/2gpu_straggler_gpu0.json", TRACES / "h200-jobs/4gpu_straggler_gpu0.json"], ids=label)
+def test_the_jobs_bound_by_their_math_with_no_limit_on_the_clocks_keep_an_estimate_within_10_percent(path):
+    """The FP32 pipe of a ResNet-50 step (H100, and H200 live), the matmul bursts of a straggling job's
+    waiting ranks: no power limit held their clocks (1980 MHz), the reading is the SMs' rate, the estimate stands."""
+    ratio, _, _, _ = estimate_over_count(path)
+    assert not clocks_held(path)
+    assert ratio is not None and 0.9 <= ratio <= 1.1, (label(path), ratio)
+
+
+@pytest.mark.parametrize("name", ["h100/matmul_8192", "h200/matmul_8192", "h100-fleet/matmul_fp64_8192", "h200-live/llama_prefill",
+                                  "h100-fleet/sdpa_train_bf16", "h100/llama_train", "h100-fleet/matmul_int8_8192", "h200-live/vit_b16_train_bf16"])
+def test_the_jobs_at_the_power_cap_have_no_point_estimate(name):
+    """The large GEMMs, attention, training and prefill steps all ran at their card's power cap: the
+    clock read is the controller's setting, not a count (on the H200 10.7 % above the SMs' cycle
+    rate under the bf16 GEMM, 7.0 % under ViT; on the H100's GEMM the busy figure fits its count at
+    the reading, 1.02x): no reading says which, so no point estimate; the busy upper bound stays."""
+    ratio, busy, given, _ = estimate_over_count(TRACES / f"{name}.json")
+    assert clocks_held(TRACES / f"{name}.json") and ratio is None and given == 0 and busy >= 1.0
 
 
 @pytest.mark.parametrize("name", ["h100/graph_decode_b1", "h100/llama_generate_b1", "h200-live/lstm_graph_b1", "h200-live/resnet18_starved",
