@@ -12,6 +12,7 @@ from exporter.web.live import LiveData
 # URL path -> (file in exporter/web/ui, Content-Type)
 ASSETS = {
     "/ui/page.js": ("page.js", "text/javascript; charset=utf-8"),
+    "/ui/search.js": ("search.js", "text/javascript; charset=utf-8"),
     "/ui/page.css": ("page.css", "text/css; charset=utf-8"),
     "/ui/uPlot.iife.min.js": ("vendor/uplot/uPlot.iife.min.js", "text/javascript; charset=utf-8"),
     "/ui/uPlot.min.css": ("vendor/uplot/uPlot.min.css", "text/css; charset=utf-8"),

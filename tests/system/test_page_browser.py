@@ -349,3 +349,41 @@ def test_each_gpu_card_lists_its_processes_with_their_owners_and_names_as_text(t
         assert browser.evaluate("document.querySelectorAll('#gpus b').length") == browser.evaluate("document.querySelectorAll('#gpus .figures b').length")  # no <b> from the name
         assert browser.evaluate("document.querySelector('#gpu-1 .procs summary').textContent") == "no compute process"
         save(browser, "live-page-processes.png", DESKTOP)
+
+
+SHOWN = "[...document.querySelectorAll('#gpus .gpu')].filter((card) => !card.hidden).map((card) => card.id)"
+
+
+def test_the_search_finds_gpus_by_pod_namespace_job_or_user_and_stays_in_the_address(tmp_path: Path) -> None:
+    with running_daemon("--demo") as daemon, Browser(tmp_path / "profile", *DESKTOP) as browser:
+        browser.navigate(daemon.url + "/")
+        browser.wait_for(f"window.gpueffPage && gpueffPage.updates >= 1 && document.querySelectorAll('#gpus .gpu').length === {DEMO_GPUS}")
+        typed = "(text) => { const box = document.getElementById('search'); box.value = text; box.dispatchEvent(new Event('input')); }"
+        browser.evaluate(f"({typed})('ns:serving')")
+        assert sorted(browser.evaluate(SHOWN)) == ["gpu-6", "gpu-8", "gpu-9"] and browser.evaluate("document.querySelectorAll('#ranking a').length") == 3
+        assert browser.evaluate("location.search") == "?q=ns%3Aserving" and browser.evaluate("document.getElementById('found').textContent") == f"3 of {DEMO_GPUS} GPUs"
+        for query, cards in (("job:48213", ["gpu-13", "gpu-14", "gpu-15", "gpu-16", "gpu-17"]), ("user:1005", ["gpu-18", "gpu-19"]), ("pod:sweep-lr", ["gpu-4"]), ("jupyter", ["gpu-1"]), ("SERVING host", ["gpu-8", "gpu-9"])):
+            browser.evaluate(f"({typed})({json.dumps(query)})")
+            assert sorted(browser.evaluate(SHOWN), key=lambda card: int(card.split("-")[1])) == cards, query
+        save(browser, "live-page-search.png", DESKTOP)
+        # The search, the class and the order together, in the address: a new page opened on it shows the same.
+        browser.evaluate(f"({typed})('ns:serving')")
+        browser.evaluate("document.querySelector('#classes .chip[data-only=\"host\"]').click()")
+        browser.evaluate("(() => { const s = document.getElementById('sort'); s.value = 'index'; s.dispatchEvent(new Event('change')); })()")
+        address = browser.evaluate("location.search")
+        assert address == "?sort=index&only=host&q=ns%3Aserving"
+        browser.navigate(daemon.url + "/" + address)
+        browser.wait_for("window.gpueffPage && gpueffPage.updates >= 1")
+        assert browser.evaluate(SHOWN) == ["gpu-8", "gpu-9"] and browser.evaluate("document.getElementById('search').value") == "ns:serving"
+        # Nothing found says so; a flagged GPU named in the summary is shown on a click, the search cleared.
+        browser.evaluate(f"({typed})('nothing-is-called-this')")
+        assert browser.evaluate("document.querySelector('#gpus .empty').textContent") == "No GPU matches the search." and browser.evaluate(SHOWN) == []
+        browser.evaluate("document.querySelector('#flagged a').click()")
+        browser.wait_for("document.getElementById('gpu-4').classList.contains('target') && !document.getElementById('gpu-4').hidden")
+        assert browser.evaluate("[document.getElementById('search').value, location.search]") == ["", "?sort=index"]
+        # Words from the address are the search's text, never keys into the page's objects.
+        for query in ("__proto__:x", "constructor", "toString:1", "hasOwnProperty"):
+            browser.navigate(f"{daemon.url}/?q={query}")
+            browser.wait_for("window.gpueffPage && (gpueffPage.updates >= 1 || document.getElementById('status').classList.contains('error'))")
+            assert browser.evaluate("document.getElementById('status').textContent").startswith("Updated "), query
+            assert browser.evaluate(SHOWN) == [] and browser.evaluate("document.querySelector('#gpus .empty').textContent") == "No GPU matches the search.", query

@@ -35,6 +35,7 @@
     after: 0, capacity: 600, classes: {}, paths: {}, reasons: {}, times: [], series: new Map(), cards: new Map(), updates: 0, error: null,
     sort: sortNamed(params.get("sort")),
     only: params.get("only") || "", // a class name, "flagged", or "" for every GPU
+    query: (params.get("q") || "").slice(0, 200), // the search's words (search.js), or "" for every GPU
     order: [], // the GPUs' uuids in the order shown
     jobsOf: new Map(), // GPU index -> the multi-GPU jobs it is part of (docs/jobs.md)
     last: null, // the last answer
@@ -311,7 +312,8 @@
     held.misc.replaceChildren(
       element("span", "key gap", "busy while SMs idle"),
       " " + duration(gpu.waste) + " in the last " + windowText() + ", " + duration(gpu.busy_idle_sm_seconds) + " since start · power " + si(gpu.power_watts, "W") +
-        " · busy " + si(gpu.busy_flop_per_joule, "FLOP/J") + (gpu.estimated_flops === null ? "" : " · work est. " + si(gpu.estimated_flops, "FLOP/s")) + " · memory " + memory,
+        " · busy " + si(gpu.busy_flop_per_joule, "FLOP/J") + (gpu.estimated_flops === null ? "" : " · work est. " + si(gpu.estimated_flops, "FLOP/s")) + " · memory " + memory +
+        (gpu.temperature_celsius === null ? "" : " · " + Math.round(gpu.temperature_celsius) + "\u00a0°C"),
     );
     held.apps.replaceChildren(...gpu.apps.map((app) => {
       const line = element("div");
@@ -333,7 +335,10 @@
   function reveal(gpu) {
     const held = state.cards.get(gpu.uuid);
     if (!held) return;
-    if (held.root.hidden) setOnly("");
+    if (held.root.hidden) {
+      state.only = "";
+      setQuery(""); // a GPU asked for by name is shown, whatever hid it
+    }
     for (const other of state.cards.values()) other.root.classList.remove("target");
     held.root.classList.add("target");
     held.root.scrollIntoView({ block: "start" });
@@ -351,10 +356,18 @@
     return link;
   }
 
-  const shown = (gpu) => !state.only || (state.only === "flagged" ? gpu.mismatch.length > 0 : gpu.up && gpu.bottleneck === state.only);
+  const inClass = (gpu) => !state.only || (state.only === "flagged" ? gpu.mismatch.length > 0 : gpu.up && gpu.bottleneck === state.only);
+  const shown = (gpu) => inClass(gpu) && gpueffSearch.matches(gpu, state.query, state.jobsOf.get(gpu.index));
 
   function setOnly(only) {
     state.only = only;
+    remember();
+    if (state.last) render(state.last);
+  }
+
+  function setQuery(query) {
+    state.query = query.slice(0, 200);
+    if (byId("search").value !== state.query) byId("search").value = state.query;
     remember();
     if (state.last) render(state.last);
   }
@@ -363,6 +376,7 @@
     const query = new URLSearchParams();
     if (state.sort !== "waste") query.set("sort", state.sort);
     if (state.only) query.set("only", state.only);
+    if (state.query) query.set("q", state.query);
     const search = query.toString();
     history.replaceState(null, "", location.pathname + (search ? "?" + search : "") + location.hash);
   }
@@ -509,10 +523,12 @@
         state.cards.delete(uuid);
       }
     }
+    const found = ordered.filter(shown).length;
+    byId("found").textContent = state.query ? found + " of " + data.gpus.length + " GPUs" : "";
     let empty = main.querySelector(":scope > .empty");
-    if (data.gpus.length === 0) {
+    if (data.gpus.length === 0 || (state.query && found === 0)) {
       if (!empty) main.appendChild((empty = element("p", "empty")));
-      empty.textContent = "No GPU in the exporter's last poll.";
+      empty.textContent = data.gpus.length === 0 ? "No GPU in the exporter's last poll." : "No GPU matches the search.";
     } else if (empty) {
       empty.remove();
     }
@@ -570,6 +586,9 @@
     setTimeout(poll, delay);
   }
 
+  const search = byId("search");
+  search.value = state.query;
+  search.addEventListener("input", () => setQuery(search.value));
   const select = byId("sort");
   select.value = state.sort;
   select.addEventListener("change", () => {
