@@ -371,14 +371,34 @@ def dashboard(uid: str, title: str, description: str, panels: list[dict[str, Any
 
 # Dashboards ------------------------------------------------------------------------------------
 
-def per_pod_share(metric: str, window: str) -> str:
-    """``increase(metric[window])`` per namespace/pod, a GPU held by several pods (time-slicing) split
-    evenly among them through gpueff_gpu_pod_info; GPUs no pod holds as pod "(no pod)"."""
-    s = sel()
-    held = (f"sum by (namespace, pod) (\n  sum by (cluster, instance, uuid) (increase({metric}{{{NODE_SEL}, gpu=~\"$gpu\"}}[{window}]))\n"
-            f"  * on (cluster, instance, uuid) group_right ()\n  (gpueff_gpu_pod_info{s} / on (cluster, instance, uuid) group_left () count by (cluster, instance, uuid) (gpueff_gpu_pod_info{s}))\n)")
-    free = f'label_replace(sum by (namespace, pod) (increase({metric}{s}[{window}]) unless on (cluster, instance, uuid) gpueff_gpu_pod_info{s}), "pod", "(no pod)", "pod", "")'
-    return f"{held}\nor\n{free}"
+def owners(window: str) -> str:
+    """One series per GPU and owner that held it at any time in ``window``, with an ``owner`` label
+    saying who: a pod's namespace/pod (gpueff_gpu_pod_info), "Slurm job <id>" (gpueff_gpu_job_info),
+    "user <uid>:<program>" or "user <uid>" for a bare host's processes (the fair split's holders)."""
+    s, holders = sel(), sel('holder_kind=~"process|user"')
+    pods = f'label_join(max_over_time(gpueff_gpu_pod_info{s}[{window}]), "owner", "/", "namespace", "pod")'
+    jobs = f'label_join(label_replace(max_over_time(gpueff_gpu_job_info{s}[{window}]), "kind", "Slurm job", "", ""), "owner", " ", "kind", "job_id")'
+    users = (f'label_join(label_replace(group by (cluster, instance, gpu, uuid, holder) (count_over_time(gpueff_holder_state_seconds_total{holders}[{window}])), '
+             '"kind", "user", "", ""), "owner", " ", "kind", "holder")')
+    return f"max by (cluster, instance, gpu, uuid, owner) (\n  {pods}\n  or {jobs}\n  or {users}\n)"
+
+
+def per_owner_share(metric: str, window: str, by: str = "owner", matchers: str = "") -> str:
+    """``increase(metric[window])`` per ``by`` (labels of owners(): owner, and the GPU's), a GPU
+    held by several owners in the window (time-slicing, one after another) split evenly among
+    them; the GPUs no owner held as owner "(no owner)"."""
+    matched = f"{matchers}, " if matchers else ""
+    held_by = owners(window)
+    gpus = f'sum by (cluster, instance, gpu, uuid) (increase({metric}{{{matched}{NODE_SEL}, gpu=~"$gpu"}}[{window}]))'
+    held = (f"sum by ({by}) (\n  {gpus}\n  * on (cluster, instance, uuid) group_right ()\n"
+            f"  ({held_by} / on (cluster, instance, uuid) group_left () count by (cluster, instance, uuid) ({held_by}))\n)")
+    free = (f"label_replace(sum by ({by}) (\n  increase({metric}{sel(matchers) if matchers else sel()}[{window}])\n"
+            f"  unless on (cluster, instance, uuid) {held_by}\n), \"owner\", \"(no owner)\", \"\", \"\")")
+    return f"(\n{held}\nor\n{free}\n)"
+
+
+# The ledger's states of GPU time held but not doing the GPU's work (docs/metrics.md, GPU time by state).
+WASTE_STATES = (("held_idle", "held idle"), ("host_starved", "host-starved"), ("busy_not_working", "busy not working"))
 
 
 def fleet() -> dict[str, Any]:
@@ -423,10 +443,16 @@ def fleet() -> dict[str, Any]:
         timeseries("Power per node", "Power drawn per node (sum over its selected GPUs) against the sum of their power limits (dashed). At 1,000 nodes, narrow Cluster/Job/Node first.",
                    [target(f"sum by (instance) (gpueff_power_watts{s})", "{{instance}}"), target(f"sum by (instance) (gpueff_power_limit_watts{s})", "{{instance}} limit")], "watt", min_=0, overrides=[dashed(".* limit")]),
         row("Who wastes GPU time"),
-        bargauge("Top wasteful GPUs", "The ten GPUs with the most busy-but-idle GPU-hours in the time range. Start optimising at the top: these GPUs are held and reported busy while their SMs sit idle. Click a bar for the GPU's detail dashboard.",
-                 [target(f"topk(10, sum by (cluster, instance, gpu, uuid) (increase(gpueff_busy_idle_sm_seconds_total{s}[$__range])) / 3600)", GPU_LEGEND, instant=True)], "h", decimals=2, thresholds_=WASTE, links=detail_link()),
-        bargauge("Top wasteful pods", "The ten namespace/pod pairs with the most busy-but-idle GPU-hours in the time range. A GPU time-sliced between several pods (gpueff_gpu_pod_info) counts an equal share to each of them; GPUs no pod holds show as '(no pod)' (the exporter's fair split, gpueff_holder_*, is exact where enabled: docs/sharing.md).",
-                 [target(f"topk(10, {per_pod_share('gpueff_busy_idle_sm_seconds_total', '$__range')}) / 3600", "{{namespace}}/{{pod}}", instant=True)], "h", decimals=2, thresholds_=WASTE),
+        bargauge("Top wasteful GPUs", "The ten GPUs with the most busy-but-idle GPU-hours in the time range, each with its owner (a pod's namespace/pod, a Slurm job, a bare host's user and program; a GPU held by several in the range once per owner, its hours split evenly; '(no owner)' where none is known: gpueff_gpu_attribution_info says why). Start optimising at the top: these GPUs are held and reported busy while their SMs sit idle. Click a bar for the GPU's detail dashboard.",
+                 [target(f"topk(10, {per_owner_share('gpueff_busy_idle_sm_seconds_total', '$__range', 'cluster, instance, gpu, uuid, owner')}) / 3600", GPU_LEGEND + ": {{owner}}", instant=True)], "h", decimals=2, thresholds_=WASTE, links=detail_link()),
+        bargauge("Top wasteful owners", "The ten owners with the most busy-but-idle GPU-hours in the time range: pods (namespace/pod), Slurm jobs and a bare host's users (uid and program, from the exporter's fair split: sharing.enabled). A GPU held by several owners in the range (time-slicing, or one after another) counts an equal share to each; GPUs no owner held show as '(no owner)'. The fair split's holder counters (gpueff_holder_*, docs/sharing.md) are exact where enabled.",
+                 [target(f"topk(10, {per_owner_share('gpueff_busy_idle_sm_seconds_total', '$__range')}) / 3600", "{{owner}}", instant=True)], "h", decimals=2, thresholds_=WASTE),
+        table("Waste by owner: held idle, host-starved, busy not working", "GPU-hours each owner's GPUs spent in the state ledger's waste states over the time range (gpueff_gpu_state_seconds_total): held idle (a process held memory, no kernel ran), host-starved (the GPU waited on its host) and busy not working (a mismatch rule held). Owners as in Top wasteful owners, a shared GPU's hours split evenly; '(no owner)' for GPUs nobody held. The waste alerts (GpuHeldIdle, GpuHostStarved, the mismatch alerts) name the same owners.",
+              [target(per_owner_share("gpueff_gpu_state_seconds_total", "$__range", matchers=f'state="{state}"') + " / 3600", instant=True, table=True) for state, _ in WASTE_STATES],
+              "h", decimals=2,
+              transformations=[{"id": "merge", "options": {}},
+                               {"id": "organize", "options": {"excludeByName": {"Time": True},
+                                                              "renameByName": {f"Value #{chr(ord('A') + i)}": f"{name} GPU-hours" for i, (_, name) in enumerate(WASTE_STATES)}}}]),
         table("Namespaces: efficiency, waste and cost", "Per namespace over the time range: efficiency (SM-active over busy GPU-seconds), busy GPU-hours, busy-but-idle GPU-hours, what that waste cost (with a price on the exporter) and energy. namespace is empty for GPUs without Kubernetes attribution. Sort by waste to find where to start.",
               [target(f"clamp_max(sum by (namespace) (increase(gpueff_sm_active_seconds_total{s}[$__range])) / sum by (namespace) (increase(gpueff_gpu_busy_seconds_total{s}[$__range])), 1)", instant=True, table=True),
                target(f"sum by (namespace) (increase(gpueff_gpu_busy_seconds_total{s}[$__range])) / 3600", instant=True, table=True),

@@ -22,6 +22,10 @@ local source = import 'rules-source.libsonnet';
     // The label that tells clusters apart (kubernetes-mixin's clusterLabel): every aggregation of the
     // rules keeps it, the dashboards' Cluster variable reads it.
     clusterLabel: 'cluster',
+    // Regular expressions (PromQL's, anchored) of the namespaces and pods whose GPUs the waste alerts
+    // never name: bursty serving that idles between requests, a benchmark farm. Empty: none.
+    wasteExemptNamespaces: source.exempt_namespaces,
+    wasteExemptPods: source.exempt_pods,
     // Each alert's runbook_url is this base, '#' and the alert's name in lower case (a heading of
     // docs/dashboards-and-alerts.md): point it at your own copy of that page if you keep one.
     runbookURLBase: source.runbook_base_url,

@@ -2,8 +2,19 @@
 // do not edit. lib/render.libsonnet renders it with the mixin's _config.
 {
   job_selector: 'job="gpu-efficiency-exporter"',
+  exempt_namespaces: '',
+  exempt_pods: '',
   runbook_base_url: 'https://github.com/gpu-efficiency-exporter/gpu-efficiency-exporter/blob/main/docs/dashboards-and-alerts.md',
   recording_groups: [
+    {
+      name: 'gpu-efficiency.owners',
+      rules: [
+        {
+          record: 'instance_gpu:gpueff_owner:info',
+          expr: 'gpueff_gpu_pod_info{$gpu_selector}\nor gpueff_gpu_job_info{$gpu_selector}\nor group without (holder_kind, holder, state) (label_replace(gpueff_holder_state_seconds_total{$gpu_selector, holder_kind=~"process|user"}, "user_id", "$1", "holder", "([0-9]+).*"))\nor group without () (\n  gpueff_gpu_up{$gpu_selector}\n  unless on (cluster, job, instance, uuid)\n  (gpueff_gpu_pod_info{$gpu_selector} or gpueff_gpu_job_info{$gpu_selector} or gpueff_holder_state_seconds_total{$gpu_selector, holder_kind=~"process|user"})\n)\n',
+        },
+      ],
+    },
     {
       name: 'gpu-efficiency.recording',
       rules: [
@@ -152,32 +163,35 @@
       rules: [
         {
           alert: 'GpuHighUtilizationLowSmActivity',
-          expr: 'avg_over_time(gpueff_sm_active_ratio{$gpu_selector}[30m])\nand ignoring (rule)\navg_over_time(gpueff_mismatch{$gpu_selector, rule="high_util_low_sm"}[30m]) >= $threshold\nunless on (job, instance, uuid)\ngpueff_readings_implausible{$gpu_selector} == 1\n',
+          expr: '(\n  instance_gpu:gpueff_owner:info\n  unless instance_gpu:gpueff_owner:info{namespace!="", namespace=~"$exempt_namespaces"}\n  unless instance_gpu:gpueff_owner:info{pod!="", pod=~"$exempt_pods"}\n)\n* on (cluster, job, instance, uuid) group_left ()\nmax by (cluster, job, instance, uuid) (\n  avg_over_time(gpueff_sm_active_ratio{$gpu_selector}[30m])\n  and ignoring (rule)\n  avg_over_time(gpueff_mismatch{$gpu_selector, rule="high_util_low_sm"}[30m]) >= $threshold\n  unless on (job, instance, uuid)\n  gpueff_readings_implausible{$gpu_selector} == 1\n  unless on (cluster, job, instance, uuid)\n  avg_over_time(gpueff_bottleneck{$gpu_selector, class="memory"}[30m]) >= 0.5\n)\n',
           threshold: 0.7,
           'for': '10m',
           severity: 'warning',
           summary: 'GPU looks busy but its SMs are mostly idle.',
           description: 'GPU {{ $labels.gpu }} ({{ $labels.uuid }}) on {{ $labels.instance }} counted as busy for at least $threshold of the last 30 minutes while only {{ $value | humanizePercentage }} of its SMs were active on average: the job holds the whole GPU but fills a few SMs. The what_to_try annotation names its bottleneck class now (underfilled: small grids or one stream; host: waiting on the CPU; latency: one warp per SM).',
+          owner: '{{ if $labels.pod }}pod {{ $labels.namespace }}/{{ $labels.pod }}{{ with $labels.container }} (container {{ . }}){{ end }}{{ else if $labels.job_id }}Slurm job {{ $labels.job_id }}{{ with $labels.user_id }} of user {{ . }}{{ end }}{{ else if $labels.user_id }}user {{ $labels.user_id }}{{ else }}not known: gpueff_gpu_attribution_info{instance="{{ $labels.instance }}", uuid="{{ $labels.uuid }}"} says why{{ end }}',
           what_to_try: '{{ with printf "gpueff_bottleneck_class_info{cluster=%q, job=%q, instance=%q} and on (class) (gpueff_bottleneck{cluster=%q, job=%q, instance=%q, uuid=%q} == 1)" $labels.cluster $labels.job $labels.instance $labels.cluster $labels.job $labels.instance $labels.uuid | query }}{{ with . | first }}Bottleneck now: {{ label "class" . }}. {{ label "what_to_try" . }}{{ end }}{{ else }}No bottleneck class is known for this GPU now: see the runbook.{{ end }}',
         },
         {
           alert: 'GpuHighUtilizationLowWork',
-          expr: 'avg_over_time(gpueff_gpu_utilization_ratio{$gpu_selector}[30m])\nand ignoring (rule)\navg_over_time(gpueff_mismatch{$gpu_selector, rule="high_util_low_work"}[30m]) >= $threshold\nunless on (job, instance, uuid)\ngpueff_readings_implausible{$gpu_selector} == 1\n',
+          expr: '(\n  instance_gpu:gpueff_owner:info\n  unless instance_gpu:gpueff_owner:info{namespace!="", namespace=~"$exempt_namespaces"}\n  unless instance_gpu:gpueff_owner:info{pod!="", pod=~"$exempt_pods"}\n)\n* on (cluster, job, instance, uuid) group_left ()\nmax by (cluster, job, instance, uuid) (\n  avg_over_time(gpueff_gpu_utilization_ratio{$gpu_selector}[30m])\n  and ignoring (rule)\n  avg_over_time(gpueff_mismatch{$gpu_selector, rule="high_util_low_work"}[30m]) >= $threshold\n  unless on (job, instance, uuid)\n  gpueff_readings_implausible{$gpu_selector} == 1\n)\n',
           threshold: 0.7,
           'for': '10m',
           severity: 'warning',
           summary: 'GPU looks busy but no unit of it does meaningful work.',
           description: 'GPU {{ $labels.gpu }} ({{ $labels.uuid }}) on {{ $labels.instance }} was {{ $value | humanizePercentage }} busy on average, yet for at least $threshold of the last 30 minutes every math pipe, DRAM and link stayed below a tenth of its peak: kernels occupy the GPU while they wait (tiny dependent kernels, batch 1, synchronisation, spin-waits). The what_to_try annotation names its bottleneck class now (underfilled or latency: too little parallel work; host: waiting on the CPU).',
+          owner: '{{ if $labels.pod }}pod {{ $labels.namespace }}/{{ $labels.pod }}{{ with $labels.container }} (container {{ . }}){{ end }}{{ else if $labels.job_id }}Slurm job {{ $labels.job_id }}{{ with $labels.user_id }} of user {{ . }}{{ end }}{{ else if $labels.user_id }}user {{ $labels.user_id }}{{ else }}not known: gpueff_gpu_attribution_info{instance="{{ $labels.instance }}", uuid="{{ $labels.uuid }}"} says why{{ end }}',
           what_to_try: '{{ with printf "gpueff_bottleneck_class_info{cluster=%q, job=%q, instance=%q} and on (class) (gpueff_bottleneck{cluster=%q, job=%q, instance=%q, uuid=%q} == 1)" $labels.cluster $labels.job $labels.instance $labels.cluster $labels.job $labels.instance $labels.uuid | query }}{{ with . | first }}Bottleneck now: {{ label "class" . }}. {{ label "what_to_try" . }}{{ end }}{{ else }}No bottleneck class is known for this GPU now: see the runbook.{{ end }}',
         },
         {
           alert: 'GpuLowEfficiency',
-          expr: 'instance_gpu:gpueff_efficiency:ratio_rate5m < $threshold and instance_gpu:gpueff_gpu_utilization:ratio_rate5m >= 0.5',
+          expr: '(\n  instance_gpu:gpueff_owner:info\n  unless instance_gpu:gpueff_owner:info{namespace!="", namespace=~"$exempt_namespaces"}\n  unless instance_gpu:gpueff_owner:info{pod!="", pod=~"$exempt_pods"}\n)\n* on (cluster, job, instance, uuid) group_left ()\nmax by (cluster, job, instance, uuid) (\n  instance_gpu:gpueff_efficiency:ratio_rate5m < $threshold and instance_gpu:gpueff_gpu_utilization:ratio_rate5m >= 0.5\n  unless on (cluster, job, instance, uuid)\n  avg_over_time(gpueff_bottleneck{$gpu_selector, class="memory"}[5m]) >= 0.5\n)\n',
           threshold: 0.3,
           'for': '30m',
           severity: 'warning',
           summary: 'GPU does real work in a small share of its busy time.',
           description: 'GPU {{ $labels.gpu }} on {{ $labels.instance }} does real work in only {{ $value | humanizePercentage }} of its busy time. For $for the SMs of this GPU were active for less than $threshold of the time it counted as busy (SM activity / utilization, averaged over 5m): most of the GPU time it holds is wasted.',
+          owner: '{{ if $labels.pod }}pod {{ $labels.namespace }}/{{ $labels.pod }}{{ with $labels.container }} (container {{ . }}){{ end }}{{ else if $labels.job_id }}Slurm job {{ $labels.job_id }}{{ with $labels.user_id }} of user {{ . }}{{ end }}{{ else if $labels.user_id }}user {{ $labels.user_id }}{{ else }}not known: gpueff_gpu_attribution_info{instance="{{ $labels.instance }}", uuid="{{ $labels.uuid }}"} says why{{ end }}',
           what_to_try: '{{ with printf "gpueff_bottleneck_class_info{cluster=%q, job=%q, instance=%q} and on (class) (gpueff_bottleneck{cluster=%q, job=%q, instance=%q, uuid=%q} == 1)" $labels.cluster $labels.job $labels.instance $labels.cluster $labels.job $labels.instance $labels.uuid | query }}{{ with . | first }}Bottleneck now: {{ label "class" . }}. {{ label "what_to_try" . }}{{ end }}{{ else }}No bottleneck class is known for this GPU now: see the runbook.{{ end }}',
         },
         {
@@ -199,12 +213,35 @@
         },
         {
           alert: 'GpuAllocatedButIdle',
-          expr: 'avg_over_time(gpueff_gpu_utilization_ratio{$gpu_selector}[5m]) < $threshold\nand on (job, instance, gpu, uuid)\n(gpueff_compute_processes{$gpu_selector} > 0 or gpueff_gpu_pod_info{$gpu_selector})\nunless on (job, instance, uuid) (max_over_time(gpueff_readings_implausible{$gpu_selector}[5m]) == 1)\n',
+          expr: '(\n  instance_gpu:gpueff_owner:info\n  unless instance_gpu:gpueff_owner:info{namespace!="", namespace=~"$exempt_namespaces"}\n  unless instance_gpu:gpueff_owner:info{pod!="", pod=~"$exempt_pods"}\n)\n* on (cluster, job, instance, uuid) group_left ()\nmax by (cluster, job, instance, uuid) (\n  avg_over_time(gpueff_gpu_utilization_ratio{$gpu_selector}[5m]) < $threshold\n  and on (job, instance, gpu, uuid)\n  (gpueff_compute_processes{$gpu_selector} > 0 or gpueff_gpu_pod_info{$gpu_selector})\n  unless on (job, instance, uuid) (max_over_time(gpueff_readings_implausible{$gpu_selector}[5m]) == 1)\n)\n',
           threshold: 0.05,
           'for': '1h',
           severity: 'warning',
           summary: 'GPU is allocated but idle.',
           description: 'GPU {{ $labels.gpu }} on {{ $labels.instance }} has been allocated but idle for $for. A pod or process holds this GPU, but its utilization has stayed under $threshold for $for: nobody else can use it.',
+          owner: '{{ if $labels.pod }}pod {{ $labels.namespace }}/{{ $labels.pod }}{{ with $labels.container }} (container {{ . }}){{ end }}{{ else if $labels.job_id }}Slurm job {{ $labels.job_id }}{{ with $labels.user_id }} of user {{ . }}{{ end }}{{ else if $labels.user_id }}user {{ $labels.user_id }}{{ else }}not known: gpueff_gpu_attribution_info{instance="{{ $labels.instance }}", uuid="{{ $labels.uuid }}"} says why{{ end }}',
+          what_to_try: '{{ with printf "gpueff_bottleneck_class_info{cluster=%q, job=%q, instance=%q} and on (class) (gpueff_bottleneck{cluster=%q, job=%q, instance=%q, uuid=%q} == 1)" $labels.cluster $labels.job $labels.instance $labels.cluster $labels.job $labels.instance $labels.uuid | query }}{{ with . | first }}Bottleneck now: {{ label "class" . }}. {{ label "what_to_try" . }}{{ end }}{{ else }}No bottleneck class is known for this GPU now: see the runbook.{{ end }}',
+        },
+        {
+          alert: 'GpuHeldIdle',
+          expr: '(\n  instance_gpu:gpueff_owner:info\n  unless instance_gpu:gpueff_owner:info{namespace!="", namespace=~"$exempt_namespaces"}\n  unless instance_gpu:gpueff_owner:info{pod!="", pod=~"$exempt_pods"}\n)\n* on (cluster, job, instance, uuid) group_left ()\nmax by (cluster, job, instance, uuid) (rate(gpueff_gpu_state_seconds_total{$gpu_selector, state="held_idle"}[1h]) >= $threshold)\n',
+          threshold: 0.9,
+          'for': '30m',
+          severity: 'warning',
+          summary: 'GPU is held but idle: memory held, no kernel runs.',
+          description: 'GPU {{ $labels.gpu }} ({{ $labels.uuid }}) on {{ $labels.instance }} was held idle {{ $value | humanizePercentage }} of the last hour. A process held a context and device memory on this GPU while no kernel ran for more than $threshold of the hour, and still for $for (gpueff_gpu_state_seconds_total{state="held_idle"}): nobody else can use it meanwhile. The owner annotation says who holds it.',
+          owner: '{{ if $labels.pod }}pod {{ $labels.namespace }}/{{ $labels.pod }}{{ with $labels.container }} (container {{ . }}){{ end }}{{ else if $labels.job_id }}Slurm job {{ $labels.job_id }}{{ with $labels.user_id }} of user {{ . }}{{ end }}{{ else if $labels.user_id }}user {{ $labels.user_id }}{{ else }}not known: gpueff_gpu_attribution_info{instance="{{ $labels.instance }}", uuid="{{ $labels.uuid }}"} says why{{ end }}',
+          what_to_try: '{{ with printf "gpueff_bottleneck_class_info{cluster=%q, job=%q, instance=%q} and on (class) (gpueff_bottleneck{cluster=%q, job=%q, instance=%q, uuid=%q} == 1)" $labels.cluster $labels.job $labels.instance $labels.cluster $labels.job $labels.instance $labels.uuid | query }}{{ with . | first }}Bottleneck now: {{ label "class" . }}. {{ label "what_to_try" . }}{{ end }}{{ else }}No bottleneck class is known for this GPU now: see the runbook.{{ end }}',
+        },
+        {
+          alert: 'GpuHostStarved',
+          expr: '(\n  instance_gpu:gpueff_owner:info\n  unless instance_gpu:gpueff_owner:info{namespace!="", namespace=~"$exempt_namespaces"}\n  unless instance_gpu:gpueff_owner:info{pod!="", pod=~"$exempt_pods"}\n)\n* on (cluster, job, instance, uuid) group_left ()\nmax by (cluster, job, instance, uuid) (rate(gpueff_gpu_state_seconds_total{$gpu_selector, state="host_starved"}[30m]) >= $threshold)\n',
+          threshold: 0.5,
+          'for': '15m',
+          severity: 'warning',
+          summary: 'GPU waits on its host most of the time.',
+          description: 'GPU {{ $labels.gpu }} ({{ $labels.uuid }}) on {{ $labels.instance }} was starved by its host {{ $value | humanizePercentage }} of the last 30 minutes. For more than $threshold of the window, and still for $for, the GPU had nothing queued between kernels or only copied data (gpueff_gpu_state_seconds_total{state="host_starved"}): the CPU side (input pipeline, launch overhead, synchronisation) sets the pace. The owner annotation says who holds it.',
+          owner: '{{ if $labels.pod }}pod {{ $labels.namespace }}/{{ $labels.pod }}{{ with $labels.container }} (container {{ . }}){{ end }}{{ else if $labels.job_id }}Slurm job {{ $labels.job_id }}{{ with $labels.user_id }} of user {{ . }}{{ end }}{{ else if $labels.user_id }}user {{ $labels.user_id }}{{ else }}not known: gpueff_gpu_attribution_info{instance="{{ $labels.instance }}", uuid="{{ $labels.uuid }}"} says why{{ end }}',
           what_to_try: '{{ with printf "gpueff_bottleneck_class_info{cluster=%q, job=%q, instance=%q} and on (class) (gpueff_bottleneck{cluster=%q, job=%q, instance=%q, uuid=%q} == 1)" $labels.cluster $labels.job $labels.instance $labels.cluster $labels.job $labels.instance $labels.uuid | query }}{{ with . | first }}Bottleneck now: {{ label "class" . }}. {{ label "what_to_try" . }}{{ end }}{{ else }}No bottleneck class is known for this GPU now: see the runbook.{{ end }}',
         },
         {

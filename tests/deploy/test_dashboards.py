@@ -109,8 +109,11 @@ def test_fleet_scales_past_one_line_per_gpu():
     # Click-through from the wasteful GPUs to the detail dashboard, with that GPU selected.
     (link,) = panels["Top wasteful GPUs"]["fieldConfig"]["defaults"]["links"]
     assert link["url"].startswith("/d/gpueff-gpu-detail/") and "var-gpu=${__field.labels.gpu}" in link["url"] and "var-instance=${__field.labels.instance}" in link["url"]
-    # Time-sliced GPUs split among their pods, not one "/" bar.
-    assert "gpueff_gpu_pod_info" in panels["Top wasteful pods"]["targets"][0]["expr"]
+    # The waste panels name owners: pods, Slurm jobs and bare-host users, a shared GPU split among them.
+    for title in ("Top wasteful GPUs", "Top wasteful owners", "Waste by owner: held idle, host-starved, busy not working"):
+        for target in panels[title]["targets"]:
+            assert all(name in target["expr"] for name in ("gpueff_gpu_pod_info", "gpueff_gpu_job_info", "gpueff_holder_state_seconds_total", "(no owner)")), title
+    assert panels["Top wasteful GPUs"]["targets"][0]["legendFormat"] == "{{instance}} GPU {{gpu}}: {{owner}}"
     assert panels["GPUs down"]["fieldConfig"]["defaults"]["thresholds"]["steps"][-1] == {"color": "red", "value": 1}
     for title in ("Namespaces: efficiency, waste and cost", "Busy-but-idle cost per hour", "Xid errors", "Uncorrectable ECC errors", "Row remaps pending / failed", "Energy", "GPUs without profiling", "GPUs with implausible readings", "Exporter health"):
         assert title in panels, title
@@ -339,3 +342,25 @@ def test_exporter_health_never_counts_other_jobs_down_targets(tmp_path):
     # The old query counted kube-scheduler as a down exporter.
     result = promtool_values(tmp_path, dashboard, 'count(up{cluster=~"$cluster", job=~"$job", instance=~"$instance"} == 0) or vector(0)', series, "20m", [{"labels": "{}", "value": 0}])
     assert result.returncode != 0
+
+
+def test_waste_by_owner_splits_each_gpus_time_among_its_owners(tmp_path):
+    """The fleet dashboard's ledger table evaluated by promtool over an hour at All: a pod's GPU
+    held idle all hour is its hour; two pods time-slicing one GPU half an hour each; a Slurm job's
+    and a bare-host user's (the fair split's holder) theirs; a GPU nobody held, "(no owner)"."""
+    dashboard = grafana_queries.load(DASHBOARDS / "gpu-efficiency-fleet.json")
+    (panel,) = [p for p in grafana_queries.panels(dashboard) if p["title"] == "Waste by owner: held idle, host-starved, busy not working"]
+    held_idle = panel["targets"][0]["expr"]
+    assert 'state="held_idle"' in held_idle
+    gpu = 'job="gpu-efficiency-exporter",instance="node1:9947",gpu="{}",uuid="GPU-{}"'
+    series = [{"series": f'gpueff_gpu_state_seconds_total{{{gpu.format(n, u)},state="held_idle"}}', "values": "0+60x70"} for n, u in enumerate("abcde")]
+    series += [{"series": f"gpueff_gpu_pod_info{{{gpu.format(0, 'a')},namespace=\"notebooks\",pod=\"jupyter-alice-0\",container=\"notebook\"}}", "values": "1x70"},
+               {"series": f"gpueff_gpu_pod_info{{{gpu.format(1, 'b')},namespace=\"ml\",pod=\"eval-0\",container=\"main\"}}", "values": "1x70"},
+               {"series": f"gpueff_gpu_pod_info{{{gpu.format(1, 'b')},namespace=\"research\",pod=\"probe-0\",container=\"main\"}}", "values": "1x70"},
+               {"series": f"gpueff_gpu_job_info{{{gpu.format(2, 'c')},job_id=\"48377\",user_id=\"2002\"}}", "values": "1x70"},
+               {"series": f"gpueff_holder_state_seconds_total{{{gpu.format(3, 'd')},holder_kind=\"process\",holder=\"1003:python3\",state=\"held_idle\"}}", "values": "0+60x70"},
+               {"series": f"gpueff_holder_state_seconds_total{{{gpu.format(3, 'd')},holder_kind=\"unattributed\",holder=\"\",state=\"held_idle\"}}", "values": "0x70"}]
+    hours = {"notebooks/jupyter-alice-0": 1, "ml/eval-0": 0.5, "research/probe-0": 0.5, "Slurm job 48377": 1, "user 1003:python3": 1, "(no owner)": 1}
+    expected = [{"labels": f'{{owner="{owner}"}}', "value": round(value * 1e6)} for owner, value in hours.items()]
+    result = promtool_values(tmp_path, dashboard, f"round(({held_idle}) * 1e6)", series, "65m", expected)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -130,6 +130,7 @@ HOSTILE_VALUES = {
     # jobSelector is pasted into every exporter-health alert's PromQL: a whole matcher list, nothing after it.
     "prometheusRule.jobSelector, PromQL after it": {"prometheusRule": {"enabled": True, "jobSelector": 'job="x"} or vector(1) or up{job="y"'}},
     "prometheusRule.jobSelector, a newline": {"prometheusRule": {"enabled": True, "jobSelector": 'job="x"\n'}},
+    "prometheusRule.wasteExemptPods, a newline": {"prometheusRule": {"enabled": True, "wasteExemptPods": "vllm-.*\nx"}},
 }
 
 
@@ -242,6 +243,13 @@ def test_the_alerts_follow_the_job_name() -> None:
     assert 'max_over_time(up{job=~"gpu|gpu-eff"}[1h])' in chosen["GpuEfficiencyExporterVanished"]["expr"]
     with pytest.raises(helm.HelmError):
         render({"prometheusRule": {"enabled": True, "jobSelector": "gpu"}})
+
+
+def test_a_waste_exemption_that_is_no_regular_expression_fails_the_install() -> None:
+    """Go's regexp (Prometheus's own) reads it first: a pattern Prometheus would refuse at load never
+    reaches the PrometheusRule. Its quotes stay inside the PromQL string (tests/deploy/test_mixin.py)."""
+    with pytest.raises(helm.HelmError, match="error parsing regexp"):
+        render({"prometheusRule": {"enabled": True, "wasteExemptNamespaces": "serving("}})
 
 
 def test_values_list_every_alert_with_its_defaults() -> None:

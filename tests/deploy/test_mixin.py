@@ -120,8 +120,8 @@ def test_by_default_the_mixin_is_the_shipped_rules_and_dashboards(default: dict[
 
 
 def test_the_readme_lists_every_setting(default: dict[str, Any]) -> None:
-    table = re.findall(r"^\| `(\w+)` \|", README, flags=re.M)
-    assert table == list(default["config"]) or sorted(table) == sorted(default["config"])
+    table = [key for keys in re.findall(r"^\| ((?:`\w+`(?:, )?)+) \|", README, flags=re.M) for key in re.findall(r"`(\w+)`", keys)]
+    assert sorted(table) == sorted(default["config"])
 
 
 def readme_commands() -> list[str]:
@@ -279,6 +279,21 @@ def test_the_alert_settings_are_the_helm_charts() -> None:
     assert "GpuLatencyBound" not in alerts
 
 
+def test_the_waste_exemptions_are_the_rule_builders_and_the_charts(tmp_path: Path) -> None:
+    """The same regular expressions in _config, in build_prometheus_rule.py's flags and in the
+    chart's values render the same rules, quotes and backslashes escaped into PromQL strings."""
+    namespaces, pods = 'serving|infer"ence', "vllm-\\d+"
+    rendered = render({"wasteExemptNamespaces": namespaces, "wasteExemptPods": pods})
+    built = tmp_path / "built.yml"
+    subprocess.run([sys.executable, str(PROMETHEUS_DIR / "build_prometheus_rule.py"), "--exempt-namespaces", namespaces, "--exempt-pods", pods, "--output", str(built)], check=True, timeout=PATIENCE)
+    assert groups(rendered) == yaml.safe_load(built.read_text(encoding="utf-8"))["groups"]
+    chart = render_chart({"prometheusRule": {"enabled": True, "jobSelector": SOURCE["job_selector"], "wasteExemptNamespaces": namespaces, "wasteExemptPods": pods}})
+    assert groups(rendered) == chart["PrometheusRule/gpueff-gpu-efficiency-exporter"]["spec"]["groups"]
+    held = next(rule for group in rendered["alerts"]["groups"] for rule in group["rules"] if rule["alert"] == "GpuHeldIdle")
+    assert 'namespace=~"serving|infer\\"ence"' in held["expr"] and 'pod=~"vllm-\\\\d+"' in held["expr"]
+    promtool_check(tmp_path, groups(rendered))
+
+
 @pytest.mark.parametrize(("config", "message"), [
     ("{ alerts+: { GpuTemperatureHgh: { threshold: 80 } } }", "_config.alerts.GpuTemperatureHgh: no such alert (the alerts are: AppThroughputFlatUnderRisingLoad, "),
     ("{ alerts+: { GpuTemperatureHigh+: { treshold: 80 } } }", "_config.alerts.GpuTemperatureHigh.treshold: not a setting of this alert (it takes enabled, for, severity, threshold)"),
@@ -287,6 +302,7 @@ def test_the_alert_settings_are_the_helm_charts() -> None:
     ("{ alerts+: { GpuTemperatureHigh+: { 'for': 'five minutes' } } }", '_config.alerts.GpuTemperatureHigh.for: "five minutes" is not a duration such as 10m'),
     ("{ alerts+: { GpuTemperatureHigh+: { 'for': '5m} or vector(1)' } } }", "is not a duration"),
     ("{ alerts+: { GpuTemperatureHigh+: { enabled: 'no' } } }", "_config.alerts.GpuTemperatureHigh.enabled: true or false"),
+    ("{ wasteExemptPods: 'vllm\\n.*' }", '_config.wasteExemptPods: a regular expression on one line, got "vllm\\n.*"'),
 ])
 def test_a_wrong_alert_setting_stops_the_build_saying_what_is_wrong(config: str, message: str) -> None:
     assert message in refused(config)

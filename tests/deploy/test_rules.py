@@ -27,15 +27,17 @@ MANIFEST = ROOT / "deploy" / "kubernetes" / "prometheus-rule.yaml"
 JOB_SELECTOR_TESTS = PROMETHEUS_DIR / "job-selector.test.yml"
 EXPECTED_ALERTS = {
     "GpuHighUtilizationLowSmActivity", "GpuHighUtilizationLowWork", "GpuLowEfficiency", "GpuLatencyBound", "GpuJobStraggler", "GpuAllocatedButIdle",
-    "AppThroughputFlatUnderRisingLoad", "GpuEfficiencyExporterDown", "GpuEfficiencyExporterStale", "GpuLost",
+    "GpuHeldIdle", "GpuHostStarved", "AppThroughputFlatUnderRisingLoad", "GpuEfficiencyExporterDown", "GpuEfficiencyExporterStale", "GpuLost",
     "GpuXidError", "GpuCriticalXidError", "GpuThermalThrottling", "GpuHardwareSlowdown", "GpuPowerCapped",
     "GpuProfilingUnavailable", "GpuEfficiencyExporterVanished", "GpuEfficiencyExporterCollectErrors", "GpuAppScrapeDown",
     "GpuEccUncorrectableErrors", "GpuEccCorrectableErrorsHigh", "GpuRowRemapPending", "GpuRowRemapFailure",
     "GpuTemperatureHigh", "GpuMemoryTemperatureHigh", "GpuReadingsImplausible", "GpuKubernetesAttributionDown",
     "GpuThermalViolationShareHigh", "GpuPowerViolationShareHigh", "GpuPcieReplays", "GpuPcieLinkDegraded", "GpuNvlinkErrors", "GpuNvlinkLinkDown",
 }
-# The waste alerts: their what_to_try annotation names the GPU's bottleneck class now and its advice.
-WASTE_ALERTS = {"GpuHighUtilizationLowSmActivity", "GpuHighUtilizationLowWork", "GpuLowEfficiency", "GpuAllocatedButIdle"}
+# The waste alerts: one per owner of the GPU; their what_to_try annotation names the GPU's bottleneck
+# class now and its advice, their owner annotation who holds it.
+WASTE_ALERTS = {"GpuHighUtilizationLowSmActivity", "GpuHighUtilizationLowWork", "GpuLowEfficiency", "GpuAllocatedButIdle", "GpuHeldIdle", "GpuHostStarved"}
+EXEMPTION_TESTS = PROMETHEUS_DIR / "waste-exemptions.test.yml"
 
 
 def tool(name: str) -> str:
@@ -120,6 +122,44 @@ def test_waste_alerts_say_what_to_try_for_the_class_now() -> None:
     assert f"Bottleneck now: underfilled. {WHAT_TO_TRY['underfilled']}" in fixture
 
 
+def test_every_waste_alert_is_one_per_owner_less_the_exempt() -> None:
+    """Each waste alert joins its per-GPU finding with instance_gpu:gpueff_owner:info (the pods, Slurm
+    jobs and users of the GPU, or the GPU alone), the exempt owners left out; the promtool cases
+    show each kind of owner on its alert."""
+    for name in WASTE_ALERTS:
+        expr = alerts()[name]["expr"]
+        assert expr.startswith("(\n  instance_gpu:gpueff_owner:info\n  unless instance_gpu:gpueff_owner:info{namespace!=\"\", namespace=~\"\"}\n"), name
+        assert "* on (cluster, job, instance, uuid) group_left ()\nmax by (cluster, job, instance, uuid) (" in expr, name
+    fixture = RULE_TESTS.read_text()
+    for owner in ('owner: "pod research/sweep-0 (container trainer)"', 'owner: "Slurm job 48213 of user 2001"', 'owner: "user 1003"', "owner: 'not known: gpueff_gpu_attribution_info{"):
+        assert owner in fixture, owner
+
+
+def test_the_exemptions_leave_out_the_namespaces_and_pods_named(tmp_path: Path) -> None:
+    """Rules built with --exempt-namespaces and --exempt-pods raise no waste alert for those pods'
+    GPUs, and still do for a pod sharing one and for a Slurm job (waste-exemptions.test.yml); the
+    shipped rules, which exempt nothing, fail the same cases."""
+    shutil.copy(EXEMPTION_TESTS, tmp_path / EXEMPTION_TESTS.name)
+    rules = tmp_path / "gpu-efficiency-rules.exempt.yml"
+    run(sys.executable, str(PROMETHEUS_DIR / "build_prometheus_rule.py"), "--exempt-namespaces", "serving|inference", "--exempt-pods", "vllm-.*", "--output", str(rules))
+    assert "SUCCESS" in run(tool("promtool"), "test", "rules", EXEMPTION_TESTS.name, cwd=tmp_path)
+    shutil.copy(RULES, rules)
+    result = subprocess.run([tool("promtool"), "test", "rules", EXEMPTION_TESTS.name], cwd=tmp_path, capture_output=True, text=True, timeout=PATIENCE)
+    assert result.returncode != 0 and 'pod="llama-0"' in result.stdout + result.stderr
+
+
+def test_an_exemption_is_only_ever_a_regular_expression(tmp_path: Path) -> None:
+    """Quotes and backslashes are escaped into the PromQL string (promtool takes the rules, the
+    expression still a regex); a pattern that does not compile, or spans lines, is refused."""
+    rules = tmp_path / "rules.yml"
+    run(sys.executable, str(PROMETHEUS_DIR / "build_prometheus_rule.py"), "--exempt-namespaces", 'x"} or vector(1) or up{a="\\d', "--output", str(rules))
+    assert 'namespace=~"x\\"} or vector(1) or up{a=\\"\\\\d"}' in rules.read_text()
+    run(tool("promtool"), "check", "rules", str(rules))
+    for pattern, message in (("serving(", "not a regular expression"), ("a\nb", "a regular expression on one line")):
+        result = subprocess.run([sys.executable, str(PROMETHEUS_DIR / "build_prometheus_rule.py"), "--exempt-pods", pattern, "--output", str(tmp_path / "x.yml")], capture_output=True, text=True, timeout=PATIENCE)
+        assert result.returncode == 2 and message in result.stderr and not (tmp_path / "x.yml").exists(), result.stderr
+
+
 def test_every_alert_has_a_firing_and_a_silent_case():
     tests = yaml.safe_load(RULE_TESTS.read_text())["tests"]
     fires, silent = set(), set()
@@ -141,7 +181,7 @@ def test_every_alert_says_what_it_means_and_links_what_to_try():
     base = yaml.safe_load(SOURCE.read_text())["runbook_base_url"]
     for name, rule in alerts().items():
         annotations = rule["annotations"]
-        assert set(annotations) == {"summary", "description", "runbook_url"} | ({"what_to_try"} if name in WASTE_ALERTS else set()), name
+        assert set(annotations) == {"summary", "description", "runbook_url"} | ({"owner", "what_to_try"} if name in WASTE_ALERTS else set()), name
         assert rule["labels"]["severity"] in {"critical", "warning", "info"}, name
         url, anchor = annotations["runbook_url"].split("#")
         assert url == base and anchor == name.lower(), name
@@ -159,7 +199,7 @@ def test_mismatch_alert_fires_on_its_share_of_time_and_names_the_classes_it_come
     # Wasted GPU time is not a page at 3 am by default; the shipped Alertmanager pages on critical only.
     assert rule["labels"]["severity"] == "warning"
     config = yaml.safe_load((PROMETHEUS_DIR / "alertmanager.yml").read_text())
-    (page,) = [route for route in config["route"]["routes"] if route["receiver"] == "gpu-oncall"]
+    (page,) = [route for route in config["route"]["routes"] if route.get("receiver") == "gpu-oncall"]
     assert page["matchers"] == ['severity="critical"']
 
 
@@ -274,6 +314,28 @@ def test_remote_write_allow_list_is_valid_and_names_real_series(tmp_path):
     assert {name for name in records if name.startswith(("job:", "namespace:", "holder:"))} == kept
     assert all(allow.match(name) for name in ("gpueff_energy_joules_total", "gpueff_gpu_pod_info", "up"))
     assert not any(allow.match(name) for name in ("gpueff_gpu_utilization_ratio", "gpueff_power_watts", "instance_gpu:gpueff_efficiency:ratio_rate5m"))
+
+
+@pytest.mark.parametrize(("labels", "receiver"), [
+    ({"alertname": "GpuHeldIdle", "namespace": "ml", "pod": "notebook-0"}, "team-ml"),
+    ({"alertname": "GpuHighUtilizationLowSmActivity", "namespace": "research", "pod": "sweep-0"}, "team-ml"),
+    ({"alertname": "GpuLowEfficiency", "namespace": "serving", "pod": "llama-b1"}, "team-serving"),
+    ({"alertname": "GpuHostStarved", "job_id": "48377", "user_id": "2002"}, "hpc-users"),
+    ({"alertname": "GpuAllocatedButIdle", "user_id": "1003"}, "gpu-team"),
+    ({"alertname": "GpuHighUtilizationLowWork"}, "gpu-team"),
+    # Not waste: a hot GPU of a team's pod is the platform's; a lost one pages.
+    ({"alertname": "GpuTemperatureHigh", "namespace": "ml"}, "gpu-team"),
+    ({"alertname": "GpuLost", "namespace": "ml", "severity": "critical"}, "gpu-oncall"),
+])
+def test_each_team_gets_its_own_waste(labels: dict[str, str], receiver: str) -> None:
+    """amtool's routing test of the shipped alertmanager.yml: a waste alert goes to the team of its
+    namespace (a Slurm job's to the users' list), one without a known owner to gpu-team."""
+    given = {"severity": "warning", **labels}
+    routed = run(tool("amtool"), "config", "routes", "test", "--config.file=alertmanager.yml", *(f"{key}={value}" for key, value in given.items())).strip()
+    assert routed == receiver, f"{given} goes to {routed}"
+    config = yaml.safe_load((PROMETHEUS_DIR / "alertmanager.yml").read_text())
+    (waste,) = [route for route in config["route"]["routes"] if "routes" in route]
+    assert set(re.search(r'alertname=~"([^"]+)"', waste["matchers"][0]).group(1).split("|")) == WASTE_ALERTS
 
 
 def test_every_alert_routes_by_its_severity():

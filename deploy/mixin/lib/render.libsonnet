@@ -24,6 +24,12 @@
     if value == std.floor(value) && std.abs(value) < 1e15 then std.toString(value)
     else [text for text in [std.format('%.' + digits + 'g', value) for digits in std.range(1, 17)] if std.parseJson(text) == value][0],
 
+  // ``text`` (the _config key ``what``: a regular expression) as the inside of a double-quoted
+  // PromQL string, its backslashes and quotes escaped: it can only ever be a regular expression.
+  promqlString(text, what)::
+    assert std.isString(text) && std.length([c for c in std.stringChars(text) if std.codepoint(c) < 32]) == 0 : '_config.%s: a regular expression on one line, got %s' % [what, std.manifestJson(text)];
+    self.replaceAll(text, [['\\', '\\\\'], ['"', '\\"']]),
+
   // A Prometheus duration such as 10m, 1h30m or 90s: digits and a unit, one or more times.
   isDuration(text)::
     local units = ['ms', 'y', 'w', 'd', 'h', 'm', 's'];
@@ -61,7 +67,11 @@
     local has(key) = std.objectHas(settings, key);
     local threshold = if std.objectHas(rule, 'threshold') then $.number(settings.threshold) else null;
     local duration = if has('for') then settings['for'] else '';
-    local selectors(text) = $.replaceAll(text, [['$job_selector', config.gpuEfficiencyExporterSelector]]);
+    local selectors(text) = $.replaceAll(text, [
+      ['$job_selector', config.gpuEfficiencyExporterSelector],
+      ['$exempt_namespaces', $.promqlString(config.wasteExemptNamespaces, 'wasteExemptNamespaces')],
+      ['$exempt_pods', $.promqlString(config.wasteExemptPods, 'wasteExemptPods')],
+    ]);
     local fill(text) = if threshold == null then selectors(text) else std.strReplace(selectors(text), '$threshold', threshold);
     local say(text) = if duration == '' then fill(text) else std.strReplace(fill(text), '$for', duration);
     local query(text) = $.renameLabel($.gpuSelector(text, config.gpuEfficiencySeriesSelector), 'cluster', config.clusterLabel);
@@ -73,7 +83,9 @@
         summary: say(rule.summary),
         description: say(rule.description),
         runbook_url: config.runbookURLBase + '#' + std.asciiLower(rule.alert),
-      } + (if std.objectHas(rule, 'what_to_try') then { what_to_try: $.renameLabel(rule.what_to_try, 'cluster', config.clusterLabel) } else {}),
+        [if std.objectHas(rule, 'owner') then 'owner']: rule.owner,
+        [if std.objectHas(rule, 'what_to_try') then 'what_to_try']: $.renameLabel(rule.what_to_try, 'cluster', config.clusterLabel),
+      },
     } + (if duration == '' then {} else { 'for': duration }),
 
   // Each alert's settings: the source's defaults under the _config's, checked.
