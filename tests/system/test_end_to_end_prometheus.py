@@ -318,8 +318,10 @@ def pick_all(variable: dict[str, Any], options: list[str]) -> str:
 
 def pick_first_and_last(variable: dict[str, Any], options: list[str]) -> str:
     """A concrete selection like a user's: the first and last option in the variable's order
-    (Grafana's sort 3, numerical: GPUs 0 and 17 of the demo), All where there are none."""
-    if not options:
+    (Grafana's sort 3, numerical: GPUs 0 and 19 of the demo), All where there are none. The owner
+    variables (namespace, pod) stay at All: they are not narrowed by the GPUs picked, so their first
+    and last options (pods on other GPUs than 0 and 19 of the demo) would leave nothing to draw."""
+    if not options or variable["name"] in ("namespace", "pod"):
         return variable["allValue"]
     assert variable["sort"] == 3
     ordered = sorted(options, key=lambda option: (0, int(option), "") if option.isdigit() else (1, 0, option))
