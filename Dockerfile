@@ -22,7 +22,7 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY pyproject.toml setup.py README.md LICENSE NOTICE ./
-COPY exporter ./exporter
+COPY gpueff ./gpueff
 COPY deploy/image/constraints.txt ./
 RUN python3 -m pip wheel --no-cache-dir --disable-pip-version-check \
         --wheel-dir /wheels --constraint constraints.txt ".[kubernetes]" pip

@@ -9,7 +9,7 @@ from setuptools import setup
 
 REPOSITORY = "https://github.com/gpu-efficiency-exporter/gpu-efficiency-exporter"
 HERE = Path(__file__).resolve().parent
-VERSION = re.search(r'^__version__ = "([^"]+)"', (HERE / "exporter" / "__init__.py").read_text(encoding="utf-8"), re.M).group(1)
+VERSION = re.search(r'^__version__ = "([^"]+)"', (HERE / "gpueff" / "__init__.py").read_text(encoding="utf-8"), re.M).group(1)
 RELATIVE = re.compile(r"(!?)\[([^\]]*)\]\((?![a-z][a-z0-9+.-]*:|#|/)([^)\s]+)\)")
 
 

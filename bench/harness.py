@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT / "tests" / "support"))  # the loopback helpers and 
 
 from loopback import free_port  # noqa: E402
 
-TRACES = sorted((ROOT / "exporter" / "traces" / "h200").glob("*.json"))
+TRACES = sorted((ROOT / "gpueff" / "traces" / "h200").glob("*.json"))
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -90,7 +90,7 @@ def _status_kib(pid: int, key: str) -> int:
 @contextlib.contextmanager
 def daemon(command: list[str], ready_timeout: float = 30.0, cwd: Path | str = ROOT) -> Iterator[Daemon]:
     """Run ``command`` (a daemon taking --web.listen-address) on a free loopback port until /-/ready;
-    ``python -m exporter`` runs the tree in ``cwd`` (the working directory comes first on its path)."""
+    ``python -m gpueff`` runs the tree in ``cwd`` (the working directory comes first on its path)."""
     port = free_port()
     process = subprocess.Popen([*command, "--web.listen-address", f"127.0.0.1:{port}", "--log.level", "warn"], cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     assert process.stderr is not None
@@ -131,7 +131,7 @@ def polls_served(body: bytes) -> int:
 
 
 def replay_daemon_command(gpus: int, interval: str = "1s") -> list[str]:
-    return [sys.executable, "-m", "exporter", "--replay", *trace_files(gpus), "--collect-interval", interval]
+    return [sys.executable, "-m", "gpueff", "--replay", *trace_files(gpus), "--collect-interval", interval]
 
 
 def keepalive_latencies(port: int, request: bytes, body_end: bytes, seconds: float, pause: float) -> list[float]:

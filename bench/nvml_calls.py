@@ -144,10 +144,10 @@ def record(nvml: Any, interval: float, polls: int, slow_every: int = 4) -> Recor
     ``polls`` times at least ``interval`` seconds apart, under the daemon's default settings. The first
     ``FIRST_POLLS`` polls are the start-up's; every ``slow_every``-th poll after them the backend's
     clock is moved on by its slow interval."""
-    from exporter.backends.base import CollectSettings
-    from exporter.backends.nvml.backend import NvmlBackend
-    from exporter.poller import collect_settings
-    from exporter.settings import load_config
+    from gpueff.backends.base import CollectSettings
+    from gpueff.backends.nvml.backend import NvmlBackend
+    from gpueff.poller import collect_settings
+    from gpueff.settings import load_config
 
     proxy = RecordingNvml(nvml)
     skew = 0.0

@@ -25,8 +25,8 @@ HERE = Path(__file__).resolve().parent
 OUT = HERE.parent / "deploy" / "mixin" / "dashboards"
 sys.path.insert(0, str(HERE.parent))
 
-from exporter.backends.base import SLOW_INTERVAL  # noqa: E402
-from exporter.pipeline.derive import BOTTLENECK_CLASSES  # noqa: E402
+from gpueff.backends.base import SLOW_INTERVAL  # noqa: E402
+from gpueff.pipeline.derive import BOTTLENECK_CLASSES  # noqa: E402
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
 NODE_SEL = 'cluster=~"$cluster", job=~"$job", instance=~"$instance"'

@@ -20,9 +20,9 @@ from loopback import free_port  # noqa: F401  (the tests import it from here)
 from repo import ROOT, SUPPORT
 from waiting import PATIENCE
 
-from exporter.snapshot import Snapshot
-from exporter.trace import planted_trace_paths
-from exporter.web.payload import Payloads
+from gpueff.snapshot import Snapshot
+from gpueff.trace import planted_trace_paths
+from gpueff.web.payload import Payloads
 
 # No example may fail for taking long: a busy machine makes any example slow (tests/support/waiting.py).
 # A test's own @settings keep these unless they name them.
@@ -57,7 +57,7 @@ DCGM_FAKE = str(SUPPORT / "fakes" / "dcgm")
 def dcgm_engine(trace_paths):
     """The fake DCGM host engine's module (loaded as the bindings are, from DCGM_FAKE), reset, with two
     GPUs: 0 plays matmul_8192, 1 plays idle."""
-    from exporter.backends.dcgm.bindings import load_bindings
+    from gpueff.backends.dcgm.bindings import load_bindings
 
     load_bindings(DCGM_FAKE)
     import fake_hostengine
@@ -133,11 +133,11 @@ class Daemon:
 
 @contextlib.contextmanager
 def running_daemon(*args: str, ready_timeout: float = PATIENCE, env: dict[str, str] | None = None, is_ready: Callable[[int], bool] | None = None):
-    """Start ``python -m exporter`` with ``args`` on a free loopback port; wait until /-/ready
+    """Start ``python -m gpueff`` with ``args`` on a free loopback port; wait until /-/ready
     answers 200 (or until ``is_ready(port)``, for a daemon that speaks TLS). ``daemon.output``
     holds what it printed (all of it after the block)."""
     port = free_port()
-    command = [sys.executable, "-m", "exporter", "--web.listen-address", f"127.0.0.1:{port}", *args]
+    command = [sys.executable, "-m", "gpueff", "--web.listen-address", f"127.0.0.1:{port}", *args]
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, **(env or {})})
     daemon = Daemon(process, port)
     try:

@@ -1,5 +1,5 @@
 """Checks a release tag against the tree before anything is published (.github/workflows/release.yml):
-the tag is v + exporter.__version__ (the one version source), and the copies that their formats
+the tag is v + gpueff.__version__ (the one version source), and the copies that their formats
 force to be literal name the same version: the chart's version and appVersion, the Dockerfile's
 VERSION default, a CHANGELOG.md section. With --notes, prints that CHANGELOG section instead (the
 GitHub release's text). Standard library only: the release job runs it on a bare Python.
@@ -18,9 +18,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def package_version(root: Path = ROOT) -> str:
-    match = re.search(r'^__version__ = "([^"]+)"$', (root / "exporter" / "__init__.py").read_text(), re.M)
+    match = re.search(r'^__version__ = "([^"]+)"$', (root / "gpueff" / "__init__.py").read_text(), re.M)
     if match is None:
-        raise SystemExit("check_release: no __version__ = \"...\" line in exporter/__init__.py")
+        raise SystemExit("check_release: no __version__ = \"...\" line in gpueff/__init__.py")
     return match.group(1)
 
 
@@ -50,7 +50,7 @@ def problems(tag: str, root: Path = ROOT) -> list[str]:
     version = package_version(root)
     found = []
     if tag != f"v{version}":
-        found.append(f"the tag {tag!r} is not v{version} (exporter/__init__.py's __version__)")
+        found.append(f"the tag {tag!r} is not v{version} (gpueff/__init__.py's __version__)")
     found += [f"{place} says {said!r}, not {version!r}" for place, said in copies(root).items() if said != version]
     if changelog_section(version, root) is None:
         found.append(f"CHANGELOG.md has no '## [{version}] - YYYY-MM-DD' section (move Unreleased there)")

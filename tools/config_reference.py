@@ -13,8 +13,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from exporter.config.engine import APPLIED, RESTART  # noqa: E402
-from exporter.settings import config_reference  # noqa: E402
+from gpueff.config.engine import APPLIED, RESTART  # noqa: E402
+from gpueff.settings import config_reference  # noqa: E402
 
 TARGET = ROOT / "docs" / "config-reference.md"
 ON_RELOAD = {APPLIED: "applied", RESTART: "**restart**"}

@@ -18,14 +18,14 @@ sys.path.insert(0, str(ROOT))
 
 from fakes.nvml import FakeNvml  # noqa: E402 (needs the paths above)
 
-from exporter.trace import load_trace, planted_trace_paths  # noqa: E402
+from gpueff.trace import load_trace, planted_trace_paths  # noqa: E402
 
 
 def main() -> int:
     gpus, flags = int(sys.argv[1]), sys.argv[2:]
     traces = [load_trace(path) for path in planted_trace_paths()]
     sys.modules["pynvml"] = FakeNvml([traces[index % len(traces)] for index in range(gpus)], event_wait_cap=float("inf"))
-    from exporter.commands.cli import main as daemon_main
+    from gpueff.commands.cli import main as daemon_main
 
     return daemon_main(flags)
 

@@ -21,22 +21,22 @@ GENERATED = {"podresources_pb2.py"}
 # layers below, never one above. A name stands for that module or package and everything in it; the
 # longest name that covers a room gives its layer.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("engine", ("exporter", "exporter.config", "exporter.untrusted", "exporter.logs", "exporter.deadline")),
-    ("toolkit", ("exporter.httpserver",)),
-    ("ground", ("exporter.metrics", "exporter.sample", "exporter.gpm_metrics", "exporter.peaks", "exporter.taxonomy", "exporter.collectors", "exporter.trace", "exporter.trace_owners", "exporter.selfstats")),
-    ("sources", ("exporter.backends", "exporter.attribution")),
-    ("pipeline", ("exporter.pipeline", "exporter.apps")),
-    ("published", ("exporter.snapshot", "exporter.overview", "exporter.exposition")),
-    ("web", ("exporter.web", "exporter.otlp")),  # the outlets: served (web) and pushed (otlp)
-    ("settings", ("exporter.settings",)),
-    ("poller", ("exporter.poller",)),
-    ("commands", ("exporter.commands", "exporter.__main__")),
+    ("engine", ("gpueff", "gpueff.config", "gpueff.untrusted", "gpueff.logs", "gpueff.deadline")),
+    ("toolkit", ("gpueff.httpserver",)),
+    ("ground", ("gpueff.metrics", "gpueff.sample", "gpueff.gpm_metrics", "gpueff.peaks", "gpueff.taxonomy", "gpueff.collectors", "gpueff.trace", "gpueff.trace_owners", "gpueff.selfstats")),
+    ("sources", ("gpueff.backends", "gpueff.attribution")),
+    ("pipeline", ("gpueff.pipeline", "gpueff.apps")),
+    ("published", ("gpueff.snapshot", "gpueff.overview", "gpueff.exposition")),
+    ("web", ("gpueff.web", "gpueff.otlp")),  # the outlets: served (web) and pushed (otlp)
+    ("settings", ("gpueff.settings",)),
+    ("poller", ("gpueff.poller",)),
+    ("commands", ("gpueff.commands", "gpueff.__main__")),
 )
 
 
 def modules(root: Path) -> dict[str, Path]:
     found = {}
-    for path in sorted((root / "exporter").rglob("*.py")):
+    for path in sorted((root / "gpueff").rglob("*.py")):
         if path.name in GENERATED:
             continue
         parts = path.relative_to(root).with_suffix("").parts
@@ -71,7 +71,7 @@ def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
 
 
 def layer_of(name: str) -> int | None:
-    """The index in LAYERS of the room ``name`` (None: in none). The package itself ("exporter",
+    """The index in LAYERS of the room ``name`` (None: in none). The package itself ("gpueff",
     its version) covers only itself."""
     covering = [(len(entry), index) for index, (_, entries) in enumerate(LAYERS) for entry in entries if name == entry or "." in entry and name.startswith(entry + ".")]
     return max(covering)[1] if covering else None

@@ -39,5 +39,5 @@ esac
 "$python" tools/record_corpus.py --out "$out" --only "$jobs" --duration "${DURATION:-20}" --both --budget "${BUDGET:-480}"
 mv "$out/corpus.log" "$out/corpus-$part.log"
 if [ "$part" = part2 ]; then
-    "$python" -m exporter selftest --markdown > "$out/selftest.md" 2> "$out/selftest.log" || echo "selftest exit $?" >> "$out/selftest.log"
+    "$python" -m gpueff selftest --markdown > "$out/selftest.md" 2> "$out/selftest.log" || echo "selftest exit $?" >> "$out/selftest.log"
 fi

@@ -1,4 +1,4 @@
-"""Writes the tables of docs/metrics.md's metrics reference from the catalogue (exporter/metrics.py):
+"""Writes the tables of docs/metrics.md's metrics reference from the catalogue (gpueff/metrics.py):
 each metric's name and own labels, type, one-line HELP and full description, so the page cannot
 drift from what the daemon serves. The prose between the tables is the page's own.
 
@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from exporter import metrics as catalogue  # noqa: E402
+from gpueff import metrics as catalogue  # noqa: E402
 
 TARGET = ROOT / "docs" / "metrics.md"
 # Each table of the reference, by the name on its marker, and the scopes whose rows it lists.

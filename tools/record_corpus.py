@@ -44,7 +44,7 @@ from corpus_fleet import capture_cuda_graph  # noqa: E402
 from corpus_issue34 import GROUPS as ISSUE34_GROUPS  # noqa: E402
 from corpus_issue43 import GROUPS as ISSUE43_GROUPS  # noqa: E402
 
-from exporter.commands.record import format_trace  # noqa: E402
+from gpueff.commands.record import format_trace  # noqa: E402
 
 DUTY_PERIODS = {"50ms": 0.05, "140ms": 0.14, "250ms": 0.25, "1s": 1.0, "2s": 2.0}
 MATMUL_N = 8192
@@ -95,7 +95,7 @@ def record_while(name: str, description: str, step: Callable[[Work], None], out:
         say(f"{name}: skipped, not enough of the time budget left")
         return
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    command = [sys.executable, "-m", "exporter", "record", "-o", str(output), "--duration", f"{duration}s", "--interval", f"{int(interval * 1000)}ms", "--workload", name, "--description", description]
+    command = [sys.executable, "-m", "gpueff", "record", "-o", str(output), "--duration", f"{duration}s", "--interval", f"{int(interval * 1000)}ms", "--workload", name, "--description", description]
     verdicts_path = out / f"{name}.verdicts.jsonl"
     live = [sys.executable, str(ROOT / "bench" / "gpu" / "live_verdicts.py"), "--output", str(verdicts_path), "--duration", str(duration), "--interval", "1"]
     commands = [live] if LIVE[0] else [command, live] if BOTH[0] else [command]

@@ -12,8 +12,8 @@ fetched as the scraper does:
 
     python bench/apps/app_parse_cost.py [--old PATH_TO_OLD_SCRAPE_PY]
 
-With --old, the same responses are also read by an older exporter/apps/scrape.py (e.g. from
-``git show <commit>:exporter/apps/scrape.py > /tmp/old_scrape.py``), for a before/after figure.
+With --old, the same responses are also read by an older gpueff/apps/scrape.py (e.g. from
+``git show <commit>:gpueff/apps/scrape.py > /tmp/old_scrape.py``), for a before/after figure.
 With --latency, the ``junk`` answer is scraped over and over on a thread while the exporter's own
 HTTP server in the same process answers ``GET /metrics`` every 5 ms for 6 s: that scrape's
 latency percentiles and worst case show how long the app's parse held the GIL.
@@ -87,8 +87,8 @@ def measure(module: ModuleType, url: str, repeats: int = 3) -> tuple[str, float,
 
 def metrics_latency(module: ModuleType, url: str, seconds: float = 6.0) -> str:
     """/metrics latency of the exporter's server in this process while ``module`` scrapes ``url``."""
-    from exporter.web.payload import Payload
-    from exporter.web.server import WebServer
+    from gpueff.web.payload import Payload
+    from gpueff.web.server import WebServer
 
     page = b"m 1\n" * 1000
     sys.setswitchinterval(0.0005)  # as the daemon's poller sets it
@@ -114,7 +114,7 @@ def main() -> None:
     parser.add_argument("--old", help="an older scrape.py to compare with")
     parser.add_argument("--latency", action="store_true", help="/metrics latency while the junk answer is scraped")
     args = parser.parse_args()
-    from exporter.apps import scrape
+    from gpueff.apps import scrape
 
     modules = [("this tree", scrape)]
     if args.old:

@@ -57,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared harness
 from harness import free_port, memory_kib, process_cpu_seconds, thread_cpu_ns  # noqa: E402 (bench/ is first on sys.path when a benchmark runs)
 
-from exporter.commands.selftest.workloads import SelftestUnavailable  # noqa: E402
+from gpueff.commands.selftest.workloads import SelftestUnavailable  # noqa: E402
 
 LOAD_CODE = r"""
 import sys, time
@@ -190,7 +190,7 @@ def daemon_command(tree: Path, port: int, interval: str, fake_gpus: int) -> list
             raise BenchError(f"{tree} has no tools/fake_nvml_daemon.py: --fake-gpus needs it in every tree")
         start = [sys.executable, str(script), str(fake_gpus)]
     else:
-        start = [sys.executable, "-m", "exporter"]  # the tree in cwd comes first on the path
+        start = [sys.executable, "-m", "gpueff"]  # the tree in cwd comes first on the path
     return [*start, "--web.listen-address", f"127.0.0.1:{port}", "--collect-interval", interval, "--log.level", "warn"]
 
 
@@ -211,8 +211,8 @@ def subjects(args: argparse.Namespace) -> tuple[list[Subject], list[str]]:
     trees = [("this tree", ROOT)]
     if args.baseline:
         baseline = Path(args.baseline).resolve()
-        if not (baseline / "exporter").is_dir():
-            raise BenchError(f"--baseline {args.baseline}: no exporter/ package there")
+        if not (baseline / "gpueff").is_dir():
+            raise BenchError(f"--baseline {args.baseline}: no gpueff/ package there")
         trees.append(("baseline", baseline))
     chosen, skipped = [], []
     for interval in ("1s", "100ms"):
@@ -375,7 +375,7 @@ def fake_nvml(gpus: int) -> Any:
     sys.path.insert(0, str(ROOT / "tests" / "support"))
     from fakes.nvml import H100_CALL_COSTS, FakeNvml
 
-    from exporter.trace import load_trace, planted_trace_paths
+    from gpueff.trace import load_trace, planted_trace_paths
 
     traces = [load_trace(path) for path in planted_trace_paths()]
     return FakeNvml([traces[index % len(traces)] for index in range(gpus)], call_cost=H100_CALL_COSTS, event_wait_cap=0.5)
@@ -398,8 +398,8 @@ def floor(args: argparse.Namespace) -> None:
 
 
 def perturbation(gpu: int, seconds: float, rounds: int) -> None:
-    from exporter.backends.nvml.backend import NvmlBackend
-    from exporter.commands.selftest.workloads import load_engine, matmul  # PyTorch or CuPy, imported only here
+    from gpueff.backends.nvml.backend import NvmlBackend
+    from gpueff.commands.selftest.workloads import load_engine, matmul  # PyTorch or CuPy, imported only here
 
     engine = load_engine(gpu)
     backend = NvmlBackend()

@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from exporter.backends.nvml.backend import NvmlBackend  # noqa: E402
-from exporter.poller import Poller  # noqa: E402
-from exporter.settings import Config  # noqa: E402
+from gpueff.backends.nvml.backend import NvmlBackend  # noqa: E402
+from gpueff.poller import Poller  # noqa: E402
+from gpueff.settings import Config  # noqa: E402
 
 
 def main() -> int:

@@ -10,7 +10,7 @@ runs one small kernel a second, for as long again: B shares the GPU with A, then
 Both are children of this script, so on a bare host they share a launcher. The daemon (root, NVML,
 1 s, ``sharing.enabled``, one app ``process: python`` bound to ``user: A``) is scraped every
 second; beside each scrape the GPU's processes are read from NVML and their owners and jobs found
-in /proc as the daemon finds them (``exporter/attribution``).
+in /proc as the daemon finds them (``gpueff/attribution``).
 
 What it shows, phase by phase (A alone, A and B, B alone; each phase's first ``WARMUP_SECONDS``
 left out of the class shares, since the class is judged over a window): GPU 0's class (A's work
@@ -45,10 +45,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the tree under test, for its /proc readers
 
-from exporter.attribution.holders import HolderResolver  # noqa: E402
-from exporter.attribution.jobs import JobResolver, memberships  # noqa: E402
-from exporter.attribution.owner import real_uid  # noqa: E402
-from exporter.sample import DeviceInfo, GpuProcess, GpuSample  # noqa: E402
+from gpueff.attribution.holders import HolderResolver  # noqa: E402
+from gpueff.attribution.jobs import JobResolver, memberships  # noqa: E402
+from gpueff.attribution.owner import real_uid  # noqa: E402
+from gpueff.sample import DeviceInfo, GpuProcess, GpuSample  # noqa: E402
 
 WARMUP_SECONDS = 7  # the class window is 5 s and a new class must hold 2 polls
 WORK = Path("/tmp/gpueff-two-owners")
@@ -235,7 +235,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                   "process": "python", "user": uid_a, "scrape_interval": "1s", "flops_per_unit": 2 * 8192**3}],
     }))
     log = (out / "daemon.log").open("w")
-    daemon = subprocess.Popen([sys.executable, "-m", "exporter", "--backend", "nvml", "--config", str(config), "--collect-interval", "1s",
+    daemon = subprocess.Popen([sys.executable, "-m", "gpueff", "--backend", "nvml", "--config", str(config), "--collect-interval", "1s",
                                "--web.listen-address", f"127.0.0.1:{port}", "--log.level", "info"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     pynvml.nvmlInit()
     handle = pynvml.nvmlDeviceGetHandleByIndex(0)

@@ -144,7 +144,7 @@ def gpu_count() -> int:
 
 
 def daemon(port: int, interval: str) -> list[str]:
-    return [sys.executable, "-m", "exporter", "--backend", "nvml", "--web.listen-address", f"127.0.0.1:{port}", "--collect-interval", interval, "--log.level", "warn"]
+    return [sys.executable, "-m", "gpueff", "--backend", "nvml", "--web.listen-address", f"127.0.0.1:{port}", "--collect-interval", interval, "--log.level", "warn"]
 
 
 # ---- the jobs (run as `multi_gpu.py job NAME RANK WORLD PORT SECONDS RESULT`) --------------------
@@ -232,7 +232,7 @@ def run_collective(name: str, gpus: int, seconds: float, out: Path, daemon_port:
         time.sleep(3)  # the loops' first iterations (allocator, cuBLAS, NCCL warm-up) are not the steady state
         recorders = [
             Process(
-                [sys.executable, "-m", "exporter", "record", "--gpu", str(gpu), "--duration", f"{seconds:g}s", "--interval", "1s",
+                [sys.executable, "-m", "gpueff", "record", "--gpu", str(gpu), "--duration", f"{seconds:g}s", "--interval", "1s",
                  "--workload", f"{name}_gpu{gpu}", "--description", f"{name} over {gpus} GPUs (NCCL, one process per GPU), GPU {gpu}",
                  "--output", str(out / f"{name}_gpu{gpu}.json")],
                 out / f"{name}_record{gpu}.log",
@@ -354,7 +354,7 @@ def measure(command: list[str], port: int, seconds: float, scrapes: int, log: Pa
 def backend_polls(gpus: int, interval: float, polls: int) -> dict[str, float]:
     """The NVML backend's own collect() over all GPUs, in this process: median and max wall ms."""
     sys.path.insert(0, str(ROOT))
-    from exporter.backends.nvml.backend import NvmlBackend
+    from gpueff.backends.nvml.backend import NvmlBackend
 
     backend = NvmlBackend(slow_interval=10.0)
     backend.start()

@@ -221,7 +221,7 @@ def run_layout(layout: str, out: Path, daemon_port: int, seconds: float, phases:
                 if phase not in recorded and (out / f"{jobs[0]}.{phase}.start").exists():
                     recorded.add(phase)
                     name = f"{layout}gpu_{phase}"
-                    recorders.append(Process([sys.executable, "-m", "exporter", "record", "--gpu", "all", "--job", name, "--interval", "1s", "--duration", f"{max(2.0, seconds - 5):g}s",
+                    recorders.append(Process([sys.executable, "-m", "gpueff", "record", "--gpu", "all", "--job", name, "--interval", "1s", "--duration", f"{max(2.0, seconds - 5):g}s",
                                               "--workload", f"{name}_gpu{{gpu}}", "--description", f"{phase} on GPUs {groups} ({layout}), NCCL via torchrun, GPU {{gpu}}",
                                               "--output", str(out / f"{name}_gpu{{gpu}}.json"), "--log.level", "warn"], out / f"{name}.record.log"))
             tick += 1.0
@@ -310,7 +310,7 @@ def jobs_part(out: Path, layouts: list[str], seconds: float, phases: list[str]) 
 # ---- part 2: cost at 1, 2, 4 GPUs -----------------------------------------------------------------------
 
 LIMITED = "import sys, pynvml; n = int(sys.argv.pop(1)); pynvml.nvmlDeviceGetCount = lambda: n; "
-OURS = LIMITED + "from exporter.commands.cli import main; sys.argv[0] = 'gpu-efficiency-exporter'; sys.exit(main(sys.argv[1:]))"
+OURS = LIMITED + "from gpueff.commands.cli import main; sys.argv[0] = 'gpu-efficiency-exporter'; sys.exit(main(sys.argv[1:]))"
 NVITOP = LIMITED + "import nvitop; nvitop.Device.count = staticmethod(lambda: n); import runpy; sys.argv[0] = 'nvitop-exporter'; runpy.run_module('nvitop_exporter', run_name='__main__')"
 
 
@@ -320,7 +320,7 @@ tree, count = sys.argv[1], int(sys.argv[2])
 sys.path.insert(0, tree)
 import pynvml
 pynvml.nvmlDeviceGetCount = lambda: count
-from exporter.backends.nvml.backend import NvmlBackend
+from gpueff.backends.nvml.backend import NvmlBackend
 backend = NvmlBackend(slow_interval=2.0)
 backend.start()
 walls = []

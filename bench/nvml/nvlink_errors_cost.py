@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What the NVLink error readings cost per GPU on this machine, and what they read.
 
-For each GPU with NVLink: the NVML backend's three NVLink readers (exporter/backends/nvml/health.py:
+For each GPU with NVLink: the NVML backend's three NVLink readers (gpueff/backends/nvml/health.py:
 the error totals, the link states, the per-link error counters in one field-values call), each the
 median and maximum of --repeat calls in ms, with what they return; beside them the per-link
 alternative the docs set aside, nvmlDeviceGetNvLinkErrorCounter for every active link and each of
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import pynvml  # noqa: E402
 
-from exporter.backends.nvml import health  # noqa: E402
+from gpueff.backends.nvml import health  # noqa: E402
 
 COUNTERS = {"crc_flit": "NVML_NVLINK_ERROR_DL_CRC_FLIT", "crc_data": "NVML_NVLINK_ERROR_DL_CRC_DATA", "replay": "NVML_NVLINK_ERROR_DL_REPLAY",
             "recovery": "NVML_NVLINK_ERROR_DL_RECOVERY", "ecc_data": "NVML_NVLINK_ERROR_DL_ECC_DATA"}

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What each NVML health reading answers on this machine and what one call costs: per GPU, every
-call behind exporter/backends/nvml/health.py (supported or its NVML error, the value, the median
+call behind gpueff/backends/nvml/health.py (supported or its NVML error, the value, the median
 and p90 cost of --repeat calls), a few alternatives (the same counters through one
 nvmlDeviceGetFieldValues call), and the Health the NVML backend builds from them. The cadences in
 nvml/health.py HEALTH_CALLS and the figures in docs/health.md come from this script's output.
@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import pynvml  # noqa: E402
 
-from exporter.backends.nvml.backend import NvmlBackend  # noqa: E402
-from exporter.backends.nvml.health import HEALTH_CALLS  # noqa: E402
+from gpueff.backends.nvml.backend import NvmlBackend  # noqa: E402
+from gpueff.backends.nvml.health import HEALTH_CALLS  # noqa: E402
 
 
 def timed(call: Callable[[], Any], repeat: int) -> dict[str, Any]:

@@ -66,7 +66,7 @@ def calls(interval: float, polls: int, fake_gpus: int) -> None:
         sys.path.insert(0, str(ROOT / "tests" / "support"))
         from fakes.nvml import H100_CALL_COSTS, FakeNvml
 
-        from exporter.trace import load_trace, planted_trace_paths
+        from gpueff.trace import load_trace, planted_trace_paths
 
         traces = [load_trace(path) for path in planted_trace_paths()]
         nvml: Any = FakeNvml([traces[index % len(traces)] for index in range(fake_gpus)], call_cost=H100_CALL_COSTS, event_wait_cap=0.5)
@@ -130,7 +130,7 @@ def samples(ticks: int) -> None:
 
 def collect(tree: Path, interval: float, polls: int) -> None:
     sys.path.insert(0, str(tree.resolve()))
-    from exporter.backends.nvml.backend import NvmlBackend
+    from gpueff.backends.nvml.backend import NvmlBackend
 
     backend = NvmlBackend()
     backend.start()
@@ -157,8 +157,8 @@ def fake(interval: float, polls: int, period: float) -> None:
     sys.path.insert(0, str(ROOT / "tests" / "support"))
     from fakes.nvml import H100_CALL_COSTS, FakeClock, FakeNvml
 
-    from exporter.backends.nvml.backend import NvmlBackend
-    from exporter.trace import load_trace, planted_trace_paths
+    from gpueff.backends.nvml.backend import NvmlBackend
+    from gpueff.trace import load_trace, planted_trace_paths
 
     trace = load_trace(planted_trace_paths()[0])
     print("| driver samples dated | interval | sample period | GetSamples calls per poll | collect wall ms per poll, mean | polls |\n| --- | --- | --- | ---: | ---: | ---: |")

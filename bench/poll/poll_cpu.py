@@ -29,12 +29,12 @@ sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from fakes.nvml import H100_CALL_COSTS, FakeClock, FakeNvml  # noqa: E402 (needs the path above)
 
-from exporter.backends.nvml.backend import NvmlBackend  # noqa: E402
-from exporter.poller import Poller  # noqa: E402
-from exporter.sample import GpuSample  # noqa: E402
-from exporter.settings import load_config  # noqa: E402
-from exporter.trace import load_trace  # noqa: E402
-from exporter.web.payload import Payloads  # noqa: E402
+from gpueff.backends.nvml.backend import NvmlBackend  # noqa: E402
+from gpueff.poller import Poller  # noqa: E402
+from gpueff.sample import GpuSample  # noqa: E402
+from gpueff.settings import load_config  # noqa: E402
+from gpueff.trace import load_trace  # noqa: E402
+from gpueff.web.payload import Payloads  # noqa: E402
 
 
 def fake_alone(gpus: int, polls: int = 300) -> dict:

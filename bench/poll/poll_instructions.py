@@ -32,12 +32,12 @@ def child(tree: str, gpus: int, interval: float, polls: int, scrape_every: float
     sys.path[:0] = [tree, str(Path(tree) / "tests" / "support")]
     from fakes.nvml import FakeClock, FakeNvml
 
-    from exporter.backends.nvml.backend import NvmlBackend
-    from exporter.poller import Poller
-    from exporter.settings import load_config
-    from exporter.trace import load_trace, planted_trace_paths
-    from exporter.web.history import History
-    from exporter.web.payload import Payloads
+    from gpueff.backends.nvml.backend import NvmlBackend
+    from gpueff.poller import Poller
+    from gpueff.settings import load_config
+    from gpueff.trace import load_trace, planted_trace_paths
+    from gpueff.web.history import History
+    from gpueff.web.payload import Payloads
 
     traces = [load_trace(path) for path in planted_trace_paths()]
     clock = FakeClock(start=1.7e9)  # the fake dates the driver's samples on it: the backend's wall clock too

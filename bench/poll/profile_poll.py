@@ -35,11 +35,11 @@ def main() -> int:
     import pynvml  # noqa: F401
 
     print(f"RSS after import pynvml: {rss_mb():.1f} MB")
-    from exporter.commands import daemon  # noqa: F401  (everything the daemon imports at start)
+    from gpueff.commands import daemon  # noqa: F401  (everything the daemon imports at start)
 
-    print(f"RSS after import exporter.commands.daemon: {rss_mb():.1f} MB")
-    from exporter.backends.nvml.backend import NvmlBackend
-    from exporter.pipeline.derive import derive
+    print(f"RSS after import gpueff.commands.daemon: {rss_mb():.1f} MB")
+    from gpueff.backends.nvml.backend import NvmlBackend
+    from gpueff.pipeline.derive import derive
 
     backend = NvmlBackend()
     backend.start()

@@ -31,11 +31,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared harness
 from harness import daemon, percentile, replay_daemon_command, trace_files  # noqa: E402
 
-from exporter.backends.replay import ReplayBackend  # noqa: E402
-from exporter.poller import Poller  # noqa: E402
-from exporter.settings import Config  # noqa: E402
-from exporter.trace import load_trace  # noqa: E402
-from exporter.web.payload import Payloads  # noqa: E402
+from gpueff.backends.replay import ReplayBackend  # noqa: E402
+from gpueff.poller import Poller  # noqa: E402
+from gpueff.settings import Config  # noqa: E402
+from gpueff.trace import load_trace  # noqa: E402
+from gpueff.web.payload import Payloads  # noqa: E402
 
 COLLECT_INTERVAL = 0.1  # the daemon's minimum: the most polls (and fresh renders) per second
 

@@ -5,7 +5,7 @@ Runs the real daemon on its NVML backend over tests/support/fakes/nvml.py (so an
 without the hardware) for these node shapes, each with two compute processes per device and the
 fair split on (``sharing.enabled``), and prints per shape: the series in one /metrics answer, by
 family group; the bytes, plain and gzip; and the daemon's RSS after a minute of 1 s polls; then the
-series each collector (exporter/collectors.py) adds, which is what ``--no-collector.NAME`` saves:
+series each collector (gpueff/collectors.py) adds, which is what ``--no-collector.NAME`` saves:
 
 - 8 GPUs (an HGX H100 node: 18 NVLink links each);
 - 8 GPUs each split into 7 MIG devices (56 devices: the most series a node can have).
@@ -31,9 +31,9 @@ from harness import ROOT, daemon
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 sys.path.insert(0, str(ROOT))
 
-from exporter.collectors import COLLECTOR_OF, COLLECTORS  # noqa: E402
+from gpueff.collectors import COLLECTOR_OF, COLLECTORS  # noqa: E402
 
-MATMUL = ROOT / "exporter" / "traces" / "h200" / "matmul_8192.json"
+MATMUL = ROOT / "gpueff" / "traces" / "h200" / "matmul_8192.json"
 SHAPES = {"8 GPUs": (8, 0), "8 GPUs x 7 MIG devices": (8, 7)}
 
 
@@ -41,7 +41,7 @@ def serve(gpus: int, migs: int, flags: list[str]) -> int:
     """The daemon over a fake pynvml of ``gpus`` GPUs with ``migs`` MIG devices each."""
     from fakes.nvml import FakeGpu, FakeNvml
 
-    from exporter.trace import load_trace
+    from gpueff.trace import load_trace
 
     trace = load_trace(MATMUL)
     devices = []
@@ -56,7 +56,7 @@ def serve(gpus: int, migs: int, flags: list[str]) -> int:
                                    mig_of=gpu, gpu_instance_id=mig + 1, processes=[(pid, 4 << 30, f"server{pid % 2}") for pid in pids],
                                    process_duty=dict.fromkeys(pids, 0.4)))
     sys.modules["pynvml"] = FakeNvml(devices, event_wait_cap=0.5)
-    from exporter.commands.cli import main as daemon_main
+    from gpueff.commands.cli import main as daemon_main
 
     return daemon_main(flags)
 

@@ -74,7 +74,7 @@ def main() -> int:
     parser.add_argument("--scrapes", type=int, default=30, help="GET /metrics before and while the call hangs, per round")
     args = parser.parse_args()
 
-    idle_exits = [seconds_to_exit(started([sys.executable, "-m", "exporter", "--demo", "--collect-interval", "100ms"])) for _ in range(args.rounds)]
+    idle_exits = [seconds_to_exit(started([sys.executable, "-m", "gpueff", "--demo", "--collect-interval", "100ms"])) for _ in range(args.rounds)]
     print(f"SIGTERM to exit, demo daemon at 100 ms ({args.rounds} rounds): {figures(idle_exits)}")
 
     before, during, hung_exits = [], [], []

@@ -118,7 +118,7 @@ def thread_context_switches(pid: int) -> int:
 
 
 def at_rest(seconds: float) -> dict:
-    with daemon([sys.executable, "-m", "exporter", "--demo"]) as running:
+    with daemon([sys.executable, "-m", "gpueff", "--demo"]) as running:
         time.sleep(3)  # past start-up
         before, started = thread_context_switches(running.pid), time.monotonic()
         time.sleep(seconds)
@@ -149,7 +149,7 @@ def login_hammer(seconds: float) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         config = Path(folder) / "web.yml"
         config.write_text("basic_auth_users:\n  prometheus: " + bcrypt.hashpw(b"right", bcrypt.gensalt(10)).decode() + "\n")
-        with answering_daemon([sys.executable, "-m", "exporter", "--demo", "--web.config.file", str(config)]) as running:
+        with answering_daemon([sys.executable, "-m", "gpueff", "--demo", "--web.config.file", str(config)]) as running:
 
             def headers(password: bytes) -> dict[str, str]:
                 return {"Authorization": "Basic " + base64.b64encode(b"prometheus:" + password).decode()}

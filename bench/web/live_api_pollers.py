@@ -82,9 +82,9 @@ def probe(port: int, clients: int, paths: list[str], seconds: float) -> tuple[li
 
 
 def run(tree: Path, args: argparse.Namespace) -> None:
-    shipped = sorted((tree / "exporter" / "traces" / "h200").glob("*.json"))  # each tree replays its own traces (their format changes)
+    shipped = sorted((tree / "gpueff" / "traces" / "h200").glob("*.json"))  # each tree replays its own traces (their format changes)
     traces = [str(shipped[index % len(shipped)]) for index in range(args.gpus)]
-    command = [sys.executable, "-m", "exporter", "--replay", *traces, "--collect-interval", args.interval]
+    command = [sys.executable, "-m", "gpueff", "--replay", *traces, "--collect-interval", args.interval]
     with daemon(command, cwd=tree) as running:
         time.sleep(args.fill)
         first_answer = running.get("/api/live")

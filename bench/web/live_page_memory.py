@@ -27,12 +27,12 @@ from harness import ROOT, daemon, trace_files
 
 sys.path.insert(0, str(ROOT))
 
-from exporter.backends.replay import ReplayBackend  # noqa: E402
-from exporter.poller import Poller  # noqa: E402
-from exporter.settings import Config  # noqa: E402
-from exporter.trace import load_trace  # noqa: E402
-from exporter.web.history import DEFAULT_CAPACITY, History  # noqa: E402
-from exporter.web.live import LiveData  # noqa: E402
+from gpueff.backends.replay import ReplayBackend  # noqa: E402
+from gpueff.poller import Poller  # noqa: E402
+from gpueff.settings import Config  # noqa: E402
+from gpueff.trace import load_trace  # noqa: E402
+from gpueff.web.history import DEFAULT_CAPACITY, History  # noqa: E402
+from gpueff.web.live import LiveData  # noqa: E402
 
 MIB = 1024 * 1024
 
@@ -92,7 +92,7 @@ def in_process(gpus: int) -> None:
 
 
 def daemon_rss(flags: list[str], seconds: float) -> float:
-    with daemon([sys.executable, "-m", "exporter", "--demo", *flags]) as running:
+    with daemon([sys.executable, "-m", "gpueff", "--demo", *flags]) as running:
         after = 0
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:

@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared harness
 from harness import keepalive_latencies  # noqa: E402
 
-from exporter.web.payload import Payload  # noqa: E402
-from exporter.web.server import WebServer  # noqa: E402
+from gpueff.web.payload import Payload  # noqa: E402
+from gpueff.web.server import WebServer  # noqa: E402
 
 BODY = b"# a page of a small node\n" + b'gpueff_metric{gpu="0"} 1\n' * 2000  # 50 KB
 REQUEST = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"

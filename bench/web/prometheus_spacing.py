@@ -39,12 +39,12 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the shared harness
 from harness import daemon, live_threads_cpu_ns, percentile, polls_served, replay_daemon_command, trace_files  # noqa: E402
 
-from exporter.backends.replay import ReplayBackend  # noqa: E402
-from exporter.exposition.render import render  # noqa: E402
-from exporter.poller import Poller  # noqa: E402
-from exporter.settings import Config  # noqa: E402
-from exporter.trace import load_trace  # noqa: E402
-from exporter.web.payload import GzipBody  # noqa: E402
+from gpueff.backends.replay import ReplayBackend  # noqa: E402
+from gpueff.exposition.render import render  # noqa: E402
+from gpueff.poller import Poller  # noqa: E402
+from gpueff.settings import Config  # noqa: E402
+from gpueff.trace import load_trace  # noqa: E402
+from gpueff.web.payload import GzipBody  # noqa: E402
 
 POLLS = re.compile(rb"gpueff_collect_duration_seconds_count (\d+)")
 P99_TARGET_MS = {1: 1.0, 8: 1.0, 64: 1.5, 256: 2.0}  # plain, issue 28

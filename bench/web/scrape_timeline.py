@@ -58,8 +58,8 @@ def select(self, timeout=None):
     if events: marks["select"].append(clock())
     return events
 selectors.DefaultSelector.select = select
-from exporter.web import loop, payload
-from exporter import poller
+from gpueff.web import loop, payload
+from gpueff import poller
 _wrap(loop.EventLoop, "_read", before="read")
 _write = loop.EventLoop._write
 def write(self, connection, now):
@@ -70,7 +70,7 @@ loop.EventLoop._write = write
 _wrap(poller.Poller, "poll_once", before="poll")
 _wrap(payload.Payloads, "publish", before="publish", after="published")
 atexit.register(lambda: open(out, "w").write(json.dumps(marks)))
-from exporter.commands.cli import main
+from gpueff.commands.cli import main
 sys.argv[0] = "gpu-efficiency-exporter"
 sys.exit(main())
 """

@@ -29,9 +29,9 @@ from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec, rsa  # noqa: E402
 from cryptography.x509.oid import NameOID  # noqa: E402
 
-from exporter.httpserver.tlsconfig import load_web_config  # noqa: E402
-from exporter.web.payload import Payload  # noqa: E402
-from exporter.web.server import WebServer  # noqa: E402
+from gpueff.httpserver.tlsconfig import load_web_config  # noqa: E402
+from gpueff.web.payload import Payload  # noqa: E402
+from gpueff.web.server import WebServer  # noqa: E402
 
 BODY = b'gpueff_metric{gpu="0"} 1\n' * 400
 REQUEST = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"

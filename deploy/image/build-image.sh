@@ -54,7 +54,7 @@ build() {  # build [podman build options]
     "${podman[@]}" build "${limits[@]}" \
         --volume /etc/ssl/certs:/run/host-ca:ro --volume "$work/pip.conf:/etc/pip.conf:ro" \
         --build-arg DEBIAN_IMAGE="$base_image" \
-        --build-arg VERSION="$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' exporter/__init__.py)" \
+        --build-arg VERSION="$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' gpueff/__init__.py)" \
         --build-arg REVISION="$(git rev-parse HEAD 2>/dev/null || echo unknown)" \
         "$@" --tag "$tag" . >"$work/build.log" 2>&1
 }

@@ -2,7 +2,7 @@
 """The daemon on a real GPU beside planted workloads: what it reports for a 1-thread spin kernel and
 a bf16 matmul, next to the matmul's own TFLOP/s. Needs an NVIDIA GPU with PyTorch or CuPy.
 
-Starts ``python -m exporter --backend nvml`` at a 1 s interval, runs each workload for --seconds,
+Starts ``python -m gpueff --backend nvml`` at a 1 s interval, runs each workload for --seconds,
 scrapes /metrics near the end of each run and prints the key series as a Markdown table.
 
 A one-off proof, kept beside its results (live.md here and in ../2026-11-21-h100/); the
@@ -26,8 +26,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from harness import free_port  # noqa: E402
 
-from exporter.backends.nvml.backend import NvmlBackend  # noqa: E402
-from exporter.commands.selftest.workloads import WORKLOADS, load_engine  # noqa: E402
+from gpueff.backends.nvml.backend import NvmlBackend  # noqa: E402
+from gpueff.commands.selftest.workloads import WORKLOADS, load_engine  # noqa: E402
 
 SERIES = (
     "gpueff_gpu_utilization_ratio",
@@ -73,7 +73,7 @@ def main() -> int:
     backend.close()
     engine = load_engine(args.gpu)
     port = free_port()
-    daemon = subprocess.Popen([sys.executable, "-m", "exporter", "--backend", "nvml", "--collect-interval", "1s", "--web.listen-address", f"127.0.0.1:{port}"], cwd=ROOT)
+    daemon = subprocess.Popen([sys.executable, "-m", "gpueff", "--backend", "nvml", "--collect-interval", "1s", "--web.listen-address", f"127.0.0.1:{port}"], cwd=ROOT)
     try:
         time.sleep(3)
         rows = []

@@ -10,7 +10,7 @@ from fakes.nvml import FakeNvml
 from repo import bench_module
 from waiting import PATIENCE
 
-from exporter.trace import load_trace, planted_trace_paths
+from gpueff.trace import load_trace, planted_trace_paths
 
 pytestmark = pytest.mark.slow  # polls a backend for a second
 

@@ -17,9 +17,9 @@ from fakes.app_servers.server_metrics import exposed_name, servers
 from repo import DASHBOARDS
 from waiting import PATIENCE
 
-from exporter.backends.base import SLOW_INTERVAL
-from exporter.metrics import COUNTER, READINGS, SLOW
-from exporter.pipeline.derive import BOTTLENECK_CLASSES
+from gpueff.backends.base import SLOW_INTERVAL
+from gpueff.metrics import COUNTER, READINGS, SLOW
+from gpueff.pipeline.derive import BOTTLENECK_CLASSES
 
 PATHS = sorted(DASHBOARDS.glob("*.json"))
 GPU_VARIABLES = ("datasource", "cluster", "job", "instance", "gpu", "namespace", "pod")

@@ -86,7 +86,7 @@ def test_bases_are_pinned_by_digest_and_labels_name_source_and_revision() -> Non
 
 
 def test_dcgm_target_adds_the_client_library_and_bindings_where_the_exporter_looks() -> None:
-    from exporter.backends.dcgm.bindings import DEFAULT_BINDINGS_PATHS
+    from gpueff.backends.dcgm.bindings import DEFAULT_BINDINGS_PATHS
 
     dcgm = stage("dcgm")
     assert dcgm[0] == ("FROM", "runtime AS dcgm")
@@ -99,13 +99,13 @@ def test_dcgm_target_adds_the_client_library_and_bindings_where_the_exporter_loo
 
 
 def test_entrypoint_is_the_installed_daemon_with_valid_flags() -> None:
-    from exporter.commands.cli import daemon_parser
+    from gpueff.commands.cli import daemon_parser
 
     steps = dict(instructions())
     entrypoint = json.loads(steps["ENTRYPOINT"])
     assert entrypoint == ["gpu-efficiency-exporter"]
     pyproject = (ROOT / "pyproject.toml").read_text()
-    assert 'gpu-efficiency-exporter = "exporter.commands.cli:main"' in pyproject
+    assert 'gpu-efficiency-exporter = "gpueff.commands.cli:main"' in pyproject
     args = daemon_parser().parse_args(json.loads(steps["CMD"]))
     assert args.listen_address == [":9947"]
 
@@ -132,8 +132,8 @@ def test_the_build_context_builds_the_package_with_the_kubernetes_code(tmp_path:
     assert result.returncode == 0, result.stdout + result.stderr
     (wheel,) = (tmp_path / "out").glob("*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert "exporter/attribution/kubernetes/podresources_pb2.py" in names
-    assert any(name.startswith("exporter/traces/h200/") for name in names)
+    assert "gpueff/attribution/kubernetes/podresources_pb2.py" in names
+    assert any(name.startswith("gpueff/traces/h200/") for name in names)
 
 
 def test_the_image_runs_a_python_the_tests_run_on() -> None:

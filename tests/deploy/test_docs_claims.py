@@ -9,7 +9,7 @@ from pathlib import Path
 
 from repo import ROOT
 
-from exporter.attribution.kubernetes import attribution
+from gpueff.attribution.kubernetes import attribution
 
 
 def test_the_docs_say_which_keys_talk_to_the_kubernetes_api() -> None:

@@ -16,7 +16,7 @@ import yaml
 from repo import ROOT
 from waiting import PATIENCE
 
-from exporter.settings import Config, parse_config
+from gpueff.settings import Config, parse_config
 
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -69,7 +69,7 @@ def test_every_promql_snippet_parses(tmp_path: Path) -> None:
 
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 # Every Markdown page of the project: the README, the docs, the device evidence and the pages beside code.
-LINKED_PAGES = sorted({ROOT / "README.md", ROOT / "CHANGELOG.md", *(page for folder in ("docs", "evidence", "exporter", "deploy", "helm", "dashboards", "bench", "tools", "tests") for page in (ROOT / folder).rglob("*.md"))})
+LINKED_PAGES = sorted({ROOT / "README.md", ROOT / "CHANGELOG.md", *(page for folder in ("docs", "evidence", "gpueff", "deploy", "helm", "dashboards", "bench", "tools", "tests") for page in (ROOT / folder).rglob("*.md"))})
 # A repository path named in a page's text (`evidence/2026-11-28-h200/verdicts/`, `tests/unit/test_trace.py`);
 # one with a placeholder or a wildcard (<module>, *.json) names no one file.
 NAMED_PATH = re.compile(r"(?<![\w/.-])((?:evidence|tests|bench|tools|docs|deploy|helm|dashboards|exporter)/[\w./*<>{}-]*[\w/*>}])")
@@ -123,7 +123,7 @@ PROJECT_TEXT = ("*.md", "*.py", "*.sh", "*.yaml", "*.yml", "*.toml", "*.json", "
 
 def test_nothing_in_the_project_points_at_the_teams_shared_notes():
     pointing = []
-    for folder in ("README.md", "docs", "exporter", "tests", "bench", "tools", "deploy", "helm", "dashboards", "pyproject.toml", "Dockerfile"):
+    for folder in ("README.md", "docs", "gpueff", "tests", "bench", "tools", "deploy", "helm", "dashboards", "pyproject.toml", "Dockerfile"):
         base = ROOT / folder
         files = [base] if base.is_file() else [path for pattern in PROJECT_TEXT for path in base.rglob(pattern)]
         for path in files:

@@ -17,7 +17,7 @@ from kube_schemas import validate_all
 from repo import DASHBOARDS
 from waiting import PATIENCE
 
-from exporter.commands.cli import daemon_parser
+from gpueff.commands.cli import daemon_parser
 
 pytestmark = pytest.mark.e2e  # real Helm
 

@@ -16,8 +16,8 @@ from helm_render import CHART, DAEMONSET, pod_spec, render
 from kube_schemas import documents, validate_all
 from tls_certs import make_pki
 
-from exporter.commands.cli import daemon_parser
-from exporter.httpserver.tlsconfig import load_web_config
+from gpueff.commands.cli import daemon_parser
+from gpueff.httpserver.tlsconfig import load_web_config
 
 pytestmark = pytest.mark.e2e  # real Helm
 

@@ -20,8 +20,8 @@ import pytest
 from conftest import ROOT, free_port, http_get
 from waiting import PATIENCE
 
-from exporter import __version__
-from exporter.trace import demo_trace_paths
+from gpueff import __version__
+from gpueff.trace import demo_trace_paths
 
 IMAGE = os.environ.get("GPUEFF_IMAGE", "")
 DEFAULT_PODMAN = "podman --root /var/lib/containers/gpueff --runroot /run/containers/gpueff --storage-driver overlay --runtime runc"
@@ -101,7 +101,7 @@ def test_runs_as_the_images_user_without_capabilities_on_a_read_only_root(demo: 
 
 
 def test_top_reads_the_container_from_outside(demo: Container) -> None:
-    done = subprocess.run([sys.executable, "-m", "exporter", "top", "--url", demo.url, "--once", "--color", "never"],
+    done = subprocess.run([sys.executable, "-m", "gpueff", "top", "--url", demo.url, "--once", "--color", "never"],
                           capture_output=True, text=True, timeout=PATIENCE, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()

@@ -11,8 +11,8 @@ from conftest import ROOT
 from helm_render import pod_spec, render
 from kube_schemas import documents, validate_all
 
-from exporter.commands.cli import daemon_parser
-from exporter.settings import parse_config
+from gpueff.commands.cli import daemon_parser
+from gpueff.settings import parse_config
 
 pytestmark = pytest.mark.e2e  # the Kubernetes schemas
 
@@ -91,7 +91,7 @@ def test_rbac_is_minimal() -> None:
 
 
 def test_versions_agree_with_the_package() -> None:
-    from exporter import __version__
+    from gpueff import __version__
 
     chart = yaml.safe_load((ROOT / "helm" / "gpu-efficiency-exporter" / "Chart.yaml").read_text())
     assert chart["appVersion"] == __version__

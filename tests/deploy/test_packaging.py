@@ -47,7 +47,7 @@ def test_twine_check_passes_strict(dists: dict[str, Path]) -> None:
 
 
 def test_wheel_metadata_entry_point_and_data(dists: dict[str, Path]) -> None:
-    from exporter import __version__
+    from gpueff import __version__
 
     with zipfile.ZipFile(dists["wheel"]) as wheel:
         names = set(wheel.namelist())
@@ -57,16 +57,16 @@ def test_wheel_metadata_entry_point_and_data(dists: dict[str, Path]) -> None:
     assert metadata["Requires-Python"] == ">=3.10" and metadata["Version"] == __version__
     assert "Programming Language :: Python :: 3.10" in metadata.get_all("Classifier")
     assert re.search(r"^gpu-efficiency-exporter = exporter\.commands\.cli:main$", entry_points, re.M), entry_points
-    assert {"exporter/__init__.py", "exporter/traces/README.md"} <= names
-    shipped = {str(path.relative_to(ROOT)) for folder in ("traces", "web/ui") for path in (ROOT / "exporter" / folder).rglob("*") if path.is_file()}
-    assert shipped - names == set(), "files under exporter/traces and exporter/web/ui (--demo's traces, the live page) missing from the wheel"
+    assert {"gpueff/__init__.py", "gpueff/traces/README.md"} <= names
+    shipped = {str(path.relative_to(ROOT)) for folder in ("traces", "web/ui") for path in (ROOT / "gpueff" / folder).rglob("*") if path.is_file()}
+    assert shipped - names == set(), "files under gpueff/traces and gpueff/web/ui (--demo's traces, the live page) missing from the wheel"
     assert not any(name.startswith("tests/") for name in names)
 
 
 def test_the_index_page_has_the_project_urls_and_no_relative_link(dists: dict[str, Path]) -> None:
     """On the package index the README stands away from the repository: every link and the picture
     point at the repository at this version's tag."""
-    from exporter import __version__
+    from gpueff import __version__
 
     with zipfile.ZipFile(dists["wheel"]) as wheel:
         metadata = Parser().parsestr(wheel.read(f"gpu_efficiency_exporter-{__version__}.dist-info/METADATA").decode())
@@ -82,7 +82,7 @@ def test_the_index_page_has_the_project_urls_and_no_relative_link(dists: dict[st
 
 def test_wheel_and_sdist_carry_the_licence_and_the_third_party_notices(dists: dict[str, Path]) -> None:
     """LICENSE and NOTICE (PEP 639's License-File), and the vendored uPlot's own licence beside it."""
-    from exporter import __version__
+    from gpueff import __version__
 
     info = f"gpu_efficiency_exporter-{__version__}.dist-info"
     with zipfile.ZipFile(dists["wheel"]) as wheel:
@@ -92,21 +92,21 @@ def test_wheel_and_sdist_carry_the_licence_and_the_third_party_notices(dists: di
             assert wheel.read(f"{info}/licenses/{name}").decode() == (ROOT / name).read_text(), name
     print("wheel licence files:", sorted(name for name in names if "licenses/" in name or name.endswith("LICENSE")))
     assert metadata["License-Expression"] == "Apache-2.0" and sorted(metadata.get_all("License-File")) == ["LICENSE", "NOTICE"]
-    assert "exporter/web/ui/vendor/uplot/LICENSE" in names
+    assert "gpueff/web/ui/vendor/uplot/LICENSE" in names
     with tarfile.open(dists["sdist"]) as sdist:
         members = {Path(name).relative_to(Path(name).parts[0]).as_posix() for name in sdist.getnames() if len(Path(name).parts) > 1}
-    assert {"LICENSE", "NOTICE", "exporter/web/ui/vendor/uplot/LICENSE"} <= members
+    assert {"LICENSE", "NOTICE", "gpueff/web/ui/vendor/uplot/LICENSE"} <= members
 
 
 def test_the_notices_name_every_vendored_file() -> None:
-    """Each file that came from elsewhere (exporter/web/ui/vendor/, the kubelet's proto and the code
+    """Each file that came from elsewhere (gpueff/web/ui/vendor/, the kubelet's proto and the code
     generated from it) is named in NOTICE, with its licence."""
     notice = (ROOT / "NOTICE").read_text()
-    vendored = [path for path in (ROOT / "exporter" / "web" / "ui" / "vendor").rglob("*") if path.is_file() and path.suffix in (".js", ".css")]
-    vendored += [ROOT / "exporter" / "attribution" / "kubernetes" / name for name in ("podresources.proto", "podresources_pb2.py")]
+    vendored = [path for path in (ROOT / "gpueff" / "web" / "ui" / "vendor").rglob("*") if path.is_file() and path.suffix in (".js", ".css")]
+    vendored += [ROOT / "gpueff" / "attribution" / "kubernetes" / name for name in ("podresources.proto", "podresources_pb2.py")]
     for path in vendored:
         assert path.relative_to(ROOT).as_posix() in notice or f" {path.name} " in notice, path
-    assert (ROOT / "exporter" / "web" / "ui" / "vendor" / "uplot" / "LICENSE").read_text().strip() in notice
+    assert (ROOT / "gpueff" / "web" / "ui" / "vendor" / "uplot" / "LICENSE").read_text().strip() in notice
     assert "Apache License" in (ROOT / "LICENSE").read_text() and "Version 2.0, January 2004" in (ROOT / "LICENSE").read_text()
 
 
@@ -114,7 +114,7 @@ def test_sdist_rebuilds_the_same_package(dists: dict[str, Path], tmp_path: Path)
     with tarfile.open(dists["sdist"]) as sdist:
         sdist.extractall(tmp_path, filter="data")
     (tree,) = tmp_path.iterdir()
-    assert (tree / "pyproject.toml").is_file() and (tree / "README.md").is_file() and (tree / "exporter" / "traces" / "README.md").is_file()
+    assert (tree / "pyproject.toml").is_file() and (tree / "README.md").is_file() and (tree / "gpueff" / "traces" / "README.md").is_file()
     result = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir", str(tmp_path / "out"), str(tree)], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     (rebuilt,) = (tmp_path / "out").glob("*.whl")
@@ -153,7 +153,7 @@ def test_systemd_unit_settings_the_daemon_relies_on() -> None:
     for key in ("PrivateDevices", "ProtectClock", "DevicePolicy", "DeviceAllow", "ProtectProc", "PrivateUsers"):
         assert key not in settings, key
     assert settings["ExecReload"] == ["/bin/kill -HUP $MAINPID"], "SIGHUP reloads config and web config"
-    from exporter.commands.cli import daemon_parser
+    from gpueff.commands.cli import daemon_parser
 
     args = daemon_parser().parse_args(settings["ExecStart"][0].split()[1:-1])
     assert args.wait_for_driver and args.listen_address == [":9947"]

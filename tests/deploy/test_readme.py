@@ -7,7 +7,7 @@ import re
 
 from repo import ROOT
 
-from exporter.settings import config_reference
+from gpueff.settings import config_reference
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 METRICS_PAGE = (ROOT / "docs" / "metrics.md").read_text(encoding="utf-8")
@@ -16,7 +16,7 @@ CONFIGURATION_PAGE = (ROOT / "docs" / "configuration.md").read_text(encoding="ut
 
 def emitted_metric_names() -> set[str]:
     names = set()
-    for path in (ROOT / "exporter").rglob("*.py"):
+    for path in (ROOT / "gpueff").rglob("*.py"):
         names.update(re.findall(r"[\"'](gpueff_[a-z_]+)", path.read_text(encoding="utf-8")))
     return names
 

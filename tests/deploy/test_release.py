@@ -21,7 +21,7 @@ from repo import DASHBOARDS
 sys.path.insert(0, str(ROOT / "tools"))
 import check_release  # noqa: E402
 
-from exporter import __version__  # noqa: E402
+from gpueff import __version__  # noqa: E402
 
 WORKFLOWS = ROOT / ".github" / "workflows"
 CHART = ROOT / "helm" / "gpu-efficiency-exporter"
@@ -94,12 +94,12 @@ def test_every_path_the_workflows_run_exists() -> None:
 def test_the_versions_copies_agree_and_the_tag_is_checked() -> None:
     assert check_release.package_version() == __version__
     assert check_release.copies() == dict.fromkeys(check_release.copies(), __version__)
-    assert check_release.problems("v99.0.0")[0] == f"the tag 'v99.0.0' is not v{__version__} (exporter/__init__.py's __version__)"
+    assert check_release.problems("v99.0.0")[0] == f"the tag 'v99.0.0' is not v{__version__} (gpueff/__init__.py's __version__)"
 
 
 def test_a_release_needs_a_dated_changelog_section(tmp_path: Path) -> None:
     tree = tmp_path / "tree"
-    for name in ("exporter/__init__.py", "helm/gpu-efficiency-exporter/Chart.yaml", "Dockerfile", "CHANGELOG.md"):
+    for name in ("gpueff/__init__.py", "helm/gpu-efficiency-exporter/Chart.yaml", "Dockerfile", "CHANGELOG.md"):
         (tree / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, tree / name)
     text = (ROOT / "CHANGELOG.md").read_text()

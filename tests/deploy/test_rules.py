@@ -110,7 +110,7 @@ def test_promtool_unit_tests_fail_when_implausible_readings_count_as_waste(tmp_p
 def test_waste_alerts_say_what_to_try_for_the_class_now() -> None:
     """The annotation looks the class up when the alert is evaluated (a label would reset `for` at
     each class change); the promtool cases join it with the exporter's own advice."""
-    from exporter.taxonomy import WHAT_TO_TRY
+    from gpueff.taxonomy import WHAT_TO_TRY
 
     for name, rule in alerts().items():
         text = rule["annotations"].get("what_to_try", "")
@@ -302,7 +302,7 @@ def test_remote_write_allow_list_is_valid_and_names_real_series(tmp_path):
     (write,) = remote["remote_write"]
     (keep,) = write["write_relabel_configs"]
     allow = re.compile(f"^(?:{keep['regex']})$")
-    exporter = "\n".join(path.read_text() for path in (ROOT / "exporter").rglob("*.py"))
+    exporter = "\n".join(path.read_text() for path in (ROOT / "gpueff").rglob("*.py"))
     # Every counter and info series it names is one the exporter writes.
     counters = re.search(r"gpueff_\(([^)]*)\)_total", keep["regex"]).group(1).split("|")
     infos = re.search(r"gpueff_\(([^)]*)\)_info", keep["regex"]).group(1).split("|")

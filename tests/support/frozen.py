@@ -10,10 +10,10 @@ from pathlib import Path
 
 from repo import ROOT
 
-from exporter.gpm_metrics import GPM_METRICS
-from exporter.trace import Trace, load_trace, parse_trace
+from gpueff.gpm_metrics import GPM_METRICS
+from gpueff.trace import Trace, load_trace, parse_trace
 
-MATMUL = ROOT / "exporter" / "traces" / "h200" / "matmul_8192.json"
+MATMUL = ROOT / "gpueff" / "traces" / "h200" / "matmul_8192.json"
 
 
 def frozen_data() -> dict:

@@ -9,7 +9,7 @@ import yaml
 from conftest import ROOT
 from kube_schemas import documents
 
-from exporter.settings import parse_config
+from gpueff.settings import parse_config
 
 CHART = ROOT / "helm" / "gpu-efficiency-exporter"
 DAEMONSET = "DaemonSet/gpueff-gpu-efficiency-exporter"

@@ -24,7 +24,7 @@ SPIN_HIGH_UTIL = 'gpueff_mismatch{gpu="0",uuid="GPU-replay-0-spin_1sm",rule="hig
 def run_exporter(*args: str, timeout: float = PATIENCE) -> tuple[int, list[str]]:
     """Run the daemon to its exit; return its exit status and its output lines (stdout and stderr)."""
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    result = subprocess.run([sys.executable, "-m", "exporter", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+    result = subprocess.run([sys.executable, "-m", "gpueff", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
     return result.returncode, (result.stdout + result.stderr).splitlines()
 
 
@@ -289,7 +289,7 @@ def modules_loaded_by(program: str, *flags: str) -> set[str]:
     """The modules (and their top-level packages) a daemon has loaded once it answers /metrics."""
     result = subprocess.run([sys.executable, "-c", LOADED_MODULES, str(free_port()), str(PATIENCE), program, *flags], cwd=ROOT, capture_output=True, text=True, timeout=2 * PATIENCE)
     names = set(result.stdout.split())
-    assert "exporter" in names, result.stderr
+    assert "gpueff" in names, result.stderr
     return {name.split(".")[0] for name in names} | names
 
 
@@ -298,7 +298,7 @@ def test_a_daemon_without_tls_users_config_or_apps_loads_none_of_their_modules()
     prometheus_client (the apps' parser) cost about 8 MB of RSS where nothing uses them; issue 28:
     the API server client's ssl and http.client 5 MB, importlib.resources 1.2 MB, html's entity table
     0.5 MB."""
-    loaded = modules_loaded_by("exporter", "--demo")
+    loaded = modules_loaded_by("gpueff", "--demo")
     unused = {"ssl", "http", "email", "yaml", "bcrypt", "prometheus_client", "socketserver", "importlib.resources", "tempfile", "html"}
     assert loaded.isdisjoint(unused), sorted(loaded & unused)
 
@@ -307,25 +307,25 @@ def test_a_plain_nvml_daemon_on_auto_without_dcgm_bindings_loads_no_dcgm_backend
     """Issue 28: auto imported DCGM's whole backend (1 MB of RSS, and secrets -> hashlib -> libcrypto's
     3 MB of mapped file) before finding no bindings."""
     loaded = modules_loaded_by("tools/fake_nvml_daemon.py", "1", "--dcgm.bindings-path", str(ROOT / "nowhere"))
-    assert "exporter.backends.nvml.backend" in loaded
-    unused = {"exporter.backends.dcgm.backend", "exporter.backends.dcgm.session", "secrets", "hashlib", "html", "ssl", "http"}
+    assert "gpueff.backends.nvml.backend" in loaded
+    unused = {"gpueff.backends.dcgm.backend", "gpueff.backends.dcgm.session", "secrets", "hashlib", "html", "ssl", "http"}
     assert loaded.isdisjoint(unused), sorted(loaded & unused)
 
 
 def test_the_live_daemons_modules_import_neither_the_trace_reader_nor_json():
     """Issue 28: json (0.5 MB of RSS) and the trace reader came with every daemon; the first is for
     the live page's /api/live, the second for --demo and --replay."""
-    imports = "import sys; import exporter.commands.cli, exporter.commands.daemon, exporter.backends.auto, exporter.backends.nvml.backend; print(' '.join(sys.modules))"
+    imports = "import sys; import gpueff.commands.cli, gpueff.commands.daemon, gpueff.backends.auto, gpueff.backends.nvml.backend; print(' '.join(sys.modules))"
     result = subprocess.run([sys.executable, "-c", imports], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)
     loaded = set(result.stdout.split())
-    assert "exporter.commands.daemon" in loaded, result.stderr
-    assert loaded.isdisjoint({"json", "exporter.trace"}), sorted(loaded & {"json", "exporter.trace"})
+    assert "gpueff.commands.daemon" in loaded, result.stderr
+    assert loaded.isdisjoint({"json", "gpueff.trace"}), sorted(loaded & {"json", "gpueff.trace"})
 
 
 def test_a_sigterm_before_the_first_wait_for_signals_is_kept_not_fatal():
     """The handlers were installed when the main loop first waited, after the server answered
     /-/ready: a SIGTERM in between (a busy machine, a quick rollout) killed the daemon by default
     action, without its "stopping" line. They are installed before anything is served."""
-    code = "import os, signal; from exporter.commands.daemon import signals; arriving = signals(); os.kill(os.getpid(), signal.SIGTERM); print(next(arriving))"
+    code = "import os, signal; from gpueff.commands.daemon import signals; arriving = signals(); os.kill(os.getpid(), signal.SIGTERM); print(next(arriving))"
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)
     assert (result.returncode, result.stdout) == (0, f"{int(signal.SIGTERM)}\n"), result

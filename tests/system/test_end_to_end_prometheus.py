@@ -33,7 +33,7 @@ from conftest import ROOT, free_port, http_get, running_daemon
 from repo import DASHBOARDS
 from waiting import PATIENCE, wait_until
 
-from exporter.taxonomy import WHAT_TO_TRY
+from gpueff.taxonomy import WHAT_TO_TRY
 
 pytestmark = pytest.mark.e2e  # a real Prometheus and Alertmanager
 
@@ -61,17 +61,17 @@ NOT_IN_REPLAY = ("gpueff_compute_processes", "gpueff_compute_process_memory_byte
                  "gpueff_xid_errors_total", "gpueff_memory_temperature_celsius", "gpueff_nvlink_errors_total",
                  "gpueff_fan_speed_ratio", "gpueff_retired_pages",
                  # (The fair split's holder series are not here: on --demo its holders are the declared
-                 # owners', exporter/traces/demo-owners.json, so their panels must answer.)
+                 # owners', gpueff/traces/demo-owners.json, so their panels must answer.)
                  # Never set without a kubelet that answered once.
                  "gpueff_kubernetes_attribution_last_success_timestamp_seconds")
 # The health readings (docs/health.md) the demo replays only on the GPUs whose traces recorded them:
-# h200/idle and h200/matmul_8192, GPUs 1 and 2, and the 2-GPU job h200-jobs/2gpu_straggler, GPUs 18 and 19 (exporter/traces/README.md).
+# h200/idle and h200/matmul_8192, GPUs 1 and 2, and the 2-GPU job h200-jobs/2gpu_straggler, GPUs 18 and 19 (gpueff/traces/README.md).
 RECORDED_HEALTH = ("gpueff_clock_violation_seconds_total", "gpueff_pcie_replay_errors_total", "gpueff_pcie_link_width", "gpueff_pcie_link_max_width",
                    "gpueff_pcie_link_generation", "gpueff_pcie_link_max_generation", "gpueff_encoder_utilization_ratio", "gpueff_decoder_utilization_ratio",
                    "gpueff_performance_state", "gpueff_temperature_limit_celsius", "gpueff_ecc_errors_total", "gpueff_remapped_rows",
                    "gpueff_nvlink_link_active")
 HEALTH_GPUS = 'gpu=~"(1|2|18|19)"'
-# The demo's declared owners (exporter/traces/demo-owners.json) hold some GPUs only: its pods GPUs 0-2,
+# The demo's declared owners (gpueff/traces/demo-owners.json) hold some GPUs only: its pods GPUs 0-2,
 # 4, 6 and 8-10 (the kubelet here answers for none, so the declared pods stay), its Slurm jobs 11 and
 # 13-17. A query of the other GPUs may come back empty.
 DECLARED_OWNERS = ("gpueff_gpu_pod_info", "gpueff_gpu_job_info")

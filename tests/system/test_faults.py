@@ -35,11 +35,11 @@ import pynvml  # noqa: E402 (the real module: constants only)
 from fakes.nvml import FakeNvml  # noqa: E402
 from waiting import PATIENCE  # noqa: E402
 
-from exporter.backends.nvml.backend import NvmlBackend  # noqa: E402
-from exporter.poller import Poller  # noqa: E402
-from exporter.settings import Config  # noqa: E402
-from exporter.trace import load_trace  # noqa: E402
-from exporter.web.server import WebServer  # noqa: E402
+from gpueff.backends.nvml.backend import NvmlBackend  # noqa: E402
+from gpueff.poller import Poller  # noqa: E402
+from gpueff.settings import Config  # noqa: E402
+from gpueff.trace import load_trace  # noqa: E402
+from gpueff.web.server import WebServer  # noqa: E402
 
 HANG_LIMIT = 60.0  # a hung fake call gives up after this long, so no test leaves a thread behind for good
 
@@ -88,7 +88,7 @@ def launch() -> int:
 
     threading.Thread(target=follow_the_script, daemon=True).start()
     sys.modules["pynvml"] = fake
-    from exporter.commands.cli import main
+    from gpueff.commands.cli import main
 
     return main(sys.argv[1:])
 

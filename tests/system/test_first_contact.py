@@ -77,7 +77,7 @@ def test_selftest_without_cuda_points_to_selftest_replay(tmp_path):
     for name in ("torch", "cupy"):
         (tmp_path / f"{name}.py").write_text(missing)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
-    run = subprocess.run([sys.executable, "-m", "exporter", "selftest"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=PATIENCE)
+    run = subprocess.run([sys.executable, "-m", "gpueff", "selftest"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=PATIENCE)
     assert run.returncode == 2
     assert "selftest --replay" in run.stderr
     hint = re.search(r"`(selftest --replay [^`]+)`", run.stderr)
@@ -90,7 +90,7 @@ def test_the_bcrypt_hint_in_the_web_config_error_is_a_command_that_pastes_and_wo
     the hint must come out as the very command to paste, and that command must make a hash."""
     web_config = tmp_path / "web.yml"
     web_config.write_text("basic_auth_users:\n  prometheus: secret\n")
-    run = subprocess.run([sys.executable, "-m", "exporter", "--demo", "--web.config.file", str(web_config), "--web.listen-address", f"127.0.0.1:{free_port()}"], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)
+    run = subprocess.run([sys.executable, "-m", "gpueff", "--demo", "--web.config.file", str(web_config), "--web.listen-address", f"127.0.0.1:{free_port()}"], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)
     assert run.returncode == 2
     found = re.search(r"\((htpasswd [^)]*) makes one\)", run.stderr)
     assert found is not None, run.stderr

@@ -28,11 +28,11 @@ from conftest import payloads_following, running_daemon
 from fakes.nvml import FakeClock, FakeGpu, FakeNvml
 from waiting import PATIENCE
 
-from exporter.attribution.kubernetes.attribution import PodRefresher
-from exporter.backends.nvml.backend import NvmlBackend
-from exporter.poller import Poller
-from exporter.settings import parse_config
-from exporter.trace import load_trace
+from gpueff.attribution.kubernetes.attribution import PodRefresher
+from gpueff.backends.nvml.backend import NvmlBackend
+from gpueff.poller import Poller
+from gpueff.settings import parse_config
+from gpueff.trace import load_trace
 
 pytestmark = pytest.mark.slow  # concurrent scrapers, soaks
 

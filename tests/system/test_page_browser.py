@@ -22,8 +22,8 @@ from browser import CHROMIUM, Browser
 from conftest import ROOT, http_get, running_daemon
 from fakes.apps import serving
 
-from exporter.backends.replay import ReplayBackend
-from exporter.trace import demo_trace_paths, load_trace
+from gpueff.backends.replay import ReplayBackend
+from gpueff.trace import demo_trace_paths, load_trace
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed: tests/run.sh installs it (apt-get install chromium)")]  # e2e: Debian's chromium
 
@@ -180,7 +180,7 @@ def test_the_live_page_answers_which_gpu_wastes_time_whose_it_is_and_what_to_try
 
 def traces(count: int) -> list[str]:
     """``count`` recorded traces: the demo's and the H100 fleet corpus's, over again where more are asked for."""
-    every = [*demo_trace_paths(), *sorted((ROOT / "exporter" / "traces" / "h100-fleet").glob("*.json"))]
+    every = [*demo_trace_paths(), *sorted((ROOT / "gpueff" / "traces" / "h100-fleet").glob("*.json"))]
     return [str(path) for path in itertools.islice(itertools.cycle(every), count)]
 
 
@@ -293,12 +293,12 @@ def nvml_page(tmp_path: Path, trace_paths, gpus: list, processes: dict[int, tupl
     from fakes.nvml import FakeNvml
     from fakes.proc import process
 
-    from exporter.backends.nvml.backend import NvmlBackend
-    from exporter.commands.daemon import live_page
-    from exporter.poller import Poller
-    from exporter.settings import parse_config
-    from exporter.web.payload import Payloads
-    from exporter.web.server import WebServer
+    from gpueff.backends.nvml.backend import NvmlBackend
+    from gpueff.commands.daemon import live_page
+    from gpueff.poller import Poller
+    from gpueff.settings import parse_config
+    from gpueff.web.payload import Payloads
+    from gpueff.web.server import WebServer
 
     proc = tmp_path / "proc"
     for pid, (name, cgroup, uid) in processes.items():
@@ -327,7 +327,7 @@ PROCESS_TABLE = "[...document.querySelectorAll('#gpu-{index} .procs tr')].map((r
 def test_each_gpu_card_lists_its_processes_with_their_owners_and_names_as_text(tmp_path: Path, trace_paths) -> None:
     from fakes.nvml import FakeGpu
 
-    from exporter.trace import load_trace
+    from gpueff.trace import load_trace
 
     gib = 1 << 30
     shared = FakeGpu(load_trace(trace_paths["matmul_8192"]), processes=[(10, 8 * gib, "/usr/bin/python3"), (20, 2 * gib, "/usr/bin/python3"), (30, gib, "/tmp/x")], process_duty={10: 0.6, 20: 0.3, 30: 0.1})

@@ -18,8 +18,8 @@ import yaml
 from conftest import ROOT, free_port, http_get, running_daemon
 from waiting import PATIENCE
 
-from exporter.pipeline.states import STATES
-from exporter.taxonomy import WHAT_TO_TRY
+from gpueff.pipeline.states import STATES
+from gpueff.taxonomy import WHAT_TO_TRY
 from system.test_end_to_end_prometheus import Process, Prometheus, binary, wait_for
 
 pytestmark = pytest.mark.e2e  # a real Prometheus
@@ -49,7 +49,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
 
 
 def report(url: str, *flags: str) -> str:
-    result = subprocess.run([sys.executable, "-m", "exporter", "report", "--prometheus", url, "--since", "2m", *flags], capture_output=True, text=True, cwd=ROOT, timeout=PATIENCE)
+    result = subprocess.run([sys.executable, "-m", "gpueff", "report", "--prometheus", url, "--since", "2m", *flags], capture_output=True, text=True, cwd=ROOT, timeout=PATIENCE)
     assert result.returncode == 0, result.stderr
     return result.stdout
 

@@ -14,15 +14,15 @@ import pytest
 from repo import ROOT
 from waiting import PATIENCE
 
-from exporter.backends.replay import ReplayBackend
-from exporter.commands.selftest.runner import Sampler, run_workloads
-from exporter.commands.selftest.workloads import MATMUL_N, SelftestUnavailable
-from exporter.trace import load_trace
+from gpueff.backends.replay import ReplayBackend
+from gpueff.commands.selftest.runner import Sampler, run_workloads
+from gpueff.commands.selftest.workloads import MATMUL_N, SelftestUnavailable
+from gpueff.trace import load_trace
 
 
 def selftest(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     environment = {key: value for key, value in os.environ.items() if key != "CUDA_VISIBLE_DEVICES"}
-    return subprocess.run([sys.executable, "-m", "exporter", "selftest", *args], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE, env={**environment, **(env or {})})
+    return subprocess.run([sys.executable, "-m", "gpueff", "selftest", *args], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE, env={**environment, **(env or {})})
 
 
 def test_replayed_traces_pass_and_print_the_table(trace_paths):
@@ -182,8 +182,8 @@ def test_overhead_benchmark_needs_a_gpu():
 
 def test_every_workload_reports_the_figure_its_expectation_checks():
     """Each planted workload, run briefly on the CPU stand-in, returns exactly the truth its checks need."""
-    from exporter.commands.selftest.expectations import EXPECTATIONS
-    from exporter.commands.selftest.workloads import WORKLOADS
+    from gpueff.commands.selftest.expectations import EXPECTATIONS
+    from gpueff.commands.selftest.workloads import WORKLOADS
 
     class Engine(CpuEngine):
         def copy(self, source, target):
@@ -193,8 +193,8 @@ def test_every_workload_reports_the_figure_its_expectation_checks():
             time.sleep(0.01)
 
     assert list(WORKLOADS) == list(EXPECTATIONS)
-    device = load_trace(ROOT / "exporter/traces/h200/idle.json").device(0)
-    from exporter.commands.selftest.workloads import SelftestUnavailable
+    device = load_trace(ROOT / "gpueff/traces/h200/idle.json").device(0)
+    from gpueff.commands.selftest.workloads import SelftestUnavailable
 
     with pytest.raises(SelftestUnavailable, match="needs PyTorch"):
         WORKLOADS["train_step"](Engine(), 0.12, device)  # the stand-in is no PyTorch
@@ -212,10 +212,10 @@ def test_live_path_with_the_nvml_backend_on_a_fake_driver(trace_paths, monkeypat
     the spin_1sm recording, while the CPU stand-in runs the workloads (no GPU can exist here)."""
     from fakes.nvml import FakeNvml
 
-    from exporter.commands.selftest import workloads
-    from exporter.commands.selftest.checks import check_readings, exit_code
-    from exporter.commands.selftest.command import from_gpu, selftest_parser
-    from exporter.pipeline.derive import DeriveSettings
+    from gpueff.commands.selftest import workloads
+    from gpueff.commands.selftest.checks import check_readings, exit_code
+    from gpueff.commands.selftest.command import from_gpu, selftest_parser
+    from gpueff.pipeline.derive import DeriveSettings
 
     monkeypatch.setitem(sys.modules, "pynvml", FakeNvml([load_trace(trace_paths["spin_1sm"])]))
     monkeypatch.setattr(workloads, "load_engine", lambda gpu, prefer: CpuEngine())

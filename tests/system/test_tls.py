@@ -178,7 +178,7 @@ def test_sighup_reloads_web_config_and_keeps_the_old_one_when_bad(pki):
 def test_bad_web_config_stops_the_start_with_a_clear_error(tmp_path):
     path = tmp_path / "web.yml"
     path.write_text("tls_server_config:\n  cert_file: nope.crt\n  key_file: nope.key\n")
-    result = subprocess.run([sys.executable, "-m", "exporter", "--demo", "--web.listen-address", f"127.0.0.1:{free_port()}", "--web.config.file", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)
+    result = subprocess.run([sys.executable, "-m", "gpueff", "--demo", "--web.listen-address", f"127.0.0.1:{free_port()}", "--web.config.file", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)
     assert result.returncode == 2
     assert f"web config file {path}: 'tls_server_config.cert_file': cannot read {tmp_path / 'nope.crt'}: no such file" in result.stderr + result.stdout
 

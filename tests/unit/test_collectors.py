@@ -1,4 +1,4 @@
-"""Per-family collector switches (exporter/collectors.py): the catalogue split into collectors, the
+"""Per-family collector switches (gpueff/collectors.py): the catalogue split into collectors, the
 config key and the --collector.NAME / --no-collector.NAME flags, the exposition without a
 disabled collector's series, and its NVML calls not made."""
 
@@ -11,17 +11,17 @@ from conftest import running_daemon
 from fakes.nvml import FakeClock, FakeGpu, FakeNvml
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.backends.base import CollectSettings
-from exporter.backends.nvml.backend import NvmlBackend
-from exporter.collectors import ALWAYS, COLLECTORS, OFF_BY_DEFAULT
-from exporter.commands.cli import daemon_parser
-from exporter.commands.daemon import effective_config
-from exporter.config.engine import ConfigError
-from exporter.exposition.render import render
-from exporter.metrics import BY_NAME, GPU
-from exporter.poller import collect_settings
-from exporter.settings import Config, parse_config
-from exporter.trace import load_trace
+from gpueff.backends.base import CollectSettings
+from gpueff.backends.nvml.backend import NvmlBackend
+from gpueff.collectors import ALWAYS, COLLECTORS, OFF_BY_DEFAULT
+from gpueff.commands.cli import daemon_parser
+from gpueff.commands.daemon import effective_config
+from gpueff.config.engine import ConfigError
+from gpueff.exposition.render import render
+from gpueff.metrics import BY_NAME, GPU
+from gpueff.poller import collect_settings
+from gpueff.settings import Config, parse_config
+from gpueff.trace import load_trace
 from unit.test_metrics import full_snapshot
 
 

@@ -17,11 +17,11 @@ from fakes.apps import answer_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exporter.apps.scrape import ScrapeError, fetch, read_counter
-from exporter.config.engine import ConfigError
-from exporter.httpserver.tlsconfig import WebConfigError, load_web_config, parse_web_config
-from exporter.settings import config_reference, load_config, parse_config
-from exporter.trace import TraceError, load_trace, parse_trace
+from gpueff.apps.scrape import ScrapeError, fetch, read_counter
+from gpueff.config.engine import ConfigError
+from gpueff.httpserver.tlsconfig import WebConfigError, load_web_config, parse_web_config
+from gpueff.settings import config_reference, load_config, parse_config
+from gpueff.trace import TraceError, load_trace, parse_trace
 
 pytestmark = pytest.mark.slow  # property-based fuzzing
 

@@ -15,23 +15,23 @@ import pytest
 from conftest import ROOT, running_daemon
 from waiting import PATIENCE
 
-from exporter import __version__
-from exporter.logs import JsonFormatter, LogfmtFormatter, fields, one_line, record_fields
-from exporter.web.server import WebServer
+from gpueff import __version__
+from gpueff.logs import JsonFormatter, LogfmtFormatter, fields, one_line, record_fields
+from gpueff.web.server import WebServer
 
 
 def format_exception_record(error: BaseException) -> str:
     try:
         raise error
     except BaseException:
-        record = logging.getLogger("exporter.test").makeRecord("exporter.test", logging.ERROR, __file__, 1, "it failed", (), exc_info=__import__("sys").exc_info())
+        record = logging.getLogger("gpueff.test").makeRecord("gpueff.test", logging.ERROR, __file__, 1, "it failed", (), exc_info=__import__("sys").exc_info())
     return LogfmtFormatter().format(record)
 
 
 def test_an_exception_is_one_line_with_its_type_message_and_place():
     line = format_exception_record(ValueError('bad "value"\nsecond line'))
     assert "\n" not in line
-    assert line.startswith("ts=") and " level=error source=exporter.test " in line
+    assert line.startswith("ts=") and " level=error source=gpueff.test " in line
     assert 'msg="it failed: ValueError: bad \\"value\\"\\nsecond line (at test_logs.py:' in line
     assert "Traceback" not in line
 
@@ -44,7 +44,7 @@ def test_a_client_reset_logs_one_line_and_no_traceback(caplog, capfd):
     server = WebServer("127.0.0.1:0", lambda gzip: None, lambda: True, "note")
     server.start()
     try:
-        with caplog.at_level(logging.DEBUG, logger="exporter.web.server"):
+        with caplog.at_level(logging.DEBUG, logger="gpueff.web.server"):
             for _ in range(3):
                 client = socket.create_connection(("127.0.0.1", server.port))
                 client.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # half a request, then a reset
@@ -83,7 +83,7 @@ def unescape(text: str) -> str:
 
 
 def record(message: str, *args: object, extra: dict | None = None) -> logging.LogRecord:
-    return logging.getLogger("exporter.test").makeRecord("exporter.test", logging.WARNING, __file__, 1, message, args, None, extra=extra)
+    return logging.getLogger("gpueff.test").makeRecord("gpueff.test", logging.WARNING, __file__, 1, message, args, None, extra=extra)
 
 
 def test_logfmt_escapes_hostile_bytes_and_forges_no_key() -> None:
@@ -115,9 +115,9 @@ def test_fields_refuse_the_lines_own_keys() -> None:
 
 
 def test_gpu_and_xid_lines_carry_gpu_and_uuid(caplog) -> None:
-    from exporter.backends.dcgm.xid import XidCounter
+    from gpueff.backends.dcgm.xid import XidCounter
 
-    with caplog.at_level(logging.WARNING, logger="exporter.backends.dcgm.xid"):
+    with caplog.at_level(logging.WARNING, logger="gpueff.backends.dcgm.xid"):
         XidCounter().count("GPU-5e2d", 2, 79)
     (logged,) = caplog.records
     assert record_fields(logged) == {"gpu": 2, "uuid": "GPU-5e2d", "xid": 79}
@@ -135,7 +135,7 @@ def test_the_daemon_logs_json_with_a_startup_line_of_version_backend_and_url() -
     documents = [json.loads(line) for line in lines]
     (start,) = [document for document in documents if "version" in document]
     assert start["version"] == __version__ and start["backend"] == "replay" and start["url"] == f"{url}/metrics" and start["gpus"] == 20
-    assert start["level"] == "info" and start["source"] == "exporter" and start["interval"] == "1s"
+    assert start["level"] == "info" and start["source"] == "gpueff" and start["interval"] == "1s"
     assert documents[-1]["msg"] == "stopping"
 
 
@@ -148,7 +148,7 @@ def test_the_daemon_logs_logfmt_by_default_and_log_level_filters() -> None:
 
 
 def test_log_flags_are_node_exporters() -> None:
-    from exporter.commands.cli import daemon_parser
+    from gpueff.commands.cli import daemon_parser
 
     args = daemon_parser().parse_args(["--log.format=json", "--log.level=warn"])
     assert (args.log_format, args.log_level) == ("json", "warn")
@@ -162,7 +162,7 @@ def test_a_port_in_use_is_one_error_line_naming_the_address() -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         address = f"127.0.0.1:{taken.getsockname()[1]}"
-        done = subprocess.run([sys.executable, "-m", "exporter", "--demo", f"--web.listen-address={address}"], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)
+        done = subprocess.run([sys.executable, "-m", "gpueff", "--demo", f"--web.listen-address={address}"], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)
     assert done.returncode == 2
     (line,) = [line for line in done.stderr.splitlines() if "level=error" in line]
     assert dict(logfmt_pairs(line))["address"] == address and "cannot listen on" in line

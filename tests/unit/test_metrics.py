@@ -1,4 +1,4 @@
-"""The metric catalogue (exporter/metrics.py) against everything that must follow it: the typed
+"""The metric catalogue (gpueff/metrics.py) against everything that must follow it: the typed
 profiling readings, the sample's fields, the exposition, the metrics reference (docs/metrics.md), pynvml's
 GPM ids, the DCGM fakes and what each backend really gives."""
 
@@ -19,16 +19,16 @@ from prometheus_client.parser import text_string_to_metric_families
 from repo import ROOT
 from waiting import PATIENCE
 
-from exporter.apps.derive import AppState
-from exporter.attribution.doctor import Attribution
-from exporter.attribution.kubernetes.owners import AttributionHealth, GpuOwners, PodOwner, ProcessOwner
-from exporter.attribution.slurm import SlurmJob
-from exporter.backends.dcgm.bindings import load_bindings
-from exporter.backends.dcgm.fields import FIELDS
-from exporter.backends.nvml.backend import NvmlBackend
-from exporter.backends.replay import ReplayBackend
-from exporter.collectors import CollectorsConfig
-from exporter.metrics import (
+from gpueff.apps.derive import AppState
+from gpueff.attribution.doctor import Attribution
+from gpueff.attribution.kubernetes.owners import AttributionHealth, GpuOwners, PodOwner, ProcessOwner
+from gpueff.attribution.slurm import SlurmJob
+from gpueff.backends.dcgm.bindings import load_bindings
+from gpueff.backends.dcgm.fields import FIELDS
+from gpueff.backends.nvml.backend import NvmlBackend
+from gpueff.backends.replay import ReplayBackend
+from gpueff.collectors import CollectorsConfig
+from gpueff.metrics import (
     BY_NAME,
     DCGM,
     HELP_LIMIT,
@@ -40,17 +40,17 @@ from exporter.metrics import (
     SUMMARY,
     Reading,
 )
-from exporter.pipeline.derive import derive
-from exporter.pipeline.peers import JobGpu, JobState, LinkTraffic
-from exporter.pipeline.processes import GpuProcesses, ProcessRow
-from exporter.pipeline.split import GpuSharing, Holder, HolderTotals
-from exporter.pipeline.totals import Totals
-from exporter.poller import poll_settings
-from exporter.sample import Cycles, DeviceInfo, GpuSample, Health, PeerLink, Profiling
-from exporter.selfstats import read_process_stats
-from exporter.settings import Config
-from exporter.snapshot import GpuState, Snapshot
-from exporter.trace import HEALTH_KEYS, Trace, load_trace
+from gpueff.pipeline.derive import derive
+from gpueff.pipeline.peers import JobGpu, JobState, LinkTraffic
+from gpueff.pipeline.processes import GpuProcesses, ProcessRow
+from gpueff.pipeline.split import GpuSharing, Holder, HolderTotals
+from gpueff.pipeline.totals import Totals
+from gpueff.poller import poll_settings
+from gpueff.sample import Cycles, DeviceInfo, GpuSample, Health, PeerLink, Profiling
+from gpueff.selfstats import read_process_stats
+from gpueff.settings import Config
+from gpueff.snapshot import GpuState, Snapshot
+from gpueff.trace import HEALTH_KEYS, Trace, load_trace
 
 # GpuSample fields that are bookkeeping or feed labels and attribution, not metrics of their own.
 NOT_METRICS = {"device", "timestamp", "window_seconds", "processes", "process_utilization", "profiling", "health", "cycles", "gpu_utilization_window"}  # the last: exported as derived.busy
@@ -162,7 +162,7 @@ def test_gpm_ids_are_pynvmls():
 
 
 def test_the_dcgm_field_table_is_the_catalogues():
-    from exporter.backends.dcgm.fields import NVLINK_LINK_FIELDS
+    from gpueff.backends.dcgm.fields import NVLINK_LINK_FIELDS
 
     from_catalogue = {reading.dcgm.field_id for _, reading in READINGS if reading.dcgm is not None}
     assert {field.field_id for field in FIELDS} == from_catalogue | {52} | {field.field_id for field in NVLINK_LINK_FIELDS}  # + each link's errors (one series, 72 fields)
@@ -271,6 +271,6 @@ def test_a_metric_with_a_dcgm_source_says_dcgm_gives_it():
 
 
 def test_the_trace_format_documents_every_key_the_catalogue_reads():
-    documented = set(re.findall(r"`([A-Za-z_0-9]+)`", (ROOT / "exporter" / "traces" / "README.md").read_text(encoding="utf-8")))
+    documented = set(re.findall(r"`([A-Za-z_0-9]+)`", (ROOT / "gpueff" / "traces" / "README.md").read_text(encoding="utf-8")))
     keys = {reading.trace[0] for _, reading in READINGS if reading.trace is not None} | {reading.gpm.name for _, reading in READINGS if reading.gpm is not None}
     assert sorted(keys - documented) == []

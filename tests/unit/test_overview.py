@@ -6,16 +6,16 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from exporter.backends.replay import ReplayBackend
-from exporter.commands.top.scrape import parse
-from exporter.commands.top.table import Frame, render
-from exporter.exposition.render import render as metrics_text
-from exporter.overview import job_overviews, snapshot_overview
-from exporter.poller import Poller
-from exporter.settings import Config
-from exporter.trace import load_trace
-from exporter.web.history import History
-from exporter.web.live import LiveData
+from gpueff.backends.replay import ReplayBackend
+from gpueff.commands.top.scrape import parse
+from gpueff.commands.top.table import Frame, render
+from gpueff.exposition.render import render as metrics_text
+from gpueff.overview import job_overviews, snapshot_overview
+from gpueff.poller import Poller
+from gpueff.settings import Config
+from gpueff.trace import load_trace
+from gpueff.web.history import History
+from gpueff.web.live import LiveData
 
 
 def straggling_job(trace_paths):

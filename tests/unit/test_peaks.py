@@ -10,7 +10,7 @@ import pytest
 from repo import ROOT
 from waiting import PATIENCE
 
-from exporter.peaks import (
+from gpueff.peaks import (
     BUILTIN_PEAKS,
     OVERRIDE_FIELDS,
     SPECS,
@@ -20,8 +20,8 @@ from exporter.peaks import (
     peak_for,
     unknown_model_note,
 )
-from exporter.sample import DeviceInfo
-from exporter.settings import parse_config
+from gpueff.sample import DeviceInfo
+from gpueff.settings import parse_config
 
 DOCS = (ROOT / "docs" / "peaks.md").read_text(encoding="utf-8")
 FLEET = ("V100", "T4", "A2", "A10", "A16", "A30", "A40", "A100-SXM4-40GB", "A100-SXM4-80GB", "A100-PCIE-40GB", "A100 80GB PCIe", "A800-SXM4-40GB", "A800",

@@ -11,11 +11,11 @@ import pytest
 from conftest import payloads_following
 from waiting import PATIENCE, wait_until
 
-from exporter.backends.replay import ReplayBackend
-from exporter.poller import GIL_SWITCH_INTERVAL, Poller
-from exporter.settings import Config
-from exporter.taxonomy import MismatchThresholds
-from exporter.trace import load_trace
+from gpueff.backends.replay import ReplayBackend
+from gpueff.poller import GIL_SWITCH_INTERVAL, Poller
+from gpueff.settings import Config
+from gpueff.taxonomy import MismatchThresholds
+from gpueff.trace import load_trace
 
 
 class FakeClock:
@@ -106,7 +106,7 @@ def test_a_failing_backend_marks_every_gpu_down_and_recovers(trace_paths, clock,
     good_wall = poller.snapshot.last_success_wall
 
     backend.failure = RuntimeError("the driver went away")
-    with caplog.at_level(logging.INFO, logger="exporter.poller"):
+    with caplog.at_level(logging.INFO, logger="gpueff.poller"):
         for expected_errors in (1, 2, 3):
             clock.now += 0.5
             snapshot = poller.poll_once()
@@ -211,7 +211,7 @@ def test_a_poll_that_raises_does_not_end_polling(trace_paths, caplog):
     backend = BuggyReplay([load_trace(trace_paths["matmul_8192"])])
     backend.buggy = True
     poller = Poller(backend, Config(collect_interval=0.1))
-    with caplog.at_level(logging.ERROR, logger="exporter.poller"):
+    with caplog.at_level(logging.ERROR, logger="gpueff.poller"):
         poller.start(backend.start())
         try:
             wait_until(lambda: poller._own_errors >= 3, "three failing polls")
@@ -312,7 +312,7 @@ def test_an_unknown_model_is_logged_once_with_the_config_key_that_adds_it(trace_
     unknown = dataclasses.replace(trace, gpu={**trace.gpu, "name": "NVIDIA Future GPU"})
     poller = Poller(ReplayBackend([unknown, load_trace(trace_paths["idle"])], clock=clock), Config(), clock=clock)
     poller._devices = poller.backend.start()
-    with caplog.at_level(logging.WARNING, logger="exporter.poller"):
+    with caplog.at_level(logging.WARNING, logger="gpueff.poller"):
         for _ in range(3):
             clock.now += 1
             state = poller.poll_once().gpus[0]
@@ -353,7 +353,7 @@ def test_a_model_in_no_row_is_derived_from_its_device_or_logged_once(trace_paths
     backend = RenamedReplay([load_trace(trace_paths["matmul_8192"])], clock=clock, device_facts=facts)
     backend.start()
     poller = Poller(backend, Config(), clock=clock, wall_clock=lambda: 1_700_000_000.0 + clock.now)
-    with caplog.at_level(logging.INFO, logger="exporter.poller"):
+    with caplog.at_level(logging.INFO, logger="gpueff.poller"):
         for _ in range(3):
             clock.now += 0.5
             snapshot = poller.poll_once()

@@ -11,11 +11,11 @@ from conftest import running_daemon
 from fakes.apps import raw_serving
 from waiting import PATIENCE, wait_until
 
-from exporter.apps.monitor import AppMonitor
-from exporter.backends.replay import ReplayBackend
-from exporter.poller import Poller
-from exporter.settings import Config, parse_config
-from exporter.trace import load_trace
+from gpueff.apps.monitor import AppMonitor
+from gpueff.backends.replay import ReplayBackend
+from gpueff.poller import Poller
+from gpueff.settings import Config, parse_config
+from gpueff.trace import load_trace
 from unit.test_poller import assert_a_reload_to_a_short_interval_polls_at_once
 
 

@@ -15,19 +15,19 @@ from hypothesis import strategies as st
 from repo import ROOT
 from waiting import PATIENCE
 
-from exporter.apps.settings import AppsSettings
-from exporter.backends.base import CollectSettings
-from exporter.backends.dcgm.backend import DcgmBackend
-from exporter.backends.dcgm.settings import DcgmConfig
-from exporter.backends.nvml.backend import NvmlBackend
-from exporter.commands.flags import dcgm_settings
-from exporter.config.engine import RESTART, ConfigError, restart_only_changes
-from exporter.config.values import parse_duration
-from exporter.peaks import PeakOverride
-from exporter.pipeline.derive import DeriveSettings
-from exporter.pipeline.tracker import TrackerSettings
-from exporter.settings import Config, config_reference, load_config, parse_config
-from exporter.taxonomy import MismatchThresholds
+from gpueff.apps.settings import AppsSettings
+from gpueff.backends.base import CollectSettings
+from gpueff.backends.dcgm.backend import DcgmBackend
+from gpueff.backends.dcgm.settings import DcgmConfig
+from gpueff.backends.nvml.backend import NvmlBackend
+from gpueff.commands.flags import dcgm_settings
+from gpueff.config.engine import RESTART, ConfigError, restart_only_changes
+from gpueff.config.values import parse_duration
+from gpueff.peaks import PeakOverride
+from gpueff.pipeline.derive import DeriveSettings
+from gpueff.pipeline.tracker import TrackerSettings
+from gpueff.settings import Config, config_reference, load_config, parse_config
+from gpueff.taxonomy import MismatchThresholds
 
 
 def write(tmp_path: Path, text: str | bytes, name: str = "config.yml") -> Path:
@@ -386,7 +386,7 @@ def test_the_dcgm_section_rejects_bad_values_naming_the_key(key, value, reason):
 
 
 def test_dcgm_flags_override_the_dcgm_section():
-    from exporter.commands.cli import daemon_parser
+    from gpueff.commands.cli import daemon_parser
 
     base = parse_config({"dcgm": {"host": "localhost:5555", "pause_file": "/run/pause"}}).dcgm
     args = daemon_parser().parse_args(["--dcgm.host", "10.0.0.2:5555", "--dcgm.multi-pass"])

@@ -26,12 +26,12 @@ from dataclasses import dataclass, replace
 import pytest
 from repo import ROOT
 
-from exporter.peaks import BUILTIN_PEAKS, Peak
-from exporter.taxonomy import Activity, BottleneckThresholds, classify
-from exporter.trace import load_trace
+from gpueff.peaks import BUILTIN_PEAKS, Peak
+from gpueff.taxonomy import Activity, BottleneckThresholds, classify
+from gpueff.trace import load_trace
 from unit.pipeline.test_derive_corpus import EXPERT_LABEL
 
-TRACES = ROOT / "exporter" / "traces"
+TRACES = ROOT / "gpueff" / "traces"
 LIMITS = BottleneckThresholds()
 HOME = {"NVIDIA H100 80GB HBM3": "NVIDIA H100 80GB HBM3", "NVIDIA H200": "NVIDIA H200"}
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.pipeline.derive import efficiency, mismatch
-from exporter.taxonomy import Activity, BottleneckThresholds, MismatchThresholds, classify
+from gpueff.pipeline.derive import efficiency, mismatch
+from gpueff.taxonomy import Activity, BottleneckThresholds, MismatchThresholds, classify
 
 LIMITS = MismatchThresholds()
 BOTTLENECK = BottleneckThresholds()

@@ -12,11 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from repo import ROOT
 
-from exporter.backends.replay import ReplayBackend
-from exporter.gpm_metrics import GPM_METRICS
-from exporter.pipeline.derive import derive
-from exporter.sample import DeviceInfo
-from exporter.trace import (
+from gpueff.backends.replay import ReplayBackend
+from gpueff.gpm_metrics import GPM_METRICS
+from gpueff.pipeline.derive import derive
+from gpueff.sample import DeviceInfo
+from gpueff.trace import (
     FORMAT,
     HEALTH_KEYS,
     NVML_KEYS,
@@ -214,7 +214,7 @@ def test_health_readings_round_trip_and_old_traces_have_none():
 def test_every_health_reading_has_a_trace_key():
     """The trace format's health keys are the catalogue's health readings that a replay can give (the
     per-link NVLink counters are live only)."""
-    from exporter.metrics import READINGS, REPLAY
+    from gpueff.metrics import READINGS, REPLAY
 
     health = {reading.field for metric, reading in READINGS if reading.path.startswith("sample.health.") and REPLAY in metric.backends}
     assert health <= set(HEALTH_KEYS)
@@ -344,5 +344,5 @@ def test_traces_that_validated_but_could_not_replay_are_refused_at_load(tmp_path
 
 
 def test_the_trace_format_documents_every_health_key():
-    readme = (ROOT / "exporter" / "traces" / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "gpueff" / "traces" / "README.md").read_text(encoding="utf-8")
     assert sorted(set(HEALTH_KEYS) - set(re.findall(r"`([a-z_0-9]+)`", readme))) == []

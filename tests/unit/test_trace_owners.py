@@ -1,4 +1,4 @@
-"""Owners declared for replayed GPUs (exporter/trace_owners.py): the demo's file loads and names
+"""Owners declared for replayed GPUs (gpueff/trace_owners.py): the demo's file loads and names
 only demo traces, a hostile file is refused naming the entry and the key, and on --demo the owners
 reach every series a cluster's do, marked as demo data, from the declaration alone (never /proc)."""
 
@@ -15,12 +15,12 @@ from fakes.kubelet import FakeKubelet, pod
 from fakes.proc import process
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.backends.replay import DECLARED_PID_BASE, ReplayBackend
-from exporter.exposition.render import render
-from exporter.poller import Poller
-from exporter.settings import parse_config
-from exporter.trace import demo_trace_paths, load_trace
-from exporter.trace_owners import (
+from gpueff.backends.replay import DECLARED_PID_BASE, ReplayBackend
+from gpueff.exposition.render import render
+from gpueff.poller import Poller
+from gpueff.settings import parse_config
+from gpueff.trace import demo_trace_paths, load_trace
+from gpueff.trace_owners import (
     DEMO_OWNERS,
     DeclaredOwner,
     OwnersError,
@@ -58,7 +58,7 @@ def test_the_demo_declares_pods_slurm_jobs_and_users_and_leaves_one_gpu_free() -
     ({**GOOD, "pod": {**GOOD["pod"], "pod": "x" * 300}}, "gpus[0].pod: pod must be a DNS-1123 subdomain"),
     ({**GOOD, "pod": {k: v for k, v in GOOD["pod"].items() if k != "uid"}}, "gpus[0].pod: missing key 'uid'"),
     ({**GOOD, "process": "a\x1b[2J"}, "process must be a process name of 1 to 15"),
-    ({**GOOD, "trace": "../../etc/passwd"}, "trace must be a trace's path under exporter/traces/"),
+    ({**GOOD, "trace": "../../etc/passwd"}, "trace must be a trace's path under gpueff/traces/"),
     ({"trace": "h200/idle.json", "user": {"uid": True}}, "gpus[0].user: uid must be a whole number from 0 to 4294967295, got True"),
     ({"trace": "h200/idle.json", "user": {"uid": -1}}, "uid must be a whole number"),
     ({"trace": "h200/idle.json", "slurm_job": {"id": "48213"}}, "gpus[0].slurm_job: id must be a whole number"),

@@ -15,17 +15,17 @@ from fakes.nvml import FakeClock, FakeGpu, FakeNvml
 from fakes.proc import status
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.attribution.cgroup import process_owner
-from exporter.attribution.holders import Holder, HolderResolver, identify
-from exporter.attribution.kubernetes.owners import ProcessOwner
-from exporter.backends.base import binding_text, text
-from exporter.backends.nvml.backend import NvmlBackend
-from exporter.backends.nvml.gpm import profiling_admin_only
-from exporter.exposition.render import render
-from exporter.poller import Poller
-from exporter.settings import parse_config
-from exporter.trace import load_trace
-from exporter.untrusted import MAX_PROC_FILE_BYTES, decode, read_text
+from gpueff.attribution.cgroup import process_owner
+from gpueff.attribution.holders import Holder, HolderResolver, identify
+from gpueff.attribution.kubernetes.owners import ProcessOwner
+from gpueff.backends.base import binding_text, text
+from gpueff.backends.nvml.backend import NvmlBackend
+from gpueff.backends.nvml.gpm import profiling_admin_only
+from gpueff.exposition.render import render
+from gpueff.poller import Poller
+from gpueff.settings import parse_config
+from gpueff.trace import load_trace
+from gpueff.untrusted import MAX_PROC_FILE_BYTES, decode, read_text
 
 HOSTILE = b"\xff\xfejob"
 UID = "0c3e2b1a-7f64-4d2b-9a51-3c2d1e0f9a8b"
@@ -69,7 +69,7 @@ def test_a_process_that_cannot_be_identified_is_unattributed_and_remembered(tmp_
         calls.append(pid)
         raise ValueError("unexpected")
 
-    monkeypatch.setattr("exporter.attribution.holders.identify", broken)
+    monkeypatch.setattr("gpueff.attribution.holders.identify", broken)
     resolver = HolderResolver(tmp_path)
     for _ in range(3):
         assert resolver.resolve([(5, "a")])[5].holder.kind == "unattributed"

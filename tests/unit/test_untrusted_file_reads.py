@@ -16,11 +16,11 @@ from conftest import running_daemon
 from tls_certs import make_pki
 from waiting import PATIENCE
 
-from exporter.config.engine import ConfigError
-from exporter.httpserver.tlsconfig import WebConfigError, load_web_config
-from exporter.settings import load_config
-from exporter.trace import TraceError, load_trace
-from exporter.untrusted import writable_by_others
+from gpueff.config.engine import ConfigError
+from gpueff.httpserver.tlsconfig import WebConfigError, load_web_config
+from gpueff.settings import load_config
+from gpueff.trace import TraceError, load_trace
+from gpueff.untrusted import writable_by_others
 
 SPARSE = 256 * 1024 * 1024  # no disk, but read whole it is 256 MB of memory
 

@@ -73,7 +73,7 @@ def main() -> int:
     stop = threading.Event()
     with contextlib.ExitStack() as stack:
         def command(tree: Path, interval: str) -> list[str]:
-            start = [sys.executable, str(tree / "tools" / "fake_nvml_daemon.py"), str(args.fake_gpus)] if args.fake_gpus else [sys.executable, "-m", "exporter"]
+            start = [sys.executable, str(tree / "tools" / "fake_nvml_daemon.py"), str(args.fake_gpus)] if args.fake_gpus else [sys.executable, "-m", "gpueff"]
             return [*start, "--collect-interval", interval]
 
         daemons = [stack.enter_context(daemon(command(tree, interval), cwd=tree)) for _, tree, interval in runs]

@@ -12,7 +12,7 @@ At each phase boundary the daemon is scraped; the per-holder counters' increment
 the processes' own figures. A sampler thread also calls nvmlDeviceGetProcessUtilization itself, to
 record what the driver returns (entries per call, timestamps, PIDs) and what one call costs.
 
-Run on a GPU machine from a folder holding exporter/ and bench/:
+Run on a GPU machine from a folder holding gpueff/ and bench/:
 ``PYTHONPATH=. python3 evidence/2026-11-25-h100/sharing/sharing_validation.py --out DIR``. Needs torch, nvidia-ml-py, prometheus-client.
 """
 
@@ -187,7 +187,7 @@ def main() -> int:
     port = free_port()
     logs = contextlib.ExitStack()
     daemon_log = logs.enter_context(open(out / "daemon.log", "w"))  # noqa: SIM115 (closed by the ExitStack)
-    daemon = subprocess.Popen([sys.executable, "-m", "exporter", "--backend", "nvml", "--config", str(config), "--web.listen-address", f"127.0.0.1:{port}"], stdout=daemon_log, stderr=subprocess.STDOUT, env=env)
+    daemon = subprocess.Popen([sys.executable, "-m", "gpueff", "--backend", "nvml", "--config", str(config), "--web.listen-address", f"127.0.0.1:{port}"], stdout=daemon_log, stderr=subprocess.STDOUT, env=env)
     for _ in range(100):
         try:
             scrape(port)

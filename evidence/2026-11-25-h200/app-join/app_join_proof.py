@@ -125,7 +125,7 @@ def main() -> int:
     )
     log = (out / "daemon.log").open("w")
     daemon = subprocess.Popen(
-        [sys.executable, "-m", "exporter", "--backend", "nvml", "--config", str(config), "--collect-interval", "1s", "--web.listen-address", f"127.0.0.1:{daemon_port}"],
+        [sys.executable, "-m", "gpueff", "--backend", "nvml", "--config", str(config), "--collect-interval", "1s", "--web.listen-address", f"127.0.0.1:{daemon_port}"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     samples: list[dict[str, float | str]] = []

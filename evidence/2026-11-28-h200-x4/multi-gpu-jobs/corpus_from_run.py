@@ -9,7 +9,7 @@ warm-up, so replay skips them. Phases left out unless named: the bare send/recv 
 readings sat on the class and mismatch thresholds (see README.md); ../issue35-s2 added it once the
 class rule covered it.
 
-Run: python3 corpus_from_run.py RUN_DIR exporter/traces/h200-jobs [PHASE,...]
+Run: python3 corpus_from_run.py RUN_DIR gpueff/traces/h200-jobs [PHASE,...]
 """
 
 from __future__ import annotations

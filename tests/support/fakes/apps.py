@@ -16,7 +16,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from exporter.apps.scrape import Answer, LineFilter
+from gpueff.apps.scrape import Answer, LineFilter
 
 Respond = Callable[[BaseHTTPRequestHandler], None]
 

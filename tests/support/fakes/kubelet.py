@@ -13,7 +13,7 @@ from typing import Any
 
 import grpc
 
-from exporter.attribution.kubernetes import podresources_pb2 as pb
+from gpueff.attribution.kubernetes import podresources_pb2 as pb
 
 
 def pod(namespace: str, name: str, containers: dict[str, dict[str, list[str]]]) -> pb.PodResources:

@@ -1,6 +1,6 @@
 """A fake ``pynvml`` (nvidia-ml-py 13.x) driven by gpu-trace/1 recordings, for tests and benchmarks.
 
-It offers the functions exporter/backends/nvml/backend.py calls, with the real module's constants, NVMLError
+It offers the functions gpueff/backends/nvml/backend.py calls, with the real module's constants, NVMLError
 classes and ctypes structs (taken from the installed pynvml, which loads no library until nvmlInit).
 Device handles and GPM samples are real ctypes pointers, and strings come back as str or bytes
 exactly where pynvml returns them. Each fake GPU plays one trace, looping: a reading is the trace sample whose window
@@ -33,8 +33,8 @@ from typing import Any
 
 import pynvml as _real
 
-from exporter.gpm_metrics import GPM_METRICS, GpmMetric
-from exporter.trace import Trace
+from gpueff.gpm_metrics import GPM_METRICS, GpmMetric
+from gpueff.trace import Trace
 
 
 def recorded_gpm(trace: Trace) -> tuple[GpmMetric, ...]:
@@ -101,7 +101,7 @@ class FakeGpu:
     processes: list[tuple[int, int, str | bytes]] = field(default_factory=list)  # (pid, used bytes, process name)
     # nvmlDeviceGetProcessUtilization: pid -> share of each driver sample period its kernels ran (smUtil / 100)
     process_duty: dict[int, float] = field(default_factory=dict)
-    # Health readings (exporter/backends/nvml_health.py). The defaults are what a one-GPU H100 SXM
+    # Health readings (gpueff/backends/nvml_health.py). The defaults are what a one-GPU H100 SXM
     # answered (docs/health.md); None answers NOT_SUPPORTED, as a GPU without the reading does.
     pcie_replays: int | None = 0
     pcie_link: tuple[int, int, int, int] | None = (5, 5, 16, 16)  # current generation, max generation, current width, max width
@@ -842,7 +842,7 @@ class FakeNvml:
 
 def started_backend(gpus: Sequence[Any], slow_interval: float = 10.0, **fake_options: Any) -> tuple[Any, FakeNvml, FakeClock]:
     """A started NvmlBackend over a FakeNvml of ``gpus`` (traces or FakeGpus), on one fake clock."""
-    from exporter.backends.nvml.backend import NvmlBackend  # the backend under test, not a dependency of the fake
+    from gpueff.backends.nvml.backend import NvmlBackend  # the backend under test, not a dependency of the fake
 
     clock = FakeClock()
     fake = FakeNvml(gpus, clock=clock, **fake_options)

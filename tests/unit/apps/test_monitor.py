@@ -16,19 +16,19 @@ from fakes.apps import App, answer_of, send, serving, slow, trickle, wsgi_servin
 from prometheus_client import Counter, Histogram
 from waiting import PATIENCE, wait_until
 
-from exporter.apps.counters import CounterIncrease
-from exporter.apps.derive import gpu_figures, select_gpus
-from exporter.apps.monitor import AppTracker, Scraper
-from exporter.apps.scrape import ScrapeError, escaped, fetch, read_counter
-from exporter.apps.settings import AppConfig, AppsSettings
-from exporter.attribution.kubernetes.owners import GpuOwners, PodOwner
-from exporter.attribution.owner import Owner
-from exporter.backends.replay import ReplayBackend
-from exporter.config.engine import ConfigError
-from exporter.poller import Poller
-from exporter.sample import DeviceInfo, GpuProcess, GpuSample
-from exporter.settings import load_config, parse_config
-from exporter.trace import load_trace
+from gpueff.apps.counters import CounterIncrease
+from gpueff.apps.derive import gpu_figures, select_gpus
+from gpueff.apps.monitor import AppTracker, Scraper
+from gpueff.apps.scrape import ScrapeError, escaped, fetch, read_counter
+from gpueff.apps.settings import AppConfig, AppsSettings
+from gpueff.attribution.kubernetes.owners import GpuOwners, PodOwner
+from gpueff.attribution.owner import Owner
+from gpueff.backends.replay import ReplayBackend
+from gpueff.config.engine import ConfigError
+from gpueff.poller import Poller
+from gpueff.sample import DeviceInfo, GpuProcess, GpuSample
+from gpueff.settings import load_config, parse_config
+from gpueff.trace import load_trace
 
 
 def app_config(url: str, **changes: object) -> AppConfig:
@@ -159,7 +159,7 @@ def test_garbage_is_a_failed_scrape(body, reason):
 def test_down_app_fails_fast_and_logs_only_state_changes(caplog):
     port = free_port()
     scraper = Scraper(app_config(f"http://127.0.0.1:{port}/metrics"))
-    caplog.set_level(logging.INFO, logger="exporter.apps")
+    caplog.set_level(logging.INFO, logger="gpueff.apps")
     for _ in range(3):
         reading = scraper.scrape_once()
         assert reading.units is None and "connection refused" in reading.error
@@ -223,7 +223,7 @@ def test_http_error_status_is_a_failed_scrape():
 def test_missing_requests_counter_keeps_the_app_up(caplog):
     app = App(vllm_like)
     app.metrics[0].labels("llama").inc(3)
-    caplog.set_level(logging.INFO, logger="exporter.apps")
+    caplog.set_level(logging.INFO, logger="gpueff.apps")
     with serving(app.respond) as url:
         scraper = Scraper(app_config(url, requests_counter="vllm:no_such_counter_total"))
         readings = [scraper.scrape_once() for _ in range(2)]
@@ -454,7 +454,7 @@ def test_a_scraper_thread_survives_any_exception(caplog):
             return real()
 
         scraper.scrape_once = flaky
-        caplog.set_level(logging.ERROR, logger="exporter.apps")
+        caplog.set_level(logging.ERROR, logger="gpueff.apps")
         scraper.start()
         try:
             wait_until(lambda: scraper.latest is not None, "the scrape after the two failures")

@@ -14,13 +14,13 @@ from prometheus_client import Counter
 from prometheus_client.parser import text_string_to_metric_families
 from waiting import PATIENCE, wait_until
 
-from exporter.apps.monitor import AppMonitor
-from exporter.apps.settings import AppsSettings
-from exporter.backends.replay import ReplayBackend
-from exporter.exposition.render import render
-from exporter.poller import Poller
-from exporter.settings import parse_config
-from exporter.trace import load_trace
+from gpueff.apps.monitor import AppMonitor
+from gpueff.apps.settings import AppsSettings
+from gpueff.backends.replay import ReplayBackend
+from gpueff.exposition.render import render
+from gpueff.poller import Poller
+from gpueff.settings import parse_config
+from gpueff.trace import load_trace
 
 H200_PEAK_BF16 = 989.4e12
 
@@ -230,8 +230,8 @@ def test_process_pattern_follows_the_processes_nvml_lists(trace_paths, tmp_path)
     from fakes.nvml import FakeClock, FakeGpu, FakeNvml
     from fakes.proc import process
 
-    from exporter.backends.nvml.backend import NvmlBackend
-    from exporter.sample import GpuProcess
+    from gpueff.backends.nvml.backend import NvmlBackend
+    from gpueff.sample import GpuProcess
 
     clock = FakeClock()
     vllm = (4242, 70 << 30, "/usr/bin/python3")
@@ -268,7 +268,7 @@ def test_a_tenants_process_named_like_the_app_does_not_join_it(trace_paths, tmp_
     from fakes.nvml import FakeClock, FakeGpu, FakeNvml
     from fakes.proc import process
 
-    from exporter.backends.nvml.backend import NvmlBackend
+    from gpueff.backends.nvml.backend import NvmlBackend
 
     process(tmp_path, 77, "tritonserver", uid=998)
     process(tmp_path, 78, "tritonserver", uid=1001)

@@ -10,16 +10,16 @@ import textwrap
 import pytest
 from conftest import ROOT
 
-from exporter.apps import patterns
-from exporter.config.engine import ConfigError
-from exporter.settings import parse_config
+from gpueff.apps import patterns
+from gpueff.config.engine import ConfigError
+from gpueff.settings import parse_config
 
 SELECT = textwrap.dedent("""
     import logging, sys
-    from exporter.apps.derive import select_gpus
-    from exporter.attribution.owner import Owner
-    from exporter.settings import parse_config
-    from exporter.sample import DeviceInfo, GpuProcess, GpuSample
+    from gpueff.apps.derive import select_gpus
+    from gpueff.attribution.owner import Owner
+    from gpueff.settings import parse_config
+    from gpueff.sample import DeviceInfo, GpuProcess, GpuSample
     logging.basicConfig(level=logging.WARNING, stream=sys.stdout, format="%(levelname)s %(message)s")
     app = parse_config({"apps": [{"name": "a", "url": "http://127.0.0.1:1/metrics", "counter": "c_total", "unit": "u", "process": sys.argv[1], "user": 0}]}).apps[0]
     evil = GpuSample(device=DeviceInfo(index=0, uuid="GPU-0", name="H200"), timestamp=0.0, processes=(GpuProcess(1, sys.argv[2]),))

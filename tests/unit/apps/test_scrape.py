@@ -14,12 +14,12 @@ from prometheus_client import Counter
 from prometheus_client.parser import text_string_to_metric_families
 from waiting import PATIENCE
 
-from exporter.apps.scrape import MAX_SERIES, ScrapeError, fetch, read_counter
-from exporter.backends.replay import ReplayBackend
-from exporter.exposition.render import render
-from exporter.poller import Poller
-from exporter.settings import parse_config
-from exporter.trace import load_trace
+from gpueff.apps.scrape import MAX_SERIES, ScrapeError, fetch, read_counter
+from gpueff.backends.replay import ReplayBackend
+from gpueff.exposition.render import render
+from gpueff.poller import Poller
+from gpueff.settings import parse_config
+from gpueff.trace import load_trace
 
 BODY = b"# TYPE x counter\nx_total 7\n"
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"

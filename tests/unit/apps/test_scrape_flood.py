@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from waiting import PATIENCE
 
-import exporter.apps.scrape as scrape_module
-from exporter.apps.scrape import MAX_KEPT_BYTES, MAX_LINE_BYTES, Answer, ScrapeError, fetch, read_counter
+import gpueff.apps.scrape as scrape_module
+from gpueff.apps.scrape import MAX_KEPT_BYTES, MAX_LINE_BYTES, Answer, ScrapeError, fetch, read_counter
 
 NAME = "vllm:generation_tokens_total"
 SIXTEEN_MIB = 16 * 1024 * 1024

@@ -13,11 +13,11 @@ import pytest
 from fakes.apps import raw_serving, send, serving
 from waiting import PATIENCE
 
-from exporter.apps.monitor import Scraper
-from exporter.apps.scrape import ScrapeError, fetch, read_counter
-from exporter.settings import parse_config
-from exporter.web.payload import Payload
-from exporter.web.server import WebServer
+from gpueff.apps.monitor import Scraper
+from gpueff.apps.scrape import ScrapeError, fetch, read_counter
+from gpueff.settings import parse_config
+from gpueff.web.payload import Payload
+from gpueff.web.server import WebServer
 
 BODY = b"# TYPE x counter\nx_total 7\n"
 FINAL = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n" % len(BODY) + BODY
@@ -90,7 +90,7 @@ def test_a_redirect_to_another_host_or_port_is_not_followed():
 def test_a_repeated_series_is_logged_once_and_its_last_value_used(caplog):
     """Before, the last value won silently: a page with two series of one name and labels."""
     body = b'x_total{a="1"} 5\nx_total{a="1"} 9\n'
-    caplog.set_level(logging.WARNING, logger="exporter.apps.monitor")
+    caplog.set_level(logging.WARNING, logger="gpueff.apps.monitor")
     with serving(lambda handler: send(handler, body)) as url:
         app = parse_config({"apps": [{"name": "llm", "url": url, "counter": "x_total", "unit": "tokens"}]}).apps[0]
         scraper = Scraper(app)

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from exporter.attribution.cgroup import owner_of_cgroup_line, process_owner
-from exporter.attribution.kubernetes.attribution import Attributor
-from exporter.attribution.kubernetes.owners import ProcessOwner
-from exporter.sample import DeviceInfo, GpuProcess, GpuSample
-from exporter.settings import parse_config
+from gpueff.attribution.cgroup import owner_of_cgroup_line, process_owner
+from gpueff.attribution.kubernetes.attribution import Attributor
+from gpueff.attribution.kubernetes.owners import ProcessOwner
+from gpueff.sample import DeviceInfo, GpuProcess, GpuSample
+from gpueff.settings import parse_config
 
 UID = "0c3e2b1a-7f64-4d2b-9a51-3c2d1e0f9a8b"
 CID = "4f1a" * 16
@@ -79,10 +79,10 @@ def test_attributor_counts_gpu_processes_per_container(tmp_path: Path) -> None:
 
 
 def test_process_owners_are_exposed_per_gpu() -> None:
-    from exporter.attribution.kubernetes.owners import GpuOwners
-    from exporter.exposition.render import render_pods
-    from exporter.pipeline.totals import Totals
-    from exporter.snapshot import GpuState
+    from gpueff.attribution.kubernetes.owners import GpuOwners
+    from gpueff.exposition.render import render_pods
+    from gpueff.pipeline.totals import Totals
+    from gpueff.snapshot import GpuState
 
     device = DeviceInfo(index=3, uuid="GPU-a", name="NVIDIA H100 80GB HBM3")
     state = GpuState(GpuSample(device=device, timestamp=0.0), None, Totals(), GpuOwners(processes=((ProcessOwner(UID, CID), 2),)))

@@ -12,13 +12,13 @@ from fakes.kube_api import FakeApiServer
 from fakes.proc import status
 from waiting import PATIENCE
 
-from exporter.attribution.cgroup import owner_of_cgroup_line, process_owner
-from exporter.attribution.holders import Holder, identify
-from exporter.attribution.jobs import JobResolver
-from exporter.attribution.kubernetes.apiserver import ApiError, ApiServer
-from exporter.attribution.kubernetes.owners import ProcessOwner
-from exporter.attribution.slurm import SlurmJob, job_of_cgroup_line
-from exporter.untrusted import read_lines
+from gpueff.attribution.cgroup import owner_of_cgroup_line, process_owner
+from gpueff.attribution.holders import Holder, identify
+from gpueff.attribution.jobs import JobResolver
+from gpueff.attribution.kubernetes.apiserver import ApiError, ApiServer
+from gpueff.attribution.kubernetes.owners import ProcessOwner
+from gpueff.attribution.slurm import SlurmJob, job_of_cgroup_line
+from gpueff.untrusted import read_lines
 
 MINE, VICTIM = "0c3e2b1a-7f64-4d2b-9a51-3c2d1e0f9a8b", "11111111-2222-4333-8444-555555555555"
 CID, FAKE_CID = "4f1a" * 16, "9b2c" * 16

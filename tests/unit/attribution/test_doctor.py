@@ -1,4 +1,4 @@
-"""The attribution doctor (exporter/attribution/doctor.py): for every GPU, the path that found its
+"""The attribution doctor (gpueff/attribution/doctor.py): for every GPU, the path that found its
 owner or the exact reason none did, from the GPU's processes (in a fake /proc), the kubelet's
 answer (the real pod-resources messages) and the switches; end to end through the poller with a
 real gRPC kubelet; every reason documented in docs/troubleshooting.md."""
@@ -17,17 +17,17 @@ from fakes.kubelet import FakeKubelet, dra_pod, pod
 from fakes.nvml import FakeClock, FakeGpu, FakeNvml
 from fakes.proc import process
 
-from exporter.attribution.doctor import Attribution, Doctor, Switches
-from exporter.attribution.kubernetes import podresources_pb2 as pb
-from exporter.attribution.kubernetes.deviceids import DeviceIdFindings, KubeletView, findings
-from exporter.attribution.kubernetes.owners import GpuOwners, PodOwner, ProcessOwner
-from exporter.attribution.reasons import PATHS, REASONS
-from exporter.backends.nvml.backend import NvmlBackend
-from exporter.exposition.render import render
-from exporter.poller import Poller
-from exporter.sample import DeviceInfo, GpuProcess, GpuSample
-from exporter.settings import parse_config
-from exporter.trace import load_trace
+from gpueff.attribution.doctor import Attribution, Doctor, Switches
+from gpueff.attribution.kubernetes import podresources_pb2 as pb
+from gpueff.attribution.kubernetes.deviceids import DeviceIdFindings, KubeletView, findings
+from gpueff.attribution.kubernetes.owners import GpuOwners, PodOwner, ProcessOwner
+from gpueff.attribution.reasons import PATHS, REASONS
+from gpueff.backends.nvml.backend import NvmlBackend
+from gpueff.exposition.render import render
+from gpueff.poller import Poller
+from gpueff.sample import DeviceInfo, GpuProcess, GpuSample
+from gpueff.settings import parse_config
+from gpueff.trace import load_trace
 
 UUID = "GPU-0b5e2c3a-1d4f-4e6a-9c7b-123456789abc"
 POD_CGROUP = "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1f2e3d4c_5b6a_4789_8a9b_0c1d2e3f4a5b.slice/cri-containerd-" + "a" * 64 + ".scope\n"

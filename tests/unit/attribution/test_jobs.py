@@ -1,4 +1,4 @@
-"""Which job holds each GPU (exporter/attribution/jobs.py), read from a /proc tree laid out as the
+"""Which job holds each GPU (gpueff/attribution/jobs.py), read from a /proc tree laid out as the
 kernel lays it out: pods and Slurm jobs from cgroups, process groups from their launcher."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from fakes.proc import process
 
-from exporter.attribution.jobs import JobKey, JobResolver, gpu_ranges, job_label, memberships, parse_stat
-from exporter.sample import DeviceInfo, GpuProcess, GpuSample
+from gpueff.attribution.jobs import JobKey, JobResolver, gpu_ranges, job_label, memberships, parse_stat
+from gpueff.sample import DeviceInfo, GpuProcess, GpuSample
 
 POD_UID = "0f4b8c8e-1111-2222-3333-444455556666"
 
@@ -108,9 +108,9 @@ def test_a_torchrun_job_on_live_gpus_is_judged_together(proc: Path, trace_paths)
     judges the two GPUs as one job: the rank that spins while its peer computes waits on it."""
     from fakes.nvml import FakeGpu, started_backend
 
-    from exporter.poller import Poller
-    from exporter.settings import Config
-    from exporter.trace import load_trace
+    from gpueff.poller import Poller
+    from gpueff.settings import Config
+    from gpueff.trace import load_trace
 
     waiting = FakeGpu(load_trace(trace_paths["spin_1sm"]), processes=[(201, 2**30, "python")])
     working = FakeGpu(load_trace(trace_paths["matmul_8192"]), processes=[(202, 2**30, "python")])

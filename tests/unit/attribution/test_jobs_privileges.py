@@ -1,4 +1,4 @@
-"""What reading other users' processes needs (exporter/attribution/jobs.py and the cgroup and owner
+"""What reading other users' processes needs (gpueff/attribution/jobs.py and the cgroup and owner
 readers under it), on this machine's real /proc: process attribution reads /proc/<pid>/cgroup,
 status and stat, which every user may read, so it needs no root; and what uid 0 without
 capabilities can still do to other uid-0 processes it sees, which is why docs/security.md says
@@ -59,7 +59,7 @@ def test_process_attribution_reads_roots_processes_as_a_user_without_privilege(r
     script = f"""
 import json
 from pathlib import Path
-from exporter.attribution.jobs import JobResolver
+from gpueff.attribution.jobs import JobResolver
 resolver = JobResolver(Path("/proc"))
 found = resolver.resolve([{child}])
 print(json.dumps({{"job": [found[{child}].kind, found[{child}].id], "owner": [resolver.owners[{child}].kind, resolver.owners[{child}].id]}}))

@@ -1,4 +1,4 @@
-"""Owners never cross (exporter/attribution/owner.py, docs/security.md): hostile tenants on the fake
+"""Owners never cross (gpueff/attribution/owner.py, docs/security.md): hostile tenants on the fake
 NVML with a /proc tree of their processes. A job, a straggler verdict, a fair-split holder and an
 app's process join are formed from one owner's processes only; a tenant's process on someone
 else's GPU is that tenant's and never makes the other's GPU wait, excuses its own, or blames the
@@ -18,15 +18,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.attribution.jobs import JobResolver, memberships
-from exporter.attribution.owner import Owner, owner_of, real_uid
-from exporter.exposition.render import render
-from exporter.pipeline.derive import derive
-from exporter.pipeline.peers import PEER_WAIT, judge
-from exporter.poller import Poller
-from exporter.sample import DeviceInfo, GpuProcess, GpuSample, Profiling
-from exporter.settings import Config, parse_config
-from exporter.trace import load_trace
+from gpueff.attribution.jobs import JobResolver, memberships
+from gpueff.attribution.owner import Owner, owner_of, real_uid
+from gpueff.exposition.render import render
+from gpueff.pipeline.derive import derive
+from gpueff.pipeline.peers import PEER_WAIT, judge
+from gpueff.poller import Poller
+from gpueff.sample import DeviceInfo, GpuProcess, GpuSample, Profiling
+from gpueff.settings import Config, parse_config
+from gpueff.trace import load_trace
 
 A, B = 1001, 1002  # two tenants' uids
 GIB = 1 << 30
@@ -341,8 +341,8 @@ def test_without_process_names_no_reader_learns_which_programs_the_nodes_users_r
     mounted hidepid=2, users cannot list each other's processes). With process_names: false the
     fair split's holders and the process groups' job labels carry the uid alone, and neither
     /metrics nor /api/live holds a program's name."""
-    from exporter.web.history import History
-    from exporter.web.live import LiveData
+    from gpueff.web.history import History
+    from gpueff.web.live import LiveData
 
     process(tenants, 400, "secret-ft", uid=B)  # B's program on GPU 0, beside A's rank; A's job on GPUs 1 and 2
     process(tenants, 103, "python", 110, 100, uid=A)

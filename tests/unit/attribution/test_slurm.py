@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from fakes.proc import status
 
-from exporter.attribution.cgroup import read_cgroup
-from exporter.attribution.holders import UNATTRIBUTED, Holder, HolderResolver, identify
-from exporter.attribution.slurm import SlurmJob, job_of_cgroup_line, job_of_lines
+from gpueff.attribution.cgroup import read_cgroup
+from gpueff.attribution.holders import UNATTRIBUTED, Holder, HolderResolver, identify
+from gpueff.attribution.slurm import SlurmJob, job_of_cgroup_line, job_of_lines
 
 CGROUPS = Path(__file__).parent / "slurm_cgroups"
 POD_UID = "0c3e2b1a-7f64-4d2b-9a51-3c2d1e0f9a8b"

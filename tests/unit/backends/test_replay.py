@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from exporter.backends.replay import ReplayBackend
-from exporter.poller import Poller
-from exporter.settings import Config
-from exporter.trace import load_trace
+from gpueff.backends.replay import ReplayBackend
+from gpueff.poller import Poller
+from gpueff.settings import Config
+from gpueff.trace import load_trace
 
 
 class FakeClock:
@@ -183,7 +183,7 @@ def test_a_recorded_uuid_is_kept_where_it_is_unique(trace_paths, clock, tmp_path
 
 
 def test_the_demo_gpus_have_distinct_bus_ids() -> None:
-    from exporter.trace import demo_trace_paths
+    from gpueff.trace import demo_trace_paths
 
     devices = ReplayBackend([load_trace(path) for path in demo_trace_paths()]).start()
     assert len({device.pci_bus_id for device in devices}) == len(devices) == len({device.uuid for device in devices})

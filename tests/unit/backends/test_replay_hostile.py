@@ -12,9 +12,9 @@ import pytest
 from conftest import ROOT, running_daemon
 from waiting import PATIENCE
 
-from exporter.backends.replay import ReplayBackend
-from exporter.logs import LogfmtFormatter
-from exporter.trace import TraceError, load_trace, parse_trace
+from gpueff.backends.replay import ReplayBackend
+from gpueff.logs import LogfmtFormatter
+from gpueff.trace import TraceError, load_trace, parse_trace
 
 
 def trace_object(samples: int = 4, **changes) -> dict:
@@ -41,7 +41,7 @@ def test_a_lone_surrogate_in_a_trace_string_is_refused_at_start(tmp_path, change
     path.write_text(json.dumps(trace_object(**change)))  # json.dumps writes it as \\udXXX, as an attacker's file would
     with pytest.raises(TraceError, match=rf"trace .*bad\.json: {where}: contains a lone UTF-16 surrogate"):
         load_trace(path)
-    done = subprocess.run([sys.executable, "-m", "exporter", "--replay", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)
+    done = subprocess.run([sys.executable, "-m", "gpueff", "--replay", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)
     assert done.returncode == 2 and "lone UTF-16 surrogate" in done.stderr  # refused at start, not 503 on every poll
 
 
@@ -76,7 +76,7 @@ def test_an_error_quotes_at_most_a_bounded_part_of_what_it_refuses(tmp_path) -> 
 
 
 def test_escape_and_bell_in_a_workload_name_never_reach_the_log_raw(tmp_path) -> None:
-    record = logging.LogRecord("exporter", logging.INFO, __file__, 1, "replaying %s", ("\x1b]2;T\x07\x1b[2J\x9b",), None)
+    record = logging.LogRecord("gpueff", logging.INFO, __file__, 1, "replaying %s", ("\x1b]2;T\x07\x1b[2J\x9b",), None)
     line = LogfmtFormatter().format(record)
     assert "\x1b" not in line and "\x07" not in line and "\x9b" not in line and r"\x1b]2;T\x07\x1b[2J\x9b" in line
     path = tmp_path / "escapes.json"

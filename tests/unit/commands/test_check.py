@@ -12,19 +12,19 @@ from conftest import ROOT
 from fakes.nvml import FakeGpu, FakeNvml
 from waiting import PATIENCE
 
-from exporter.backends.dcgm.backend import DcgmBackend
-from exporter.backends.dcgm.bindings import load_bindings
-from exporter.backends.nvml.backend import NvmlBackend
-from exporter.commands import check
-from exporter.settings import parse_config
-from exporter.trace import load_trace
+from gpueff.backends.dcgm.backend import DcgmBackend
+from gpueff.backends.dcgm.bindings import load_bindings
+from gpueff.backends.nvml.backend import NvmlBackend
+from gpueff.commands import check
+from gpueff.settings import parse_config
+from gpueff.trace import load_trace
 
 FAKE = str(ROOT / "tests" / "support" / "fakes" / "dcgm")
 
 
 def run_check(*args: str, **env: str) -> tuple[int, str]:
     result = subprocess.run(
-        [sys.executable, "-m", "exporter", "check", *args],
+        [sys.executable, "-m", "gpueff", "check", *args],
         cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE,
         env={**os.environ, **env},
     )
@@ -124,7 +124,7 @@ def test_a_usage_error_is_one_line_like_the_other_commands(capsys):
 
 
 def test_the_subcommands_do_not_import_the_command_line_back():
-    code = "import sys, exporter.commands.check, exporter.commands.selftest.command, exporter.commands.record; assert 'exporter.commands.cli' not in sys.modules, 'import cycle'"
+    code = "import sys, gpueff.commands.check, gpueff.commands.selftest.command, gpueff.commands.record; assert 'gpueff.commands.cli' not in sys.modules, 'import cycle'"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=PATIENCE)
 
 

@@ -13,8 +13,8 @@ import pytest
 from conftest import ROOT, http_get, running_daemon
 from waiting import PATIENCE, wait_until
 
-from exporter.commands.cli import DEFAULT_LISTEN_ADDRESS, daemon_parser
-from exporter.commands.environment import arguments_from_environment, variable_name, variables
+from gpueff.commands.cli import DEFAULT_LISTEN_ADDRESS, daemon_parser
+from gpueff.commands.environment import arguments_from_environment, variable_name, variables
 
 
 def parsed(argv: list[str], environ: dict[str, str]):
@@ -23,7 +23,7 @@ def parsed(argv: list[str], environ: dict[str, str]):
 
 
 def exporter(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "exporter", *args], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE, env={**os.environ, **(env or {})})
+    return subprocess.run([sys.executable, "-m", "gpueff", *args], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE, env={**os.environ, **(env or {})})
 
 
 def test_every_flag_has_a_variable_named_after_it():
@@ -88,7 +88,7 @@ def test_the_systemd_socket_is_served(tmp_path):
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
     wrapper = ("import os, sys; os.dup2(int(sys.argv[1]), 3); os.environ.update(LISTEN_FDS='1', LISTEN_PID=str(os.getpid())); "
-               "os.execv(sys.executable, [sys.executable, '-m', 'exporter', '--demo', '--web.systemd-socket'])")
+               "os.execv(sys.executable, [sys.executable, '-m', 'gpueff', '--demo', '--web.systemd-socket'])")
     process = subprocess.Popen([sys.executable, "-c", wrapper, str(listener.fileno())], cwd=ROOT, pass_fds=(listener.fileno(),), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     listener.close()
     try:

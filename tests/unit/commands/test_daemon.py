@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import logging
 
-from exporter.backends.replay import ReplayBackend
-from exporter.commands.cli import daemon_parser
-from exporter.commands.daemon import effective_config, reload
-from exporter.poller import Poller
-from exporter.trace import load_trace
+from gpueff.backends.replay import ReplayBackend
+from gpueff.commands.cli import daemon_parser
+from gpueff.commands.daemon import effective_config, reload
+from gpueff.poller import Poller
+from gpueff.trace import load_trace
 
 
 class Server:

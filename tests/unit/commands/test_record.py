@@ -8,13 +8,13 @@ import sys
 import pytest
 from fakes.nvml import FakeClock, FakeGpu, FakeNvml, recorded_gpm
 
-from exporter.backends.base import BackendUnavailable
-from exporter.backends.nvml.backend import NvmlBackend
-from exporter.backends.replay import ReplayBackend
-from exporter.commands import cli
-from exporter.commands.record import record_trace
-from exporter.gpm_metrics import GPM_METRICS
-from exporter.trace import NVML_KEYS, load_trace
+from gpueff.backends.base import BackendUnavailable
+from gpueff.backends.nvml.backend import NvmlBackend
+from gpueff.backends.replay import ReplayBackend
+from gpueff.commands import cli
+from gpueff.commands.record import record_trace
+from gpueff.gpm_metrics import GPM_METRICS
+from gpueff.trace import NVML_KEYS, load_trace
 
 COMPARED = [attribute for attribute, _ in NVML_KEYS.values()]
 

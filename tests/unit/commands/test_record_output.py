@@ -9,8 +9,8 @@ import sys
 import pytest
 from fakes.nvml import FakeNvml
 
-from exporter.commands import cli
-from exporter.trace import load_trace
+from gpueff.commands import cli
+from gpueff.trace import load_trace
 
 pytestmark = pytest.mark.usefixtures("restore_logging")  # cli.main() installs its own log handler
 
@@ -37,7 +37,7 @@ def test_a_symlink_in_the_outputs_place_is_refused_and_its_target_untouched(tmp_
 
 
 def test_a_link_planted_while_recording_is_replaced_not_followed(tmp_path, one_gpu, monkeypatch) -> None:
-    from exporter.commands import record as command
+    from gpueff.commands import record as command
 
     victim, output = tmp_path / "victim", tmp_path / "out.json"
     victim.write_text("root's file\n")

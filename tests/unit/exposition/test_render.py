@@ -14,18 +14,18 @@ from conftest import payloads_following, payloads_of
 from prometheus_client.parser import text_string_to_metric_families
 from waiting import PATIENCE
 
-from exporter.backends.base import Backend
-from exporter.backends.replay import ReplayBackend
-from exporter.exposition.render import render
-from exporter.exposition.text import CONTENT_TYPE, number
-from exporter.metrics import METRICS
-from exporter.pipeline.derive import BOTTLENECK_CLASSES
-from exporter.poller import Poller, Snapshot
-from exporter.sample import DeviceInfo, GpuSample, Profiling, down_sample
-from exporter.settings import Config
-from exporter.trace import load_trace
-from exporter.web import payload as payload_module
-from exporter.web.payload import GzipBody, Payloads
+from gpueff.backends.base import Backend
+from gpueff.backends.replay import ReplayBackend
+from gpueff.exposition.render import render
+from gpueff.exposition.text import CONTENT_TYPE, number
+from gpueff.metrics import METRICS
+from gpueff.pipeline.derive import BOTTLENECK_CLASSES
+from gpueff.poller import Poller, Snapshot
+from gpueff.sample import DeviceInfo, GpuSample, Profiling, down_sample
+from gpueff.settings import Config
+from gpueff.trace import load_trace
+from gpueff.web import payload as payload_module
+from gpueff.web.payload import GzipBody, Payloads
 
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 SELF_METRICS = {

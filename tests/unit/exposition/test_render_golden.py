@@ -8,13 +8,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from exporter.backends.replay import ReplayBackend
-from exporter.poller import Poller
-from exporter.selfstats import ProcessStats
-from exporter.settings import Config
-from exporter.trace import demo_trace_paths, load_trace
-from exporter.trace_owners import demo_owners
-from exporter.web.payload import Payloads
+from gpueff.backends.replay import ReplayBackend
+from gpueff.poller import Poller
+from gpueff.selfstats import ProcessStats
+from gpueff.settings import Config
+from gpueff.trace import demo_trace_paths, load_trace
+from gpueff.trace_owners import demo_owners
+from gpueff.web.payload import Payloads
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "demo.metrics"
 POLLS = 12

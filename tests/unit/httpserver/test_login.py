@@ -15,7 +15,7 @@ import bcrypt
 import pytest
 from waiting import PATIENCE
 
-from exporter.httpserver.login import (
+from gpueff.httpserver.login import (
     ALLOWED,
     BUSY,
     FAILED_LOGIN_BURST,
@@ -26,9 +26,9 @@ from exporter.httpserver.login import (
     LoginGuard,
     client_key,
 )
-from exporter.httpserver.tlsconfig import BasicAuth, parse_web_config
-from exporter.web.payload import Payload
-from exporter.web.server import WebServer
+from gpueff.httpserver.tlsconfig import BasicAuth, parse_web_config
+from gpueff.web.payload import Payload
+from gpueff.web.server import WebServer
 
 
 def basic(user: str, password: str) -> str:
@@ -94,7 +94,7 @@ def get(port: int, authorization: str | None, connection: http.client.HTTPConnec
 
 @pytest.mark.slow
 def test_scrapes_keep_answering_while_wrong_passwords_are_hammered(caplog):
-    caplog.set_level(logging.WARNING, logger="exporter.web.server")
+    caplog.set_level(logging.WARNING, logger="gpueff.web.server")
     web = server_with_users({"prometheus": bcrypt.hashpw(b"right-password", bcrypt.gensalt(10))})
     try:
         scraper = http.client.HTTPConnection("127.0.0.1", web.port, timeout=PATIENCE)
@@ -177,7 +177,7 @@ def test_ipv4_clients_of_a_dual_stack_listener_are_throttled_one_address_each(mo
     """On ``[::]`` IPv4 peers arrive as ``::ffff:a.b.c.d``; taken as IPv6 they all fell in ``::/64``,
     so one address failing locked every IPv4 client out."""
     assert client_key("::ffff:10.0.0.5") == "10.0.0.5" and client_key("::ffff:10.0.0.6") == "10.0.0.6"
-    monkeypatch.setattr("exporter.httpserver.login.FAILED_LOGIN_DELAY", 0.0)
+    monkeypatch.setattr("gpueff.httpserver.login.FAILED_LOGIN_DELAY", 0.0)
     config = parse_web_config({"basic_auth_users": {"prometheus": bcrypt.hashpw(b"right", bcrypt.gensalt(4)).decode()}}, "web.yml", Path("."))
     web = WebServer("[::]:0", lambda gzip: Payload((b"m 1\n",), None), lambda: True, "login", web_config=config)
     web.start()
@@ -253,7 +253,7 @@ def test_with_users_of_mixed_costs_every_failure_takes_as_long_as_the_costliest(
     same bcrypt work (one check per configured cost, tests/unit/httpserver/test_tlsconfig.py), so a costly user's
     wrong password, a cheap one's and an unknown user's take as long as each other however busy the
     machine: compared with each other, measured in turn in the same run, never with a figure."""
-    monkeypatch.setattr("exporter.httpserver.login.FAILED_LOGIN_DELAY", 0.05)
-    monkeypatch.setattr("exporter.httpserver.login.FAILED_LOGIN_BURST", 100)  # 15 tries from one address: none throttled
+    monkeypatch.setattr("gpueff.httpserver.login.FAILED_LOGIN_DELAY", 0.05)
+    monkeypatch.setattr("gpueff.httpserver.login.FAILED_LOGIN_BURST", 100)  # 15 tries from one address: none throttled
     fastest = fastest_wrong_password({"cheap": 4, "costly": 12}, ("cheap", "nobody", "costly"), rounds=5)
     assert max(fastest.values()) / min(fastest.values()) < 2, fastest

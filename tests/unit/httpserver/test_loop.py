@@ -20,9 +20,9 @@ import pytest
 from conftest import ROOT, http_get, running_daemon
 from waiting import PATIENCE, wait_until
 
-from exporter.httpserver.loop import Limits
-from exporter.web.payload import Payload
-from exporter.web.server import WebServer
+from gpueff.httpserver.loop import Limits
+from gpueff.web.payload import Payload
+from gpueff.web.server import WebServer
 
 pytestmark = pytest.mark.slow  # descriptor exhaustion and connection floods
 
@@ -69,7 +69,7 @@ def closed_by_server(sock: socket.socket) -> bool:
 def test_slowloris_connections_are_closed_at_the_header_deadline(caplog):
     """20 clients each send a header byte every 0.2 s: all are cut at the 1 s header deadline,
     though every single read is far quicker than any per-read timeout."""
-    caplog.set_level(logging.WARNING, logger="exporter.web.server")
+    caplog.set_level(logging.WARNING, logger="gpueff.web.server")
     with limited_server(header_timeout=1.0) as web:
         slow = [socket.create_connection(("127.0.0.1", web.port), timeout=PATIENCE) for _ in range(20)]
         for sock in slow:
@@ -93,7 +93,7 @@ def test_slowloris_connections_are_closed_at_the_header_deadline(caplog):
 
 
 def test_an_idle_flood_past_the_cap_keeps_metrics_answering_with_no_thread_per_connection(caplog):
-    caplog.set_level(logging.WARNING, logger="exporter.web.server")
+    caplog.set_level(logging.WARNING, logger="gpueff.web.server")
     with limited_server(max_connections=64) as web:
         threads = threading.active_count()
         flood = [socket.create_connection(("127.0.0.1", web.port), timeout=PATIENCE) for _ in range(300)]
@@ -136,9 +136,9 @@ def test_a_burst_of_200_connections_is_all_taken_by_the_listen_backlog():
 OUT_OF_FDS = r"""
 import logging, os, resource, sys
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
-from exporter.web.payload import Payload
-from exporter.web.server import WebServer
-from exporter.httpserver.loop import Limits
+from gpueff.web.payload import Payload
+from gpueff.web.server import WebServer
+from gpueff.httpserver.loop import Limits
 web = WebServer("127.0.0.1:0", lambda gzip: Payload((b"m 1\n",), None), lambda: True, "", limits=Limits(accept_backoff=0.2, max_connections=400))
 web.start()
 hog = []
@@ -219,7 +219,7 @@ def test_a_tls_handshake_that_never_finishes_is_closed_at_the_header_deadline(tm
 
     from tls_certs import make_pki
 
-    from exporter.httpserver.tlsconfig import parse_web_config
+    from gpueff.httpserver.tlsconfig import parse_web_config
 
     pki = make_pki(tmp_path)
     config = parse_web_config({"tls_server_config": {"cert_file": "server.crt", "key_file": "server.key"}}, "web.yml", pki.folder)
@@ -367,7 +367,7 @@ def test_kept_alive_scrapes_are_answered_while_a_tls_handshake_is_being_computed
 
     from tls_certs import make_pki
 
-    from exporter.httpserver.tlsconfig import load_web_config
+    from gpueff.httpserver.tlsconfig import load_web_config
 
     pki = make_pki(tmp_path)
     web = tmp_path / "web.yml"
@@ -418,7 +418,7 @@ def test_tls_clients_that_do_not_read_pin_no_copy_of_the_page(tmp_path):
 
     from tls_certs import make_pki
 
-    from exporter.httpserver.tlsconfig import load_web_config
+    from gpueff.httpserver.tlsconfig import load_web_config
 
     pki = make_pki(tmp_path)
     web = tmp_path / "web.yml"

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from tls_certs import make_pki
 
-from exporter.httpserver.tlsconfig import CIPHER_SUITES, BasicAuth, WebConfigError, load_web_config, parse_web_config
+from gpueff.httpserver.tlsconfig import CIPHER_SUITES, BasicAuth, WebConfigError, load_web_config, parse_web_config
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,8 @@ from conftest import running_daemon
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
 from waiting import PATIENCE, wait_until
 
-from exporter.metrics import BY_NAME, METRICS
-from exporter.otlp.names import otlp_name, otlp_unit
+from gpueff.metrics import BY_NAME, METRICS
+from gpueff.otlp.names import otlp_name, otlp_unit
 
 
 class Received:
@@ -162,5 +162,5 @@ def test_a_bad_endpoint_is_refused_at_start(endpoint, message):
 
     from conftest import ROOT
 
-    result = subprocess.run([sys.executable, "-m", "exporter", "--demo", "--otlp.endpoint", endpoint], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)
+    result = subprocess.run([sys.executable, "-m", "gpueff", "--demo", "--otlp.endpoint", endpoint], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)
     assert result.returncode == 2 and message in result.stderr and "secret" not in result.stderr

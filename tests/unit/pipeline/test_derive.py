@@ -8,13 +8,13 @@ import statistics
 
 import pytest
 
-from exporter.peaks import PeakOverride
-from exporter.pipeline.derive import BOTTLENECK_CLASSES, DEFAULTS, MISMATCH_RULES, DeriveSettings, derive, step
-from exporter.pipeline.smoothing import Smoothing
-from exporter.pipeline.totals import Growth, Totals, integrate
-from exporter.sample import DeviceInfo, GpuSample, Profiling, down_sample
-from exporter.taxonomy import BottleneckThresholds, MismatchThresholds
-from exporter.trace import load_trace, sample_from_record
+from gpueff.peaks import PeakOverride
+from gpueff.pipeline.derive import BOTTLENECK_CLASSES, DEFAULTS, MISMATCH_RULES, DeriveSettings, derive, step
+from gpueff.pipeline.smoothing import Smoothing
+from gpueff.pipeline.totals import Growth, Totals, integrate
+from gpueff.sample import DeviceInfo, GpuSample, Profiling, down_sample
+from gpueff.taxonomy import BottleneckThresholds, MismatchThresholds
+from gpueff.trace import load_trace, sample_from_record
 
 H200 = DeviceInfo(index=0, uuid="GPU-h200", name="NVIDIA H200", sm_count=132, max_sm_clock_mhz=1980, power_limit_watts=700)
 EXPECTED_CLASS = {
@@ -403,7 +403,7 @@ def test_each_pipe_and_dram_active_seconds_are_each_windows_activity_times_its_l
     """The activity counters add each window's mean times its length: over the recorded duty-cycled
     matmul (windows swinging between busy and idle) their rise is the windows' exact integral, so
     rate() over any range reads the range's mean activity whatever the scrape interval."""
-    from exporter.pipeline.totals import PIPE_SECONDS
+    from gpueff.pipeline.totals import PIPE_SECONDS
 
     samples = steady_samples(trace_paths["matmul_8192_duty50"])
     totals = integrate_all(samples)

@@ -1,5 +1,5 @@
 """Every recorded trace, replayed through the poller as the daemon runs it, reads the class an
-expert gives it (exporter/traces/README.md says why) on at least 90 % of polls, and raises no
+expert gives it (gpueff/traces/README.md says why) on at least 90 % of polls, and raises no
 mismatch where the workload wastes nothing."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 from repo import ROOT
 
-from exporter.backends.replay import ReplayBackend
-from exporter.poller import Poller
-from exporter.settings import Config
-from exporter.trace import load_trace
+from gpueff.backends.replay import ReplayBackend
+from gpueff.poller import Poller
+from gpueff.settings import Config
+from gpueff.trace import load_trace
 
-TRACES = ROOT / "exporter" / "traces"
+TRACES = ROOT / "gpueff" / "traces"
 EXPERT_LABEL = {
     "h100/idle": "idle",
     "h100/matmul_8192": "compute",
@@ -140,7 +140,7 @@ def test_the_demo_loop_has_no_seam(name, label):
 def test_the_demo_replays_the_planted_traces_the_h100_corpus_and_one_straggling_job():
     """The wider corpora (h100-fleet/, h200-live/, h200-jobs/) replay with --replay; the demo shows 18 single
     GPUs and one 2-GPU job whose GPU 18 waits on GPU 19."""
-    from exporter.trace import demo_trace_paths, planted_trace_paths
+    from gpueff.trace import demo_trace_paths, planted_trace_paths
 
     demo = demo_trace_paths()
     singles = [name for name in EXPERT_LABEL if name.split("/")[0] in ("h200", "h100")]
@@ -166,9 +166,9 @@ def test_the_send_recv_ring_is_communication_whatever_class_was_in_place():
     no reading moved by the margin gives any other class, so no earlier verdict can hold on."""
     from dataclasses import replace
 
-    from exporter.peaks import peak_for
-    from exporter.pipeline.derive import activity
-    from exporter.taxonomy import BottleneckThresholds, classes_within_margin
+    from gpueff.peaks import peak_for
+    from gpueff.pipeline.derive import activity
+    from gpueff.taxonomy import BottleneckThresholds, classes_within_margin
 
     limits = BottleneckThresholds()
     before = replace(limits, transfer_link=1.0)  # the rule without this floor

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from repo import ROOT
 
-from exporter.backends.replay import ReplayBackend
-from exporter.peaks import BUILTIN_PEAKS
-from exporter.pipeline.derive import CLOCK_LIMITS, PIPES
-from exporter.poller import Poller
-from exporter.settings import Config
-from exporter.trace import load_trace
+from gpueff.backends.replay import ReplayBackend
+from gpueff.peaks import BUILTIN_PEAKS
+from gpueff.pipeline.derive import CLOCK_LIMITS, PIPES
+from gpueff.poller import Poller
+from gpueff.settings import Config
+from gpueff.trace import load_trace
 from unit.pipeline.test_derive_corpus import EXPERT_LABEL, TRACES, Clock, replayed
 
 # The H200 device run of issue 34 (recorded 2026-11-28, the jobs' own counts in each trace's truth)

@@ -1,4 +1,4 @@
-"""The GPUs of one job judged together (exporter/pipeline/peers.py): a rank waiting in collectives for
+"""The GPUs of one job judged together (gpueff/pipeline/peers.py): a rank waiting in collectives for
 a slower peer is peer_wait, not underfilled; the straggler, the time lost, the job's own figures;
 and the cases that must not change: one GPU, two jobs on a node, a GPU shared by two jobs, a bare
 collective at the link's roof."""
@@ -10,16 +10,16 @@ import itertools
 
 import pytest
 
-from exporter.attribution.jobs import JobKey
-from exporter.backends.replay import ReplayBackend
-from exporter.exposition.render import render
-from exporter.pipeline.derive import derive
-from exporter.pipeline.peers import PEER_WAIT, across_gpus, judge
-from exporter.pipeline.totals import Totals
-from exporter.poller import Poller
-from exporter.sample import DeviceInfo, GpuSample, Profiling
-from exporter.settings import Config
-from exporter.trace import load_trace
+from gpueff.attribution.jobs import JobKey
+from gpueff.backends.replay import ReplayBackend
+from gpueff.exposition.render import render
+from gpueff.pipeline.derive import derive
+from gpueff.pipeline.peers import PEER_WAIT, across_gpus, judge
+from gpueff.pipeline.totals import Totals
+from gpueff.poller import Poller
+from gpueff.sample import DeviceInfo, GpuSample, Profiling
+from gpueff.settings import Config
+from gpueff.trace import load_trace
 
 GB = 1e9
 

@@ -1,4 +1,4 @@
-"""Each GPU's processes in view (exporter/pipeline/processes.py): the rows, their cap and the rest
+"""Each GPU's processes in view (gpueff/pipeline/processes.py): the rows, their cap and the rest
 summed, the busy shares, names only where process_names allows; end to end from fake pynvml and a
 fake /proc through the poller to the per_process collector's series (off by default), top --url's
 reading of them and top's process panel."""
@@ -13,20 +13,20 @@ from fakes.nvml import FakeClock, FakeGpu, FakeNvml
 from fakes.proc import process
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.attribution.holders import Holder, ProcessIdentity
-from exporter.backends.nvml.backend import NvmlBackend
-from exporter.commands.top.processes import header, process_lines
-from exporter.commands.top.scrape import parse
-from exporter.commands.top.table import Frame, render
-from exporter.commands.top.text import display_width, visible_width
-from exporter.exposition.render import render as render_metrics
-from exporter.metrics import MAX_PROCESSES
-from exporter.overview import snapshot_overview
-from exporter.pipeline.processes import gpu_processes
-from exporter.poller import Poller
-from exporter.sample import DeviceInfo, GpuProcess, GpuSample, ProcessUtilization
-from exporter.settings import parse_config
-from exporter.trace import load_trace
+from gpueff.attribution.holders import Holder, ProcessIdentity
+from gpueff.backends.nvml.backend import NvmlBackend
+from gpueff.commands.top.processes import header, process_lines
+from gpueff.commands.top.scrape import parse
+from gpueff.commands.top.table import Frame, render
+from gpueff.commands.top.text import display_width, visible_width
+from gpueff.exposition.render import render as render_metrics
+from gpueff.metrics import MAX_PROCESSES
+from gpueff.overview import snapshot_overview
+from gpueff.pipeline.processes import gpu_processes
+from gpueff.poller import Poller
+from gpueff.sample import DeviceInfo, GpuProcess, GpuSample, ProcessUtilization
+from gpueff.settings import parse_config
+from gpueff.trace import load_trace
 
 POD = "1f2e3d4c-5b6a-4789-8a9b-0c1d2e3f4a5b"
 POD_CGROUP = "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1f2e3d4c_5b6a_4789_8a9b_0c1d2e3f4a5b.slice/cri-containerd-" + "a" * 64 + ".scope"

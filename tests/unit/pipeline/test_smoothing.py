@@ -1,7 +1,7 @@
 """Noise of a few points never flips a verdict (issue 34): the hysteresis band (``bottleneck.margin``)
 covers every threshold the rules test, and every recorded job, its readings perturbed on every
 poll, reads the class it reads unperturbed, but for a poll at a transition and the provisional
-verdicts while the first window fills (exporter/pipeline/smoothing.py)."""
+verdicts while the first window fills (gpueff/pipeline/smoothing.py)."""
 
 from __future__ import annotations
 
@@ -14,21 +14,21 @@ from pathlib import Path
 import pytest
 from repo import ROOT
 
-from exporter.backends.replay import ReplayBackend
-from exporter.pipeline.derive import DeriveSettings, step
-from exporter.pipeline.smoothing import Smoothing
-from exporter.sample import GpuSample
-from exporter.taxonomy import Activity, BottleneckThresholds, classes_within_margin, classify
-from exporter.trace import load_trace
+from gpueff.backends.replay import ReplayBackend
+from gpueff.pipeline.derive import DeriveSettings, step
+from gpueff.pipeline.smoothing import Smoothing
+from gpueff.sample import GpuSample
+from gpueff.taxonomy import Activity, BottleneckThresholds, classes_within_margin, classify
+from gpueff.trace import load_trace
 
-RECORDED = sorted((ROOT / "exporter" / "traces").glob("*/*.json")) + sorted((ROOT / "evidence" / "2026-11-28-h100" / "verdicts").glob("*.json"))
+RECORDED = sorted((ROOT / "gpueff" / "traces").glob("*/*.json")) + sorted((ROOT / "evidence" / "2026-11-28-h100" / "verdicts").glob("*.json"))
 LIMITS = BottleneckThresholds()
 UTILIZATION_NOISE = 0.03  # the driver's whole-percent samples of a stepwise job swing this much from window to window
 ACTIVITY_NOISE = 0.02  # GPM's SM, engine and DRAM means over a window: a few points
 
 BUSY = dict(busy=0.99, engine=0.99, sm_active=0.9, sm_occupancy=0.3)
 # (readings, the reading moved, a value on one side of a threshold, one on the other): every
-# comparison of the rules in exporter/taxonomy.py classify, the host rule's Amdahl balance along
+# comparison of the rules in gpueff/taxonomy.py classify, the host rule's Amdahl balance along
 # each reading it weighs included.
 EDGES = {
     "communication_link": (Activity(busy=0.99, engine=0.99, sm_active=0.3, pipes=0.35, link=0.3), "link", 0.299, 0.3),

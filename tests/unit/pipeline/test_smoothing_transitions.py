@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.backends.replay import ReplayBackend
-from exporter.poller import Poller
-from exporter.settings import Config
-from exporter.trace import Trace, load_trace, parse_trace
+from gpueff.backends.replay import ReplayBackend
+from gpueff.poller import Poller
+from gpueff.settings import Config
+from gpueff.trace import Trace, load_trace, parse_trace
 from unit.pipeline.test_derive_corpus import TRACES, Clock, replayed
 
 # (first job, its class; second job, its class): a job starting, stopping, and changing phase

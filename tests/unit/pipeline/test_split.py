@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.attribution.holders import UNATTRIBUTED, Holder, ProcessIdentity
-from exporter.pipeline.split import (
+from gpueff.attribution.holders import UNATTRIBUTED, Holder, ProcessIdentity
+from gpueff.pipeline.split import (
     FORGET_AFTER_SECONDS,
     MAX_HOLDERS_PER_GPU,
     MAX_NAMES_PER_USER,
     GpuLedger,
     window_shares,
 )
-from exporter.pipeline.totals import Growth
-from exporter.sample import DeviceInfo, GpuProcess, GpuSample, ProcessUtilization
+from gpueff.pipeline.totals import Growth
+from gpueff.sample import DeviceInfo, GpuProcess, GpuSample, ProcessUtilization
 
 DEVICE = DeviceInfo(index=0, uuid="GPU-0", name="NVIDIA H100 80GB HBM3")
 A, B = Holder("pod", "uid-a"), Holder("slurm_job", "42")

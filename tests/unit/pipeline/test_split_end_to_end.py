@@ -12,12 +12,12 @@ from fakes.nvml import FakeClock, FakeGpu, FakeNvml
 from fakes.proc import process
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.attribution.kubernetes.owners import GpuOwners, PodOwner
-from exporter.backends.nvml.backend import NvmlBackend
-from exporter.exposition.render import render
-from exporter.poller import Poller
-from exporter.settings import parse_config
-from exporter.trace import load_trace
+from gpueff.attribution.kubernetes.owners import GpuOwners, PodOwner
+from gpueff.backends.nvml.backend import NvmlBackend
+from gpueff.exposition.render import render
+from gpueff.poller import Poller
+from gpueff.settings import parse_config
+from gpueff.trace import load_trace
 
 SLURM_V2 = "0::/system.slice/slurmstepd.scope/job_{job}/step_0/user/task_0\n"
 SLURM_V1 = "11:devices:/slurm/uid_1000/job_{job}/step_batch/task_0\n10:memory:/slurm/uid_1000/job_{job}/step_batch/task_0\n"
@@ -131,7 +131,7 @@ def test_process_utilization_errors(trace_paths):
 
 
 def test_info_only_mode_keeps_pod_labels_off_gpu_series(trace_paths):
-    from exporter.backends.replay import ReplayBackend
+    from gpueff.backends.replay import ReplayBackend
 
     clock = FakeClock()
     backend = ReplayBackend([load_trace(trace_paths["matmul_8192"])], clock=clock)
@@ -151,7 +151,7 @@ def test_info_only_mode_keeps_pod_labels_off_gpu_series(trace_paths):
 
 
 def test_backends_that_list_no_processes_get_no_holder_series(trace_paths, tmp_path):
-    from exporter.backends.replay import ReplayBackend
+    from gpueff.backends.replay import ReplayBackend
 
     clock = FakeClock()
     backend = ReplayBackend([load_trace(trace_paths["matmul_8192"])], clock=clock)

@@ -1,4 +1,4 @@
-"""GPU time by state (exporter/pipeline/states.py): each window's state from its own readings, the
+"""GPU time by state (gpueff/pipeline/states.py): each window's state from its own readings, the
 states adding up exactly to the time observed, the energy counter's advances split by state, and
 the holders adding up to their GPU for every state but free."""
 
@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from exporter.attribution.holders import UNATTRIBUTED, Holder, ProcessIdentity
-from exporter.backends.replay import ReplayBackend
-from exporter.pipeline.derive import derive
-from exporter.pipeline.split import Sharing
-from exporter.pipeline.states import (
+from gpueff.attribution.holders import UNATTRIBUTED, Holder, ProcessIdentity
+from gpueff.backends.replay import ReplayBackend
+from gpueff.pipeline.derive import derive
+from gpueff.pipeline.split import Sharing
+from gpueff.pipeline.states import (
     BUSY_NOT_WORKING,
     FREE,
     HELD_IDLE,
@@ -25,12 +25,12 @@ from exporter.pipeline.states import (
     WORKING,
     window_state,
 )
-from exporter.pipeline.totals import Totals, integrate
-from exporter.pipeline.tracker import GpuTracker, TrackerSettings
-from exporter.poller import Poller
-from exporter.sample import DeviceInfo, GpuProcess, GpuSample, Profiling
-from exporter.settings import Config
-from exporter.trace import demo_trace_paths, load_trace
+from gpueff.pipeline.totals import Totals, integrate
+from gpueff.pipeline.tracker import GpuTracker, TrackerSettings
+from gpueff.poller import Poller
+from gpueff.sample import DeviceInfo, GpuProcess, GpuSample, Profiling
+from gpueff.settings import Config
+from gpueff.trace import demo_trace_paths, load_trace
 
 H200 = DeviceInfo(index=0, uuid="GPU-states", name="NVIDIA H200", sm_count=132, max_sm_clock_mhz=1980)
 HELD = (GpuProcess(11, "python3"),)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.pipeline.derive import DeriveSettings, derive, step
-from exporter.pipeline.smoothing import Smoothing
-from exporter.pipeline.tracker import GpuTracker
-from exporter.sample import DeviceInfo, GpuSample, Profiling
-from exporter.settings import Config
-from exporter.taxonomy import CLASS_NAMES, COUNTER_CHECKS, WHAT_TO_TRY, BottleneckThresholds, implausible_checks
+from gpueff.pipeline.derive import DeriveSettings, derive, step
+from gpueff.pipeline.smoothing import Smoothing
+from gpueff.pipeline.tracker import GpuTracker
+from gpueff.sample import DeviceInfo, GpuSample, Profiling
+from gpueff.settings import Config
+from gpueff.taxonomy import CLASS_NAMES, COUNTER_CHECKS, WHAT_TO_TRY, BottleneckThresholds, implausible_checks
 
 H100 = DeviceInfo(index=0, uuid="GPU-h100", name="NVIDIA H100 80GB HBM3", sm_count=132, max_sm_clock_mhz=1980, power_limit_watts=700)
 MATMUL = {"graphics_active": 0.98, "sm_active": 0.95, "sm_occupancy": 0.14, "tensor_active": 0.92, "tensor_hmma_active": 0.92, "dram_active": 0.25}

@@ -1,4 +1,4 @@
-// The live page's search (exporter/web/ui/search.js) under node: prints, one JSON line each, which
+// The live page's search (gpueff/web/ui/search.js) under node: prints, one JSON line each, which
 // of a few GPUs each query finds, and how words are read.
 const fs = require("fs");
 new Function(fs.readFileSync(process.argv[2], "utf8"))();

@@ -13,17 +13,17 @@ import pytest
 from conftest import http_get, payloads_following, running_daemon
 from waiting import PATIENCE, wait_until
 
-from exporter.apps.derive import AppState
-from exporter.backends.replay import ReplayBackend
-from exporter.overview import snapshot_overview
-from exporter.poller import Poller
-from exporter.settings import Config
-from exporter.taxonomy import CLASSES
-from exporter.trace import load_trace
-from exporter.web.history import History
-from exporter.web.live import LiveData, parse_after
-from exporter.web.page import ASSETS, UI, LivePage, landing_page
-from exporter.web.server import WebServer
+from gpueff.apps.derive import AppState
+from gpueff.backends.replay import ReplayBackend
+from gpueff.overview import snapshot_overview
+from gpueff.poller import Poller
+from gpueff.settings import Config
+from gpueff.taxonomy import CLASSES
+from gpueff.trace import load_trace
+from gpueff.web.history import History
+from gpueff.web.live import LiveData, parse_after
+from gpueff.web.page import ASSETS, UI, LivePage, landing_page
+from gpueff.web.server import WebServer
 from unit.web.test_server import request
 
 
@@ -280,9 +280,9 @@ def test_requests_pick_answers_made_once_per_snapshot_never_per_request(trace_pa
 
 
 def test_the_data_says_whose_each_gpu_is_and_whether_the_exporter_is_ready(trace_paths) -> None:
-    from exporter.attribution.kubernetes.owners import GpuOwners, PodOwner
-    from exporter.attribution.slurm import SlurmJob
-    from exporter.pipeline.split import GpuSharing
+    from gpueff.attribution.kubernetes.owners import GpuOwners, PodOwner
+    from gpueff.attribution.slurm import SlurmJob
+    from gpueff.pipeline.split import GpuSharing
 
     clock = Clock()
     snapshot = replay_poller(trace_paths, clock).poll_once()

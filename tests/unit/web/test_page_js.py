@@ -1,6 +1,6 @@
-"""The live page's scripts under node: mergeHistory (exporter/web/ui/page.js), where /api/live answers a page far
+"""The live page's scripts under node: mergeHistory (gpueff/web/ui/page.js), where /api/live answers a page far
 behind with the whole window, and the page must take only the points it lacks (no duplicates); and
-the search (exporter/web/ui/search.js), with the same fields as top's filter."""
+the search (gpueff/web/ui/search.js), with the same fields as top's filter."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ NODE = shutil.which("node")
 @pytest.mark.skipif(NODE is None, reason="node is not installed")
 def test_a_whole_window_answer_adds_only_the_points_the_page_lacks() -> None:
     assert NODE is not None
-    done = subprocess.run([NODE, str(ROOT / "tests" / "unit" / "web" / "merge_history.js"), str(ROOT / "exporter" / "web" / "ui" / "page.js")], capture_output=True, text=True, timeout=PATIENCE)
+    done = subprocess.run([NODE, str(ROOT / "tests" / "unit" / "web" / "merge_history.js"), str(ROOT / "gpueff" / "web" / "ui" / "page.js")], capture_output=True, text=True, timeout=PATIENCE)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15] 15 [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]", "[1,2,3] 3"]
 
@@ -26,7 +26,7 @@ def test_a_whole_window_answer_adds_only_the_points_the_page_lacks() -> None:
 @pytest.mark.skipif(NODE is None, reason="node is not installed")
 def test_the_search_finds_every_word_in_its_field_and_reads_no_prototype_key() -> None:
     assert NODE is not None
-    done = subprocess.run([NODE, str(ROOT / "tests" / "unit" / "web" / "search.js"), str(ROOT / "exporter" / "web" / "ui" / "search.js")], capture_output=True, text=True, timeout=PATIENCE)
+    done = subprocess.run([NODE, str(ROOT / "tests" / "unit" / "web" / "search.js"), str(ROOT / "gpueff" / "web" / "ui" / "search.js")], capture_output=True, text=True, timeout=PATIENCE)
     assert done.returncode == 0, done.stderr
     *found, parsed = [json.loads(line) for line in done.stdout.splitlines()]
     assert dict(found) == {
@@ -39,8 +39,8 @@ def test_the_search_finds_every_word_in_its_field_and_reads_no_prototype_key() -
 
 
 def test_the_page_and_top_search_the_same_fields() -> None:
-    from exporter.commands.top.search import ALIASES, FIELDS
+    from gpueff.commands.top.search import ALIASES, FIELDS
 
-    script = (ROOT / "exporter" / "web" / "ui" / "search.js").read_text(encoding="utf-8")
+    script = (ROOT / "gpueff" / "web" / "ui" / "search.js").read_text(encoding="utf-8")
     assert f"const FIELDS = {json.dumps(list(FIELDS))};" in script.replace(", ", ",").replace(",", ", ")
     assert "const ALIASES = { " + ", ".join(f'{alias}: "{field}"' for alias, field in ALIASES.items()) + " };" in script

@@ -14,14 +14,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from waiting import PATIENCE
 
-from exporter.backends.replay import ReplayBackend
-from exporter.exposition.text import CONTENT_TYPE
-from exporter.httpserver.request import REASONS, HttpError, head_end, parse_head
-from exporter.poller import Poller
-from exporter.settings import Config
-from exporter.trace import load_trace
-from exporter.web.payload import Payload
-from exporter.web.server import ListenAddressError, WebServer, parse_listen_address
+from gpueff.backends.replay import ReplayBackend
+from gpueff.exposition.text import CONTENT_TYPE
+from gpueff.httpserver.request import REASONS, HttpError, head_end, parse_head
+from gpueff.poller import Poller
+from gpueff.settings import Config
+from gpueff.trace import load_trace
+from gpueff.web.payload import Payload
+from gpueff.web.server import ListenAddressError, WebServer, parse_listen_address
 
 
 def request(port: int, method: str, path: str) -> tuple[int, dict[str, str], bytes]:

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[4]))  # this probe lives
 
 import pynvml  # noqa: E402
 
-from exporter.gpm_metrics import GPM_METRICS, GpmMetric  # noqa: E402
+from gpueff.gpm_metrics import GPM_METRICS, GpmMetric  # noqa: E402
 
 
 def timed(request: Any) -> float:

@@ -26,9 +26,9 @@ import pynvml  # noqa: E402
 
 stage("import pynvml")
 sys.path.insert(0, ".")
-from exporter.commands import daemon  # noqa: E402, F401
+from gpueff.commands import daemon  # noqa: E402, F401
 
-stage("import exporter.commands.daemon")
+stage("import gpueff.commands.daemon")
 pynvml.nvmlInit()
 stage("nvmlInit")
 handle = pynvml.nvmlDeviceGetHandleByIndex(0)

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from exporter.trace import Trace, load_trace, planted_trace_paths
+from gpueff.trace import Trace, load_trace, planted_trace_paths
 
 MIB = 1024 * 1024
 PROFILING_IDS = frozenset(range(1001, 1017))

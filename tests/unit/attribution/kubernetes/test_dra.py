@@ -13,12 +13,12 @@ import pytest
 from fakes.kube_api import FakeApiServer, resource_slice
 from fakes.kubelet import FakeKubelet, dra_pod, first_owners, pod
 
-from exporter.attribution.kubernetes.attribution import Attributor
-from exporter.attribution.kubernetes.dra import device_uuids
-from exporter.attribution.kubernetes.owners import PodOwner
-from exporter.config.engine import ConfigError
-from exporter.sample import DeviceInfo, GpuSample
-from exporter.settings import parse_config
+from gpueff.attribution.kubernetes.attribution import Attributor
+from gpueff.attribution.kubernetes.dra import device_uuids
+from gpueff.attribution.kubernetes.owners import PodOwner
+from gpueff.config.engine import ConfigError
+from gpueff.sample import DeviceInfo, GpuSample
+from gpueff.settings import parse_config
 
 DRIVER = "gpu.nvidia.com"
 NODE = "gpu-node-1"

@@ -14,10 +14,10 @@ from fakes.kube_api import FakeApiServer
 from fakes.kubelet import FakeKubelet, pod
 from waiting import wait_until
 
-from exporter.attribution.kubernetes.podlabels import label_name, pod_labels
-from exporter.config.engine import ConfigError
-from exporter.metrics import METRICS, SCOPE_LABELS
-from exporter.settings import parse_config
+from gpueff.attribution.kubernetes.podlabels import label_name, pod_labels
+from gpueff.config.engine import ConfigError
+from gpueff.metrics import METRICS, SCOPE_LABELS
+from gpueff.settings import parse_config
 
 NODE = "gpu-node-1"
 

@@ -14,13 +14,13 @@ from conftest import running_daemon
 from fakes.kubelet import FakeKubelet, first_owners, pod
 from waiting import PATIENCE, wait_until
 
-from exporter.attribution.kubernetes.attribution import Attributor
-from exporter.attribution.kubernetes.owners import AttributionHealth, PodOwner
-from exporter.attribution.kubernetes.podresources import PodResourcesClient, PodResourcesError, gpu_owners
-from exporter.attribution.kubernetes.settings import KubernetesConfig
-from exporter.sample import DeviceInfo, GpuSample
-from exporter.settings import parse_config
-from exporter.trace import planted_trace_paths
+from gpueff.attribution.kubernetes.attribution import Attributor
+from gpueff.attribution.kubernetes.owners import AttributionHealth, PodOwner
+from gpueff.attribution.kubernetes.podresources import PodResourcesClient, PodResourcesError, gpu_owners
+from gpueff.attribution.kubernetes.settings import KubernetesConfig
+from gpueff.sample import DeviceInfo, GpuSample
+from gpueff.settings import parse_config
+from gpueff.trace import planted_trace_paths
 
 GPU_A = "GPU-11111111-2222-3333-4444-555555555555"
 GPU_B = "GPU-66666666-7777-8888-9999-000000000000"
@@ -132,7 +132,7 @@ def test_a_failed_call_keeps_the_last_assignment_for_three_intervals(socket_dir:
     now = [1000.0]
     attributor = Attributor(clock=lambda: now[0], wall_clock=lambda: 1.7e9 + now[0])
     samples = _samples(GPU_A)
-    caplog.set_level(logging.INFO, logger="exporter.attribution.kubernetes")
+    caplog.set_level(logging.INFO, logger="gpueff.attribution.kubernetes")
     with FakeKubelet(socket_path, PODS) as kubelet:
         try:
             assert first_owners(attributor, _settings(socket_path), samples, now[0])[GPU_A].single_pod.pod == "trainer-0"
@@ -173,7 +173,7 @@ def test_a_compromised_kubelets_names_and_crowds_are_left_out_and_counted(socket
     ]
     socket_path = socket_dir / "kubelet.sock"
     attributor = Attributor()
-    caplog.set_level(logging.WARNING, logger="exporter.attribution.kubernetes")
+    caplog.set_level(logging.WARNING, logger="gpueff.attribution.kubernetes")
     with FakeKubelet(socket_path, [*PODS[:1], *hostile]):
         try:
             settings = _settings(socket_path, max_message_bytes=8 << 20, refresh_interval="1h", timeout=f"{PATIENCE:g}s")  # 8 MB: slow to read on a busy machine; no refresh but the two below
@@ -221,7 +221,7 @@ def test_disabled_attribution_never_calls(socket_dir: Path) -> None:
 def test_missing_socket_logs_one_line_and_recovers(socket_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
     socket_path = socket_dir / "kubelet.sock"
     attributor = Attributor()
-    caplog.set_level(logging.INFO, logger="exporter.attribution.kubernetes")
+    caplog.set_level(logging.INFO, logger="gpueff.attribution.kubernetes")
     settings = _settings(socket_path, refresh_interval="1s")
     try:
         assert attributor.owners(settings, _samples(GPU_A), time.monotonic()) == {}

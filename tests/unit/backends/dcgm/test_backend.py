@@ -17,12 +17,12 @@ from fakes.nvml import FakeClock, FakeGpu, FakeNvml
 from frozen import frozen_trace_file
 from waiting import PATIENCE, wait_until
 
-from exporter.backends.auto import AutoBackend
-from exporter.backends.base import BackendUnavailable
-from exporter.backends.dcgm.backend import DcgmBackend
-from exporter.backends.dcgm.bindings import load_bindings
-from exporter.backends.nvml.backend import NvmlBackend
-from exporter.trace import load_trace
+from gpueff.backends.auto import AutoBackend
+from gpueff.backends.base import BackendUnavailable
+from gpueff.backends.dcgm.backend import DcgmBackend
+from gpueff.backends.dcgm.bindings import load_bindings
+from gpueff.backends.nvml.backend import NvmlBackend
+from gpueff.trace import load_trace
 
 FAKE = DCGM_FAKE
 MIB = 1024 * 1024
@@ -605,7 +605,7 @@ def test_another_users_pause_file_in_a_folder_anyone_can_write_pauses_nothing(dc
 
 
 def test_a_pause_file_in_a_folder_of_the_operators_counts_whoever_made_it(tmp_path):
-    from exporter.backends.dcgm.pause import pause_requested
+    from gpueff.backends.dcgm.pause import pause_requested
 
     pause = tmp_path / "pause-profiling"
     assert pause_requested(str(pause)) == (False, None)
@@ -776,8 +776,8 @@ def test_profiling_frozen_at_0_under_load_is_flagged_and_wastes_nothing(dcgm_eng
     """DCGM issue 303: after an Xid the profiling module decodes no samples and every DCGM_FI_PROF_*
     field reads 0, while DCGM_FI_DEV_GPU_UTIL reads 100. The window is implausible: class unknown,
     no mismatch, no point estimate, no busy-but-idle time."""
-    from exporter.poller import Poller
-    from exporter.settings import Config
+    from gpueff.poller import Poller
+    from gpueff.settings import Config
 
     dcgm_engine.CONTROL.traces = [str(frozen_trace_file(tmp_path))]
     dcgm = backend(interval=0.1)
@@ -806,9 +806,9 @@ def test_dcgm_46s_monotonic_counters_are_read_and_exported(dcgm_engine):
     """Fields 1084-1096 (DCGM 4.6, dcgm_fields.h): raw SM and pipe cycle counts and PCIe bytes since
     the driver loaded, read with the device fields and exported as counters, so increase(active) /
     increase(elapsed) over any range is that range's exact activity."""
-    from exporter.exposition.render import render
-    from exporter.poller import Poller
-    from exporter.settings import Config
+    from gpueff.exposition.render import render
+    from gpueff.poller import Poller
+    from gpueff.settings import Config
 
     dcgm = backend(interval=0.1)
     poller = Poller(dcgm, Config(collect_interval=0.1))

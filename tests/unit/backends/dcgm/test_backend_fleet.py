@@ -20,12 +20,12 @@ from conftest import DCGM_FAKE, running_daemon
 from fakes.nvml import FakeClock, FakeGpu, FakeNvml
 from waiting import PATIENCE
 
-from exporter.backends.auto import AutoBackend
-from exporter.backends.base import BackendUnavailable
-from exporter.backends.dcgm.backend import DcgmBackend
-from exporter.backends.dcgm.discover import listener_refusal, socket_refusal
-from exporter.backends.nvml.backend import NvmlBackend
-from exporter.trace import load_trace
+from gpueff.backends.auto import AutoBackend
+from gpueff.backends.base import BackendUnavailable
+from gpueff.backends.dcgm.backend import DcgmBackend
+from gpueff.backends.dcgm.discover import listener_refusal, socket_refusal
+from gpueff.backends.nvml.backend import NvmlBackend
+from gpueff.trace import load_trace
 
 FAKE = DCGM_FAKE
 ADDRESS = "127.0.0.1:5555"
@@ -239,7 +239,7 @@ def test_a_port_another_user_listens_on_is_not_trusted(dcgm_engine, short_dir, m
         assert port
         assert listener_refusal(port) == f"a socket listening there is owned by uid {OTHER_UID}, not root"
         assert listener_refusal(mine.getsockname()[1]) is None
-        monkeypatch.setattr("exporter.backends.dcgm.discover.DEFAULT_PORT", port)  # the stranger holds "5555"
+        monkeypatch.setattr("gpueff.backends.dcgm.discover.DEFAULT_PORT", port)  # the stranger holds "5555"
         dcgm_engine.serve(f"localhost:{port}")
         dcgm = backend(host=None, discover=True, environ={}, socket_path=str(short_dir / "none"))
         with caplog.at_level(logging.WARNING):
@@ -276,11 +276,11 @@ def test_with_no_host_engine_running_the_embedded_one_starts_saying_where_it_loo
 
 
 def test_looking_for_a_running_host_engine_can_be_turned_off_in_the_dcgm_section_or_by_flag(dcgm_engine):
-    from exporter.backends.auto import live_backend
-    from exporter.backends.dcgm.settings import DcgmConfig
-    from exporter.commands.check import parser
-    from exporter.commands.flags import dcgm_settings
-    from exporter.settings import parse_config
+    from gpueff.backends.auto import live_backend
+    from gpueff.backends.dcgm.settings import DcgmConfig
+    from gpueff.commands.check import parser
+    from gpueff.commands.flags import dcgm_settings
+    from gpueff.settings import parse_config
 
     config = parse_config({"dcgm": {"discover": False}})
     assert config.dcgm.discover is False and DcgmConfig().discover is True

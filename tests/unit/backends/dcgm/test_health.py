@@ -10,9 +10,9 @@ import time
 import pytest
 from fakes.nvml import FakeClock
 
-from exporter.backends.dcgm.backend import DcgmBackend
-from exporter.metrics import DCGM
-from exporter.sample import GpuSample, Health
+from gpueff.backends.dcgm.backend import DcgmBackend
+from gpueff.metrics import DCGM
+from gpueff.sample import GpuSample, Health
 from unit.backends.dcgm.test_backend import FAKE
 from unit.test_metrics import claimed, given
 

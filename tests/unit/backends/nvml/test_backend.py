@@ -15,14 +15,14 @@ from fakes.nvml import started_backend as started
 from frozen import frozen_trace
 from waiting import PATIENCE
 
-from exporter.backends.base import BackendUnavailable
-from exporter.backends.nvml.backend import REINIT_BACKOFF, NvmlBackend, cores_per_sm
-from exporter.logs import record_fields
-from exporter.metrics import MIB
-from exporter.poller import Poller
-from exporter.settings import Config, load_config
-from exporter.trace import load_trace, parse_trace
-from exporter.web.server import WebServer
+from gpueff.backends.base import BackendUnavailable
+from gpueff.backends.nvml.backend import REINIT_BACKOFF, NvmlBackend, cores_per_sm
+from gpueff.logs import record_fields
+from gpueff.metrics import MIB
+from gpueff.poller import Poller
+from gpueff.settings import Config, load_config
+from gpueff.trace import load_trace, parse_trace
+from gpueff.web.server import WebServer
 
 SLOW_CALLS = ("nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetRemappedRows", "nvmlDeviceGetFieldValues")
 
@@ -141,7 +141,7 @@ def test_without_sm_activity_profiling_is_not_available(traces):
 
 def test_pre_hopper_gpu_has_no_profiling_and_says_why(traces, caplog):
     a100 = FakeGpu(traces["matmul_8192"], name="NVIDIA A100-SXM4-80GB", gpm=False)
-    with caplog.at_level(logging.WARNING, logger="exporter.backends.nvml.backend"):
+    with caplog.at_level(logging.WARNING, logger="gpueff.backends.nvml.backend"):
         backend, fake, clock = started([a100, traces["spin_1sm"]])
         for _ in range(3):
             samples = backend.collect()
@@ -159,7 +159,7 @@ def test_pre_hopper_gpu_has_no_profiling_and_says_why(traces, caplog):
 def test_gpm_refused_names_the_fix(traces, caplog):
     backend, fake, clock = started([traces["matmul_8192"], traces["spin_1sm"]])
     fake.fail("nvmlGpmSampleGet", pynvml.NVML_ERROR_NO_PERMISSION, gpu=0)
-    with caplog.at_level(logging.WARNING, logger="exporter.backends.nvml.backend"):
+    with caplog.at_level(logging.WARNING, logger="gpueff.backends.nvml.backend"):
         for _ in range(4):
             samples = backend.collect()
             clock.advance(1)

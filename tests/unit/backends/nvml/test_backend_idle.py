@@ -10,16 +10,16 @@ import pytest
 from fakes.nvml import FakeClock, FakeNvml
 from repo import ROOT
 
-from exporter.backends.nvml.backend import NvmlBackend
-from exporter.poller import Poller
-from exporter.settings import Config
-from exporter.snapshot import GpuState
-from exporter.trace import Trace, load_trace
+from gpueff.backends.nvml.backend import NvmlBackend
+from gpueff.poller import Poller
+from gpueff.settings import Config
+from gpueff.snapshot import GpuState
+from gpueff.trace import Trace, load_trace
 
 STARVED_H100 = ROOT / "evidence" / "2026-11-28-h100" / "verdicts" / "resnet18_starved.json"
 # The shipped corpus and the live runs of 2026-11-28 on both cards (their traces beside the daemon's per-poll verdicts).
 LIVE = ("2026-11-28-h100/verdicts", "2026-11-28-h200/verdicts", "2026-11-28-h200/point-estimate")
-RECORDED = sorted((ROOT / "exporter" / "traces").glob("*/*.json")) + sorted(path for folder in LIVE for path in (ROOT / "evidence" / folder).glob("*.json"))
+RECORDED = sorted((ROOT / "gpueff" / "traces").glob("*/*.json")) + sorted(path for folder in LIVE for path in (ROOT / "evidence" / folder).glob("*.json"))
 
 
 def polled_live(trace: Trace, interval: float, polls: int) -> list[GpuState]:

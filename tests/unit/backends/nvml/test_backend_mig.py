@@ -13,11 +13,11 @@ import pytest
 from fakes.kubelet import FakeKubelet, first_owners, pod
 from fakes.nvml import FakeClock, FakeGpu, FakeNvml
 
-from exporter.backends.nvml.backend import NvmlBackend
-from exporter.exposition.render import render
-from exporter.poller import Poller
-from exporter.settings import parse_config
-from exporter.trace import load_trace
+from gpueff.backends.nvml.backend import NvmlBackend
+from gpueff.exposition.render import render
+from gpueff.poller import Poller
+from gpueff.settings import parse_config
+from gpueff.trace import load_trace
 
 PARENT = "GPU-0a0a0a0a-1111-2222-3333-444444444444"
 MIG_BUSY = "MIG-b1b1b1b1-1111-2222-3333-444444444444"

@@ -11,10 +11,10 @@ import pytest
 from fakes.nvml import FakeGpu
 from fakes.nvml import started_backend as started
 
-from exporter.exposition.render import render
-from exporter.poller import Poller
-from exporter.settings import load_config
-from exporter.trace import load_trace
+from gpueff.exposition.render import render
+from gpueff.poller import Poller
+from gpueff.settings import load_config
+from gpueff.trace import load_trace
 
 ENGINE = "GRAPHICS_UTIL"
 

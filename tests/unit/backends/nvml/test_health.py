@@ -1,4 +1,4 @@
-"""The NVML health readings (exporter/backends/nvml/health.py) against the fake pynvml: units,
+"""The NVML health readings (gpueff/backends/nvml/health.py) against the fake pynvml: units,
 cadence, absence where unsupported, errors that must not take a GPU down, and their exposition."""
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ from fakes.nvml import FakeGpu
 from fakes.nvml import started_backend as started
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.backends.nvml.health import FAST, HEALTH_CALLS, ONCE, SLOW
-from exporter.exposition.render import render
-from exporter.pipeline.derive import derive
-from exporter.pipeline.totals import Totals
-from exporter.poller import poll_settings
-from exporter.sample import Health
-from exporter.settings import Config
-from exporter.snapshot import GpuState, Snapshot
-from exporter.trace import load_trace
+from gpueff.backends.nvml.health import FAST, HEALTH_CALLS, ONCE, SLOW
+from gpueff.exposition.render import render
+from gpueff.pipeline.derive import derive
+from gpueff.pipeline.totals import Totals
+from gpueff.poller import poll_settings
+from gpueff.sample import Health
+from gpueff.settings import Config
+from gpueff.snapshot import GpuState, Snapshot
+from gpueff.trace import load_trace
 
 
 @pytest.fixture(scope="module")

@@ -6,14 +6,14 @@ from __future__ import annotations
 import pynvml
 from fakes.nvml import NVSWITCH, FakeGpu, FakeNvml, started_backend
 
-from exporter.backends.nvml.backend import NvmlBackend
-from exporter.exposition.render import render
-from exporter.pipeline.derive import derive
-from exporter.pipeline.totals import Totals
-from exporter.poller import poll_settings
-from exporter.settings import Config
-from exporter.snapshot import GpuState, Snapshot
-from exporter.trace import load_trace
+from gpueff.backends.nvml.backend import NvmlBackend
+from gpueff.exposition.render import render
+from gpueff.pipeline.derive import derive
+from gpueff.pipeline.totals import Totals
+from gpueff.poller import poll_settings
+from gpueff.settings import Config
+from gpueff.snapshot import GpuState, Snapshot
+from gpueff.trace import load_trace
 
 
 def peers_of(backend) -> dict[int, list[tuple[int, str, str, int]]]:

@@ -1,4 +1,4 @@
-"""``report``'s command line (exporter/commands/report/command.py): the range's flags, the exit
+"""``report``'s command line (gpueff/commands/report/command.py): the range's flags, the exit
 status with no data and with a Prometheus that cannot be asked, each in one clear line."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from conftest import ROOT
 from waiting import PATIENCE
 
-from exporter.commands.report import command
-from exporter.commands.report.command import parser, until_time
+from gpueff.commands.report import command
+from gpueff.commands.report.command import parser, until_time
 from unit.commands.report.test_prometheus import raw_server, vector
 from unit.commands.top.test_scrape import page
 
@@ -28,7 +28,7 @@ def test_until_takes_now_a_unix_time_or_an_rfc3339_utc_time() -> None:
 
 
 def run(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "exporter", "report", *argv], capture_output=True, text=True, cwd=ROOT, timeout=PATIENCE)
+    return subprocess.run([sys.executable, "-m", "gpueff", "report", *argv], capture_output=True, text=True, cwd=ROOT, timeout=PATIENCE)
 
 
 def test_usage_errors_are_one_line() -> None:

@@ -1,4 +1,4 @@
-"""The report's outputs (exporter/commands/report/formats.py): names from Prometheus's answer cannot
+"""The report's outputs (gpueff/commands/report/formats.py): names from Prometheus's answer cannot
 drive a terminal, break a Markdown table or run as a spreadsheet formula; CSV and JSON read back."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import csv
 import io
 import json
 
-from exporter.commands.report.formats import CSV_COLUMNS, Heading, csv_text, json_text, markdown, text, unit_minutes
-from exporter.commands.report.ledger import account
-from exporter.commands.report.prometheus import Sample
+from gpueff.commands.report.formats import CSV_COLUMNS, Heading, csv_text, json_text, markdown, text, unit_minutes
+from gpueff.commands.report.ledger import account
+from gpueff.commands.report.prometheus import Sample
 from unit.commands.report.test_ledger import A, B, answers, gpu_sample, holder_sample
 
 HOSTILE_POD = "evil|pod\x1b[2J`*_<b>"

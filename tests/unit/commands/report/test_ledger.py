@@ -1,4 +1,4 @@
-"""The report's accounting (exporter/commands/report/ledger.py) on canned answers: pods named on
+"""The report's accounting (gpueff/commands/report/ledger.py) on canned answers: pods named on
 the GPU series, the fair split's holders for the rest of each GPU's time, never counted twice, the
 time no owner accounts for under its reason, the dominant class, teams; and for any answers, the
 owners and the no-owner rows add up to the fleet in every state."""
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exporter.commands.report.ledger import Answers, Ledger, account
-from exporter.commands.report.prometheus import Sample
-from exporter.pipeline.states import STATES
+from gpueff.commands.report.ledger import Answers, Ledger, account
+from gpueff.commands.report.prometheus import Sample
+from gpueff.pipeline.states import STATES
 
 A, B, C = ("node-a:9947", "GPU-a"), ("node-a:9947", "GPU-b"), ("node-b:9947", "GPU-c")
 UID = "c5be6b20-b934-50f8-ae90-5c607280f0b7"

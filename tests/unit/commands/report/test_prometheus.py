@@ -1,4 +1,4 @@
-"""The report's Prometheus client (exporter/commands/report/prometheus.py) against a hostile or broken
+"""The report's Prometheus client (gpueff/commands/report/prometheus.py) against a hostile or broken
 server on loopback: every answer that is not the documented vector is an error naming the URL, the
 query and what was wrong; a server that trickles is cut off at the deadline; sizes are bounded."""
 
@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from exporter.commands.report import prometheus as client
-from exporter.commands.report.prometheus import Prometheus, PrometheusError, api_url
+from gpueff.commands.report import prometheus as client
+from gpueff.commands.report.prometheus import Prometheus, PrometheusError, api_url
 from unit.commands.top.test_scrape import page
 
 QUERY = "sum by (state) (increase(gpueff_gpu_state_seconds_total[7d]))"

@@ -9,13 +9,13 @@ import dataclasses
 import pytest
 from repo import ROOT
 
-from exporter.commands.selftest.checks import CheckResult, Reading, check_readings, exit_code, window_mean
-from exporter.commands.selftest.command import readings_from_trace
-from exporter.commands.selftest.table import render
-from exporter.pipeline.derive import DeriveSettings
-from exporter.sample import DeviceInfo, GpuSample, Profiling
-from exporter.settings import parse_config
-from exporter.trace import load_trace
+from gpueff.commands.selftest.checks import CheckResult, Reading, check_readings, exit_code, window_mean
+from gpueff.commands.selftest.command import readings_from_trace
+from gpueff.commands.selftest.table import render
+from gpueff.pipeline.derive import DeriveSettings
+from gpueff.sample import DeviceInfo, GpuSample, Profiling
+from gpueff.settings import parse_config
+from gpueff.trace import load_trace
 
 
 @pytest.fixture(scope="module")
@@ -172,7 +172,7 @@ def test_markdown_table_escapes_pipes():
     assert lines[-1] == "all 1 checks passed"
 
 
-CORPUS = ROOT / "exporter" / "traces" / "h100"
+CORPUS = ROOT / "gpueff" / "traces" / "h100"
 
 
 def test_a_duty_cycle_aliasing_with_the_sampling_passes_as_a_steady_host(readings):

@@ -19,25 +19,25 @@ import pytest
 from conftest import ROOT, free_port, running_daemon
 from waiting import PATIENCE, wait_until
 
-from exporter.apps.derive import AppState
-from exporter.backends.replay import ReplayBackend
-from exporter.commands.top.figures import CLASS_COLOURS, SHORT_CLASSES, TERMINAL_ESCAPES, usage_bar
-from exporter.commands.top.scrape import ScrapeError, metrics_url, parse
-from exporter.commands.top.table import Frame, render
-from exporter.commands.top.text import visible_width
-from exporter.commands.top.view import View, WasteWindow
-from exporter.commands.top.view import keys as view_keys
-from exporter.exposition.render import render as render_metrics
-from exporter.overview import GpuOverview, job_overviews, snapshot_overview
-from exporter.poller import Poller
-from exporter.settings import Config
-from exporter.taxonomy import CLASS_NAMES, CLASSES, TERMINAL_COLOURS
-from exporter.trace import demo_trace_paths, load_trace
-from exporter.trace_owners import demo_owners
+from gpueff.apps.derive import AppState
+from gpueff.backends.replay import ReplayBackend
+from gpueff.commands.top.figures import CLASS_COLOURS, SHORT_CLASSES, TERMINAL_ESCAPES, usage_bar
+from gpueff.commands.top.scrape import ScrapeError, metrics_url, parse
+from gpueff.commands.top.table import Frame, render
+from gpueff.commands.top.text import visible_width
+from gpueff.commands.top.view import View, WasteWindow
+from gpueff.commands.top.view import keys as view_keys
+from gpueff.exposition.render import render as render_metrics
+from gpueff.overview import GpuOverview, job_overviews, snapshot_overview
+from gpueff.poller import Poller
+from gpueff.settings import Config
+from gpueff.taxonomy import CLASS_NAMES, CLASSES, TERMINAL_COLOURS
+from gpueff.trace import demo_trace_paths, load_trace
+from gpueff.trace_owners import demo_owners
 
 pytestmark = pytest.mark.usefixtures("restore_logging")  # main() installs its own log handler
 
-TOP = [sys.executable, "-m", "exporter", "top"]
+TOP = [sys.executable, "-m", "gpueff", "top"]
 ESCAPE = re.compile(r"\x1b\[")
 
 
@@ -90,9 +90,9 @@ def test_a_metrics_page_reads_back_into_the_snapshots_own_figures() -> None:
 
 
 def test_pods_and_slurm_jobs_read_back_from_the_page_hostile_bytes_included() -> None:
-    from exporter.attribution.kubernetes.owners import GpuOwners, PodOwner
-    from exporter.attribution.slurm import SlurmJob
-    from exporter.pipeline.split import GpuSharing
+    from gpueff.attribution.kubernetes.owners import GpuOwners, PodOwner
+    from gpueff.attribution.slurm import SlurmJob
+    from gpueff.pipeline.split import GpuSharing
 
     snapshot = demo_snapshot(polls=2)
     pods = (PodOwner("ml", 'evil"}\n\x1b[2J', "main"), PodOwner("ml", "b", "c", (("team", "x"),)))
@@ -258,7 +258,7 @@ def test_slash_filters_by_name_pod_namespace_job_user_and_class_and_f6_picks_an_
 
 
 def test_columns_give_way_by_priority_and_the_header_never_wraps() -> None:
-    from exporter.commands.top.columns import header, layout
+    from gpueff.commands.top.columns import header, layout
 
     previous: set[str] = set()
     for width in range(40, 201):
@@ -303,8 +303,8 @@ def test_the_waste_window_keeps_ten_minutes_and_starts_again_with_the_counter() 
 
 
 def test_whose_column_names_pods_and_jobs_safely_and_takes_tb_s_place_at_80_columns() -> None:
-    from exporter.attribution.kubernetes.owners import PodOwner
-    from exporter.attribution.slurm import SlurmJob
+    from gpueff.attribution.kubernetes.owners import PodOwner
+    from gpueff.attribution.slurm import SlurmJob
 
     gpus = snapshot_overview(demo_snapshot(), stale=False)
     pods = (PodOwner("ml\x1b[2J", "t\x07-0", "main"), PodOwner("ml", "other", "main"))
@@ -323,7 +323,7 @@ def test_whose_column_names_pods_and_jobs_safely_and_takes_tb_s_place_at_80_colu
 
 
 def test_the_owners_line_says_whose_each_gpu_is_and_why_none_is_named() -> None:
-    from exporter.attribution.doctor import Attribution
+    from gpueff.attribution.doctor import Attribution
 
     snapshot = demo_snapshot(polls=2)
     said = [Attribution("kubelet", "ok"), Attribution("none", "socket_missing"), Attribution("pod_cgroup", "no_gpu_limit"), Attribution("none", "no_process"), Attribution("none", "socket_missing")]
@@ -361,7 +361,7 @@ def test_local_gpus_are_read_through_the_nvml_backend_and_the_pipeline(monkeypat
     from fakes.nvml import FakeNvml
 
     monkeypatch.setitem(sys.modules, "pynvml", FakeNvml([load_trace(trace_paths["spin_1sm"])]))  # the driver, answering as a real GPU would
-    from exporter.commands.top.command import main
+    from gpueff.commands.top.command import main
 
     assert main(["--backend", "nvml", "--once", "--interval", "200ms", "--color", "never"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -377,7 +377,7 @@ def test_without_a_driver_it_says_where_else_to_look(monkeypatch, capsys, trace_
     fake = FakeNvml([load_trace(trace_paths["idle"])])
     fake.unload_driver()
     monkeypatch.setitem(sys.modules, "pynvml", fake)
-    from exporter.commands.top.command import main
+    from gpueff.commands.top.command import main
 
     assert main(["--backend", "nvml", "--once"]) == 2
     error = capsys.readouterr().err
@@ -437,7 +437,7 @@ class Tmux:
 
 @pytest.mark.skipif(TMUX is None, reason="tmux is not installed: tests/run.sh installs it (apt-get install tmux)")
 def test_live_in_a_terminal_it_redraws_in_colour_and_q_quits() -> None:
-    python = " ".join([sys.executable, "-m", "exporter", "top", "--demo", "--interval", "300ms"])
+    python = " ".join([sys.executable, "-m", "gpueff", "top", "--demo", "--interval", "300ms"])
     terminal = Tmux([f"cd {ROOT} &&", python], width=80, height=30)
     try:
         first = terminal.wait_for(r"(?m)^ +4 .*underfilled.*\n +busy-SMs-idle")
@@ -461,7 +461,7 @@ def test_live_in_a_terminal_it_redraws_in_colour_and_q_quits() -> None:
 @pytest.mark.skipif(TMUX is None, reason="tmux is not installed: tests/run.sh installs it (apt-get install tmux)")
 def test_live_over_url_keeps_the_last_figures_and_says_when_the_exporter_stops() -> None:
     with running_daemon("--demo") as daemon:
-        python = " ".join([sys.executable, "-m", "exporter", "top", "--url", daemon.url, "--interval", "300ms", "--timeout", "30s"])
+        python = " ".join([sys.executable, "-m", "gpueff", "top", "--url", daemon.url, "--interval", "300ms", "--timeout", "30s"])
         terminal = Tmux([f"cd {ROOT} &&", python], width=100, height=30)
         try:
             terminal.wait_for(r"(?m)^ +4 .*underfilled")
@@ -480,7 +480,7 @@ def test_live_over_url_keeps_the_last_figures_and_says_when_the_exporter_stops()
 @pytest.mark.skipif(TMUX is None, reason="tmux is not installed: tests/run.sh installs it (apt-get install tmux)")
 def test_keys_sort_scroll_and_help_and_a_resize_redraws_at_once_at_80x24_and_160x48() -> None:
     # One poll an hour: every change below is drawn by a key or a resize, not by a new poll (the stamp stays).
-    python = " ".join([sys.executable, "-m", "exporter", "top", "--demo", "--interval", "1h"])
+    python = " ".join([sys.executable, "-m", "gpueff", "top", "--demo", "--interval", "1h"])
     terminal = Tmux([f"cd {ROOT} &&", python], width=80, height=24)
     try:
         first = terminal.wait_for(r"(?m)^lines 1-\d+ of 22")  # 20 GPUs, the flags' own line and the demo's 2-GPU job
@@ -526,7 +526,7 @@ def test_keys_sort_scroll_and_help_and_a_resize_redraws_at_once_at_80x24_and_160
 
 @pytest.mark.skipif(TMUX is None, reason="tmux is not installed: tests/run.sh installs it (apt-get install tmux)")
 def test_as_nvitop_users_expect_filter_f_keys_a_selected_gpus_detail_and_60_columns() -> None:
-    python = " ".join([sys.executable, "-m", "exporter", "top", "--demo", "--interval", "1h"])
+    python = " ".join([sys.executable, "-m", "gpueff", "top", "--demo", "--interval", "1h"])
     terminal = Tmux([f"cd {ROOT} &&", python], width=60, height=24)
     try:
         screen = terminal.wait_for(r"(?m)^lines 1-\d+ of 22")

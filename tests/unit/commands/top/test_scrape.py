@@ -16,11 +16,11 @@ import pytest
 from conftest import ROOT
 from waiting import PATIENCE, wait_until
 
-from exporter.commands.top.scrape import ScrapeError, parse, read
-from exporter.commands.top.table import Frame, render
+from gpueff.commands.top.scrape import ScrapeError, parse, read
+from gpueff.commands.top.table import Frame, render
 from unit.commands.top.test_command import TMUX, Tmux
 
-TOP = [sys.executable, "-m", "exporter", "top"]
+TOP = [sys.executable, "-m", "gpueff", "top"]
 GPU = 'gpueff_gpu_info{gpu="0",uuid="GPU-a",model="H100",trace=""} 1\ngpueff_gpu_up{gpu="0",uuid="GPU-a"} 1\n'
 
 
@@ -122,7 +122,7 @@ def test_q_quits_while_a_fetch_is_under_way() -> None:
         slow_page(client)
 
     with raw_server(answer) as url:
-        python = " ".join([sys.executable, "-m", "exporter", "top", "--url", url, "--timeout", "1m"])
+        python = " ".join([sys.executable, "-m", "gpueff", "top", "--url", url, "--timeout", "1m"])
         terminal = Tmux([f"cd {ROOT} &&", python], width=100, height=30)
         try:
             wait_until(lambda: asked, "top's request")
@@ -210,8 +210,8 @@ def cjk_page(gpus: int) -> str:
 
 
 def test_wide_characters_are_measured_by_the_columns_they_take() -> None:
-    from exporter.commands.top.figures import whose
-    from exporter.commands.top.text import display_width, visible_width
+    from gpueff.commands.top.figures import whose
+    from gpueff.commands.top.text import display_width, visible_width
 
     assert [display_width(text) for text in ("abc", "研究", "e\u0301", "\U0001f600", "\uff41", "a\u200bb")] == [3, 4, 1, 2, 2, 2]
     exporter = parse(cjk_page(3), "x")
@@ -228,7 +228,7 @@ def test_wide_characters_in_a_pod_name_keep_every_row_on_one_line_and_the_header
     # Before: widths were len(), so a cell of 22 CJK characters took 44 columns: at 112 columns each
     # row wrapped onto a second line and the rows pushed the title and the table head off the top.
     with raw_server(page(cjk_page(8))) as url:
-        python = " ".join([sys.executable, "-m", "exporter", "top", "--url", url, "--interval", "1h"])
+        python = " ".join([sys.executable, "-m", "gpueff", "top", "--url", url, "--interval", "1h"])
         terminal = Tmux([f"cd {ROOT} &&", python], width=112, height=16)
         try:
             screen = terminal.wait_for(r"(?m)^ +7 ")
@@ -243,9 +243,9 @@ def test_wide_characters_in_a_pod_name_keep_every_row_on_one_line_and_the_header
 
 
 def lines_run(work: Callable[[], object]) -> int:
-    """How many lines of top's own code (exporter/commands/top, exporter/overview.py) ``work`` runs:
+    """How many lines of top's own code (gpueff/commands/top, gpueff/overview.py) ``work`` runs:
     a count of the work done that no machine's speed or load changes (sys.settrace)."""
-    files = {str(path) for path in (ROOT / "exporter" / "commands" / "top").glob("*.py")} | {str(ROOT / "exporter" / "overview.py")}
+    files = {str(path) for path in (ROOT / "gpueff" / "commands" / "top").glob("*.py")} | {str(ROOT / "gpueff" / "overview.py")}
     counted = 0
 
     def local(frame, event, arg):  # noqa: ANN001, ANN202 - the settrace protocol

@@ -1,13 +1,13 @@
-"""What top's / finds (exporter/commands/top/search.py): every word in some field, a field named
+"""What top's / finds (gpueff/commands/top/search.py): every word in some field, a field named
 with its prefix, letter case aside; an unknown prefix is a plain word."""
 
 from __future__ import annotations
 
-from exporter.attribution.kubernetes.owners import PodOwner
-from exporter.attribution.slurm import SlurmJob
-from exporter.commands.top.search import matches, words
-from exporter.overview import GpuOverview, JobOverview
-from exporter.pipeline.processes import GpuProcesses, ProcessRow
+from gpueff.attribution.kubernetes.owners import PodOwner
+from gpueff.attribution.slurm import SlurmJob
+from gpueff.commands.top.search import matches, words
+from gpueff.overview import GpuOverview, JobOverview
+from gpueff.pipeline.processes import GpuProcesses, ProcessRow
 
 NONE = dict.fromkeys(("utilization", "sm_active", "efficiency", "tensor_flops", "peak_tensor_flops", "dram_bytes_per_second", "peak_dram_bytes_per_second", "power_watts",
                       "busy_flop_per_joule", "estimated_flops", "memory_used_bytes", "memory_total_bytes", "temperature_celsius", "busy_idle_sm_seconds"))

@@ -1,3 +1,0 @@
-from exporter.commands.cli import main
-
-raise SystemExit(main())

@@ -1,0 +1,3 @@
+from gpueff.commands.cli import main
+
+raise SystemExit(main())
