@@ -183,6 +183,14 @@ class Subject:
             self.stderr = None
 
 
+def package_of(tree: Path) -> str:
+    """The tree's import package: gpueff, or exporter in trees from before the rename (2026-12-01)."""
+    for name in ("gpueff", "exporter"):
+        if (tree / name / "__main__.py").is_file():
+            return name
+    raise BenchError(f"{tree}: no gpueff/ (or, before the rename, exporter/) package there")
+
+
 def daemon_command(tree: Path, port: int, interval: str, fake_gpus: int) -> list[str]:
     if fake_gpus:
         script = tree / "tools" / "fake_nvml_daemon.py"
@@ -190,7 +198,7 @@ def daemon_command(tree: Path, port: int, interval: str, fake_gpus: int) -> list
             raise BenchError(f"{tree} has no tools/fake_nvml_daemon.py: --fake-gpus needs it in every tree")
         start = [sys.executable, str(script), str(fake_gpus)]
     else:
-        start = [sys.executable, "-m", "gpueff"]  # the tree in cwd comes first on the path
+        start = [sys.executable, "-m", package_of(tree)]  # the tree in cwd comes first on the path
     return [*start, "--web.listen-address", f"127.0.0.1:{port}", "--collect-interval", interval, "--log.level", "warn"]
 
 
@@ -211,8 +219,7 @@ def subjects(args: argparse.Namespace) -> tuple[list[Subject], list[str]]:
     trees = [("this tree", ROOT)]
     if args.baseline:
         baseline = Path(args.baseline).resolve()
-        if not (baseline / "gpueff").is_dir():
-            raise BenchError(f"--baseline {args.baseline}: no gpueff/ package there")
+        package_of(baseline)
         trees.append(("baseline", baseline))
     chosen, skipped = [], []
     for interval in ("1s", "100ms"):
