@@ -99,12 +99,14 @@ def test_pod_labels_survive_the_servicemonitor_and_exporter_pod_labels_do_not(tm
     assert len(labels) == DEMO_GPUS, series
     held = labels["GPU-replay-2-matmul_8192"]
     assert (held["namespace"], held["pod"], held["container"], held["node"]) == ("ml", "trainer-0", "main", "gpu-node-1")
-    assert sorted((item["metric"]["uuid"], item["metric"]["pod"]) for item in joined) == [
+    # The kubelet's answer wins on the GPUs it names; the demo's declared pods stay on the others.
+    named = {"GPU-replay-0-copy_2GB", "GPU-replay-2-matmul_8192"}
+    assert sorted((item["metric"]["uuid"], item["metric"]["pod"]) for item in joined if item["metric"]["uuid"] in named) == [
         ("GPU-replay-0-copy_2GB", "infer-a"), ("GPU-replay-0-copy_2GB", "infer-b"), ("GPU-replay-2-matmul_8192", "trainer-0"),
     ]
     shared = labels["GPU-replay-0-copy_2GB"]
     assert not {"namespace", "pod", "container"} & set(shared), shared  # two holders: see gpueff_gpu_pod_info
-    free = labels["GPU-replay-1-idle"]
+    free = next(metric for metric in labels.values() if metric["gpu"] == "7")  # the demo's free GPU (no declared owner)
     assert free["node"] == "gpu-node-1"
     # The node is the instance: a replaced exporter pod (new IP) keeps the node's series.
     assert {item["metric"]["instance"] for item in series} == {"gpu-node-1"}

@@ -56,7 +56,7 @@ def test_wheel_metadata_entry_point_and_data(dists: dict[str, Path]) -> None:
         entry_points = wheel.read(f"{info}/entry_points.txt").decode()
     assert metadata["Requires-Python"] == ">=3.10" and metadata["Version"] == __version__
     assert "Programming Language :: Python :: 3.10" in metadata.get_all("Classifier")
-    assert re.search(r"^gpu-efficiency-exporter = exporter\.commands\.cli:main$", entry_points, re.M), entry_points
+    assert re.search(r"^gpu-efficiency-exporter = gpueff\.commands\.cli:main$", entry_points, re.M), entry_points
     assert {"gpueff/__init__.py", "gpueff/traces/README.md"} <= names
     shipped = {str(path.relative_to(ROOT)) for folder in ("traces", "web/ui") for path in (ROOT / "gpueff" / folder).rglob("*") if path.is_file()}
     assert shipped - names == set(), "files under gpueff/traces and gpueff/web/ui (--demo's traces, the live page) missing from the wheel"
