@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -42,6 +41,8 @@ def revision() -> str:
 
 def version_text() -> str:
     """node_exporter's --version: the version and revision, then the runtime."""
+    import platform  # only --version needs it (0.1 MB)
+
     return (f"gpu-efficiency-exporter, version {__version__} (revision: {revision()})\n"
             f"  python: {platform.python_implementation()} {platform.python_version()}\n"
             f"  platform: {sys.platform}/{platform.machine()}")

@@ -20,7 +20,7 @@ from gpueff.backends.waiting import WaitingBackend
 from gpueff.commands.flags import collectors_settings, dcgm_settings
 from gpueff.config.engine import ConfigError, restart_only_changes
 from gpueff.logs import fields, one_line
-from gpueff.otlp.push import OtlpUnavailable
+from gpueff.otlp import OtlpUnavailable
 from gpueff.poller import Poller
 from gpueff.selfstats import limit_malloc_arenas, release_freed_memory
 from gpueff.settings import Config, load_config

@@ -10,8 +10,9 @@ from typing import NoReturn
 
 from gpueff import logs
 from gpueff.backends.dcgm.settings import DcgmConfig
-from gpueff.collectors import COLLECTORS, OFF_BY_DEFAULT, CollectorsConfig
+from gpueff.collectors import COLLECTORS, CollectorsConfig
 from gpueff.config.values import MAX_DURATION, min_duration
+from gpueff.otlp import PROTOCOLS
 
 
 class Parser(argparse.ArgumentParser):
@@ -68,8 +69,6 @@ def otlp_endpoint(text: str) -> str:
 
 def add_otlp_flags(parser: argparse.ArgumentParser) -> None:
     """Pushing the series over OTLP as well (the otlp extra): docs/otlp.md."""
-    from gpueff.otlp.push import PROTOCOLS
-
     parser.add_argument("--otlp.endpoint", dest="otlp_endpoint", type=otlp_endpoint, metavar="URL", help="also push every series to this OTLP receiver (grpc: http://collector:4317; http/protobuf: http://collector:4318/v1/metrics); needs the otlp extra: see docs/otlp.md")
     parser.add_argument("--otlp.protocol", dest="otlp_protocol", choices=PROTOCOLS, default="grpc", help="OTLP over grpc (default) or http/protobuf")
     parser.add_argument("--otlp.interval", dest="otlp_interval", type=duration_flag(1.0), default=60.0, help="time between two pushes (default 60s, 1s to 1h)")

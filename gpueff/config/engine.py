@@ -6,7 +6,6 @@ it and every error names the key path (``apps[0].url``). Unknown keys are reject
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Callable
 from dataclasses import field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -38,6 +37,8 @@ def problems_error(problems: list[str]) -> ConfigError:
 
 def unknown_key(key_path: str, key: str, known: list[str]) -> str:
     """The message for an unknown key: the nearest known one where a typo is likely, and the rest."""
+    import difflib  # only a config with an unknown key needs it (0.2 MB with heapq)
+
     guess = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
     hint = f"did you mean '{guess[0]}'? " if guess else ""
     return f"'{key_path}': unknown key ({hint}known keys here: {', '.join(sorted(known))})"

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from gpueff import __version__
 from gpueff.exposition.render import render
 from gpueff.metrics import COUNTER, GAUGE, METRICS
+from gpueff.otlp import OtlpUnavailable
 from gpueff.otlp.names import CONVENTIONS, otlp_name, otlp_unit
 from gpueff.snapshot import Snapshot
 
@@ -23,11 +24,6 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import CallbackOptions, Observation
 
 log = logging.getLogger("gpueff")
-PROTOCOLS = ("grpc", "http/protobuf")
-
-
-class OtlpUnavailable(Exception):
-    """The otlp extra is not installed, or the endpoint cannot be used; phrased for the user."""
 
 
 @dataclass(frozen=True)

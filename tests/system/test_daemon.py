@@ -312,6 +312,16 @@ def test_a_plain_nvml_daemon_on_auto_without_dcgm_bindings_loads_no_dcgm_backend
     assert loaded.isdisjoint(unused), sorted(loaded & unused)
 
 
+def test_a_plain_nvml_daemon_loads_neither_the_otlp_pusher_nor_what_only_errors_and_version_need():
+    """The OTLP pusher and its names (the otlp extra's side, 0.05 MB) came with every daemon for
+    an exception class and the protocols' names; difflib (0.2 MB with heapq) for the 'did you mean'
+    of an unknown config key; platform (0.1 MB) for --version."""
+    loaded = modules_loaded_by("tools/fake_nvml_daemon.py", "1")
+    assert "gpueff.otlp" in loaded and "gpueff.config.engine" in loaded
+    unused = {"gpueff.otlp.push", "gpueff.otlp.names", "difflib", "platform"}
+    assert loaded.isdisjoint(unused), sorted(loaded & unused)
+
+
 def test_the_live_daemons_modules_import_neither_the_trace_reader_nor_json():
     """Issue 28: json (0.5 MB of RSS) and the trace reader came with every daemon; the first is for
     the live page's /api/live, the second for --demo and --replay."""
