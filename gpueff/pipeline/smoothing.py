@@ -147,8 +147,10 @@ def step_out_of_range(window: Activity, weights: tuple[tuple[float, ...], ...], 
     readings = activity_values(window)
     for index in STEP_READINGS:
         value = readings[index]
+        if value is None:
+            continue
         seen = [product / weight for product, weight in zip(products[index][:older], weights[index][:older], strict=False) if weight > 0]
-        if value is None or not seen:
+        if not seen:
             continue
         if value > max(seen) + step:
             return 1

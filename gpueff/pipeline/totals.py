@@ -8,6 +8,7 @@ divides that among the GPU's holders)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from gpueff.pipeline.states import NO_TIME, plus, window_state
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 PIPE_SECONDS = (("tensor", "tensor_active"), ("tensor_hmma", "tensor_hmma_active"), ("tensor_imma", "tensor_imma_active"), ("tensor_dfma", "tensor_dfma_active"),
                 ("fp64", "fp64_active"), ("fp32", "fp32_active"), ("fp16", "fp16_active"), ("integer", "integer_active"))
 NO_PIPE_SECONDS = (0.0,) * len(PIPE_SECONDS)
+_PIPE_READINGS = attrgetter(*(field for _, field in PIPE_SECONDS))  # a Profiling's pipe readings, in PIPE_SECONDS order
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,12 +77,11 @@ def integrate(totals: Totals, sample: GpuSample, derived: Derived | None, max_ga
         if price_per_gpu_hour is not None:
             cost = wasted * price_per_gpu_hour / 3600
     profiling = sample.profiling
-    pipes = tuple(total + (value * elapsed if (value := getattr(profiling, field)) is not None else 0.0) for total, (_, field) in zip(totals.pipe_active_seconds, PIPE_SECONDS, strict=True))
+    pipes = tuple([total + (value * elapsed if value is not None else 0.0) for total, value in zip(totals.pipe_active_seconds, _PIPE_READINGS(profiling), strict=True)])
     dram = profiling.dram_active * elapsed if profiling.dram_active is not None else 0.0
     state = window_state(sample, derived)
     window_cost = elapsed * price_per_gpu_hour / 3600 if price_per_gpu_hour is not None else 0.0
-    grown = replace(
-        totals,
+    grown = Totals(  # every field named (dataclasses.replace's introspection was a fifth of a poll's integration)
         busy_seconds=totals.busy_seconds + busy,
         sm_active_seconds=totals.sm_active_seconds + active,
         pipe_active_seconds=pipes,
@@ -88,8 +89,10 @@ def integrate(totals: Totals, sample: GpuSample, derived: Derived | None, max_ga
         busy_idle_sm_seconds=totals.busy_idle_sm_seconds + wasted,
         busy_idle_sm_cost=totals.busy_idle_sm_cost + cost,
         last_timestamp=sample.timestamp,
+        peer_wait_seconds=totals.peer_wait_seconds,
         state_seconds=plus(totals.state_seconds, state, elapsed),
         state_cost=plus(totals.state_cost, state, window_cost),
+        state_joules=totals.state_joules,
     )
     growth = Growth(grown.busy_seconds - totals.busy_seconds, grown.sm_active_seconds - totals.sm_active_seconds, grown.busy_idle_sm_seconds - totals.busy_idle_sm_seconds, state, elapsed, window_cost)
     return grown, growth

@@ -399,6 +399,21 @@ def test_integrate_returns_the_new_totals_and_what_they_grew_by():
     assert (after.busy_seconds, after.sm_active_seconds, after.busy_idle_sm_seconds, after.last_timestamp) == (2.0, 0.5, 1.5, 2.0)
 
 
+def test_integrate_carries_every_total_it_does_not_grow():
+    """integrate names every field of the new Totals: one it does not integrate (the cross-GPU
+    stage's peer wait, the energy split's joules) comes through a poll as it was, and a field added
+    to Totals without a line there fails here instead of restarting at its default every poll."""
+    first, second = (synthetic(1.0, sm_active=0.25).replace(timestamp=t) for t in (0.0, 2.0))
+    given = Totals(**{field.name: value for field, value in zip(dataclasses.fields(Totals), (3.0, 2.0, (1.0,) * 8, 1.5, 0.5, 0.25, 0.0, 7.0, (2.0,) * 6, (0.5,) * 6, (9.0,) * 6), strict=True)})
+    grown, _ = integrate(given, second, derive(second), 10.0)
+    carried = {field.name for field in dataclasses.fields(Totals)} - {"busy_seconds", "sm_active_seconds", "pipe_active_seconds", "dram_active_seconds", "busy_idle_sm_seconds", "busy_idle_sm_cost", "last_timestamp", "state_seconds", "state_cost"}
+    assert carried == {"peer_wait_seconds", "state_joules"}
+    assert all(getattr(grown, name) == getattr(given, name) for name in carried)
+    assert grown == dataclasses.replace(given, busy_seconds=5.0, sm_active_seconds=2.5, busy_idle_sm_seconds=2.0, last_timestamp=2.0,
+                                        pipe_active_seconds=grown.pipe_active_seconds, dram_active_seconds=grown.dram_active_seconds, state_seconds=grown.state_seconds)
+    assert integrate(given, first, derive(first), 10.0)[0] == dataclasses.replace(given, last_timestamp=0.0)
+
+
 def test_each_pipe_and_dram_active_seconds_are_each_windows_activity_times_its_length(trace_paths):
     """The activity counters add each window's mean times its length: over the recorded duty-cycled
     matmul (windows swinging between busy and idle) their rise is the windows' exact integral, so
