@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -52,6 +52,15 @@ class GpmRequest:
     metrics: tuple[GpmMetric, ...]
 
 
+# The three requests a pair may make, by name: every metric (MIG devices, and GPUs without the
+# driver's samples), all but GRAPHICS_UTIL (the poll's elsewhere), GRAPHICS_UTIL alone (the slow window's).
+REQUESTS: dict[str, tuple[GpmMetric, ...]] = {
+    "every": GPM_METRICS,
+    "without_engine": tuple(metric for metric in GPM_METRICS if metric.key != ENGINE_KEY),
+    "engine": tuple(metric for metric in GPM_METRICS if metric.key == ENGINE_KEY),
+}
+
+
 def _request(nvml: ModuleType, metrics: tuple[GpmMetric, ...]) -> GpmRequest:
     struct = nvml.c_nvmlGpmMetricsGet_t()
     struct.version = nvml.NVML_GPM_METRICS_GET_VERSION
@@ -68,9 +77,9 @@ class GpmPair:
     a buffer that neither holds, so no window loses a sample it still needs."""
 
     buffers: list[Any]  # every buffer allocated: 2, or 3 for a full GPU (the slow window's start)
-    every: GpmRequest  # every metric of GPM_METRICS
-    without_engine: GpmRequest  # all but GRAPHICS_UTIL: the poll's request where the driver's samples give the window's utilization
-    engine: GpmRequest  # GRAPHICS_UTIL alone: the slow window's
+    # The REQUESTS made so far, each on its first use: a c_nvmlGpmMetricsGet_t holds 19 KB and a
+    # device uses one or two of the three (a full GPU with the driver's samples never reads every metric).
+    requests: dict[str, GpmRequest] = field(default_factory=dict)
     previous: Any | None = None  # the buffer holding the newest sample
     previous_time: float | None = None
     slow_start: Any | None = None  # the buffer holding the slow window's first sample
@@ -80,6 +89,13 @@ class GpmPair:
     refused: bool = False  # the driver refused sampling (no permission, not supported): read no more
     last_window: Profiling | None = None  # the newest window's readings: they stand while the next window cannot close yet
     deferred: bool = False  # the last sample was dropped: the driver found it under 100 ms after the window's start
+
+    def request(self, nvml: ModuleType, name: str) -> GpmRequest:
+        """The request of REQUESTS named ``name``, made where this is its first use."""
+        made = self.requests.get(name)
+        if made is None:
+            made = self.requests[name] = _request(nvml, REQUESTS[name])
+        return made
 
     def free_buffer(self) -> Any:
         return next(buffer for buffer in self.buffers if buffer is not self.previous and buffer is not self.slow_start)
@@ -97,10 +113,8 @@ def open_pair(nvml: ModuleType, info: DeviceInfo, support_handle: Any, log_once:
     if not supported:
         log_once(f"nogpm-{info.uuid}", logging.WARNING, "GPU %d (%s) has no GPM (it is older than Hopper or the driver is too old): SM activity and the other profiling metrics need DCGM there; gpueff_profiling_available is 0", info.index, info.name, extra=gpu_fields(info.index, info.uuid))
         return None
-    engine = tuple(metric for metric in GPM_METRICS if metric.key == ENGINE_KEY)
-    others = tuple(metric for metric in GPM_METRICS if metric.key != ENGINE_KEY)
     buffers = [nvml.nvmlGpmSampleAlloc() for _ in range(2 if info.parent_uuid else 3)]  # a MIG device reads the engine every poll
-    return GpmPair(buffers, _request(nvml, GPM_METRICS), _request(nvml, others), _request(nvml, engine))
+    return GpmPair(buffers)
 
 
 def free_pair(nvml: ModuleType, pair: GpmPair) -> None:
@@ -149,7 +163,7 @@ def read_pair(nvml: ModuleType, pair: GpmPair, info: DeviceInfo, handle: Any, pa
     readings = None
     if previous is not None and previous_time is not None:
         try:
-            readings = _metrics(nvml, pair.every if slow is None else pair.without_engine, previous, current, info, log_once)
+            readings = _metrics(nvml, pair.request(nvml, "every" if slow is None else "without_engine"), previous, current, info, log_once)
         except nvml.NVMLError as error:
             if getattr(error, "value", None) != nvml.NVML_ERROR_INVALID_ARGUMENT:
                 raise
@@ -179,7 +193,7 @@ def _advance_slow_window(nvml: ModuleType, pair: GpmPair, current: Any, now: flo
     if pair.slow_start is None or pair.slow_start_time is None:
         pair.slow_start, pair.slow_start_time = current, now
     elif not pair.slow_read or now - pair.slow_start_time >= interval:
-        pair.slow_graphics_active = _metrics(nvml, pair.engine, pair.slow_start, current, info, log_once).get(ENGINE_KEY)
+        pair.slow_graphics_active = _metrics(nvml, pair.request(nvml, "engine"), pair.slow_start, current, info, log_once).get(ENGINE_KEY)
         early = phase * interval if not pair.slow_read else 0.0
         pair.slow_start, pair.slow_start_time, pair.slow_read = current, now - early, True
 

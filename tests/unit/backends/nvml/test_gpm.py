@@ -98,6 +98,25 @@ def test_a_mig_device_and_a_gpu_without_driver_samples_keep_the_engine_in_every_
     assert fake.calls["nvmlGpmSampleAlloc"] == 3 + 3 + 2  # a MIG device never needs the slow window's buffer
 
 
+def test_each_device_holds_only_the_metric_requests_it_reads(traces):
+    """A c_nvmlGpmMetricsGet_t is 19 KB: every device held all three requests (57 KB; 2.1 MB on a
+    node of 8 x 7 MIG devices) where a full GPU with the driver's samples reads two and the others one."""
+    gpus = [
+        FakeGpu(traces["matmul_8192"], uuid="GPU-full"),
+        FakeGpu(traces["matmul_8192"], uuid="GPU-parent"),
+        FakeGpu(traces["copy_2GB"], uuid="GPU-nosamples"),
+        FakeGpu(traces["matmul_8192"], uuid="MIG-busy", mig_of=1, gpu_instance_id=2),
+    ]
+    backend, fake, clock = started(gpus)
+    fake.fail("nvmlDeviceGetSamples", pynvml.NVML_ERROR_NOT_SUPPORTED, gpu=2)
+    for _ in range(12):
+        backend.collect()
+        clock.advance(1.0)
+    held = {gpu.info.uuid: sorted(gpu.gpm.requests) for gpu in backend._gpus if gpu.gpm is not None}
+    backend.close()
+    assert held == {"GPU-full": ["engine", "without_engine"], "GPU-parent": ["every"], "GPU-nosamples": ["every"], "MIG-busy": ["every"]}
+
+
 def test_no_window_ever_loses_a_sample_it_needs_across_many_polls_and_slow_rounds(traces):
     """Three buffers, rotated: each poll's window runs from the previous poll's sample and each slow
     window from the previous slow round's, at jittered intervals and a slow interval that is not a
