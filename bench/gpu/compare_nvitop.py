@@ -188,7 +188,7 @@ def package_of(tree: Path) -> str:
     for name in ("gpueff", "exporter"):
         if (tree / name / "__main__.py").is_file():
             return name
-    raise BenchError(f"{tree}: no gpueff/ (or, before the rename, gpueff/) package there")
+    raise BenchError(f"{tree}: no gpueff/ (or, before the rename, exporter/) package there")
 
 
 def daemon_command(tree: Path, port: int, interval: str, fake_gpus: int) -> list[str]:

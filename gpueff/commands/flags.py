@@ -10,7 +10,7 @@ from typing import NoReturn
 
 from gpueff import logs
 from gpueff.backends.dcgm.settings import DcgmConfig
-from gpueff.collectors import COLLECTORS, CollectorsConfig
+from gpueff.collectors import COLLECTORS, OFF_BY_DEFAULT, CollectorsConfig
 from gpueff.config.values import MAX_DURATION, min_duration
 from gpueff.otlp import PROTOCOLS
 

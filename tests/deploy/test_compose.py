@@ -81,7 +81,7 @@ def test_the_compose_files_follow_the_compose_specification() -> None:
     for name in ("compose.yaml", "gpu.yaml"):
         assert spec_errors(load(COMPOSE / name)) == [], name
     broken = load(COMPOSE / "compose.yaml")
-    broken["services"]["gpueff"]["ports"] = "9947:9947"  # a string where the spec wants a list
+    broken["services"]["exporter"]["ports"] = "9947:9947"  # a string where the spec wants a list
     broken["services"]["grafana"]["volume"] = []  # a misspelt key
     assert len(spec_errors(broken)) >= 2  # the schema bites
 
@@ -95,12 +95,12 @@ def test_the_services_are_wired_to_each_other_and_to_the_shipped_files() -> None
             assert source.exists(), f"{name}: {source} (mounted at {target}) is not in the repository"
 
     # The exporter: built from the repository's Dockerfile, the demo by default, real GPUs with gpu.yaml alone.
-    exporter = services["gpueff"]
+    exporter = services["exporter"]
     assert ((COMPOSE / exporter["build"]["context"]).resolve() / "Dockerfile").exists()
     assert "EXPOSE 9947" in (ROOT / "Dockerfile").read_text() and "${GPUEFF_PUBLISH_ADDRESS:-127.0.0.1}:9947:9947" in exporter["ports"]
     assert "--demo" in exporter["command"]
-    assert gpu["services"]["gpueff"]["command"] == [flag for flag in exporter["command"] if flag != "--demo"]
-    assert gpu["services"]["gpueff"]["deploy"]["resources"]["reservations"]["devices"] == [{"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]
+    assert gpu["services"]["exporter"]["command"] == [flag for flag in exporter["command"] if flag != "--demo"]
+    assert gpu["services"]["exporter"]["deploy"]["resources"]["reservations"]["devices"] == [{"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]
     assert set(gpu["services"]) == {"exporter"}
 
     # Prometheus: its config and the shipped rules side by side, scraping the exporter, alerting Alertmanager.
